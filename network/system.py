@@ -1,0 +1,169 @@
+"""The system: GPUs, nodes, the intra-node fabric and the scale-out network.
+
+Kept orthogonal to the model and the parallel layout (DESIGN.md). Presets are frozen
+instances built through the same constructor as user YAML (``--system my.yaml``,
+whose keys are these field names plus ``base:`` naming a preset to start from).
+
+Units: bytes/s for bandwidth (per direction), seconds for latency.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from compute_profile.gpu_specs import GpuSpec, get_gpu
+from workload_gen.errors import ConfigError
+
+GBPS = 1e9  # GB/s (decimal), as vendor sheets quote NVLink
+GBIT = 1e9 / 8  # Gb/s, as NICs are quoted
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SystemConfig:
+    name: str
+    source: str = ""
+    gpu: str
+    """Key into compute_profile.gpu_specs (e.g. h100-sxm)."""
+    gpus_per_node: int = 8
+    nvlink_bw: float
+    """Per-GPU NVLink bandwidth, one direction, bytes/s (vendor figure / 2)."""
+    nvlink_busbw: float
+    """NCCL ring bus bandwidth achieved inside one node for large messages, bytes/s."""
+    nvls: bool = False
+    """NVLink SHARP in the NVSwitch (Hopper and later): NCCL's NVLS algorithm."""
+    nvls_busbw: float = 0.0
+    """NVLS all-reduce bus bandwidth inside one node, bytes/s (0 when no NVLS)."""
+    nics_per_node: int = 8
+    nic_bw: float
+    """Line rate of one NIC, one direction, bytes/s."""
+    nic_efficiency: float = 0.92
+    """Achievable fraction of the NIC line rate for large messages (headers, protocol)."""
+    topology: Literal["rail", "fat-tree"] = "rail"
+    oversubscription: float = 1.0
+    """Leaf uplink oversubscription ratio (1 = non-blocking)."""
+    nvlink_latency_s: float = 2e-6
+    """Per-step latency of an NCCL transfer over NVLink."""
+    network_latency_s: float = 5e-6
+    """Per-step latency of an NCCL transfer across nodes (NIC + switches + propagation)."""
+    link_latency_s: float = 1e-6
+    """Propagation + switching delay of one network link (packet backends)."""
+
+    def __post_init__(self) -> None:
+        get_gpu(self.gpu)  # validates the name
+        for name in ("gpus_per_node", "nics_per_node"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < 1:
+                raise ConfigError(name, v, "must be a positive integer")
+        for name in ("nvlink_bw", "nvlink_busbw", "nic_bw"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(name, getattr(self, name), "must be > 0 (bytes/s)")
+        if not 0 < self.nic_efficiency <= 1:
+            raise ConfigError("nic_efficiency", self.nic_efficiency, "must be in (0, 1]")
+        if self.oversubscription < 1:
+            raise ConfigError("oversubscription", self.oversubscription, "must be >= 1")
+        if self.topology not in ("rail", "fat-tree"):
+            raise ConfigError("topology", self.topology, "valid: rail, fat-tree")
+
+    @property
+    def gpu_spec(self) -> GpuSpec:
+        return get_gpu(self.gpu)
+
+    @property
+    def nic_busbw(self) -> float:
+        """Achievable bytes/s of one NIC."""
+        return self.nic_bw * self.nic_efficiency
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+SYSTEMS: dict[str, SystemConfig] = {
+    "a100": SystemConfig(
+        name="a100",
+        # NVIDIA DGX A100 user guide / datasheet: 8x A100 SXM 80GB, NVLink3 600 GB/s
+        # bidirectional per GPU through 6 NVSwitches, 8x ConnectX-6 HDR 200 Gb/s.
+        # nccl-tests all-reduce on DGX A100 reaches ~230 GB/s busbw.
+        source="NVIDIA DGX A100 datasheet; nccl-tests on DGX A100",
+        gpu="a100-sxm-80gb", nvlink_bw=300 * GBPS, nvlink_busbw=230 * GBPS,
+        nics_per_node=8, nic_bw=200 * GBIT,
+    ),
+    "h100": SystemConfig(
+        name="h100",
+        # NVIDIA DGX H100 datasheet: 8x H100 SXM, NVLink4 900 GB/s bidirectional per GPU,
+        # 4 NVSwitch with NVLink SHARP, 8x ConnectX-7 NDR 400 Gb/s. SimAI's documented
+        # examples use 360 GB/s NVLink busbw for this node.
+        source="NVIDIA DGX H100 datasheet; SimAI README (-nv 360)",
+        gpu="h100-sxm", nvlink_bw=450 * GBPS, nvlink_busbw=360 * GBPS, nvls=True, nvls_busbw=480 * GBPS,
+        nics_per_node=8, nic_bw=400 * GBIT,
+    ),
+    "h200": SystemConfig(
+        name="h200",
+        # NVIDIA DGX H200 datasheet: same NVLink4/NVSwitch fabric and 8x 400 Gb/s NICs as DGX H100.
+        source="NVIDIA DGX H200 datasheet",
+        gpu="h200", nvlink_bw=450 * GBPS, nvlink_busbw=360 * GBPS, nvls=True, nvls_busbw=480 * GBPS,
+        nics_per_node=8, nic_bw=400 * GBIT,
+    ),
+    "h20": SystemConfig(
+        name="h20",
+        # NVIDIA HGX H20 product brief: NVLink 900 GB/s bidirectional; servers ship with
+        # 8x 400 Gb/s NICs in the common configuration.
+        source="NVIDIA HGX H20 product brief",
+        gpu="h20", nvlink_bw=450 * GBPS, nvlink_busbw=360 * GBPS, nvls=True, nvls_busbw=480 * GBPS,
+        nics_per_node=8, nic_bw=400 * GBIT,
+    ),
+    "b200": SystemConfig(
+        name="b200",
+        # NVIDIA DGX B200 datasheet: 8x B200, NVLink5 1.8 TB/s bidirectional per GPU via
+        # 2 NVSwitch chips, 8x ConnectX-7 400 Gb/s for the compute fabric.
+        source="NVIDIA DGX B200 datasheet",
+        gpu="b200", nvlink_bw=900 * GBPS, nvlink_busbw=720 * GBPS, nvls=True, nvls_busbw=960 * GBPS,
+        nics_per_node=8, nic_bw=400 * GBIT,
+    ),
+}
+
+
+def get_system(name: str) -> SystemConfig:
+    if name not in SYSTEMS:
+        raise ConfigError("system", name, f"valid presets: {', '.join(SYSTEMS)}, or a YAML file")
+    return SYSTEMS[name]
+
+
+_FIELD_NAMES = {f.name for f in fields(SystemConfig)}
+
+
+def system_from_dict(data: dict[str, Any], source: str | None = None) -> SystemConfig:
+    """Build a system from YAML-like data: optional ``base`` preset, then field overrides."""
+    data = dict(data)
+    base_name = data.pop("base", None)
+    unknown = sorted(set(data) - _FIELD_NAMES)
+    if unknown:
+        raise ConfigError(unknown[0], data[unknown[0]], f"unknown system field; valid: {', '.join(sorted(_FIELD_NAMES))}", source)
+    try:
+        if base_name is not None:
+            return replace(get_system(str(base_name)), **data)
+        return SystemConfig(**data)
+    except ConfigError as exc:
+        if source and exc.source is None:
+            raise ConfigError(exc.field, exc.value, exc.valid, source) from None
+        raise
+    except TypeError as exc:
+        raise ConfigError("system", source or "<dict>", f"incomplete system: {exc}; or give base: <preset>") from None
+
+
+def load_system(spec: str) -> SystemConfig:
+    """A preset name, or a YAML file path."""
+    if spec in SYSTEMS:
+        return SYSTEMS[spec]
+    path = Path(spec)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        try:
+            data = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as exc:
+            raise ConfigError("system", spec, f"not valid YAML: {exc}".splitlines()[0]) from None
+        if not isinstance(data, dict):
+            raise ConfigError("system", spec, "the YAML must be a mapping of system fields")
+        return system_from_dict(data, source=spec)
+    return get_system(spec)

@@ -1,0 +1,176 @@
+"""Parallel layout and training settings (Megatron-LM semantics).
+
+Only data: DP and gradient accumulation are derived properties, never stored twice.
+Checks that involve only these fields run at construction; checks against the model
+(heads, layers, experts) are in :func:`check_against_model`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Literal
+
+from workload_gen.errors import ConfigError
+from workload_gen.model_config import ModelConfig
+
+Dtype = Literal["bf16", "fp16", "fp32", "fp8"]
+DTYPE_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1}
+
+
+def _divisors(n: int) -> str:
+    ds = [d for d in range(1, n + 1) if n % d == 0]
+    shown = ", ".join(str(d) for d in ds[:12])
+    return shown + (", ..." if len(ds) > 12 else "")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ParallelConfig:
+    # --- layout ---------------------------------------------------------------
+    world_size: int = 8
+    tp: int = 1
+    """Tensor-parallel size (Megatron --tensor-model-parallel-size)."""
+    sp: bool = False
+    """Sequence parallelism (Korthikanti et al., arXiv 2205.05198); needs tp > 1."""
+    pp: int = 1
+    vpp: int = 1
+    """Virtual pipeline chunks per stage (interleaved 1F1B); 1 means plain 1F1B."""
+    cp: int = 1
+    """Context-parallel size; sequence split over cp ranks."""
+    cp_comm: Literal["p2p", "all_gather"] = "p2p"
+    """How CP exchanges K/V: ring send/recv (p2p) or one all-gather."""
+    ep: int = 1
+    """Expert-parallel size, carved out of dp*cp (Megatron-Core)."""
+    etp: int | None = None
+    """Expert tensor-parallel size; None means the same as tp."""
+    # --- batch -----------------------------------------------------------------
+    micro_batch: int = 1
+    global_batch: int = 8
+    seq_length: int = 2048
+    dtype: Dtype = "bf16"
+    # --- memory savers ---------------------------------------------------------
+    recompute: Literal["none", "selective", "full"] = "none"
+    recompute_method: Literal["uniform", "block"] = "uniform"
+    recompute_num_layers: int | None = None
+    """Layers recomputed per stage with full recompute (block); None means all."""
+    distributed_optimizer: bool = False
+    """ZeRO-1: optimizer states and the fp32 master weights sharded over dp*cp."""
+    # --- overlap switches ---------------------------------------------------------
+    overlap_grad_reduce: bool = False
+    overlap_param_gather: bool = False
+    tp_comm_overlap: bool = False
+    ddp_bucket_size: int | None = None
+    """Gradient bucket size in elements; None means Megatron's max(40M, 1M * dp)."""
+
+    def __post_init__(self) -> None:
+        for name in ("world_size", "tp", "pp", "vpp", "cp", "ep", "micro_batch", "global_batch", "seq_length"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ConfigError(name, v, "must be a positive integer")
+        if self.etp is not None and (not isinstance(self.etp, int) or self.etp < 1):
+            raise ConfigError("etp", self.etp, "must be a positive integer")
+        if self.dtype not in DTYPE_BYTES:
+            raise ConfigError("dtype", self.dtype, f"valid: {', '.join(DTYPE_BYTES)}")
+        if self.recompute not in ("none", "selective", "full"):
+            raise ConfigError("recompute", self.recompute, "valid: none, selective, full")
+        if self.recompute_method not in ("uniform", "block"):
+            raise ConfigError("recompute_method", self.recompute_method, "valid: uniform, block")
+        if self.cp_comm not in ("p2p", "all_gather"):
+            raise ConfigError("cp_comm", self.cp_comm, "valid: p2p, all_gather")
+        if self.sp and self.tp == 1:
+            raise ConfigError("sp", True, "sequence parallelism needs tp > 1")
+        model_ranks = self.tp * self.pp * self.cp
+        if self.world_size % model_ranks:
+            raise ConfigError(
+                "world_size", self.world_size,
+                f"must be a multiple of tp*pp*cp = {self.tp}*{self.pp}*{self.cp} = {model_ranks}",
+            )
+        if (self.dp * self.cp) % self.ep:
+            raise ConfigError("ep", self.ep, f"must divide dp*cp = {self.dp}*{self.cp} = {self.dp * self.cp}")
+        expert_ranks = self.expert_tp * self.ep * self.pp
+        if self.world_size % expert_ranks:
+            raise ConfigError(
+                "etp", self.expert_tp,
+                f"expert_tp*ep*pp = {expert_ranks} must divide world_size={self.world_size}",
+            )
+        per_step = self.micro_batch * self.dp
+        if self.global_batch % per_step:
+            raise ConfigError(
+                "global_batch", self.global_batch,
+                f"must be a multiple of micro_batch*dp = {self.micro_batch}*{self.dp} = {per_step}",
+            )
+        if self.vpp > 1 and self.pp == 1:
+            raise ConfigError("vpp", self.vpp, "interleaving needs pp > 1")
+        if self.vpp > 1 and self.num_microbatches % self.pp:
+            raise ConfigError(
+                "global_batch", self.global_batch,
+                f"the interleaved schedule needs micro-batches ({self.num_microbatches}) divisible by pp={self.pp}",
+            )
+        if self.seq_length % self.cp:
+            raise ConfigError("seq_length", self.seq_length, f"must be divisible by cp={self.cp}")
+        if self.cp > 1 and self.seq_length % (2 * self.cp):
+            raise ConfigError("seq_length", self.seq_length, f"must be divisible by 2*cp={2 * self.cp} (load-balanced CP)")
+
+    # --- derived -----------------------------------------------------------------
+    @property
+    def dp(self) -> int:
+        return self.world_size // (self.tp * self.pp * self.cp)
+
+    @property
+    def expert_tp(self) -> int:
+        return self.etp if self.etp is not None else self.tp
+
+    @property
+    def edp(self) -> int:
+        """Expert data-parallel size: the ranks holding a copy of the same experts."""
+        return self.world_size // (self.expert_tp * self.ep * self.pp)
+
+    @property
+    def num_microbatches(self) -> int:
+        """Gradient-accumulation steps = global / (micro * dp)."""
+        return self.global_batch // (self.micro_batch * self.dp)
+
+    @property
+    def dtype_bytes(self) -> int:
+        return DTYPE_BYTES[self.dtype]
+
+    @property
+    def bucket_elements(self) -> int:
+        if self.ddp_bucket_size is not None:
+            return self.ddp_bucket_size
+        return max(40_000_000, 1_000_000 * self.dp * self.cp)
+
+    def to_dict(self) -> dict[str, object]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+PARALLEL_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(ParallelConfig))
+
+
+def check_against_model(model: ModelConfig, par: ParallelConfig) -> None:
+    """Divisibility rules between the model and the layout; first failure wins."""
+    heads, kv = model.num_attention_heads, model.kv_heads
+    if heads % par.tp:
+        raise ConfigError("tp", par.tp, f"num_attention_heads={heads} is not divisible by tp; valid tp: {_divisors(heads)}")
+    if not model.multi_latent_attention and kv % par.tp:
+        raise ConfigError("tp", par.tp, f"num_query_groups={kv} is not divisible by tp; valid tp: {_divisors(kv)}")
+    stages = par.pp * par.vpp
+    if model.num_layers % stages:
+        raise ConfigError(
+            "pp", par.pp,
+            f"num_layers={model.num_layers} is not divisible by pp*vpp={par.pp}*{par.vpp}={stages}",
+        )
+    if model.vocab_size < par.tp:
+        raise ConfigError("vocab_size", model.vocab_size, f"must be at least tp={par.tp}")
+    if model.is_moe:
+        if model.num_experts % par.ep:
+            raise ConfigError(
+                "ep", par.ep,
+                f"num_experts={model.num_experts} is not divisible by ep; valid ep: {_divisors(model.num_experts)}",
+            )
+        if model.expert_ffn % par.expert_tp:
+            raise ConfigError("etp", par.expert_tp, f"moe_ffn_hidden_size={model.expert_ffn} is not divisible by it")
+    elif par.ep > 1:
+        raise ConfigError("ep", par.ep, "expert parallelism needs an MoE model (num_experts > 0)")
+    if model.ffn % par.tp:
+        raise ConfigError("tp", par.tp, f"ffn_hidden_size={model.ffn} is not divisible by tp")
+    if par.sp and (par.seq_length // par.cp) % par.tp:
+        raise ConfigError("seq_length", par.seq_length, f"with sp, seq_length/cp must be divisible by tp={par.tp}")

@@ -1,0 +1,91 @@
+"""Rank placement: which node a rank lives on, and which ranks form each group.
+
+One module for the whole project (DESIGN.md "Ranks and groups"): the collectives
+expander and both network backends import it, so NVLink-vs-NIC decisions agree.
+
+Megatron's default order: TP varies fastest, then CP, then DP, then PP. Experts use
+their own decomposition of the same ranks: expert-TP fastest, then EP, then expert-DP,
+then PP (Megatron-Core's expert RankGenerator).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from workload_gen.parallel_config import ParallelConfig
+from workload_gen.records import Group
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    world_size: int
+    gpus_per_node: int
+
+    def node_of(self, rank: int) -> int:
+        return rank // self.gpus_per_node
+
+    def local_rank(self, rank: int) -> int:
+        """Index of the GPU within its node; also its NIC/rail index."""
+        return rank % self.gpus_per_node
+
+    @property
+    def num_nodes(self) -> int:
+        return -(-self.world_size // self.gpus_per_node)
+
+    def nodes_spanned(self, ranks: tuple[int, ...] | list[int]) -> int:
+        return len({self.node_of(r) for r in ranks})
+
+    def gpus_per_node_in(self, ranks: tuple[int, ...] | list[int]) -> int:
+        """Largest number of the group's ranks sharing one node."""
+        counts: dict[int, int] = {}
+        for r in ranks:
+            n = self.node_of(r)
+            counts[n] = counts.get(n, 0) + 1
+        return max(counts.values())
+
+
+def _dense_coords(par: ParallelConfig, rank: int) -> tuple[int, int, int, int]:
+    tp = rank % par.tp
+    cp = (rank // par.tp) % par.cp
+    dp = (rank // (par.tp * par.cp)) % par.dp
+    pp = rank // (par.tp * par.cp * par.dp)
+    return tp, cp, dp, pp
+
+
+def _dense_rank(par: ParallelConfig, tp: int, cp: int, dp: int, pp: int) -> int:
+    return tp + par.tp * (cp + par.cp * (dp + par.dp * pp))
+
+
+def group_ranks(par: ParallelConfig, group: Group, rank: int = 0) -> tuple[int, ...]:
+    """The ranks of ``rank``'s group of the given kind, in ring order."""
+    tp, cp, dp, pp = _dense_coords(par, rank)
+    if group is Group.TP:
+        return tuple(_dense_rank(par, i, cp, dp, pp) for i in range(par.tp))
+    if group is Group.CP:
+        return tuple(_dense_rank(par, tp, i, dp, pp) for i in range(par.cp))
+    if group is Group.DP:
+        # Megatron's gradient group for dense parameters spans dp and cp (dp_cp).
+        return tuple(_dense_rank(par, tp, c, d, pp) for d in range(par.dp) for c in range(par.cp))
+    if group is Group.PP:
+        return tuple(_dense_rank(par, tp, cp, dp, p) for p in range(par.pp))
+    if group is Group.EMB:
+        first, last = _dense_rank(par, tp, cp, dp, 0), _dense_rank(par, tp, cp, dp, par.pp - 1)
+        return (first,) if first == last else (first, last)
+    # Expert groups decompose the ranks of one pipeline stage differently.
+    stage_size = par.world_size // par.pp
+    base, local = pp * stage_size, rank % stage_size
+    etp, ep, edp = par.expert_tp, par.ep, par.edp
+    e_t, e_e, e_d = local % etp, (local // etp) % ep, local // (etp * ep)
+    if group is Group.ETP:
+        return tuple(base + i + etp * (e_e + ep * e_d) for i in range(etp))
+    if group is Group.EP:
+        return tuple(base + e_t + etp * (i + ep * e_d) for i in range(ep))
+    if group is Group.EDP:
+        return tuple(base + e_t + etp * (e_e + ep * i) for i in range(edp))
+    raise ValueError(f"unknown group {group!r}")
+
+
+def group_size(par: ParallelConfig, group: Group) -> int:
+    return {
+        Group.TP: par.tp, Group.CP: par.cp, Group.DP: par.dp * par.cp, Group.PP: par.pp,
+        Group.EMB: 1 if par.pp == 1 else 2, Group.ETP: par.expert_tp, Group.EP: par.ep, Group.EDP: par.edp,
+    }[group]

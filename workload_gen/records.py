@@ -1,0 +1,182 @@
+"""The workload data model that every later stage consumes.
+
+A :class:`Workload` says what each pipeline stage (and virtual chunk) does for ONE
+micro-batch, in execution order, plus the once-per-iteration work (gradient sync,
+optimizer, parameter gather). Gradient accumulation and the pipeline schedule are the
+engine's job and are not unrolled here (DESIGN.md, "Workload").
+
+Units: seconds, bytes, FLOPs (floating-point operations, a multiply-add counts 2).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+
+from workload_gen.model_config import ModelConfig
+from workload_gen.parallel_config import ParallelConfig
+
+FORMAT_VERSION = 1
+
+
+class Phase(StrEnum):
+    FWD = "fwd"
+    BWD_INPUT = "bwd-input"
+    BWD_WEIGHT = "bwd-weight"
+    RECOMPUTE = "recompute"
+    """A forward op re-run during backward; profiled as its forward."""
+    ITERATION = "iter"
+    """Once per iteration: gradient sync, optimizer step, parameter gather."""
+
+
+class OpKind(StrEnum):
+    GEMM = "gemm"
+    GROUPED_GEMM = "grouped_gemm"
+    ATTENTION = "attention"
+    NORM = "norm"
+    ELEMENTWISE = "elementwise"
+    ROPE = "rope"
+    EMBEDDING = "embedding"
+    LOSS = "loss"
+    ROUTER = "router"
+    PERMUTE = "permute"
+    OPTIMIZER = "optimizer"
+
+
+class CollKind(StrEnum):
+    ALL_REDUCE = "allreduce"
+    ALL_GATHER = "allgather"
+    REDUCE_SCATTER = "reducescatter"
+    ALL_TO_ALL = "alltoall"
+    SEND_RECV = "sendrecv"
+    BROADCAST = "broadcast"
+
+
+class Group(StrEnum):
+    TP = "tp"
+    CP = "cp"
+    EP = "ep"
+    ETP = "etp"
+    """Expert tensor parallel."""
+    DP = "dp"
+    """Gradient data-parallel group of dense parameters: dp*cp ranks (Megatron's dp_cp)."""
+    EDP = "edp"
+    """Expert data-parallel group: ranks holding the same experts."""
+    PP = "pp"
+    EMB = "emb"
+    """First and last pipeline stage, for tied embedding gradients."""
+
+
+class TimeSource(StrEnum):
+    NONE = ""
+    MEASURED = "measured"
+    SCALED = "scaled"
+    ESTIMATED = "estimated"
+    IMPORTED = "imported"
+
+
+@dataclass(frozen=True, slots=True)
+class ComputeOp:
+    """One kernel (or fused kernel group) on one rank."""
+
+    name: str
+    """Stable op name within a layer, e.g. ``qkv``, ``core_attn``, ``fc1``."""
+    layer: int
+    """Global layer index; -1 for the embedding, num_layers for the head (final norm, output, loss)."""
+    phase: Phase
+    kind: OpKind
+    shape: tuple[int, ...]
+    """Kind-specific shape, see :func:`shape_doc`; the profile key is derived from it."""
+    dtype: str
+    flops: float
+    bytes: float
+    """HBM bytes read + written (roofline memory term)."""
+    time_s: float | None = None
+    source: TimeSource = TimeSource.NONE
+
+    @property
+    def shape_key(self) -> str:
+        return "x".join(str(d) for d in self.shape)
+
+    def with_time(self, time_s: float, source: TimeSource) -> ComputeOp:
+        return replace(self, time_s=time_s, source=source)
+
+
+@dataclass(frozen=True, slots=True)
+class CollectiveOp:
+    """A collective on one parallel group, as every member issues it."""
+
+    name: str
+    layer: int
+    phase: Phase
+    kind: CollKind
+    group: Group
+    group_size: int
+    bytes: int
+    """NCCL convention: the full buffer as nccl-tests counts it (the gathered output of an
+    all-gather, the input of a reduce-scatter, the per-rank buffer of an all-reduce or
+    all-to-all, the message of a send/recv)."""
+    overlappable: bool = False
+    """Whether this collective may run concurrently with compute (async in Megatron)."""
+    peer: int = 0
+    """For SEND_RECV on the PP group: +1 sends downstream, -1 upstream; else 0."""
+
+
+Op = ComputeOp | CollectiveOp
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkProgram:
+    """What one virtual chunk of one pipeline stage does for one micro-batch."""
+
+    stage: int
+    chunk: int
+    layers: tuple[int, ...]
+    """Global layer indices held by this chunk."""
+    forward: tuple[Op, ...]
+    backward: tuple[Op, ...]
+    """Backward in execution order, including recomputed forward ops."""
+
+
+@dataclass(frozen=True, slots=True)
+class StageProgram:
+    stage: int
+    chunks: tuple[ChunkProgram, ...]
+    iteration: tuple[Op, ...]
+    """Once per iteration, in order: gradient sync buckets, optimizer, parameter gather."""
+    params: int
+    """Parameters held by one rank of this stage (dense + experts, sharded by tp/ep)."""
+    dense_params: int
+    """Of ``params``, those synchronised over the DP group (the rest over EDP)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    model: ModelConfig
+    parallel: ParallelConfig
+    stages: tuple[StageProgram, ...]
+    params_total: int
+    """Whole-model parameter count (unsharded), as papers and model cards report it."""
+    gpu: str = ""
+    """GPU the compute times are for; empty until compute_profile attaches them."""
+    meta: dict[str, str] = field(default_factory=dict, compare=False)
+
+    def ops(self):
+        """Every op with its stage and chunk (chunk -1 for iteration ops), in file order."""
+        for st in self.stages:
+            for ch in st.chunks:
+                for op in ch.forward:
+                    yield st.stage, ch.chunk, op
+                for op in ch.backward:
+                    yield st.stage, ch.chunk, op
+            for op in st.iteration:
+                yield st.stage, -1, op
+
+
+def shape_doc() -> str:
+    """The meaning of ``ComputeOp.shape`` per kind (also printed in file headers)."""
+    return (
+        "gemm: m,n,k (C[m,n] = A[m,k] @ B[k,n]); grouped_gemm: groups,m_per_group,n,k; "
+        "attention: batch,heads,seq_q,seq_kv,head_dim,causal; norm/elementwise/rope/permute: tokens,width; "
+        "embedding: tokens,hidden,vocab_shard; loss: tokens,vocab_shard; router: tokens,hidden,experts; "
+        "optimizer: params"
+    )
