@@ -1,0 +1,97 @@
+"""What a simulation run hands to the writers (formats/), the diff tools and sweeps.
+
+Both network backends produce the same :class:`RunResult`. Units: seconds, bytes.
+Categories used in breakdowns and traces (stable strings, also in summary.json):
+compute kinds are the OpKind values; communication categories are the Group values
+(tp, cp, ep, etp, dp, edp, pp, emb); plus "bubble", "optimizer", "idle".
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from network.system import SystemConfig
+from workload_gen.records import Workload
+
+
+@dataclass(frozen=True, slots=True)
+class Interval:
+    """One busy period on one stream of one simulated rank."""
+
+    stage: int
+    rank: int
+    stream: str
+    """"compute", or a communication stream named for its group ("tp", "dp", "pp", ...)."""
+    name: str
+    layer: int
+    phase: str
+    microbatch: int
+    """-1 for once-per-iteration work."""
+    chunk: int
+    start: float
+    end: float
+    category: str
+    """OpKind value for compute, Group value for communication."""
+    bytes: int = 0
+    exposed_s: float = 0.0
+    """Communication only: the part of it the compute stream waited for."""
+
+
+@dataclass(frozen=True, slots=True)
+class Breakdown:
+    """Where one rank's iteration time went; the parts sum to the iteration time."""
+
+    compute_s: float
+    exposed_comm_s: dict[str, float] = field(hash=False)
+    """Exposed communication per group (tp, cp, ep, dp, pp, ...)."""
+    bubble_s: float
+    optimizer_s: float
+    other_s: float = 0.0
+    """Idle time not attributable to the pipeline bubble (waiting for other ranks)."""
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryEstimate:
+    """Peak memory of one rank of one stage, by part (bytes)."""
+
+    stage: int
+    weights: int
+    gradients: int
+    optimizer_states: int
+    activations: int
+    """Peak activations held (micro-batches in flight x per-micro-batch activations)."""
+    temporary: int
+    """Largest per-op temporary buffer (e.g. logits in the loss, gathered SP input)."""
+
+    @property
+    def allocated_peak(self) -> int:
+        return self.weights + self.gradients + self.optimizer_states + self.activations + self.temporary
+
+    reserved_factor: float = 1.06
+    """Fragmentation allowance of the caching allocator, reserved / allocated."""
+
+    @property
+    def reserved_peak(self) -> int:
+        return int(self.allocated_peak * self.reserved_factor)
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    workload: Workload
+    system: SystemConfig
+    backend: str
+    """"analytical", "ns3" or "simai-accounting"."""
+    iteration_time_s: float
+    breakdown: Breakdown
+    """Of the critical (slowest) stage's representative rank."""
+    stage_breakdowns: tuple[Breakdown, ...]
+    memory: tuple[MemoryEstimate, ...]
+    intervals: tuple[Interval, ...]
+    """The timeline; may be empty when the caller asked for no timeline (sweeps)."""
+    extras: dict[str, Any] = field(default_factory=dict, hash=False)
+    """Backend-specific figures (e.g. ns-3 wall time, flows simulated, compute coverage)."""
+
+    @property
+    def tokens_per_s(self) -> float:
+        par = self.workload.parallel
+        return par.global_batch * par.seq_length / self.iteration_time_s
