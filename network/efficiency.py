@@ -1,0 +1,110 @@
+"""Size-dependent efficiency of collectives, per fabric, from a YAML table.
+
+Why: NCCL reaches its large-message bus bandwidth only for big buffers; below that,
+protocol and pipeline-fill costs dominate. We use the simplest curve that fits the
+public measurements (network/data/efficiency.yaml, fitted by
+``scripts/fit_efficiency.py``):
+
+    eff(D) = peak_fraction * D / (D + half_bytes)
+
+where D = S * algorithm_factor is the bytes each rank moves. The bandwidth term of a
+collective is then D / (busbw * eff(D)) = (D + half_bytes) / (busbw * peak_fraction):
+``half_bytes / (busbw * peak_fraction)`` acts as a fixed per-call cost on top of the
+structural latency, and ``peak_fraction`` scales the system's large-message busbw to what
+a training job achieved. Units: bytes, bytes/s, seconds.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from network.busbw import Link
+from workload_gen.errors import ConfigError
+
+DEFAULT_TABLE = Path(__file__).resolve().parent / "data" / "efficiency.yaml"
+
+
+@dataclass(frozen=True, slots=True)
+class Curve:
+    peak_fraction: float = 1.0
+    """Achieved share of the system's large-message busbw (0, 1]."""
+    half_bytes: float = 0.0
+    """Per-rank bytes D at which efficiency is half its peak (bytes)."""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.peak_fraction <= 1.5:
+            raise ConfigError("peak_fraction", self.peak_fraction, "must be in (0, 1.5]")
+        if self.half_bytes < 0:
+            raise ConfigError("half_bytes", self.half_bytes, "must be >= 0 (bytes)")
+
+    def efficiency(self, moved_bytes: float) -> float:
+        if moved_bytes <= 0:
+            return 0.0
+        return self.peak_fraction * moved_bytes / (moved_bytes + self.half_bytes)
+
+    def transfer_time(self, moved_bytes: float, busbw: float) -> float:
+        """Bandwidth term in seconds for ``moved_bytes`` per rank at ``busbw`` bytes/s."""
+        return (moved_bytes + self.half_bytes) / (busbw * self.peak_fraction)
+
+
+IDEAL = Curve()
+
+
+@dataclass(frozen=True, slots=True)
+class EfficiencyTable:
+    curves: dict[str, Curve] = field(hash=False)
+    source: str = ""
+
+    def curve(self, link: Link) -> Curve:
+        return self.curves.get(link.value, IDEAL)
+
+    @classmethod
+    def ideal(cls) -> EfficiencyTable:
+        """No size dependence: the textbook latency + S*f/busbw (tests, expander agreement)."""
+        return cls({}, "ideal")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: {"peak_fraction": c.peak_fraction, "half_bytes": c.half_bytes} for k, c in sorted(self.curves.items())}
+
+
+def _curves(data: Any, where: str) -> dict[str, Curve]:
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError("efficiency", data, "expected a mapping link -> {peak_fraction, half_bytes}", where)
+    out: dict[str, Curve] = {}
+    valid = ", ".join(link.value for link in Link)
+    for link, params in data.items():
+        if link not in {lk.value for lk in Link}:
+            raise ConfigError("efficiency", link, f"unknown link; valid: {valid}", where)
+        if not isinstance(params, dict) or set(params) - {"peak_fraction", "half_bytes"}:
+            raise ConfigError(f"efficiency.{link}", params, "expected keys peak_fraction, half_bytes", where)
+        out[link] = Curve(**{k: float(v) for k, v in params.items()})
+    return out
+
+
+def load_efficiency(system_name: str, path: str | Path | None = None) -> EfficiencyTable:
+    """The table for a system: the file's ``default`` curves, overlaid by ``systems.<name>``.
+
+    A curve given per system replaces only the fields it names.
+    """
+    p = Path(path) if path is not None else DEFAULT_TABLE
+    where = str(p)
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError("efficiency", where, f"not valid YAML: {exc}".splitlines()[0]) from None
+    if not isinstance(data, dict):
+        raise ConfigError("efficiency", where, "expected a mapping with 'default' and 'systems'")
+    base = _curves(data.get("default"), where)
+    systems = data.get("systems") or {}
+    raw_default = data.get("default") or {}
+    raw_sys = systems.get(system_name) or {}
+    merged: dict[str, Curve] = dict(base)
+    for link, params in raw_sys.items():
+        combined = {**(raw_default.get(link) or {}), **(params or {})}
+        merged.update(_curves({link: combined}, where))
+    return EfficiencyTable(merged, f"{where}:{system_name if system_name in systems else 'default'}")

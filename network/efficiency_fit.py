@@ -1,0 +1,127 @@
+"""Re-derive the efficiency curves in network/data/efficiency.yaml from public data.
+
+Kept apart from the backend so the run path never imports numpy for this; the fit is
+run by ``scripts/fit_efficiency.py`` and checked by tests/analytical.
+
+* NVLink: aliyun/aicb's A100 training log (shared/data/real/aicb_a100_comm_log.csv). The
+  job ran TP=2 x DP=4 on one 8-GPU A100 node (its DP all-gather of 17.8 GB reaches
+  ~210 GB/s of bus bandwidth, only possible over NVLink), so every row is an NVLink
+  collective. We take the median time per (collective, group size, size), drop
+  the init phase, zero-byte calls and rows whose log lost the group size, and fit
+  t = latency(n) + (D + half_bytes) / (busbw * peak_fraction), D = S * factor(n), by
+  least squares on relative error (each point weighs the same).
+  The log's busbw column is not used: AICB computes it with n = 8 for every group.
+* NIC: SimAI's measured ratio table (shared/data/simai/ratio/nic_ratio.csv, 2-node
+  column: a 16-GPU ring), normalised to its largest size; we fit half_bytes of
+  D / (D + half_bytes) to it. The table also contains latency, so this is an upper
+  bound on the size penalty of one NIC ring.
+"""
+from __future__ import annotations
+
+import csv
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from network.busbw import GroupShape, algorithm_factor, collective_path
+from network.system import SystemConfig
+from workload_gen.records import CollKind
+
+_AICB_KINDS = {
+    "CommType.all_reduce": CollKind.ALL_REDUCE,
+    "CommType.all_gather": CollKind.ALL_GATHER,
+    "CommType.reduce_scatter": CollKind.REDUCE_SCATTER,
+    "CommType.all_to_all": CollKind.ALL_TO_ALL,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class LogPoint:
+    kind: CollKind
+    n: int
+    size: int
+    time_s: float
+    """Median elapsed time over the log's calls."""
+    calls: int
+
+
+def read_aicb_log(path: str | Path) -> list[LogPoint]:
+    groups: dict[tuple[CollKind, int, int], list[float]] = {}
+    with open(path, newline="") as fh:
+        for row in csv.DictReader(fh):
+            kind = _AICB_KINDS.get(row["comm_type"])
+            if kind is None or row["stage"].startswith("init") or row["comm_group_size"] in ("", "None"):
+                continue
+            size = int(row["msg_size"])
+            if size <= 0:
+                continue
+            n = int(float(row["comm_group_size"]))
+            groups.setdefault((kind, n, size), []).append(float(row["_elapsed_time"]) * 1e-3)
+    return [LogPoint(k, n, s, statistics.median(ts), len(ts)) for (k, n, s), ts in sorted(groups.items())]
+
+
+@dataclass(frozen=True, slots=True)
+class Fit:
+    peak_fraction: float
+    half_bytes: float
+    errors: tuple[float, ...]
+    """Relative error predicted/measured - 1, per point, in input order."""
+
+    @property
+    def median_abs_error(self) -> float:
+        return statistics.median(abs(e) for e in self.errors)
+
+    @property
+    def max_abs_error(self) -> float:
+        return max(abs(e) for e in self.errors)
+
+
+def fit_nvlink(points: list[LogPoint], system: SystemConfig) -> Fit:
+    """Weighted least squares for t - lat = a*D + c; peak_fraction = 1/(a*busbw), half = c/a."""
+    rows = []
+    for p in points:
+        shape = GroupShape(p.n, 1, p.n)
+        path = collective_path(p.kind, shape, system)
+        d = p.size * algorithm_factor(p.kind, p.n)
+        rows.append((d, path.latency_s, p.time_s, path.busbw))
+    # Minimise sum(((a*D + c) - y) / t)^2 with y = t - lat: 2x2 normal equations.
+    s_dd = s_d1 = s_11 = s_dy = s_1y = 0.0
+    for d, lat, t, _ in rows:
+        w = 1.0 / (t * t)
+        y = t - lat
+        s_dd += w * d * d
+        s_d1 += w * d
+        s_11 += w
+        s_dy += w * d * y
+        s_1y += w * y
+    det = s_dd * s_11 - s_d1 * s_d1
+    a = (s_dy * s_11 - s_d1 * s_1y) / det
+    c = (s_dd * s_1y - s_d1 * s_dy) / det
+    busbw = rows[0][3]
+    errors = tuple((lat + a * d + c) / t - 1 for d, lat, t, _ in rows)
+    return Fit(peak_fraction=1.0 / (a * busbw), half_bytes=c / a, errors=errors)
+
+
+def read_ratio_column(path: str | Path, column: int = 2) -> list[tuple[int, float]]:
+    """(size bytes, ratio normalised to the last row) for one column of a SimAI ratio table."""
+    with open(path, newline="") as fh:
+        rows = list(csv.reader(fh))[1:]
+    pts = [(int(r[0]), float(r[column])) for r in rows if r[column].strip()]
+    last = pts[-1][1]
+    return [(s, v / last) for s, v in pts]
+
+
+def fit_nic_half_bytes(points: list[tuple[int, float]], n: int = 16) -> Fit:
+    """Grid search (log-spaced, 1 kB..10 GB) for half_bytes of the normalised curve."""
+    f = (n - 1) / n
+    d_last = points[-1][0] * f
+    best: tuple[float, float, tuple[float, ...]] | None = None
+    for i in range(0, 2001):
+        half = 10 ** (3 + 7 * i / 2000)
+        norm = d_last / (d_last + half)
+        errs = tuple((s * f / (s * f + half)) / norm / r - 1 for s, r in points)
+        score = sum(e * e for e in errs)
+        if best is None or score < best[0]:
+            best = (score, half, errs)
+    assert best is not None
+    return Fit(peak_fraction=1.0, half_bytes=best[1], errors=best[2])
