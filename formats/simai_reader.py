@@ -1,0 +1,175 @@
+"""Read SimAI/AICB workload text into :class:`~formats.simai_text.SimaiWorkload`.
+
+Accepts everything SimAI 1.7 accepts from the files AICB writes: tabs or spaces,
+``pp_comm`` with or without the colon and as a Python float (``6291456.0``), extra
+tokens after the 12th field (ignored, as SimAI's reader never looks at them), blank
+trailing lines. Where SimAI would crash or silently compute garbage, this reader stops
+with one line naming the file, the line and what would be valid:
+
+* a header without tp/pp/ga (MICRO-policy files, old AICB files): SimAI divides by them
+  and dies with SIGFPE;
+* keys under a policy other than the two HYBRID_TRANSFORMER ones: SimAI ignores them,
+  so it has the same division by zero;
+* a record count on line 2 that disagrees with the records present (SimAI reads
+  past the end, or drops records, without a word);
+* non-integer times or sizes in a record (SimAI's stream reader would shift every
+  later field).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from formats.simai_text import POLICIES, TRANSFORMER_POLICIES, SimaiComm, SimaiHeader, SimaiRecord, SimaiWorkload
+from workload_gen.errors import FormatError
+
+_INT_KEYS: dict[str, str] = {
+    "model_parallel_NPU_group:": "tp",
+    "ep:": "ep",
+    "pp:": "pp",
+    "vpp:": "vpp",
+    "ga:": "ga",
+    "all_gpus:": "all_gpus",
+}
+
+
+def _header_int(tokens: list[str], i: int, path: str, key: str) -> int:
+    if i + 1 >= len(tokens):
+        raise FormatError(path, 1, f"header key {key!r} has no value")
+    tok = tokens[i + 1]
+    try:
+        return int(tok)
+    except ValueError:
+        pass
+    try:
+        value = float(tok)  # AICB writes pp_comm as a float under sequence parallelism
+    except ValueError:
+        raise FormatError(path, 1, f"header key {key!r} has value {tok!r}; expected an integer") from None
+    if not value.is_integer() or value < 0:
+        raise FormatError(path, 1, f"header key {key!r} has value {tok!r}; expected a whole number")
+    return int(value)
+
+
+def _parse_header(line: str, path: str) -> SimaiHeader:
+    tokens = line.split()
+    if not tokens:
+        raise FormatError(path, 1, "empty first line; expected a policy word such as HYBRID_TRANSFORMER_FWD_IN_BCKWD")
+    policy = tokens[0]
+    if policy not in POLICIES:
+        raise FormatError(path, 1, f"unknown policy {policy!r}; SimAI knows: {', '.join(POLICIES)}")
+    values: dict[str, object] = {}
+    transformer = policy in TRANSFORMER_POLICIES
+    i = 1
+    while i < len(tokens):
+        tok = tokens[i]
+        if transformer and tok in _INT_KEYS:
+            values[_INT_KEYS[tok]] = _header_int(tokens, i, path, tok)
+            i += 2
+        elif transformer and tok in ("checkpoints:", "checkpoint_initiates:"):
+            count = _header_int(tokens, i, path, tok)
+            layers = [_header_int(tokens, i + k, path, tok) for k in range(1, count + 1)]
+            values[tok[:-1]] = tuple(layers)
+            i += 2 + count
+        elif tok in ("pp_comm", "pp_comm:"):  # read for any policy, colon optional
+            values["pp_comm"] = _header_int(tokens, i, path, tok)
+            i += 2
+        else:
+            i += 1  # SimAI skips tokens it does not know
+    return SimaiHeader(policy=policy, **values)  # type: ignore[arg-type]
+
+
+def _field_int(tok: str, what: str, path: str, lineno: int, *, signed: bool = False) -> int:
+    try:
+        value = int(tok)
+    except ValueError:
+        raise FormatError(path, lineno, f"{what} is {tok!r}; SimAI reads an integer there") from None
+    if value < 0 and not signed:
+        raise FormatError(path, lineno, f"{what} is {value}; must be >= 0")
+    return value
+
+
+def _parse_record(line: str, path: str, lineno: int, customized: bool) -> SimaiRecord:
+    f = line.split()
+    need = 13 if customized else 12
+    if len(f) < need:
+        raise FormatError(
+            path, lineno,
+            f"record has {len(f)} fields; SimAI needs {need}: name, dependency, fwd compute ns, fwd comm type, "
+            "fwd comm bytes, ig compute ns, ig comm type, ig comm bytes, wg compute ns, wg comm type, wg comm bytes, "
+            "update ns" + (", policy (HYBRID_CUSTOMIZED)" if customized else ""),
+        )
+    num = lambda idx, what: _field_int(f[idx], what, path, lineno)  # noqa: E731
+    policy = None
+    if customized:
+        policy = f[12]
+        if policy not in POLICIES:
+            raise FormatError(path, lineno, f"per-record policy {policy!r} is unknown; SimAI knows: {', '.join(POLICIES)}")
+    return SimaiRecord(
+        name=f[0],
+        dependency=_field_int(f[1], "dependency", path, lineno, signed=True),
+        fwd_compute_ns=num(2, "forward compute time"),
+        fwd_comm=SimaiComm(f[3], num(4, "forward comm bytes")),
+        ig_compute_ns=num(5, "input-grad compute time"),
+        ig_comm=SimaiComm(f[6], num(7, "input-grad comm bytes")),
+        wg_compute_ns=num(8, "weight-grad compute time"),
+        wg_comm=SimaiComm(f[9], num(10, "weight-grad comm bytes")),
+        update_ns=num(11, "update time"),
+        policy=policy,
+    )
+
+
+def check_runnable(header: SimaiHeader, path: str) -> None:
+    """Refuse a header on which SimAI's analytical report divides by zero (SIGFPE)."""
+    if header.policy not in TRANSFORMER_POLICIES:
+        raise FormatError(
+            path, 1,
+            f"policy {header.policy} gives SimAI no tp/pp/ga (it reads them only under "
+            "HYBRID_TRANSFORMER or HYBRID_TRANSFORMER_FWD_IN_BCKWD) and it crashes with SIGFPE; "
+            "regenerate the file with a current AICB",
+        )
+    missing = [key for key, value in (("model_parallel_NPU_group", header.tp), ("pp", header.pp), ("ga", header.ga))
+               if not value]
+    if missing:
+        raise FormatError(
+            path, 1,
+            f"header lacks a positive {', '.join(k + ':' for k in missing)}; SimAI divides by it and crashes "
+            "with SIGFPE (old AICB files lack these keys); add them or regenerate with a current AICB",
+        )
+    for key, value in (("ep", header.ep), ("vpp", header.vpp)):
+        if value is not None and value < 1:
+            raise FormatError(path, 1, f"header {key}: {value}; must be >= 1")
+
+
+def parse_simai(text: str, path: str = "<string>", *, require_parallel: bool = True) -> SimaiWorkload:
+    """Parse SimAI workload text. ``require_parallel`` applies :func:`check_runnable`."""
+    lines = text.splitlines()
+    if not lines:
+        raise FormatError(path, 1, "empty file; expected a SimAI workload (policy line, record count, records)")
+    header = _parse_header(lines[0], path)
+    if require_parallel:
+        check_runnable(header, path)
+    if len(lines) < 2 or not lines[1].strip():
+        raise FormatError(path, 2, "missing record count on line 2")
+    count_tokens = lines[1].split()
+    count = _field_int(count_tokens[0], "record count", path, 2)
+    customized = header.policy == "HYBRID_CUSTOMIZED"
+    records: list[SimaiRecord] = []
+    for lineno, line in enumerate(lines[2:], start=3):
+        if not line.strip():
+            continue
+        if len(records) == count:
+            raise FormatError(path, lineno, f"more records than the {count} announced on line 2 (SimAI would drop them)")
+        records.append(_parse_record(line, path, lineno, customized))
+    if len(records) != count:
+        raise FormatError(path, 2, f"line 2 announces {count} records but the file has {len(records)}")
+    return SimaiWorkload(header=header, records=tuple(records), source=path)
+
+
+def read_simai(path: str | os.PathLike[str], *, require_parallel: bool = True) -> SimaiWorkload:
+    """Read a SimAI/AICB workload file (see the module docstring for what is accepted)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise FormatError(str(p), None, f"not a text file ({exc.reason})") from None
+    return parse_simai(text, str(p), require_parallel=require_parallel)

@@ -1,0 +1,1 @@
+"""SimAI 1.7 ratio tables (public SimAI data, see README.md)."""
