@@ -1,0 +1,66 @@
+"""One PNG per run: where the iteration time went, and the pipeline timeline.
+
+matplotlib (Agg) is imported inside the function so the run path stays light for sweeps
+and for ``--no-plot`` runs.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine.result import RunResult
+from formats.atomic import atomic_write
+from formats.run_outputs import breakdown_dict
+
+_PHASE_COLORS = {"fwd": "#4C72B0", "bwd-input": "#DD8452", "bwd-weight": "#C44E52", "recompute": "#8172B3",
+                 "iter": "#937860"}
+_PART_COLORS = {"compute": "#4C72B0", "bubble": "#BBBBBB", "optimizer": "#937860", "other": "#EEEEEE"}
+_COMM_COLORS = {"tp": "#55A868", "cp": "#64B5CD", "ep": "#DA8BC3", "etp": "#CCB974", "dp": "#C44E52",
+                "edp": "#8C8C8C", "pp": "#DD8452", "emb": "#8172B3"}
+
+
+def write_run_png(result: RunResult, path: str | Path, *, max_stages: int = 32) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    parts = breakdown_dict(result.breakdown)
+    t_iter = result.iteration_time_s
+    stages = sorted({iv.stage for iv in result.intervals})[:max_stages]
+    fig, (ax_b, ax_t) = plt.subplots(
+        2, 1, figsize=(12, 3 + 0.35 * max(len(stages), 2)),
+        gridspec_kw={"height_ratios": [1, max(2, 0.5 * len(stages))]})
+    fig.suptitle(f"{result.workload.model.name} on {result.system.name}: iteration {t_iter:.4g} s ({result.backend})")
+
+    left = 0.0
+    for name, value in parts.items():
+        if value <= 0:
+            continue
+        key = name.removeprefix("exposed_")
+        color = _PART_COLORS.get(key) or _COMM_COLORS.get(key, "#999999")
+        ax_b.barh(0, value, left=left, color=color, edgecolor="white",
+                  label=f"{name} {value:.3g} s ({value / t_iter:.0%})" if t_iter else name)
+        left += value
+    ax_b.set_yticks([])
+    ax_b.set_xlabel("time (s), critical stage")
+    ax_b.legend(loc="upper center", bbox_to_anchor=(0.5, -0.45), ncol=4, fontsize=8, frameon=False)
+
+    rows = {s: i for i, s in enumerate(stages)}
+    for iv in result.intervals:
+        if iv.stage not in rows:
+            continue
+        y = rows[iv.stage]
+        if iv.stream == "compute":
+            ax_t.broken_barh([(iv.start, iv.end - iv.start)], (y - 0.4, 0.5),
+                             facecolors=_PHASE_COLORS.get(iv.phase, "#4C72B0"))
+        else:
+            ax_t.broken_barh([(iv.start, iv.end - iv.start)], (y + 0.12, 0.25),
+                             facecolors=_COMM_COLORS.get(iv.stream, "#999999"))
+    ax_t.set_yticks(range(len(stages)), [f"stage {s}" for s in stages])
+    ax_t.invert_yaxis()
+    ax_t.set_xlim(0, max(t_iter, 1e-12))
+    ax_t.set_xlabel("time (s); bars: compute by phase (fwd blue, bwd orange/red), thin bars: communication")
+    fig.tight_layout()
+    with atomic_write(path, "wb", encoding=None) as fh:
+        fig.savefig(fh, format="png", dpi=100)
+    plt.close(fig)
