@@ -18,7 +18,10 @@ _COMM_COLORS = {"tp": "#55A868", "cp": "#64B5CD", "ep": "#DA8BC3", "etp": "#CCB9
                 "edp": "#8C8C8C", "pp": "#DD8452", "emb": "#8172B3"}
 
 
-def write_run_png(result: RunResult, path: str | Path, *, max_stages: int = 32) -> None:
+def render_run_png(result: RunResult, *, max_stages: int = 32) -> bytes:
+    """The PNG bytes (rendered in memory so a failure leaves no file behind)."""
+    import io
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -61,6 +64,13 @@ def write_run_png(result: RunResult, path: str | Path, *, max_stages: int = 32) 
     ax_t.set_xlim(0, max(t_iter, 1e-12))
     ax_t.set_xlabel("time (s); bars: compute by phase (fwd blue, bwd orange/red), thin bars: communication")
     fig.tight_layout()
-    with atomic_write(path, "wb", encoding=None) as fh:
-        fig.savefig(fh, format="png", dpi=100)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, metadata={"Software": "trainsim"})
     plt.close(fig)
+    return buf.getvalue()
+
+
+def write_run_png(result: RunResult, path: str | Path, *, max_stages: int = 32) -> None:
+    data = render_run_png(result, max_stages=max_stages)
+    with atomic_write(path, "wb", encoding=None) as fh:
+        fh.write(data)

@@ -1,0 +1,324 @@
+"""``run-analytical``: simulate one training iteration with the analytical network backend.
+
+Three ways in:
+
+* ``run-analytical WORKLOAD --system h100 --out DIR``: a native workload file
+  (gen-workload's output) or a SimAI/AICB text file (detected by its policy word);
+* ``run-analytical --system h100 <gen-workload's flags or -c YAML> --out DIR``:
+  generate in-process and simulate (the sweep path);
+* ``run-analytical --out DIR``: the built-in default configuration, end to end.
+
+SimAI files take SimAI_analytical's cluster flags (``--gpus 9216 --gpus-per-node 8
+--nvlink-busbw 360 --nic-busbw 48.5 --nics-per-node 8``, GB/s with GB = 2^30 bytes), and
+``--accounting simai`` reproduces SimAI's own report instead of our event simulation.
+Results go to DIR (summary.json, layers.csv, trace.json, EndToEnd.csv, run.png), all
+rendered in memory first and each written atomically; a readable table (or ``--json``,
+summary.json itself) goes to stdout, progress to stderr.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from workload_gen.cli_errors import run_cli
+from workload_gen.errors import ConfigError
+
+GIB = 2**30
+DEFAULT_SYSTEM = "h100"
+OUTPUT_FILES = ("summary.json", "layers.csv", "trace.json", "EndToEnd.csv", "run.png")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from workload_gen.config_loading import add_config_arguments
+
+    ap = argparse.ArgumentParser(
+        prog="run-analytical",
+        description="Simulate one training iteration (analytical network backend): iteration time, "
+                    "breakdown, memory, timeline.",
+        epilog="Examples: run-analytical --out run | run-analytical --model gpt3-175b --tp 8 --pp 8 "
+               "--world-size 1024 --global-batch 1536 --system h100 --out run | run-analytical "
+               "workload_analytical.txt --gpus 9216 --gpus-per-node 8 --nvlink-busbw 360 --nic-busbw 48.5 "
+               "--nics-per-node 8 --out run",
+    )
+    ap.add_argument("workload", nargs="?", metavar="WORKLOAD",
+                    help="workload file: native (gen-workload) or SimAI/AICB text; omit to generate from flags")
+    ap.add_argument("--system", default=DEFAULT_SYSTEM, metavar="NAME|YAML",
+                    help=f"system preset (a100, h100, h200, h20, b200) or YAML file; default {DEFAULT_SYSTEM}")
+    ap.add_argument("--out", metavar="DIR", help="output directory (created); without it only stdout")
+    ap.add_argument("--json", action="store_true", help="print summary.json to stdout instead of the table")
+    ap.add_argument("--accounting", choices=("event", "simai"), default="event",
+                    help="event: our discrete-event simulation (default); simai: SimAI_analytical's own report "
+                         "(SimAI files only)")
+    ap.add_argument("--profile", metavar="DB", help="compute profile database (compute-profile); default: estimates")
+    ap.add_argument("--gpu", metavar="NAME", help="GPU whose compute times to use; default the system's")
+    ap.add_argument("--busbw", metavar="YAML", help="bus-bandwidth overrides in SimAI's busbw.yaml format (GB/s)")
+    ap.add_argument("--efficiency", metavar="YAML", help="collective efficiency table (default network/data/efficiency.yaml)")
+    ap.add_argument("--no-plot", action="store_true", help="skip run.png (saves ~0.5 s of matplotlib)")
+    ap.add_argument("--no-trace", action="store_true", help="skip the timeline (trace.json, layers from the workload)")
+    s = ap.add_argument_group("SimAI cluster flags (for SimAI files; GB = 2^30 bytes)")
+    s.add_argument("--gpus", type=int, metavar="N", help="SimAI -g: total GPUs (default: the file's all_gpus)")
+    s.add_argument("--gpus-per-node", type=int, metavar="N", help="SimAI -g_p_s (default: the system's)")
+    s.add_argument("--nvlink-busbw", type=float, metavar="GB/s", help="SimAI -nv: NVLink bus bandwidth")
+    s.add_argument("--nic-busbw", type=float, metavar="GB/s", help="SimAI -nic: bandwidth of one NIC")
+    s.add_argument("--nics-per-node", type=int, metavar="N", help="SimAI -n_p_s")
+    for flag, default in (("dp", 0.0), ("tp", 0.0), ("ep", 0.0), ("pp", 1.0)):
+        s.add_argument(f"--{flag}-overlap", type=float, default=default, metavar="RATIO",
+                       help=f"SimAI -{flag}_o, --accounting simai only (default {default})")
+    add_config_arguments(ap)
+    return ap
+
+
+def _progress(msg: str) -> None:
+    print(f"[run-analytical] {msg}", file=sys.stderr, flush=True)
+
+
+def _is_simai(path: Path) -> bool:
+    from formats.simai_text import POLICIES
+
+    with path.open("r", errors="replace") as fh:
+        first = fh.readline().split()
+    return bool(first) and first[0] in POLICIES
+
+
+def _has_model_flags(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "config", None) or getattr(args, "model", None)) or any(
+        v is not None for k, v in vars(args).items() if k.startswith(("m_", "p_")))
+
+
+def _simai_system(args: argparse.Namespace, base: Any, all_gpus: int | None) -> tuple[Any, int]:
+    """Our SystemConfig from SimAI's cluster flags over the --system preset; and the GPU count."""
+    from network.system import system_from_dict
+
+    over: dict[str, Any] = {}
+    if args.gpus_per_node is not None:
+        over["gpus_per_node"] = args.gpus_per_node
+    if args.nics_per_node is not None:
+        over["nics_per_node"] = args.nics_per_node
+    if args.nvlink_busbw is not None:
+        over["nvlink_busbw"] = args.nvlink_busbw * GIB
+        over["nvlink_bw"] = max(base.nvlink_bw, args.nvlink_busbw * GIB)
+    if args.nic_busbw is not None:  # SimAI's figure is achieved bandwidth: efficiency 1
+        over["nic_bw"] = args.nic_busbw * GIB
+        over["nic_efficiency"] = 1.0
+    system = system_from_dict({"base": base.name, **over}, source="SimAI cluster flags") if over else base
+    gpus = args.gpus if args.gpus is not None else all_gpus
+    if not gpus:
+        raise ConfigError("gpus", gpus, "give --gpus N (SimAI's -g): the file's header has no all_gpus")
+    return system, gpus
+
+
+def _simai_cluster(args: argparse.Namespace, system: Any, gpus: int) -> Any:
+    from network.simai_accounting import SimaiCluster
+
+    return SimaiCluster(
+        gpus=gpus, gpus_per_server=system.gpus_per_node,
+        nvlink_busbw=args.nvlink_busbw if args.nvlink_busbw is not None else system.nvlink_busbw / GIB,
+        nic_busbw=args.nic_busbw if args.nic_busbw is not None else system.nic_busbw / GIB,
+        nics_per_server=system.nics_per_node,
+        dp_o=args.dp_overlap, tp_o=args.tp_overlap, ep_o=args.ep_overlap, pp_o=args.pp_overlap,
+    )
+
+
+def _simai_accounting_outputs(args: argparse.Namespace, path: Path, system: Any) -> tuple[dict[str, Any], dict[str, str | bytes]]:
+    """SimAI_analytical's report for a SimAI file: summary.json, EndToEnd.csv, layers.csv."""
+    from formats.endtoend_csv import render_endtoend_csv
+    from formats.simai_reader import read_simai
+    from network.simai_accounting import simai_accounting
+
+    sw = read_simai(path)
+    system, gpus = _simai_system(args, system, sw.header.all_gpus)
+    cluster = _simai_cluster(args, system, gpus)
+    _progress(f"SimAI accounting of {path} ({len(sw.records)} records, {gpus} GPUs)")
+    acc = simai_accounting(sw, cluster)
+    totals = acc.totals_us()
+    us = 1e-6
+    summary = {
+        "units": {"time": "s", "endtoend_csv": "us"},
+        "accounting": "simai",
+        "backend": "simai-accounting",
+        "iteration_time_s": acc.total_us * us,
+        "breakdown_s": {
+            "compute": acc.compute_us * us, "exposed_dp": acc.dp_us * us, "exposed_edp": acc.dp_ep_us * us,
+            "exposed_tp": acc.tp_us * us, "exposed_ep": acc.ep_us * us, "exposed_pp": acc.pp_us * us,
+            "bubble": acc.bubble_us * us, "optimizer": 0.0,
+        },
+        "simai_totals_us": totals,
+        "config": {"workload": str(path), "simai_header": _header_dict(sw.header),
+                   "cluster": {k: getattr(cluster, k) for k in cluster.__slots__},
+                   "system": system.to_dict()},
+    }
+    rows = [r.as_dict() for r in acc.layers]
+    layer_lines = ["record,name,fwd_compute_s,wg_compute_s,ig_compute_s,fwd_comm_s,wg_comm_s,ig_comm_s,"
+                   "exposed_comm_s"]
+    for i, r in enumerate(acc.layers):
+        exp = r.fwd_exposed_us + r.wg_exposed_us + r.ig_exposed_us
+        vals = (r.fwd_compute_us, r.wg_compute_us, r.ig_compute_us, r.fwd_comm_us, r.wg_comm_us, r.ig_comm_us, exp)
+        layer_lines.append(f"{i},{r.name}," + ",".join(f"{v * us:.9g}" for v in vals))
+    files: dict[str, str | bytes] = {
+        "summary.json": json.dumps(summary, indent=2) + "\n",
+        "EndToEnd.csv": render_endtoend_csv(totals, rows, name=path.name, run_name="Analytical"),
+        "layers.csv": "\n".join(layer_lines) + "\n",
+    }
+    return summary, files
+
+
+def _header_dict(header: Any) -> dict[str, Any]:
+    names = getattr(header, "__slots__", None) or getattr(header, "__dataclass_fields__", {})
+    return {k: getattr(header, k) for k in names if isinstance(getattr(header, k), (int, float, str, type(None)))}
+
+
+def _load_workload(args: argparse.Namespace, path: Path, system: Any) -> tuple[Any, Any]:
+    """A workload from a file (native or SimAI) and the system to run it on."""
+    if _is_simai(path):
+        from formats.simai_reader import read_simai
+        from formats.simai_workload import simai_to_workload
+
+        sw = read_simai(path)
+        system, gpus = _simai_system(args, system, sw.header.all_gpus)
+        _progress(f"read SimAI workload {path} ({len(sw.records)} records) for {gpus} GPUs")
+        return simai_to_workload(sw, gpus=gpus, gpus_per_node=system.gpus_per_node), system
+    from formats.native import read_native
+
+    _progress(f"read workload {path}")
+    return read_native(path), system
+
+
+def _event_outputs(args: argparse.Namespace, result: Any) -> tuple[dict[str, Any], dict[str, str | bytes]]:
+    from formats.chrome_trace import trace_dict
+    from formats.endtoend_csv import render_endtoend_csv, totals_from_breakdown
+    from formats.run_outputs import layers_csv, summary_dict
+
+    summary = summary_dict(result, accounting="event")
+    files: dict[str, str | bytes] = {"summary.json": json.dumps(summary, indent=2) + "\n"}
+    if args.out:
+        b = result.breakdown
+        totals = totals_from_breakdown(b.compute_s, b.exposed_comm_s, b.bubble_s, b.optimizer_s,
+                                       result.iteration_time_s)
+        files["layers.csv"] = layers_csv(result)
+        files["EndToEnd.csv"] = render_endtoend_csv(totals, name=result.workload.model.name, run_name="trainsim")
+        if result.intervals:
+            files["trace.json"] = json.dumps(trace_dict(result), separators=(",", ":")) + "\n"
+        if not args.no_plot:
+            from formats.plots import render_run_png
+
+            files["run.png"] = render_run_png(result)
+    return summary, files
+
+
+def _write_outputs(out: Path, files: dict[str, str | bytes]) -> None:
+    from formats.atomic import atomic_write
+
+    if out.exists() and not out.is_dir():
+        raise ConfigError("out", str(out), "exists and is not a directory")
+    for name in OUTPUT_FILES:
+        if name in files:
+            data = files[name]
+            with atomic_write(out / name, "wb" if isinstance(data, bytes) else "w",
+                              encoding=None if isinstance(data, bytes) else "utf-8") as fh:
+                fh.write(data)
+
+
+def _fmt_s(x: float) -> str:
+    return f"{x * 1e3:10.3f} ms" if x < 1 else f"{x:10.4f} s "
+
+
+def summary_table(summary: dict[str, Any]) -> str:
+    """The readable stdout table (every figure is also in summary.json)."""
+    t = summary["iteration_time_s"]
+    lines = []
+    cfg = summary.get("config", {})
+    par, model = cfg.get("parallel"), cfg.get("model")
+    if par and model:
+        d = cfg.get("derived", {})
+        lines.append(f"{model.get('name')} on {cfg['system']['name']} ({cfg['system']['gpu']}): {par['world_size']} GPUs, "
+                     f"tp {par['tp']} pp {par['pp']} vpp {par['vpp']} cp {par['cp']} ep {par['ep']} dp {d.get('dp')}, "
+                     f"{d.get('num_microbatches')} micro-batches of {par['micro_batch']} x {par['seq_length']} tokens")
+    else:
+        lines.append(f"{cfg.get('workload', '')} ({summary.get('accounting')} accounting)")
+    lines.append(f"iteration time   {_fmt_s(t)}")
+    if "tokens_per_s" in summary:
+        mfu = summary.get("mfu")
+        lines.append(f"throughput       {summary['tokens_per_s']:,.0f} tokens/s, {summary['tflops_per_gpu']:.1f} TFLOP/s "
+                     f"per GPU" + (f", MFU {mfu:.1%}" if mfu is not None else ""))
+    lines.append("breakdown (critical stage)        share")
+    for k, v in summary["breakdown_s"].items():
+        if v:
+            lines.append(f"  {k:<15s}{_fmt_s(v)}  {v / t:6.1%}" if t else f"  {k:<15s}{_fmt_s(v)}")
+    if summary.get("peak_memory_bytes"):
+        cap = summary.get("gpu_memory_bytes") or 0
+        lines.append("peak memory per stage: allocated / reserved (GiB)" + (f", GPU has {cap / GIB:.1f}" if cap else ""))
+        for i, (a, r) in enumerate(zip(summary["peak_memory_bytes"], summary["reserved_memory_bytes"])):
+            lines.append(f"  stage {i:<3d} {a / GIB:8.2f} / {r / GIB:8.2f}")
+    cov = summary.get("compute_coverage")
+    if cov:
+        if isinstance(cov, dict):
+            shown = ", ".join(f"{k} {v:.0%}" if isinstance(v, float) else f"{k} {v}" for k, v in cov.items()
+                              if not isinstance(v, (dict, list)))
+        else:
+            shown = str(cov)
+        lines.append(f"compute times: {shown}")
+    return "\n".join(lines) + "\n"
+
+
+def _body(argv: list[str] | None) -> int:
+    from network.system import load_system
+
+    args = build_parser().parse_args(argv)
+    t0 = time.perf_counter()
+    system = load_system(args.system)
+    overrides = None
+    if args.busbw:
+        from network.busbw_overrides import read_busbw_yaml
+
+        overrides = read_busbw_yaml(args.busbw)
+    wpath = Path(args.workload) if args.workload else None
+    if wpath is not None and _has_model_flags(args):
+        raise ConfigError("workload", str(wpath), "give a workload file or model/parallel flags (-c, --model, --tp, ...), not both")
+    if wpath is not None and not wpath.is_file():
+        raise ConfigError("workload", str(wpath), "no such file")
+    if args.accounting == "simai":
+        if wpath is None or not _is_simai(wpath):
+            raise ConfigError("accounting", "simai", "reproduces SimAI_analytical's report for a SimAI workload file; "
+                                                     "give one (e.g. workload_analytical.txt)")
+        summary, files = _simai_accounting_outputs(args, wpath, system)
+    else:
+        from engine.pipeline import run_workload
+
+        if wpath is not None:
+            workload, system = _load_workload(args, wpath, system)
+        else:
+            from workload_gen import build
+            from workload_gen.config_loading import configs_from_args
+
+            model, par = configs_from_args(args)
+            _progress(f"building workload: {model.name}, {par.world_size} GPUs")
+            workload = build(model, par)
+        _progress(f"simulating on {system.name} (analytical backend)")
+        result = run_workload(workload, system, profile=args.profile, gpu=args.gpu, timeline=not args.no_trace,
+                              busbw_overrides=overrides, efficiency=args.efficiency)
+        summary, files = _event_outputs(args, result)
+    if args.out:
+        out = Path(args.out)
+        _write_outputs(out, files)
+        _progress(f"wrote {', '.join(n for n in OUTPUT_FILES if n in files)} to {out}/")
+    if args.json:
+        sys.stdout.write(files["summary.json"] if isinstance(files["summary.json"], str) else "")
+    else:
+        sys.stdout.write(summary_table(summary))
+    _progress(f"done in {time.perf_counter() - t0:.2f} s")
+    return 0
+
+
+def analytical_main(argv: list[str] | None = None) -> int:
+    return run_cli(lambda: _body(argv))
+
+
+main: Callable[[list[str] | None], int] = analytical_main
+
+if __name__ == "__main__":
+    sys.exit(analytical_main())

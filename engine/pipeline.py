@@ -1,0 +1,109 @@
+"""The in-process path: configs -> workload -> compute times -> simulated iteration.
+
+Sweeps call :func:`run_analytical` thousands of times, so it does only what a result
+needs: build, attach, simulate. No files, no plots, no pandas or torch imports. The
+analytical backend and the efficiency table are cached per (system, world size), as
+they are pure functions of those.
+
+Units: seconds, bytes.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from engine.result import RunResult
+from network.analytical import AnalyticalBackend
+from network.efficiency import EfficiencyTable, load_efficiency
+from network.system import SystemConfig, load_system
+from workload_gen.errors import ConfigError
+from workload_gen.model_config import ModelConfig
+from workload_gen.parallel_config import ParallelConfig
+from workload_gen.records import Workload
+
+ACCOUNTINGS = ("event", "simai")
+
+
+@lru_cache(maxsize=32)
+def _default_efficiency(system_name: str) -> EfficiencyTable:
+    return load_efficiency(system_name)
+
+
+def make_backend(system: SystemConfig, world_size: int, *, busbw_overrides: Any = None,
+                 efficiency: EfficiencyTable | str | Path | None = None) -> AnalyticalBackend:
+    """An analytical backend; the shipped efficiency table is read once per system."""
+    if efficiency is None:
+        efficiency = _default_efficiency(system.name)
+    return AnalyticalBackend(system, world_size, busbw_overrides=busbw_overrides, efficiency=efficiency)
+
+
+def _system(system: SystemConfig | str) -> SystemConfig:
+    return load_system(system) if isinstance(system, str) else system
+
+
+def attach_compute(workload: Workload, gpu: str, profile: str | Path | None) -> tuple[Workload, Any]:
+    """compute_profile.attach: a time on every compute op, and the coverage it reports."""
+    from compute_profile import attach
+
+    return attach(workload, gpu, profile)
+
+
+def run_workload(
+    workload: Workload,
+    system: SystemConfig | str,
+    *,
+    profile: str | Path | None = None,
+    gpu: str | None = None,
+    timeline: bool = True,
+    accounting: str = "event",
+    busbw_overrides: Any = None,
+    efficiency: EfficiencyTable | str | Path | None = None,
+    attach: bool | None = None,
+) -> RunResult:
+    """Simulate an existing workload (generated, read from a file, or converted from SimAI).
+
+    Compute times are attached unless every compute op already has one (``attach=None``),
+    e.g. a SimAI file carries its own. ``accounting="simai"`` is only for SimAI files and
+    goes through :mod:`network.simai_accounting` in engine.cli.
+    """
+    if accounting not in ACCOUNTINGS:
+        raise ConfigError("accounting", accounting, f"valid: {', '.join(ACCOUNTINGS)}")
+    if accounting != "event":
+        raise ConfigError("accounting", accounting,
+                          "SimAI's accounting needs a SimAI workload file: run-analytical FILE --accounting simai")
+    sysc = _system(system)
+    coverage = None
+    if attach is None:
+        from workload_gen.records import ComputeOp
+
+        attach = any(isinstance(op, ComputeOp) and op.time_s is None for _, _, op in workload.ops())
+    if attach:
+        workload, coverage = attach_compute(workload, gpu or sysc.gpu, profile)
+    backend = make_backend(sysc, workload.parallel.world_size, busbw_overrides=busbw_overrides, efficiency=efficiency)
+    from engine import simulate
+
+    result = simulate(workload, sysc, backend, timeline=timeline)
+    if coverage is not None:
+        result.extras["compute_coverage"] = coverage
+    return result
+
+
+def run_analytical(
+    model: ModelConfig,
+    parallel: ParallelConfig,
+    system: SystemConfig | str,
+    *,
+    profile: str | Path | None = None,
+    gpu: str | None = None,
+    timeline: bool = True,
+    accounting: str = "event",
+    busbw_overrides: Any = None,
+    efficiency: EfficiencyTable | str | Path | None = None,
+) -> RunResult:
+    """Build the workload for (model, parallel), attach compute times, simulate on ``system``."""
+    from workload_gen import build
+
+    workload = build(model, parallel)
+    return run_workload(workload, system, profile=profile, gpu=gpu, timeline=timeline, accounting=accounting,
+                        busbw_overrides=busbw_overrides, efficiency=efficiency, attach=True)
