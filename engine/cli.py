@@ -176,12 +176,12 @@ def _load_workload(args: argparse.Namespace, path: Path, system: Any) -> tuple[A
     """A workload from a file (native or SimAI) and the system to run it on."""
     if _is_simai(path):
         from formats.simai_reader import read_simai
-        from formats.simai_workload import simai_to_workload
+        from formats.simai_convert import simai_to_workload
 
         sw = read_simai(path)
         system, gpus = _simai_system(args, system, sw.header.all_gpus)
         _progress(f"read SimAI workload {path} ({len(sw.records)} records) for {gpus} GPUs")
-        return simai_to_workload(sw, gpus=gpus, gpus_per_node=system.gpus_per_node), system
+        return simai_to_workload(sw, gpus=gpus), system
     from formats.native import read_native
 
     _progress(f"read workload {path}")
