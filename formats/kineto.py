@@ -85,6 +85,12 @@ class TraceOp:
     group_size: int = 0
     cpu_op: str = ""
     """For kernels: the classified CPU op that launched them (e.g. ``aten::addmm``)."""
+    concrete: tuple[str, ...] = ()
+    """Scalar arguments as recorded (``Concrete Inputs``), e.g. SDPA's is_causal."""
+    fwd_input_dims: tuple[tuple[int, ...], ...] = ()
+    """Backward ops: the input shapes of the forward op they differentiate (autograd
+    sequence number), since a backward node records only its gradient's shape."""
+    fwd_concrete: tuple[str, ...] = ()
 
     @property
     def dur(self) -> float:
@@ -276,6 +282,17 @@ def _dims(ev: dict) -> tuple[tuple[int, ...], ...]:
     return tuple(out)
 
 
+def _norm_name(name: str) -> str:
+    """``aten::_log_softmax`` and ``LogSoftmaxBackward0`` both become ``logsoftmax``."""
+    base = re.sub(r"Backward\d*$", "", name.removeprefix("aten::"))
+    return base.replace("_", "").lower()
+
+
+def _concrete(ev: dict) -> tuple[str, ...]:
+    vals = (ev.get("args") or {}).get("Concrete Inputs") or []
+    return tuple(str(v) for v in vals)
+
+
 def _dtype(ev: dict) -> str:
     types = (ev.get("args") or {}).get("Input type") or []
     for t in types:
@@ -373,7 +390,18 @@ def parse_rank(data: dict, rank: int, path: str = "<trace>") -> RankTrace:
 
     # Pass 1: forward ops' layers by autograd sequence number, steps, and runtime-call contexts.
     seq_layer: dict[int, int | None] = {}
-    seq_dims: dict[int, tuple[tuple[int, ...], ...]] = {}
+    seq_fwd: dict[int, list[tuple[str, tuple[tuple[int, ...], ...], tuple[str, ...]]]] = defaultdict(list)
+    """Forward ops per autograd sequence number: (normalised name, input dims, concrete inputs)."""
+
+    def fwd_of(seq: int | None, bwd_name: str) -> tuple[tuple[tuple[int, ...], ...], tuple[str, ...]]:
+        """The forward op a backward node differentiates: same sequence number, and the
+        name that matches the node's (``AddmmBackward0`` <- ``aten::addmm``) when several share it."""
+        cands = seq_fwd.get(seq, []) if seq is not None else []
+        want = _norm_name(bwd_name)
+        for name, dims, conc in cands:
+            if name == want:
+                return dims, conc
+        return (cands[0][1], cands[0][2]) if cands else ((), ())
     steps: dict[int, tuple[float, float]] = {}
     launch_ctx: dict[int, tuple[_Ctx, _Node | None]] = {}
 
@@ -386,8 +414,8 @@ def parse_rank(data: dict, rank: int, path: str = "<trace>") -> RankTrace:
         if c.phase == "fwd" and isinstance(seq, int) and node.ev.get("cat") == "cpu_op":
             if seq not in seq_layer or seq_layer[seq] is None:
                 seq_layer[seq] = c.layer
-            if seq not in seq_dims and _dims(node.ev):
-                seq_dims[seq] = _dims(node.ev)
+            if _dims(node.ev):
+                seq_fwd[seq].append((_norm_name(node.name), _dims(node.ev), _concrete(node.ev)))
         return False
 
     for roots in forests.values():
@@ -421,7 +449,11 @@ def parse_rank(data: dict, rank: int, path: str = "<trace>") -> RankTrace:
             return False
         layer, phase = resolve(c)
         if c.optimizer:
-            ops.append(_op(rank, node, OpKind.OPTIMIZER.value, "", "", None, "iter", c.step, "cpu"))
+            # One op for the whole step; its "inputs" are the tensors Adam updates (one
+            # lerp_ of the first moment per parameter), so the import can count parameters.
+            updated = tuple(_dims(n.ev)[0] for n in _descendants(node) if n.name == "aten::lerp_" and _dims(n.ev))
+            ops.append(replace(_op(rank, node, OpKind.OPTIMIZER.value, "", "", None, "iter", c.step, "cpu"),
+                               input_dims=updated))
             return True
         cls = classify_cpu_op(node.name)
         if cls.category == OTHER:
@@ -434,13 +466,17 @@ def parse_rank(data: dict, rank: int, path: str = "<trace>") -> RankTrace:
                                    c.step, "cpu"), bytes=nbytes, group_size=gsize))
             return True
         if cls.category == OpKind.GEMM.value and phase == "bwd":
-            parts = _split_bwd_gemm(node, seq_dims.get(c.seq, ()) if c.seq is not None else ())
+            parts = _split_bwd_gemm(node, fwd_of(c.seq, node.name)[0])
             if parts:
                 for ch, role, dur in parts:
                     ops.append(replace(_op(rank, ch, cls.category, "", "", layer, role, c.step, "cpu"),
                                        end=(ch.start + dur) * US))
                 return True
-        ops.append(_op(rank, node, cls.category, "", "", layer, phase, c.step, "cpu"))
+        op = _op(rank, node, cls.category, "", "", layer, phase, c.step, "cpu")
+        if phase == "bwd" and c.seq is not None:
+            dims, conc = fwd_of(c.seq, node.name)
+            op = replace(op, fwd_input_dims=dims, fwd_concrete=conc)
+        ops.append(op)
         return True
 
     for roots in forests.values():
@@ -472,7 +508,10 @@ def parse_rank(data: dict, rank: int, path: str = "<trace>") -> RankTrace:
                 nbytes, gsize, group = _comm_info(k if "In msg nelems" in args else src)
                 op = replace(op, bytes=nbytes, group_size=gsize, group=group)
             op = replace(op, input_dims=_dims(src) if src else (), dtype=_dtype(src) if src else "",
-                         cpu_op=owner.name if owner is not None else "")
+                         concrete=_concrete(src) if src else (), cpu_op=owner.name if owner is not None else "")
+            if phase == "bwd" and c.seq is not None and owner is not None:
+                dims, conc = fwd_of(c.seq, owner.name)
+                op = replace(op, fwd_input_dims=dims, fwd_concrete=conc)
             ops.append(op)
         steps = _gpu_step_windows(steps, ops)
 
@@ -488,6 +527,14 @@ def parse_rank(data: dict, rank: int, path: str = "<trace>") -> RankTrace:
                  key=lambda o: (o.start, o.end, o.stream, o.name))
     meta = {k: v for k, v in data.items() if k != "traceEvents" and isinstance(v, (str, int, float))}
     return RankTrace(rank, path, "gpu" if has_gpu else "cpu", step_list, tuple(ops), num_layers, meta)
+
+
+def _descendants(node: _Node):
+    todo = list(node.children)
+    while todo:
+        n = todo.pop()
+        yield n
+        todo.extend(n.children)
 
 
 def _gpu_step_windows(cpu_steps: dict[int, tuple[float, float]], ops: list[TraceOp]) -> dict[int, tuple[float, float]]:
@@ -516,4 +563,4 @@ def _op(rank: int, node: _Node, category: str, coll: str, group: str, layer: int
         step: int, stream: str) -> TraceOp:
     return TraceOp(rank=rank, name=node.name, category=category, coll=coll, group=group, layer=layer, phase=phase,
                    step=step, start=node.start * US, end=node.end * US, stream=stream,
-                   input_dims=_dims(node.ev), dtype=_dtype(node.ev))
+                   input_dims=_dims(node.ev), dtype=_dtype(node.ev), concrete=_concrete(node.ev))

@@ -1,0 +1,92 @@
+"""``diff-trace`` and ``diff-workload``: thin command-line layers over formats.diff and
+formats.workload_diff (STYLE.md section 5). Progress goes to stderr, reports to stdout."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from workload_gen.cli_errors import run_cli
+from workload_gen.errors import ConfigError
+
+
+def _trace_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="diff-trace",
+        description="Compare a simulated iteration (run-analytical output) with a measured one (PyTorch "
+                    "profiler/Kineto trace): iteration time, per-category totals, per-layer compute, the largest "
+                    "single-op mismatches, and a side-by-side timeline PNG.")
+    ap.add_argument("simulated", type=Path, help="run-analytical output directory, or its trace.json")
+    ap.add_argument("real", type=Path, nargs="+",
+                    help="Kineto trace (.json or .json.gz), several per-rank files, a directory of them, "
+                         "or another trainsim trace.json")
+    ap.add_argument("--out", type=Path, help="directory for diff.json, diff.csv, diff_layers.csv, "
+                                             "diff_mismatches.csv and timeline.png (written atomically)")
+    ap.add_argument("--rank", type=int, help="measured rank to compare (default: the first in the trace)")
+    ap.add_argument("--step", type=int, help="ProfilerStep number to compare (default: the median-length step)")
+    ap.add_argument("--stage", type=int, help="simulated pipeline stage to compare (default: 0)")
+    ap.add_argument("--top", type=int, default=10, help="how many single-op mismatches to list (default 10)")
+    ap.add_argument("--fail-above", type=float, metavar="PCT",
+                    help="exit 1 when |iteration-time error| exceeds PCT percent (CI regression gate)")
+    return ap
+
+
+def diff_trace_main(argv: list[str] | None = None) -> int:
+    args = _trace_parser().parse_args(argv)
+
+    def body() -> int:
+        from formats.diff import diff_timelines
+        from formats.diff_report import render_text, write_outputs
+        from formats.timeline import load_measured, load_simulated
+
+        if args.fail_above is not None and not args.fail_above >= 0:
+            raise ConfigError("--fail-above", args.fail_above, "must be a percentage >= 0")
+        if args.top < 0:
+            raise ConfigError("--top", args.top, "must be >= 0")
+        print(f"reading {args.simulated}", file=sys.stderr)
+        pred = load_simulated(args.simulated, args.stage)
+        print(f"reading {', '.join(map(str, args.real))}", file=sys.stderr)
+        real = args.real if len(args.real) > 1 else args.real[0]
+        meas = load_measured(real, args.rank, args.step, pred.parallel)
+        d = diff_timelines(pred, meas, args.top)
+        sys.stdout.write(render_text(d))
+        if args.out is not None:
+            for p in write_outputs(d, pred, meas, args.out):
+                print(f"wrote {p}", file=sys.stderr)
+        err = abs(d.iteration_error) * 100
+        if args.fail_above is not None and err > args.fail_above:
+            print(f"FAIL: iteration-time error {err:.1f}% exceeds --fail-above {args.fail_above:g}%", file=sys.stderr)
+            return 1
+        return 0
+
+    return run_cli(body)
+
+
+def _workload_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="diff-workload",
+        description="Compare two workload files structurally (trainsim native or SimAI/AICB text): collective "
+                    "counts and sizes per group, op counts and FLOPs per layer; each difference is located and, "
+                    "where it is one of AICB's known deviations, explained.")
+    ap.add_argument("a", type=Path, help="first workload (native or SimAI/AICB text)")
+    ap.add_argument("b", type=Path, help="second workload")
+    ap.add_argument("--out", type=Path, help="directory for workload_diff.json and workload_diff.csv (atomic)")
+    return ap
+
+
+def diff_workload_main(argv: list[str] | None = None) -> int:
+    args = _workload_parser().parse_args(argv)
+
+    def body() -> int:
+        from formats.workload_diff import diff_workloads, load_summary, render_workload_diff, write_workload_diff
+
+        print(f"reading {args.a} and {args.b}", file=sys.stderr)
+        a, b = load_summary(args.a), load_summary(args.b)
+        d = diff_workloads(a, b)
+        sys.stdout.write(render_workload_diff(d))
+        if args.out is not None:
+            for p in write_workload_diff(d, args.out):
+                print(f"wrote {p}", file=sys.stderr)
+        return 0
+
+    return run_cli(body)
