@@ -1,0 +1,166 @@
+"""SimAI export of our workloads, and import of SimAI files as workloads."""
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from formats.simai_convert import simai_to_workload, workload_to_simai
+from formats.simai_reader import read_simai
+from formats.simai_text import SimaiGroup
+from formats.simai_writer import write_simai
+from network.simai_accounting import SimaiCluster, simai_accounting
+from workload_gen.errors import ConfigError
+from workload_gen.records import CollectiveOp, ComputeOp, Group, Phase
+
+from simai_testdata import DATA, REFERENCE_FILES, toy_workload
+
+SIMAI_GROUP = {Group.TP: SimaiGroup.TP, Group.EP: SimaiGroup.EP, Group.DP: SimaiGroup.DP, Group.EDP: SimaiGroup.DP_EP}
+
+
+def _stage_ops(w, stage):
+    st = w.stages[stage]
+    mb = [op for ch in st.chunks for op in (*ch.forward, *ch.backward)]
+    return mb, list(st.iteration)
+
+
+def test_header_has_every_key_simai_reads(tmp_path: Path) -> None:
+    w = toy_workload()
+    out = tmp_path / "w.txt"
+    write_simai(w, out)
+    first = out.read_text().splitlines()[0].split()
+    assert first[0] == "HYBRID_TRANSFORMER_FWD_IN_BCKWD"
+    keys = dict(zip(first[1::2], first[2::2]))
+    assert keys == {"model_parallel_NPU_group:": "2", "ep:": "1", "pp:": "2", "vpp:": "1", "ga:": "4",
+                    "all_gpus:": "8", "checkpoints:": "0", "checkpoint_initiates:": "0", "pp_comm:": "4096"}
+    assert "\t" in out.read_text().splitlines()[2]  # AICB's tab-separated records
+
+
+@pytest.mark.parametrize("stage", [0, 1])
+def test_bytes_and_compute_are_conserved_and_unrolled_over_ga(tmp_path: Path, stage: int) -> None:
+    w = toy_workload()
+    ga = w.parallel.num_microbatches
+    out = tmp_path / "w.txt"
+    write_simai(w, out, stage=stage)
+    sw = read_simai(out)
+    mb, it = _stage_ops(w, stage)
+    # Expected, from our records: each micro-batch collective ga times, each iteration one once; PP not a record.
+    want: Counter = Counter()
+    for ops, times in ((mb, ga), (it, 1)):
+        for op in ops:
+            if isinstance(op, CollectiveOp) and op.group != Group.PP:
+                want[(SIMAI_GROUP[op.group], op.kind)] += op.bytes * times
+    got: Counter = Counter()
+    for rec in sw.records:
+        for col in ("fwd", "ig", "wg"):
+            c = rec.comm(col)
+            if c.kind is not None:
+                got[(rec.group(col), c.kind)] += c.bytes
+    assert got == want
+    compute_ns = sum(rec.fwd_compute_ns + rec.ig_compute_ns + rec.wg_compute_ns for rec in sw.records)
+    want_ns = ga * sum(round(op.time_s * 1e9) for op in mb if isinstance(op, ComputeOp)) + \
+        sum(round(op.time_s * 1e9) for op in it if isinstance(op, ComputeOp))
+    assert compute_ns == want_ns
+    n_iter = sum(1 for rec in sw.records if rec.name.startswith("iter_"))
+    assert (len(sw.records) - n_iter) % ga == 0
+    block = (len(sw.records) - n_iter) // ga
+    blocks = [sw.records[n_iter + i * block: n_iter + (i + 1) * block] for i in range(ga)]
+    assert all(b == blocks[0] for b in blocks)
+
+
+def test_simai_meets_our_forward_and_backward_in_our_order() -> None:
+    w = toy_workload()
+    sw = workload_to_simai(w, 0)
+    n_iter = sum(1 for rec in sw.records if rec.name.startswith("iter_"))
+    block = sw.records[n_iter:n_iter + (len(sw.records) - n_iter) // w.parallel.num_microbatches]
+    ch = w.stages[0].chunks[0]
+    ours_fwd = [op.bytes for op in ch.forward if isinstance(op, CollectiveOp) and op.group != Group.PP]
+    ours_bwd = [op.bytes for op in ch.backward if isinstance(op, CollectiveOp) and op.group != Group.PP]
+    simai_fwd = [r.fwd_comm.bytes for r in block if r.fwd_comm.kind is not None]
+    simai_bwd = [c.bytes for r in reversed(block) for c in (r.ig_comm, r.wg_comm) if c.kind is not None]
+    assert simai_fwd == ours_fwd and simai_bwd == ours_bwd
+    # iteration ops: SimAI's backward sweep reaches the top records last, in reverse file order
+    top = sw.records[:n_iter]
+    simai_it = [c.bytes for r in reversed(top) for c in (r.ig_comm, r.wg_comm) if c.kind is not None]
+    assert simai_it == [op.bytes for op in w.stages[0].iteration if isinstance(op, CollectiveOp)]
+    assert block[0].name == "embedding_layer"
+    # groups: SP all-gather in the forward column without suffix (TP), EP as _EP, DP/EDP in the wg column
+    tokens = {r.fwd_comm.token for r in block} | {r.ig_comm.token for r in block}
+    assert {"ALLGATHER", "REDUCESCATTER", "ALLTOALL_EP"} <= tokens
+    assert {r.wg_comm.token for r in top} >= {"REDUCESCATTER", "REDUCESCATTER_DP_EP", "ALLGATHER"}
+
+
+def test_missing_compute_times_name_gpu_and_write_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "w.txt"
+    with pytest.raises(ConfigError, match="--gpu") as info:
+        write_simai(toy_workload(times=False), out)
+    assert info.value.field == "gpu" and not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_cp_and_bad_stage_are_refused() -> None:
+    with pytest.raises(ConfigError, match="context-parallel"):
+        workload_to_simai(toy_workload(cp=2), 0)
+    with pytest.raises(ConfigError, match=r"valid stages: 0\.\.1") as info:
+        workload_to_simai(toy_workload(), 2)
+    assert info.value.field == "stage"
+
+
+def test_export_then_import_keeps_per_microbatch_work(tmp_path: Path) -> None:
+    w = toy_workload()
+    out = tmp_path / "w.txt"
+    write_simai(w, out, stage=0)
+    back = simai_to_workload(read_simai(out))
+    assert back.parallel.num_microbatches == w.parallel.num_microbatches
+    assert back.parallel.tp == w.parallel.tp and back.parallel.dp == w.parallel.dp
+    mb, it = _stage_ops(w, 0)
+    mb2, it2 = _stage_ops(back, 0)
+
+    def comm(ops):
+        return sorted((op.group, op.kind, op.bytes) for op in ops if isinstance(op, CollectiveOp) and op.group != Group.PP)
+
+    def compute(ops):
+        return sum(op.time_s for op in ops if isinstance(op, ComputeOp))
+
+    assert comm(mb2) == comm(mb) and comm(it2) == comm(it)
+    assert compute(mb2) == pytest.approx(compute(mb), rel=1e-9)
+    assert compute(it2) == pytest.approx(compute(it), rel=1e-9)
+    assert {op.phase for op in it2} == {Phase.ITERATION}
+
+
+@pytest.mark.parametrize("path", REFERENCE_FILES, ids=lambda p: p.name)
+def test_reference_files_import_with_totals_kept(path: Path) -> None:
+    sw = read_simai(path)
+    w = simai_to_workload(sw)
+    ga = sw.header.ga
+    mb, it = _stage_ops(w, 0)
+    compute_ns = sum(op.time_s for op in mb if isinstance(op, ComputeOp)) * ga + \
+        sum(op.time_s for op in it if isinstance(op, ComputeOp))
+    assert compute_ns * 1e9 == pytest.approx(sum(r.fwd_compute_ns + r.ig_compute_ns + r.wg_compute_ns for r in sw.records), rel=1e-9)
+    # every nonzero collective with a known group survives, with SimAI's effective size
+    want = sum(sw.effective_bytes(r, c) for r in sw.records for c in ("fwd", "ig", "wg")
+               if r.comm(c).kind is not None and r.group(c) != SimaiGroup.NONE)
+    got = ga * sum(op.bytes for op in mb if isinstance(op, CollectiveOp)) + sum(op.bytes for op in it if isinstance(op, CollectiveOp))
+    assert got == want
+
+
+def test_official_example_imports_with_simai_group_sizes() -> None:
+    w = simai_to_workload(read_simai(DATA / "simai" / "workload_analytical.txt"), gpus=9216)
+    sizes = {op.group: op.group_size for _s, _c, op in w.ops() if isinstance(op, CollectiveOp)}
+    assert sizes == {Group.TP: 2, Group.EP: 16, Group.DP: 384, Group.EDP: 24}
+    assert w.parallel.world_size == 9216 // 12 and w.meta["simai_pp"] == "12"
+    with pytest.raises(ConfigError, match="tp\\*pp"):
+        simai_to_workload(read_simai(DATA / "simai" / "workload_analytical.txt"), gpus=9215)
+
+
+def test_exported_file_runs_through_simai_accounting(tmp_path: Path) -> None:
+    w = toy_workload()
+    out = tmp_path / "w.txt"
+    write_simai(w, out, stage=1)
+    r = simai_accounting(read_simai(out), SimaiCluster(gpus=8, nvlink_busbw=360, nic_busbw=48.5))
+    mb, it = _stage_ops(w, 1)
+    ga = w.parallel.num_microbatches
+    want_us = (ga * sum(op.time_s for op in mb if isinstance(op, ComputeOp))
+               + sum(op.time_s for op in it if isinstance(op, ComputeOp))) * 1e6
+    assert r.compute_us == pytest.approx(want_us, rel=1e-6)
+    assert r.tp_us > 0 and r.dp_us > 0 and r.dp_ep_us > 0
