@@ -1,0 +1,140 @@
+"""What each pipeline stage runs, rearranged from the Workload for the engine.
+
+The workload lists, per (stage, chunk), the ops of one micro-batch's forward and
+backward, plus the once-per-iteration ops. The engine needs them split by role:
+
+- a :class:`PassSpec` per (chunk, direction): the ops a pass runs on the rank's own
+  streams, with the pipeline send/recv taken out (the engine turns those into
+  transfers between stages at pass boundaries), and, for backward, the op after which
+  each layer's gradients are complete (where a DP bucket may start);
+- gradient buckets (DP/EDP reduce-scatter or all-reduce), which start when the lowest
+  layer they hold has finished its backward on the last micro-batch;
+- parameter all-gathers (distributed optimizer), after the optimizer or, with
+  overlap_param_gather, at the start of the iteration hidden behind the first forward;
+- the tail: everything else once per iteration, in the listed order, each op blocking
+  (tied-embedding all-reduce, SP layernorm all-reduce, optimizer step, ...).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from workload_gen.errors import ConfigError
+from workload_gen.records import CollKind, CollectiveOp, ComputeOp, Group, Op, Workload
+
+INTRA_STAGE_GROUPS = frozenset({Group.TP, Group.CP, Group.EP, Group.ETP})
+"""Groups whose members all sit in one pipeline stage, so they are symmetric there."""
+GRAD_GROUPS = frozenset({Group.DP, Group.EDP})
+
+
+@dataclass(frozen=True, slots=True)
+class PassSpec:
+    stage: int
+    chunk: int
+    forward: bool
+    ops: tuple[Op, ...]
+    """Ops on the rank's own streams, pipeline send/recv removed."""
+    send: CollectiveOp | None
+    """The PP send of this pass's output to the neighbouring virtual stage (None: nothing
+    on the wire, the dependency is still kept)."""
+    grad_ready: tuple[tuple[int, int], ...]
+    """(op index, layer): after op ``index`` completes, ``layer``'s gradients are final
+    (last compute op of that layer in the backward list)."""
+    memoisable: bool
+    """True when every collective is within the stage (TP/CP/EP/ETP), so on a
+    contention-free network the pass's timing does not depend on anything outside it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Bucket:
+    op: CollectiveOp
+    chunk: int
+    """Chunk whose last-micro-batch backward makes the bucket ready; -1: end of backward."""
+    ready_index: int
+    """Op index in that chunk's backward after which it is ready; -1 with chunk -1."""
+
+
+@dataclass(frozen=True, slots=True)
+class StagePlan:
+    stage: int
+    passes: dict[tuple[int, bool], PassSpec]
+    buckets: tuple[Bucket, ...]
+    gathers: tuple[CollectiveOp, ...]
+    """Parameter all-gathers issued at iteration start (overlap_param_gather), else empty."""
+    tail: tuple[Op, ...]
+
+
+def _time_of(op: ComputeOp, stage: int) -> float:
+    if op.time_s is None:
+        raise ConfigError(
+            "time_s", None,
+            f"compute op {op.name!r} (stage {stage}, layer {op.layer}, {op.phase}) has no time; "
+            "attach compute times first (compute_profile.attach)",
+        )
+    if op.time_s < 0:
+        raise ConfigError("time_s", op.time_s, f"compute op {op.name!r} needs a time >= 0 seconds")
+    return op.time_s
+
+
+def _split_pass(stage: int, chunk: int, forward: bool, ops: tuple[Op, ...]) -> PassSpec:
+    kept: list[Op] = []
+    send: CollectiveOp | None = None
+    want_peer = 1 if forward else -1
+    for op in ops:
+        if isinstance(op, CollectiveOp) and op.group is Group.PP:
+            # Sends towards the neighbour this pass feeds; the mirrored receive (if the
+            # workload lists one) is the same transfer seen from the other side.
+            if op.peer == want_peer or (op.peer == 0 and op.kind is CollKind.SEND_RECV):
+                send = op
+            continue
+        if isinstance(op, ComputeOp):
+            _time_of(op, stage)
+        kept.append(op)
+    grad_ready: list[tuple[int, int]] = []
+    if not forward:
+        last: dict[int, int] = {}
+        for i, op in enumerate(kept):
+            if isinstance(op, ComputeOp):
+                last[op.layer] = i
+        grad_ready = sorted((i, layer) for layer, i in last.items())
+    memo = all(isinstance(op, ComputeOp) or op.group in INTRA_STAGE_GROUPS for op in kept)
+    return PassSpec(stage, chunk, forward, tuple(kept), send, tuple(grad_ready), memo)
+
+
+def build_plans(workload: Workload) -> tuple[StagePlan, ...]:
+    par = workload.parallel
+    if len(workload.stages) != par.pp:
+        raise ConfigError("stages", len(workload.stages), f"the workload must have pp={par.pp} stages")
+    plans = []
+    for st in workload.stages:
+        if len(st.chunks) != par.vpp:
+            raise ConfigError("chunks", len(st.chunks), f"stage {st.stage} must have vpp={par.vpp} chunks")
+        passes: dict[tuple[int, bool], PassSpec] = {}
+        for ch in sorted(st.chunks, key=lambda c: c.chunk):
+            passes[(ch.chunk, True)] = _split_pass(st.stage, ch.chunk, True, ch.forward)
+            passes[(ch.chunk, False)] = _split_pass(st.stage, ch.chunk, False, ch.backward)
+        where: dict[int, tuple[int, int]] = {}
+        for (chunk, fwd), spec in sorted(passes.items()):
+            if not fwd:
+                for i, layer in spec.grad_ready:
+                    where[layer] = (chunk, i)
+        buckets: list[Bucket] = []
+        gathers: list[CollectiveOp] = []
+        tail: list[Op] = []
+        for op in st.iteration:
+            if isinstance(op, CollectiveOp) and op.group in GRAD_GROUPS:
+                if op.kind is CollKind.ALL_GATHER:
+                    if par.overlap_param_gather:
+                        gathers.append(op)
+                    else:
+                        tail.append(op)
+                    continue
+                chunk, idx = where.get(op.layer, (-1, -1))
+                buckets.append(Bucket(op, chunk, idx))
+                continue
+            if isinstance(op, ComputeOp):
+                _time_of(op, st.stage)
+            tail.append(op)
+        # Megatron dispatches the overlapped gathers in forward order of the layers.
+        gathers.sort(key=lambda op: op.layer)
+        plans.append(StagePlan(st.stage, passes, tuple(buckets), tuple(gathers), tuple(tail)))
+    return tuple(plans)
