@@ -1,0 +1,1 @@
+"""Collective algorithms: each module registers builders in ``collectives.registry.ALGORITHMS``."""

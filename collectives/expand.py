@@ -1,0 +1,124 @@
+"""``expand``: one collective on a group of ranks -> the flows NCCL would put on the wires.
+
+This is SimAI's SimCCL stage. The ns-3 backend injects the flows; the analytical backend's
+closed forms (collectives.closed_form) must agree with their contention-free timing.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+# Importing the algorithm modules registers them.
+import collectives.algorithms.alltoall  # noqa: F401
+import collectives.algorithms.hd  # noqa: F401
+import collectives.algorithms.nvls  # noqa: F401
+import collectives.algorithms.ring  # noqa: F401
+import collectives.algorithms.tree  # noqa: F401
+from collectives.common import Context, nested_split
+from collectives.flowgraph import FlowBuilder, FlowGraph, empty_graph
+from collectives.layout import MAX_CHANNELS, GroupLayout
+from collectives.protocol import auto_protocol, get_protocol
+from collectives.pxn import apply_pxn
+from collectives.registry import ALGORITHMS, OPS
+from network.system import SystemConfig
+from workload_gen.errors import ConfigError
+from workload_gen.placement import Placement
+from workload_gen.records import CollKind
+
+MiB = 1024 * 1024
+
+_ALIASES = {"all-reduce": "allreduce", "all_reduce": "allreduce", "all-gather": "allgather",
+            "all_gather": "allgather", "reduce-scatter": "reducescatter", "reduce_scatter": "reducescatter",
+            "all-to-all": "alltoall", "all_to_all": "alltoall", "send": "sendrecv", "recv": "sendrecv",
+            "send-recv": "sendrecv", "p2p": "sendrecv"}
+
+
+def normalize_op(op: CollKind | str) -> str:
+    key = op.value if isinstance(op, CollKind) else str(op).lower()
+    key = _ALIASES.get(key, key)
+    if key not in OPS:
+        raise ConfigError("op", str(op), f"valid: {', '.join(OPS)}")
+    return key
+
+
+def choose_algorithm(op: str, nbytes: int, layout: GroupLayout, system: SystemConfig | None) -> str:
+    """The ``auto`` rule (a simplified NCCL tuner; see docs/collectives.md).
+
+    - send/recv -> ``p2p``; all-to-all -> ``alltoall`` (NCCL posts every send/recv of the
+      exchange at once); broadcast, reduce, all-gather, reduce-scatter -> ``ring``.
+    - all-reduce:
+      1. NVLS where the hardware has it (``system.nvls``), the group has >= 2 GPUs on a
+         node, and the message is >= 1 MiB (below that NCCL's LL ring/tree win on
+         latency): ``nvls`` inside one node, ``nvls_tree`` across nodes;
+      2. else across nodes, ``tree`` when the message is at most 4 MiB per node spanned
+         (the double binary tree's log-depth latency beats the ring's 2(n-1) steps for
+         small and medium messages at scale);
+      3. else ``ring`` (best bus bandwidth for large messages).
+    """
+    if op == "sendrecv":
+        return "p2p"
+    if op == "alltoall":
+        return "alltoall"
+    if op != "allreduce":
+        return "ring"
+    nvls = system is not None and system.nvls
+    if nvls and layout.max_per_node >= 2 and nbytes >= 1 * MiB:
+        return "nvls" if layout.num_nodes == 1 else "nvls_tree"
+    if layout.num_nodes > 1 and nbytes <= 4 * MiB * layout.num_nodes:
+        return "tree"
+    return "ring"
+
+
+def expand(op: CollKind | str, bytes: int, ranks: Sequence[int], placement: Placement,
+           algorithm: str = "auto", channels: int | str = "auto", protocol: str = "auto",
+           system: SystemConfig | None = None, *, pxn: bool = False, root: int = 0) -> FlowGraph:
+    """Expand one collective into a FlowGraph.
+
+    op: a records.CollKind or its string (plus ``reduce``). bytes: NCCL convention (the
+    full buffer as nccl-tests counts it). ranks: the group's global ranks (for send/recv:
+    (src, dst)). placement: rank -> node. system: NICs per node and NVLS availability (the
+    defaults without one: one NIC per GPU, no NVLS). pxn: relay inter-node flows through the
+    GPU on the destination's rail. root: index into ``ranks`` for broadcast/reduce.
+    """
+    op_name = normalize_op(op)
+    nbytes = int(bytes)
+    if nbytes < 0:
+        raise ConfigError("bytes", bytes, "must be >= 0")
+    nics = system.nics_per_node if system is not None else placement.gpus_per_node
+    if system is not None and system.gpus_per_node != placement.gpus_per_node:
+        raise ConfigError("gpus_per_node", placement.gpus_per_node,
+                          f"placement and system {system.name!r} ({system.gpus_per_node}) must agree")
+    layout = GroupLayout.build(ranks, placement, nics)
+    if op_name == "sendrecv" and layout.n != 2:
+        raise ConfigError("ranks", list(ranks), "send/recv takes exactly (src, dst)")
+    if not 0 <= root < max(layout.n, 1):
+        raise ConfigError("root", root, f"an index into the group's {layout.n} ranks")
+    algo_name = choose_algorithm(op_name, nbytes, layout, system) if algorithm == "auto" else algorithm
+    algo = ALGORITHMS.get(algo_name)
+    if op_name not in algo.ops:
+        raise ConfigError("algorithm", algo_name, f"does not implement {op_name}; valid for {op_name}: "
+                          f"{', '.join(ALGORITHMS.for_op(op_name))}")
+    if channels == "auto":
+        n_ch = layout.default_channels(nbytes)
+    else:
+        try:
+            n_ch = int(channels)
+        except (TypeError, ValueError):
+            n_ch = 0
+        if not 1 <= n_ch <= MAX_CHANNELS:
+            raise ConfigError("channels", channels, f"auto or an integer in [1, {MAX_CHANNELS}]")
+    per_channel = nbytes / max(layout.n, 1) / n_ch
+    proto = auto_protocol(per_channel) if protocol == "auto" else get_protocol(protocol)
+    meta = dict(op=op_name, algorithm=algo_name, protocol=proto.name, channels=n_ch, chunk_bytes=proto.chunk_bytes,
+                ranks=layout.ranks, gpus_per_node=placement.gpus_per_node, nics_per_node=nics, pxn=pxn)
+    if layout.n < 2:
+        return empty_graph(**meta)
+    ctx = Context(op_name, nbytes, layout, n_ch, proto, root)
+    builder = FlowBuilder()
+    concurrency = algo.build(ctx, builder)
+    graph = builder.build(layout.node_of, concurrency=concurrency, **meta)
+    if pxn:
+        graph = apply_pxn(graph, layout)
+    return graph
+
+
+__all__ = ["expand", "choose_algorithm", "normalize_op", "nested_split"]
