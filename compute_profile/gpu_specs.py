@@ -77,6 +77,16 @@ GPUS: dict[str, GpuSpec] = {
         peak_flops={"bf16": 2250 * T, "fp16": 2250 * T, "fp8": 4500 * T, "tf32": 1100 * T, "fp32": 75 * T},
         hbm_bw=8000 * GB, memory_bytes=180 * GB, sm_count=148,
     ),
+    "cpu": GpuSpec(
+        name="cpu",
+        # Pseudo-GPU for CPU runs in CI: `compute-profile measure` on a machine without CUDA
+        # labels its rows "cpu", and attach falls back to the estimator with these figures.
+        # Nominal, not a datasheet: torch 2.13 CPU kernels on a 2-core AVX-512 x86 runner
+        # (measured 2026-11-30: bf16 matmul ~300 GF/s, fp32 ~97 GF/s, stream add ~25 GB/s).
+        source="nominal 2-core AVX-512 CI runner (measured torch CPU kernels), not a datasheet",
+        peak_flops={"bf16": 340 * 1e9, "fp32": 110 * 1e9, "tf32": 110 * 1e9},
+        hbm_bw=25 * GB, memory_bytes=8 * GIB, sm_count=2,
+    ),
 }
 
 ALIASES: dict[str, str] = {

@@ -1,0 +1,301 @@
+"""Roofline estimator: a compute op's time from its FLOPs, bytes and shape, for any GPU spec.
+
+    time = max(flops / (peak(dtype) * eff_compute), bytes / (hbm_bw * eff_memory))
+           + launches * launch_overhead_s
+
+The efficiencies carry the physics a plain roofline misses (docs/compute_profile.md):
+
+- GEMM (and grouped GEMM, and the router's skinny GEMM): the library tiles C[m, n] into
+  CTA tiles; partial edge tiles waste work (tile quantisation) and the last wave of tiles
+  over the SMs may be partly empty (wave quantisation). The model picks the tile that
+  maximises ``rel * tile_util * wave_util`` as cuBLAS's heuristics roughly do, falls back on
+  split-K when the tiles do not fill the SMs once, and multiplies by ``k / (k + k_overhead)``
+  for the fixed prologue/epilogue of the K loop. The cap ``max_efficiency`` is the best a
+  large GEMM reaches on that GPU.
+- Attention (flash): CTAs are (batch, head, block of ``block_q`` query rows); the same tile
+  and wave quantisation applies; each query row's pass over its keys has a fixed overhead
+  (``L / (L + seq_overhead)``, L = keys seen per row, half the sequence when causal);
+  head_dim sets how well the tensor cores are fed (table, linear interpolation). Backward
+  has its own cap.
+- Everything else is memory-bound: bytes at a per-kind fraction of HBM bandwidth, with the
+  op's FLOPs at a fraction of the fp32 (CUDA-core) peak as the compute side.
+
+Every number lives in ``compute_profile/data/estimator_params.yaml`` (defaults plus per-GPU
+overrides); nothing tunable is in this file. No torch: this runs on the analytical path.
+"""
+from __future__ import annotations
+
+import bisect
+import copy
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from compute_profile.gpu_specs import GpuSpec, get_gpu
+from workload_gen.errors import ConfigError
+from workload_gen.records import ComputeOp, OpKind, Phase
+
+PARAMS_PATH = Path(__file__).resolve().parent / "data" / "estimator_params.yaml"
+
+TENSOR_KINDS = frozenset({OpKind.GEMM, OpKind.GROUPED_GEMM, OpKind.ATTENTION, OpKind.ROUTER})
+"""Kinds whose FLOPs run on tensor cores at the op's dtype; the rest use the fp32 vector peak."""
+
+
+# --- parameters ------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Tile:
+    m: int
+    n: int
+    rel: float
+
+
+@dataclass(frozen=True, slots=True)
+class GemmParams:
+    max_efficiency: float
+    k_overhead: float
+    grouped_efficiency: float
+    memory_efficiency: float
+    tiles: tuple[Tile, ...]
+    split_k_max: int
+    split_k_min_k: int
+    split_k_rel: float
+
+
+@dataclass(frozen=True, slots=True)
+class AttentionParams:
+    fwd_max_efficiency: float
+    bwd_max_efficiency: float
+    block_q: int
+    seq_overhead: float
+    head_dims: tuple[int, ...]
+    head_dim_factors: tuple[float, ...]
+    memory_efficiency: float
+
+
+@dataclass(frozen=True, slots=True)
+class EstimatorParams:
+    """The estimator's parameters for one GPU (defaults merged with its overrides)."""
+
+    gpu: str
+    launch_overhead_s: float
+    launches: tuple[tuple[str, int], ...]
+    gemm: GemmParams
+    attention: AttentionParams
+    mem_default: float
+    mem_by_kind: tuple[tuple[str, float], ...]
+    vector_flops_efficiency: float
+    scaling_max_ratio: float
+
+    def launch_count(self, kind: str, phase: str) -> int:
+        table = dict(self.launches)
+        return table.get(f"{kind}/{phase}", table.get(kind, 1))
+
+    def memory_efficiency(self, kind: str) -> float:
+        return dict(self.mem_by_kind).get(kind, self.mem_default)
+
+
+def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def _positive(src: str, field: str, value: Any, upper: float | None = None) -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0 or (
+            upper is not None and value > upper):
+        bound = f" and <= {upper}" if upper is not None else ""
+        raise ConfigError(field, value, f"must be a number > 0{bound}", src)
+    return float(value)
+
+
+def params_from_dict(gpu: str, raw: dict[str, Any], src: str = "estimator parameters") -> EstimatorParams:
+    """Build and validate one GPU's parameters from a merged mapping."""
+    try:
+        g, a, mb = raw["gemm"], raw["attention"], raw["memory_bound"]
+        tiles = tuple(Tile(int(t["m"]), int(t["n"]), _positive(src, "gemm.tiles.rel", t["rel"], 1.0))
+                      for t in g["tiles"])
+        if not tiles:
+            raise ConfigError("gemm.tiles", [], "needs at least one tile", src)
+        hd = sorted((int(k), float(v)) for k, v in a["head_dim_factor"].items())
+        sk = g.get("split_k", {"max_splits": 1, "min_k_per_split": 1, "rel": 1.0})
+        return EstimatorParams(
+            gpu=gpu,
+            launch_overhead_s=float(raw["launch_overhead_s"]),
+            launches=tuple(sorted((str(k), int(v)) for k, v in raw.get("launches", {}).items())),
+            gemm=GemmParams(
+                max_efficiency=_positive(src, "gemm.max_efficiency", g["max_efficiency"], 1.0),
+                k_overhead=float(g["k_overhead"]),
+                grouped_efficiency=_positive(src, "gemm.grouped_efficiency", g["grouped_efficiency"], 1.0),
+                memory_efficiency=_positive(src, "gemm.memory_efficiency", g["memory_efficiency"], 1.0),
+                tiles=tiles,
+                split_k_max=int(sk["max_splits"]), split_k_min_k=int(sk["min_k_per_split"]),
+                split_k_rel=_positive(src, "gemm.split_k.rel", sk["rel"], 1.0),
+            ),
+            attention=AttentionParams(
+                fwd_max_efficiency=_positive(src, "attention.fwd_max_efficiency", a["fwd_max_efficiency"], 1.0),
+                bwd_max_efficiency=_positive(src, "attention.bwd_max_efficiency", a["bwd_max_efficiency"], 1.0),
+                block_q=int(a["block_q"]), seq_overhead=float(a["seq_overhead"]),
+                head_dims=tuple(h for h, _ in hd), head_dim_factors=tuple(f for _, f in hd),
+                memory_efficiency=_positive(src, "attention.memory_efficiency", a["memory_efficiency"], 1.0),
+            ),
+            mem_default=_positive(src, "memory_bound.default_efficiency", mb["default_efficiency"], 1.0),
+            mem_by_kind=tuple(sorted((str(k), _positive(src, f"memory_bound.by_kind.{k}", v, 1.0))
+                                     for k, v in mb.get("by_kind", {}).items())),
+            vector_flops_efficiency=_positive(src, "memory_bound.vector_flops_efficiency",
+                                              mb["vector_flops_efficiency"], 1.0),
+            scaling_max_ratio=float(raw.get("scaling", {}).get("max_ratio", 16.0)),
+        )
+    except KeyError as exc:
+        raise ConfigError(f"{gpu}.{exc.args[0]}", None, "is missing from the estimator parameters", src) from None
+
+
+@lru_cache(maxsize=4)
+def _load_yaml(path: str) -> dict[str, Any]:
+    with open(path, encoding="utf-8") as fh:
+        data = yaml.safe_load(fh)
+    if not isinstance(data, dict) or "defaults" not in data:
+        raise ConfigError("defaults", None, "the estimator parameter file needs a 'defaults' mapping", path)
+    return data
+
+
+@lru_cache(maxsize=64)
+def load_params(gpu: str, path: str | None = None) -> EstimatorParams:
+    """Parameters for ``gpu`` (a gpu_specs name or alias): defaults + that GPU's overrides.
+
+    A GPU without an override section gets the defaults (documented, not an error), so a
+    user-defined GPU spec still has an estimate.
+    """
+    src = str(path or PARAMS_PATH)
+    data = _load_yaml(src)
+    name = get_gpu(gpu).name
+    merged = _deep_merge(data["defaults"], (data.get("gpus") or {}).get(name) or {})
+    return params_from_dict(name, merged, src)
+
+
+# --- efficiency models ---------------------------------------------------------------
+def _tile_wave_util(rows: int, cols: int, tm: int, tn: int, sms: int, groups: int = 1) -> tuple[float, float, int]:
+    """(tile utilisation, wave utilisation, tile count) of C[rows, cols] x groups on ``sms`` SMs."""
+    tiles = groups * math.ceil(rows / tm) * math.ceil(cols / tn)
+    tile_util = groups * rows * cols / (tiles * tm * tn)
+    waves = math.ceil(tiles / sms)
+    return tile_util, tiles / (waves * sms), tiles
+
+
+def gemm_efficiency(m: int, n: int, k: int, sm_count: int, p: GemmParams, groups: int = 1) -> float:
+    """Fraction of peak a GEMM C[m,n] = A[m,k] B[k,n] (``groups`` of them, grouped) reaches.
+
+    Never above ``p.max_efficiency``; equal to it only for tile-aligned shapes that fill
+    whole waves with long K.
+    """
+    if min(m, n, k, groups) <= 0:
+        return p.max_efficiency
+    best = 0.0
+    for t in p.tiles:
+        tile_util, wave_util, tiles = _tile_wave_util(m, n, t.m, t.n, sm_count, groups)
+        score = t.rel * tile_util * wave_util
+        if tiles < sm_count and p.split_k_max > 1:
+            # Split-K: several CTAs share one output tile's K loop, then a reduction pass.
+            splits = min(p.split_k_max, sm_count // tiles, max(1, k // p.split_k_min_k))
+            if splits > 1:
+                split_tiles = tiles * splits
+                waves = math.ceil(split_tiles / sm_count)
+                score = max(score, t.rel * p.split_k_rel * tile_util * split_tiles / (waves * sm_count))
+        best = max(best, score)
+    k_factor = k / (k + p.k_overhead)
+    eff = p.max_efficiency * best * k_factor
+    if groups > 1:
+        eff *= p.grouped_efficiency
+    return eff
+
+
+def head_dim_factor(head_dim: int, p: AttentionParams) -> float:
+    """Linear interpolation in the head_dim table, clamped at its ends."""
+    hs, fs = p.head_dims, p.head_dim_factors
+    if head_dim <= hs[0]:
+        return fs[0]
+    if head_dim >= hs[-1]:
+        return fs[-1]
+    i = bisect.bisect_right(hs, head_dim)
+    h0, h1, f0, f1 = hs[i - 1], hs[i], fs[i - 1], fs[i]
+    return f0 + (f1 - f0) * (head_dim - h0) / (h1 - h0)
+
+
+def attention_efficiency(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim: int, causal: bool,
+                         backward: bool, sm_count: int, p: AttentionParams) -> float:
+    """Fraction of peak a flash-attention kernel reaches (forward or backward)."""
+    cap = p.bwd_max_efficiency if backward else p.fwd_max_efficiency
+    tile_util, wave_util, _ = _tile_wave_util(seq_q, 1, p.block_q, 1, sm_count, batch * heads)
+    keys_per_row = seq_kv / 2 if causal else seq_kv
+    seq_factor = keys_per_row / (keys_per_row + p.seq_overhead)
+    return cap * tile_util * wave_util * seq_factor * head_dim_factor(head_dim, p)
+
+
+# --- the estimate ----------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """An estimate with its terms, for explanations and tests."""
+
+    time_s: float
+    compute_s: float
+    memory_s: float
+    launch_s: float
+    compute_efficiency: float
+    memory_efficiency: float
+
+    @property
+    def memory_bound(self) -> bool:
+        return self.memory_s > self.compute_s
+
+
+def _compute_efficiency(op: ComputeOp, spec: GpuSpec, p: EstimatorParams) -> float:
+    kind, s = op.kind, op.shape
+    if kind is OpKind.GEMM and len(s) >= 3:
+        return gemm_efficiency(s[0], s[1], s[2], spec.sm_count, p.gemm)
+    if kind is OpKind.GROUPED_GEMM and len(s) >= 4:
+        return gemm_efficiency(s[1], s[2], s[3], spec.sm_count, p.gemm, groups=s[0])
+    if kind is OpKind.ROUTER and len(s) >= 3:
+        return gemm_efficiency(s[0], s[2], s[1], spec.sm_count, p.gemm)
+    if kind is OpKind.ATTENTION and len(s) >= 5:
+        causal = bool(s[5]) if len(s) > 5 else True
+        backward = Phase(op.phase) in (Phase.BWD_INPUT, Phase.BWD_WEIGHT)
+        return attention_efficiency(s[0], s[1], s[2], s[3], s[4], causal, backward, spec.sm_count, p.attention)
+    if kind in TENSOR_KINDS:  # shape too short to model: plain cap
+        return p.gemm.max_efficiency
+    return p.vector_flops_efficiency
+
+
+def explain(op: ComputeOp, gpu: GpuSpec | str, params: EstimatorParams | None = None) -> Estimate:
+    """The estimate of ``op`` on ``gpu`` with its compute, memory and launch terms."""
+    spec = gpu if isinstance(gpu, GpuSpec) else get_gpu(gpu)
+    p = params if params is not None else load_params(spec.name)
+    kind = OpKind(op.kind)
+    eff_c = _compute_efficiency(op, spec, p)
+    peak = spec.peak(op.dtype) if kind in TENSOR_KINDS else spec.peak("fp32")
+    if kind in (OpKind.GEMM, OpKind.GROUPED_GEMM):
+        eff_m = p.gemm.memory_efficiency
+    elif kind is OpKind.ATTENTION:
+        eff_m = p.attention.memory_efficiency
+    else:
+        eff_m = p.memory_efficiency(kind.value)
+    compute_s = op.flops / (peak * eff_c) if op.flops > 0 else 0.0
+    memory_s = op.bytes / (spec.hbm_bw * eff_m) if op.bytes > 0 else 0.0
+    launch_s = p.launch_count(kind.value, Phase(op.phase).value) * p.launch_overhead_s
+    return Estimate(max(compute_s, memory_s) + launch_s, compute_s, memory_s, launch_s, eff_c, eff_m)
+
+
+def estimate_time(op: ComputeOp, gpu: GpuSpec | str, params: EstimatorParams | None = None) -> float:
+    """Estimated seconds of one call of ``op`` on ``gpu`` (a GpuSpec or a spec name)."""
+    return explain(op, gpu, params).time_s
+
+
+def is_memory_bound(op: ComputeOp, gpu: GpuSpec | str, params: EstimatorParams | None = None) -> bool:
+    """Whether the roofline's memory term dominates: attach then scales by bytes, not FLOPs."""
+    return explain(op, gpu, params).memory_bound
