@@ -59,12 +59,24 @@ class ParallelConfig:
     tp_comm_overlap: bool = False
     ddp_bucket_size: int | None = None
     """Gradient bucket size in elements; None means Megatron's max(40M, 1M * dp)."""
+    grad_reduce_in_fp32: bool | None = None
+    """Accumulate and reduce gradients in fp32 (Megatron --accumulate-allreduce-grads-in-fp32).
+    None means Megatron's default: on for bf16 (its arguments.py forces it), off otherwise."""
+    make_vocab_size_divisible_by: int = 128
+    """Megatron pads the vocabulary to a multiple of this times tp."""
 
     def __post_init__(self) -> None:
         for name in ("world_size", "tp", "pp", "vpp", "cp", "ep", "micro_batch", "global_batch", "seq_length"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ConfigError(name, v, "must be a positive integer")
+        if not isinstance(self.make_vocab_size_divisible_by, int) or self.make_vocab_size_divisible_by < 1:
+            raise ConfigError("make_vocab_size_divisible_by", self.make_vocab_size_divisible_by, "must be a positive integer")
+        if self.ddp_bucket_size is not None and (not isinstance(self.ddp_bucket_size, int) or self.ddp_bucket_size < 1):
+            raise ConfigError("ddp_bucket_size", self.ddp_bucket_size, "must be a positive integer (elements)")
+        if self.recompute_num_layers is not None and (
+                not isinstance(self.recompute_num_layers, int) or self.recompute_num_layers < 1):
+            raise ConfigError("recompute_num_layers", self.recompute_num_layers, "must be a positive integer")
         if self.etp is not None and (not isinstance(self.etp, int) or self.etp < 1):
             raise ConfigError("etp", self.etp, "must be a positive integer")
         if self.dtype not in DTYPE_BYTES:
@@ -133,6 +145,17 @@ class ParallelConfig:
         return DTYPE_BYTES[self.dtype]
 
     @property
+    def grad_bytes(self) -> int:
+        """Bytes per gradient element in the DP reduction (main-grad dtype)."""
+        fp32 = self.grad_reduce_in_fp32 if self.grad_reduce_in_fp32 is not None else self.dtype in ("bf16", "fp8", "fp32")
+        return 4 if fp32 or self.dtype == "fp32" else 2
+
+    @property
+    def param_bytes(self) -> int:
+        """Bytes per model-weight element (fp8 training keeps bf16 weights)."""
+        return 2 if self.dtype == "fp8" else self.dtype_bytes
+
+    @property
     def bucket_elements(self) -> int:
         if self.ddp_bucket_size is not None:
             return self.ddp_bucket_size
@@ -172,5 +195,14 @@ def check_against_model(model: ModelConfig, par: ParallelConfig) -> None:
         raise ConfigError("ep", par.ep, "expert parallelism needs an MoE model (num_experts > 0)")
     if model.ffn % par.tp:
         raise ConfigError("tp", par.tp, f"ffn_hidden_size={model.ffn} is not divisible by tp")
+    if model.is_moe and par.tp > 1 and not par.sp:
+        raise ConfigError("sp", False, "MoE models with tp > 1 need sequence parallelism (Megatron-Core's MoE layer requires it)")
+    if par.recompute == "full" and par.recompute_num_layers is not None:
+        per_chunk = model.num_layers // stages
+        if par.recompute_num_layers > per_chunk:
+            raise ConfigError(
+                "recompute_num_layers", par.recompute_num_layers,
+                f"must be at most the layers per pipeline chunk ({per_chunk})",
+            )
     if par.sp and (par.seq_length // par.cp) % par.tp:
         raise ConfigError("seq_length", par.seq_length, f"with sp, seq_length/cp must be divisible by tp={par.tp}")

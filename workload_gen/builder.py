@@ -1,0 +1,264 @@
+"""``build(model, parallel) -> Workload``: Megatron-Core's per-stage programs.
+
+For every pipeline stage and virtual chunk, the ops of ONE micro-batch in execution
+order (forward; backward with recompute), plus the once-per-iteration ops (gradient
+buckets, optimizer, parameter all-gather). The per-layer op lists come from
+:mod:`workload_gen.layer_ops`; this module assembles them and derives the data-parallel
+part.
+
+Speed: sweeps call this thousands of times. Each layer kind is built once per
+configuration, chunk programs are memoised on the settings that shape them (DP size,
+global batch and optimizer switches do not), and only the iteration ops are rebuilt
+when just those change.
+
+Data-parallel gradient sync (Megatron-Core DistributedDataParallel):
+
+- Each model chunk has its own buffers: one for dense parameters (synchronised over the
+  DP group, dp*cp ranks) and one for expert parameters (over the expert-DP group).
+- Gradients fill buckets in backward order (reverse of registration). A bucket is closed
+  once it holds at least ``bucket_elements`` (Megatron's max(40M, 1M*dp*cp) or
+  --ddp-bucket-size); without --overlap-grad-reduce Megatron uses one bucket per buffer.
+  With the distributed optimizer each bucket is padded to a multiple of lcm(group, 128).
+- A bucket's ``layer`` is the lowest layer whose gradients it holds: it can start when
+  that layer's backward on the last micro-batch has finished. Buckets are listed in the
+  order they become ready (later chunks first, then higher layers first).
+- Bucket bytes = elements * grad bytes: fp32 (4) for bf16 training, because Megatron's
+  arguments.py turns on accumulate_allreduce_grads_in_fp32 for bf16; the param dtype (2)
+  for fp16 unless --accumulate-allreduce-grads-in-fp32. Distributed optimizer: a
+  reduce-scatter per bucket (input buffer = the bucket) and, after the optimizer step, an
+  all-gather of the updated bf16 parameters (gathered buffer = the bucket, in param
+  bytes); otherwise one all-reduce per bucket.
+- Under SP the TP-replicated weights that only saw the local sequence shard (norms,
+  row-parallel biases, router, MLA down projections) have their gradients all-reduced
+  over TP (``sp_grads_ar``), and with tied embeddings and pp > 1 the word-embedding
+  gradient is all-reduced between the first and last stage (``embedding_grad_ar``, group
+  EMB). Both run after the bucket sync, before the optimizer (finalize_model_grads).
+- Optimizer: Adam on this rank's shard (all of the rank's parameters without the
+  distributed optimizer): per element it reads fp32 master, m, v and the gradient,
+  writes master, m, v and the bf16 parameter.
+"""
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+from workload_gen.layer_ops import (
+    LayerKey,
+    Templates,
+    embedding_templates,
+    head_templates,
+    layer_templates,
+    pp_bytes,
+)
+from workload_gen.model_config import ModelConfig
+from workload_gen.parallel_config import ParallelConfig, check_against_model
+from workload_gen.params import chunk_layers, chunk_tensors, local_numel, padded_vocab, stage_params, total_params
+from workload_gen.records import (
+    ChunkProgram,
+    CollectiveOp,
+    CollKind,
+    ComputeOp,
+    Group,
+    Op,
+    OpKind,
+    Phase,
+    StageProgram,
+    Workload,
+)
+
+ADAM_FLOPS_PER_PARAM = 16.0
+"""Adam with weight decay and bias correction, per element: ~16 FLOPs."""
+
+
+def layer_key(model: ModelConfig, par: ParallelConfig) -> LayerKey:
+    return LayerKey(
+        tp=par.tp, sp=par.sp, pp=par.pp, vpp=par.vpp, cp=par.cp, cp_comm=par.cp_comm, ep=par.ep,
+        etp=par.expert_tp, micro_batch=par.micro_batch, seq_length=par.seq_length, dtype=par.dtype,
+        act_bytes=par.param_bytes, grad_bytes=par.grad_bytes, recompute=par.recompute,
+        recompute_method=par.recompute_method, recompute_num_layers=par.recompute_num_layers,
+        tp_comm_overlap=par.tp_comm_overlap, vocab_padded=padded_vocab(model, par),
+    )
+
+
+def build(model: ModelConfig, parallel: ParallelConfig) -> Workload:
+    """The workload of one training iteration of ``model`` under ``parallel``."""
+    check_against_model(model, parallel)
+    key = layer_key(model, parallel)
+    stages = []
+    for s in range(parallel.pp):
+        chunks = _stage_chunks(model, key, s)
+        params, dense = stage_params(model, parallel, s)
+        stages.append(StageProgram(s, chunks, _iteration_ops(model, parallel, s), params, dense))
+    return Workload(model, parallel, tuple(stages), total_params(model))
+
+
+# --- per-micro-batch programs ---------------------------------------------------------
+
+
+def _stamp(ops: tuple[Op, ...], layer: int) -> list[Op]:
+    """Copies of template ops with their layer index set (the hot loop of build())."""
+    out: list[Op] = []
+    append = out.append
+    for op in ops:
+        if type(op) is ComputeOp:
+            append(ComputeOp(op.name, layer, op.phase, op.kind, op.shape, op.dtype, op.flops, op.bytes))
+        else:
+            append(CollectiveOp(op.name, layer, op.phase, op.kind, op.group, op.group_size, op.bytes,
+                                op.overlappable, op.peer))
+    return out
+
+
+@lru_cache(maxsize=32)
+def _templates(model: ModelConfig, key: LayerKey) -> tuple[Templates, Templates | None, Templates, Templates]:
+    dense = layer_templates(model, key, moe=False)
+    moe = layer_templates(model, key, moe=True) if model.is_moe else None
+    return dense, moe, embedding_templates(model, key), head_templates(model, key)
+
+
+def _recompute_groups(key: LayerKey, layers: tuple[int, ...]) -> list[tuple[tuple[int, ...], bool]]:
+    """Split a chunk's layers into backward units: (layers, recomputed?).
+
+    Full/uniform: consecutive groups of recompute_num_layers (default 1), each
+    checkpointed as a whole. Full/block: the first recompute_num_layers layers (default
+    all) are checkpointed one by one, the rest are not recomputed.
+    """
+    if key.recompute != "full":
+        return [((layer,), False) for layer in layers]
+    if key.recompute_method == "uniform":
+        n = key.recompute_num_layers or 1
+        return [(layers[i:i + n], True) for i in range(0, len(layers), n)]
+    n = len(layers) if key.recompute_num_layers is None else key.recompute_num_layers
+    return [((layer,), i < n) for i, layer in enumerate(layers)]
+
+
+@lru_cache(maxsize=64)
+def _stage_chunks(model: ModelConfig, key: LayerKey, stage: int) -> tuple[ChunkProgram, ...]:
+    dense_t, moe_t, emb_t, head_t = _templates(model, key)
+    par_like = _ParView(key)
+    nbytes = pp_bytes(model, key)
+    last_stage = key.pp - 1
+    chunks = []
+    for c in range(key.vpp):
+        layers = chunk_layers(model, par_like, stage, c)  # type: ignore[arg-type]
+        kind = {layer: (moe_t if model.is_moe_layer(layer) and moe_t is not None else dense_t) for layer in layers}
+        fwd: list[Op] = []
+        bwd: list[Op] = []
+        first_chunk = stage == 0 and c == 0
+        last_chunk = stage == last_stage and c == key.vpp - 1
+        if first_chunk:
+            fwd += _stamp(emb_t.fwd, -1)
+        for layer in layers:
+            fwd += _stamp(kind[layer].fwd, layer)
+        if last_chunk:
+            fwd += _stamp(head_t.fwd, model.num_layers)
+        else:
+            fwd.append(CollectiveOp("pp_send_fwd", layers[-1], Phase.FWD, CollKind.SEND_RECV, Group.PP, key.pp,
+                                    nbytes, key.vpp > 1, 1))
+        if last_chunk:
+            bwd += _stamp(head_t.bwd, model.num_layers)
+        for group, recomputed in reversed(_recompute_groups(key, layers)):
+            if recomputed:
+                for layer in group:
+                    bwd += _stamp(kind[layer].recompute, layer)
+            for layer in reversed(group):
+                bwd += _stamp(kind[layer].bwd, layer)
+        if first_chunk:
+            bwd += _stamp(emb_t.bwd, -1)
+        else:
+            bwd.append(CollectiveOp("pp_send_bwd", layers[0], Phase.BWD_INPUT, CollKind.SEND_RECV, Group.PP, key.pp,
+                                    nbytes, key.vpp > 1, -1))
+        chunks.append(ChunkProgram(stage, c, layers, tuple(fwd), tuple(bwd)))
+    return tuple(chunks)
+
+
+class _ParView:
+    """The two fields chunk_layers() reads, from a LayerKey (keeps the cache key small)."""
+
+    __slots__ = ("pp", "vpp")
+
+    def __init__(self, key: LayerKey) -> None:
+        self.pp, self.vpp = key.pp, key.vpp
+
+
+# --- once per iteration ---------------------------------------------------------------
+
+
+def _pad(n: int, multiple: int) -> int:
+    return -(-n // multiple) * multiple
+
+
+def grad_buckets(model: ModelConfig, par: ParallelConfig, stage: int) -> list[tuple[int, Group, int, int]]:
+    """(chunk, group, elements incl. padding, lowest layer) per bucket, in ready order."""
+    cap = par.bucket_elements if par.overlap_grad_reduce else None
+    sizes = {Group.DP: par.dp * par.cp, Group.EDP: par.edp}
+    out: list[tuple[int, Group, int, int]] = []
+    for c in reversed(range(par.vpp)):
+        tensors = chunk_tensors(model, par, stage, c)
+        chunk_buckets: list[tuple[int, Group, int, int]] = []
+        for group in (Group.DP, Group.EDP):
+            expert = group is Group.EDP
+            cur, low = 0, 0
+            for layer, t in reversed(tensors):
+                if (t.shard == "expert") != expert:
+                    continue
+                n = local_numel(t, par)
+                cur += n
+                low = layer
+                if cap is not None and cur >= cap:
+                    chunk_buckets.append((c, group, cur, low))
+                    cur = 0
+            if cur:
+                chunk_buckets.append((c, group, cur, low))
+        chunk_buckets.sort(key=lambda b: -b[3])  # stable: dense before expert on ties
+        if par.distributed_optimizer:
+            chunk_buckets = [(c, g, _pad(n, math.lcm(sizes[g], 128)), lo) for c, g, n, lo in chunk_buckets]
+        out += chunk_buckets
+    return out
+
+
+def _iteration_ops(model: ModelConfig, par: ParallelConfig, stage: int) -> tuple[Op, ...]:
+    it = Phase.ITERATION
+    sizes = {Group.DP: par.dp * par.cp, Group.EDP: par.edp}
+    buckets = grad_buckets(model, par, stage)
+    first_layer = chunk_layers(model, par, stage, 0)[0]
+    ops: list[Op] = []
+    counters: dict[tuple[int, Group], int] = {}
+    names = []
+    for c, g, n, low in buckets:
+        i = counters.get((c, g), 0)
+        counters[(c, g)] = i + 1
+        names.append(f"{g.value}.{c}.{i}")
+    for (c, g, n, low), nm in zip(buckets, names):
+        if sizes[g] == 1:
+            continue
+        if par.distributed_optimizer:
+            ops.append(CollectiveOp(f"grad_rs.{nm}", low, it, CollKind.REDUCE_SCATTER, g, sizes[g], n * par.grad_bytes,
+                                    par.overlap_grad_reduce))
+        else:
+            ops.append(CollectiveOp(f"grad_ar.{nm}", low, it, CollKind.ALL_REDUCE, g, sizes[g], n * par.grad_bytes,
+                                    par.overlap_grad_reduce))
+    if par.sp and par.tp > 1:
+        sp_n = sum(local_numel(t, par) for c in range(par.vpp) for _, t in chunk_tensors(model, par, stage, c) if t.sp_reduce)
+        if sp_n:
+            ops.append(CollectiveOp("sp_grads_ar", first_layer, it, CollKind.ALL_REDUCE, Group.TP, par.tp,
+                                    sp_n * par.grad_bytes))
+    if model.tied_embeddings and par.pp > 1 and stage in (0, par.pp - 1):
+        emb = padded_vocab(model, par) // par.tp * model.hidden_size
+        layer = -1 if stage == 0 else model.num_layers
+        ops.append(CollectiveOp("embedding_grad_ar", layer, it, CollKind.ALL_REDUCE, Group.EMB, 2, emb * par.grad_bytes))
+    if par.distributed_optimizer:
+        local = sum(n // sizes[g] for _, g, n, _ in buckets)
+    else:
+        local = stage_params(model, par, stage)[0]
+    per_elem = 4 * 3 + par.grad_bytes + 4 * 3 + par.param_bytes
+    ops.append(ComputeOp("optimizer", -1, it, OpKind.OPTIMIZER, (local,), "fp32",
+                         ADAM_FLOPS_PER_PARAM * local, float(per_elem * local)))
+    if par.distributed_optimizer:
+        order = sorted(range(len(buckets)), key=lambda j: (buckets[j][0], buckets[j][3]))
+        for j in order:
+            c, g, n, low = buckets[j]
+            if sizes[g] == 1:
+                continue
+            ops.append(CollectiveOp(f"param_ag.{names[j]}", low, it, CollKind.ALL_GATHER, g, sizes[g],
+                                    n * par.param_bytes, par.overlap_param_gather))
+    return tuple(ops)

@@ -1,0 +1,61 @@
+"""Model FLOPs for MFU: the useful work of one iteration, independent of recompute.
+
+Narayanan et al. 2021 (arXiv 2104.04473, Section 5.1) count, per iteration,
+``72*B*s*l*h^2 * (1 + s/(6h) + V/(12*l*h))`` FLOPs for GPT: forward GEMMs
+(``24*B*s*h^2`` per layer), attention scores and values (``4*B*s^2*h`` per layer, the full
+s x s matrix, not halved for the causal mask), the logits (``2*B*s*h*V``), times 3 for
+forward plus backward (backward = 2x forward). Recompute is excluded: MFU counts model
+FLOPs, not hardware FLOPs (Chowdhery et al. 2022, PaLM, Appendix B).
+
+:func:`model_flops_per_iteration` generalises the same accounting to GQA, SwiGLU, MLA
+and MoE by counting 2 FLOPs per multiply-add over the weights each token actually
+passes through (topk routed experts, shared experts, router), plus attention with the
+real q/k and v head widths, plus the logits. For GPT-3-style models it reproduces the
+paper's formula up to the biases and norms, which the paper leaves out too.
+"""
+from __future__ import annotations
+
+from workload_gen.model_config import ModelConfig
+from workload_gen.parallel_config import ParallelConfig
+from workload_gen.params import ParamTensor, layer_tensors
+
+_NOT_MATMUL = ("norm", "bias", "experts")
+
+
+def _matmul_weights(ts: tuple[ParamTensor, ...], model: ModelConfig) -> float:
+    """Weights one token multiplies through in a layer (routed experts: topk of E)."""
+    n = 0.0
+    for t in ts:
+        if t.name == "experts":
+            n += t.numel * model.moe_router_topk / model.num_experts
+        elif not any(k in t.name for k in _NOT_MATMUL):
+            n += t.numel
+    return n
+
+
+def forward_flops_per_sequence(model: ModelConfig, seq_length: int, causal: bool = False) -> float:
+    """Forward FLOPs for one sequence of ``seq_length`` tokens (the whole model)."""
+    s = seq_length
+    total = 0.0
+    cache: dict[bool, float] = {}
+    if model.multi_latent_attention:
+        d_qk, d_v = model.qk_head_dim + model.qk_pos_emb_head_dim, model.v_head_dim
+    else:
+        d_qk = d_v = model.head_dim
+    attn = 2.0 * s * s * model.num_attention_heads * (d_qk + d_v) * (0.5 if causal else 1.0)
+    for layer in range(model.num_layers):
+        moe = model.is_moe_layer(layer)
+        if moe not in cache:
+            cache[moe] = 2.0 * s * _matmul_weights(layer_tensors(model, layer), model)
+        total += cache[moe] + attn
+    total += 2.0 * s * model.hidden_size * model.vocab_size
+    return total
+
+
+def model_flops_per_iteration(model: ModelConfig, parallel: ParallelConfig, causal: bool = False) -> float:
+    """3 x forward FLOPs x sequences per iteration (global batch), without recompute.
+
+    ``causal=False`` is the Megatron paper's convention (full s^2 attention); pass True to
+    count only the causal half.
+    """
+    return 3.0 * parallel.global_batch * forward_flops_per_sequence(model, parallel.seq_length, causal)

@@ -1,0 +1,421 @@
+"""Op lists of one transformer layer (and of the embedding and the head) for one micro-batch.
+
+Each kind of layer (dense, MoE, the leading dense layers of an MoE model) is built once
+per configuration as *templates* with ``layer=0``; the builder stamps the layer index in.
+Ops follow Megatron-Core's execution order on one rank.
+
+Notation (all per rank, one micro-batch): ``b`` micro-batch, ``s`` sequence length,
+``cp``/``tp`` sizes, ``s_l = s/cp`` the local sequence, ``T = b*s_l`` tokens in the
+tensor-parallel region (GEMMs, attention), ``T_sp = T/tp`` with SP (else ``T``) in the
+norms, residuals, router and dispatcher, ``B`` bytes per activation element, ``h``
+hidden size, ``a``/``g`` attention / KV heads, ``d`` head dim.
+
+Collective sizes follow NCCL's convention (the full buffer, as nccl-tests reports it):
+
+- TP without SP. Forward: all-reduce of the row-parallel output after ``proj`` and
+  ``fc2``, ``T*h*B``. Backward: all-reduce of the column-parallel input gradient after
+  the dgrad of ``qkv`` and ``fc1`` (``T*h*B``), issued before their wgrad (Megatron
+  launches it asynchronously and computes wgrad meanwhile).
+- TP with SP (Korthikanti et al., arXiv 2205.05198). Forward: all-gather of the
+  sequence-sharded input before ``qkv``/``fc1``, gathered buffer ``T*h*B``; reduce-scatter
+  of the ``proj``/``fc2`` output, input buffer ``T*h*B``. Backward, row-parallel
+  (``fc2``, ``proj``): all-gather of the output gradient (``T*h*B``) before dgrad;
+  column-parallel (``fc1``, ``qkv``): all-gather of the saved local input again for the
+  wgrad (Megatron and Transformer Engine keep only the shard), then dgrad, then
+  reduce-scatter of the input gradient (``T*h*B``), then wgrad.
+- CP, ring (p2p): the local K and V (``b*s_l*g_l*(d_qk+d_v)*B`` bytes, ``g_l`` = KV heads
+  per TP rank) move to the next CP rank ``cp-1`` times in forward; backward moves K/V
+  ``cp-1`` times and the accumulated dK/dV ``cp`` times (the last hop returns it to its
+  owner), as Transformer Engine's ring attention does. All-gather mode: one all-gather
+  of K/V (gathered ``cp`` times the local size) forward, a reduce-scatter of dK/dV backward.
+- EP (alltoall dispatcher): dispatch and combine all-to-all of ``T_sp*topk*h*B`` each,
+  in both directions; with expert-TP ``etp > 1`` an all-gather before the experts and a
+  reduce-scatter after, ``etp*T_sp*topk*h*B`` each (mirrored in backward).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from workload_gen import costs
+from workload_gen.model_config import ModelConfig
+from workload_gen.records import CollectiveOp, CollKind, ComputeOp, Group, Op, OpKind, Phase
+
+FWD, BWD_I, BWD_W, RECOMP = Phase.FWD, Phase.BWD_INPUT, Phase.BWD_WEIGHT, Phase.RECOMPUTE
+
+
+@dataclass(frozen=True, slots=True)
+class LayerKey:
+    """Every ParallelConfig setting that changes per-micro-batch ops (not DP or batch count)."""
+
+    tp: int
+    sp: bool
+    pp: int
+    vpp: int
+    cp: int
+    cp_comm: str
+    ep: int
+    etp: int
+    micro_batch: int
+    seq_length: int
+    dtype: str
+    act_bytes: int
+    grad_bytes: int
+    recompute: str
+    recompute_method: str
+    recompute_num_layers: int | None
+    tp_comm_overlap: bool
+    vocab_padded: int
+
+
+@dataclass(slots=True)
+class Templates:
+    """One layer kind: forward ops, backward ops (execution order) and the forward ops as
+    they are re-run by full recompute."""
+
+    fwd: tuple[Op, ...]
+    bwd: tuple[Op, ...]
+    recompute: tuple[Op, ...]
+
+
+@dataclass(slots=True)
+class _Emitter:
+    """Collects forward ops and, per forward op, the backward block that undoes it."""
+
+    model: ModelConfig
+    key: LayerKey
+    fwd: list[Op] = field(default_factory=list)
+    blocks: list[list[Op]] = field(default_factory=list)
+
+    # --- derived sizes -----------------------------------------------------------------
+    @property
+    def T(self) -> int:
+        return self.key.micro_batch * (self.key.seq_length // self.key.cp)
+
+    @property
+    def T_sp(self) -> int:
+        return self.T // self.key.tp if self.key.sp else self.T
+
+    @property
+    def B(self) -> int:
+        return self.key.act_bytes
+
+    @property
+    def gemm_in_bytes(self) -> int:
+        return 1 if self.key.dtype == "fp8" else self.B
+
+    # --- primitives --------------------------------------------------------------------
+    def compute(self, name: str, phase: Phase, kind: OpKind, shape: tuple[int, ...], fb: tuple[float, float],
+                dtype: str | None = None) -> ComputeOp:
+        return ComputeOp(name, 0, phase, kind, shape, dtype or self.key.dtype, fb[0], fb[1])
+
+    def coll(self, name: str, phase: Phase, kind: CollKind, group: Group, size: int, nbytes: int,
+             overlappable: bool = False, peer: int = 0) -> CollectiveOp:
+        return CollectiveOp(name, 0, phase, kind, group, size, int(nbytes), overlappable, peer)
+
+    def tp_coll(self, name: str, phase: Phase, kind: CollKind, nbytes: int) -> CollectiveOp:
+        return self.coll(name, phase, kind, Group.TP, self.key.tp, nbytes, self.key.tp_comm_overlap)
+
+    def add(self, fwd_ops: list[Op], bwd_block: list[Op]) -> None:
+        self.fwd.extend(fwd_ops)
+        self.blocks.append(bwd_block)
+
+    # --- building blocks ---------------------------------------------------------------
+    def norm(self, name: str, rows: int, width: int) -> None:
+        """Norm fwd: ~7 (LayerNorm) or 4 (RMSNorm) FLOPs per element, reads x, writes y
+        (2 elements of traffic); bwd: twice the FLOPs, reads x and dy, writes dx (3)."""
+        f = costs.NORM_FLOPS[self.model.normalization] * rows * width
+        n = rows * width * self.B
+        shape = (rows, width)
+        self.add([self.compute(name, FWD, OpKind.NORM, shape, (f, 2 * n))],
+                 [self.compute(name, BWD_I, OpKind.NORM, shape, (2 * f, 3 * n))])
+
+    def residual(self, name: str) -> None:
+        """Bias-dropout-add on the (SP-local) hidden state: fwd reads x and the residual,
+        writes the sum and a 1-byte dropout mask; bwd reads dy and the mask, writes dx."""
+        rows, w = self.T_sp, self.model.hidden_size
+        e = rows * w
+        self.add([self.compute(name, FWD, OpKind.ELEMENTWISE, (rows, w), (3.0 * e, e * (3 * self.B + 1)))],
+                 [self.compute(name, BWD_I, OpKind.ELEMENTWISE, (rows, w), (1.0 * e, e * (2 * self.B + 1)))])
+
+    def activation(self, name: str, rows: int, width: int) -> None:
+        """GeLU: fwd reads/writes ``width``; SwiGLU: reads the 2*width fc1 output (gate and
+        up halves), writes width. Backward reads input and dy, writes d(input)."""
+        e = rows * width
+        if self.model.activation == "swiglu":
+            fwd, bwd = (6.0 * e, 3 * e * self.B), (10.0 * e, 5 * e * self.B)
+        else:
+            fwd, bwd = (8.0 * e, 2 * e * self.B), (12.0 * e, 3 * e * self.B)
+        self.add([self.compute(name, FWD, OpKind.ELEMENTWISE, (rows, width), fwd)],
+                 [self.compute(name, BWD_I, OpKind.ELEMENTWISE, (rows, width), bwd)])
+
+    def rope(self, name: str, rows: int, width: int) -> None:
+        """Rotary embedding on q and k: x*cos + rot(x)*sin, 3 FLOPs/element, read+write."""
+        e = rows * width
+        self.add([self.compute(name, FWD, OpKind.ROPE, (rows, width), (3.0 * e, 2 * e * self.B))],
+                 [self.compute(name, BWD_I, OpKind.ROPE, (rows, width), (3.0 * e, 2 * e * self.B))])
+
+    def linear(self, name: str, m: int, k: int, n: int, mode: str) -> None:
+        """One linear layer, C[m,n] = X[m,k] @ W[k,n] (n, k already divided by tp).
+
+        mode 'col' (column-parallel: qkv, fc1, q/kv up, output layer), 'row'
+        (row-parallel: proj, fc2) or 'local' (no TP communication: duplicated MLA down
+        projections). Backward: dgrad dX[m,k] = dY[m,n] @ W^T (shape m,k,n), then wgrad
+        dW[k,n] = X^T @ dY (shape k,n,m), with the TP collectives listed in the module doc.
+        """
+        key, B, bi = self.key, self.B, self.gemm_in_bytes
+        tp_on = key.tp > 1 and mode != "local"
+        fwd: list[Op] = []
+        bwd: list[Op] = []
+        if tp_on and mode == "col" and key.sp:
+            fwd.append(self.tp_coll(f"{name}_ag", FWD, CollKind.ALL_GATHER, m * k * B))
+        fwd.append(self.compute(name, FWD, OpKind.GEMM, (m, n, k), costs.gemm(m, n, k, bi, B)))
+        if tp_on and mode == "row":
+            kind = CollKind.REDUCE_SCATTER if key.sp else CollKind.ALL_REDUCE
+            fwd.append(self.tp_coll(f"{name}_{'rs' if key.sp else 'ar'}", FWD, kind, m * n * B))
+        if tp_on and key.sp:
+            # row: gather dY (the reduce-scatter's backward); col: re-gather X for wgrad.
+            nbytes = m * n * B if mode == "row" else m * k * B
+            bwd.append(self.tp_coll(f"{name}_ag_bwd", BWD_I, CollKind.ALL_GATHER, nbytes))
+        bwd.append(self.compute(name, BWD_I, OpKind.GEMM, (m, k, n), costs.gemm(m, k, n, bi, B)))
+        if tp_on and mode == "col":
+            kind = CollKind.REDUCE_SCATTER if key.sp else CollKind.ALL_REDUCE
+            bwd.append(self.tp_coll(f"{name}_{'rs' if key.sp else 'ar'}_bwd", BWD_I, kind, m * k * B))
+        bwd.append(self.compute(name, BWD_W, OpKind.GEMM, (k, n, m), costs.wgrad_gemm(k, n, m, bi, key.grad_bytes)))
+        self.add(fwd, bwd)
+
+    def core_attention(self, heads: int, kv_heads: int, d_qk: int, d_v: int) -> None:
+        """Causal flash attention on the local queries (s/cp) against all s keys (the ring
+        visits every K/V block; load-balanced CP gives each rank 1/cp of the causal work)."""
+        key, B = self.key, self.B
+        b, cp = key.micro_batch, key.cp
+        s_l, s = key.seq_length // cp, key.seq_length
+        shape = (b, heads, s_l, s, d_qk, 1)
+        fwd_fb = costs.attention_fwd(b, heads, kv_heads, s_l, s, d_qk, d_v, True, B)
+        bwd_fb = costs.attention_bwd(b, heads, kv_heads, s_l, s, d_qk, d_v, True, B)
+        kv_bytes = b * s_l * kv_heads * (d_qk + d_v) * B
+        fwd_comm: list[Op] = []
+        bwd_pre: list[Op] = []
+        bwd_post: list[Op] = []
+        if cp > 1 and key.cp_comm == "p2p":
+            for i in range(1, cp):
+                fwd_comm.append(self.coll(f"cp_kv.{i}", FWD, CollKind.SEND_RECV, Group.CP, cp, kv_bytes, True, 1))
+                bwd_pre.append(self.coll(f"cp_kv.{i}", BWD_I, CollKind.SEND_RECV, Group.CP, cp, kv_bytes, True, 1))
+            for i in range(1, cp + 1):
+                bwd_post.append(self.coll(f"cp_dkv.{i}", BWD_I, CollKind.SEND_RECV, Group.CP, cp, kv_bytes, True, 1))
+        elif cp > 1:
+            fwd_comm.append(self.coll("cp_kv_ag", FWD, CollKind.ALL_GATHER, Group.CP, cp, cp * kv_bytes))
+            bwd_post.append(self.coll("cp_dkv_rs", BWD_I, CollKind.REDUCE_SCATTER, Group.CP, cp, cp * kv_bytes))
+        attn = self.compute("core_attn", FWD, OpKind.ATTENTION, shape, fwd_fb)
+        recompute: list[Op] = []
+        if key.recompute == "selective":
+            # Megatron's selective recompute checkpoints core attention: its forward (and
+            # the CP exchange feeding it) re-runs right before its backward.
+            recompute = [_as_recompute(op) for op in (*fwd_comm, attn)]
+        self.add([*fwd_comm, attn],
+                 [*recompute, *bwd_pre, self.compute("core_attn", BWD_I, OpKind.ATTENTION, shape, bwd_fb), *bwd_post])
+
+    # --- blocks ----------------------------------------------------------------------
+    def attention_block(self) -> None:
+        m, key = self.model, self.key
+        tp, T, T_sp, h = key.tp, self.T, self.T_sp, m.hidden_size
+        a = m.num_attention_heads // tp
+        self.norm("input_norm", T_sp, h)
+        if m.multi_latent_attention:
+            dr, dn, dv = m.qk_pos_emb_head_dim, m.qk_head_dim, m.v_head_dim
+            # Down projections are duplicated over TP and run on the SP-local tokens; the
+            # up projections are column-parallel and all-gather the (small) latents.
+            if m.q_lora_rank:
+                self.linear("q_down", T_sp, h, m.q_lora_rank, "local")
+            self.linear("kv_down", T_sp, h, m.kv_lora_rank + dr, "local")
+            if m.q_lora_rank:
+                self.norm("q_norm", T_sp, m.q_lora_rank)
+            self.norm("kv_norm", T_sp, m.kv_lora_rank)
+            if m.q_lora_rank:
+                self.linear("q_up", T, m.q_lora_rank, a * (dn + dr), "col")
+            else:
+                self.linear("q_proj", T, h, a * (dn + dr), "col")
+            self.linear("kv_up", T, m.kv_lora_rank, a * (dn + dv), "col")
+            if tp > 1 and key.sp:
+                # The shared rotary key k_pe (dr per token) is gathered from the sequence shards.
+                nbytes = T * dr * self.B
+                self.add([self.tp_coll("k_pe_ag", FWD, CollKind.ALL_GATHER, nbytes)],
+                         [self.tp_coll("k_pe_rs_bwd", BWD_I, CollKind.REDUCE_SCATTER, nbytes)])
+            self.rope("rope", T, (a + 1) * dr)
+            self.core_attention(a, a, dn + dr, dv)
+            self.linear("proj", T, a * dv, h, "row")
+        else:
+            g, d = m.kv_heads // tp, m.head_dim
+            self.linear("qkv", T, h, (a + 2 * g) * d, "col")
+            if m.qk_layernorm:
+                self.norm("q_norm", T * a, d)
+                self.norm("k_norm", T * g, d)
+            if m.position_embedding == "rope":
+                self.rope("rope", T, (a + g) * d)
+            self.core_attention(a, g, d, d)
+            self.linear("proj", T, a * d, h, "row")
+        self.residual("attn_residual")
+
+    def mlp_block(self, ffn: int) -> None:
+        m, tp, T = self.model, self.key.tp, self.T
+        mult = 2 if m.activation == "swiglu" else 1
+        self.norm("pre_mlp_norm", self.T_sp, m.hidden_size)
+        self.linear("fc1", T, m.hidden_size, mult * ffn // tp, "col")
+        self.activation(m.activation, T, ffn // tp)
+        self.linear("fc2", T, ffn // tp, m.hidden_size, "row")
+        self.residual("mlp_residual")
+
+    def moe_block(self) -> None:
+        """Megatron-Core MoE layer with the alltoall token dispatcher, balanced routing.
+
+        Each rank routes its T_sp tokens to topk experts. Expert GEMMs see
+        M = etp*T_sp*topk token rows spread evenly over the E/ep local experts:
+        m_per_group = etp*ep*T_sp*topk/E.
+        """
+        m, key, B = self.model, self.key, self.B
+        h, E, k = m.hidden_size, m.num_experts, m.moe_router_topk
+        ep, etp, T_sp = key.ep, key.etp, self.T_sp
+        self.norm("pre_mlp_norm", T_sp, h)
+        # Router: logits = x @ W_r (h x E), softmax/top-k in fp32.
+        f_r = 2.0 * T_sp * h * E
+        self.add(
+            [self.compute("router", FWD, OpKind.ROUTER, (T_sp, h, E),
+                          (f_r + 5.0 * T_sp * E, T_sp * h * B + h * E * B + 2 * T_sp * E * 4))],
+            [self.compute("router", BWD_I, OpKind.ROUTER, (T_sp, h, E), (f_r, T_sp * E * 4 + h * E * B + T_sp * h * B)),
+             self.compute("router", BWD_W, OpKind.ROUTER, (T_sp, h, E),
+                          (f_r, T_sp * h * B + T_sp * E * B + 2 * h * E * key.grad_bytes))],
+        )
+        routed = T_sp * k
+        self._permute("permute", T_sp, routed)
+        a2a = routed * h * B
+        if ep > 1:
+            self.add([self.coll("dispatch_a2a", FWD, CollKind.ALL_TO_ALL, Group.EP, ep, a2a)],
+                     [self.coll("dispatch_a2a", BWD_I, CollKind.ALL_TO_ALL, Group.EP, ep, a2a)])
+        if etp > 1:
+            self.add([self.coll("dispatch_ag", FWD, CollKind.ALL_GATHER, Group.ETP, etp, etp * a2a)],
+                     [self.coll("dispatch_rs", BWD_I, CollKind.REDUCE_SCATTER, Group.ETP, etp, etp * a2a)])
+        rows = etp * routed
+        local_experts = E // ep
+        if ep > 1 and local_experts > 1:
+            self._permute("sort_chunks", rows, rows)
+        mult = 2 if m.activation == "swiglu" else 1
+        fe = m.expert_ffn // etp
+        mg = rows / local_experts
+        mg_shape = max(1, round(mg))
+        bi = self.gemm_in_bytes
+        for name, n_out, k_in, act_after in (("expert_fc1", mult * fe, h, True), ("expert_fc2", h, fe, False)):
+            self.add(
+                [self.compute(name, FWD, OpKind.GROUPED_GEMM, (local_experts, mg_shape, n_out, k_in),
+                              costs.grouped_gemm(local_experts, mg, n_out, k_in, bi, B))],
+                [self.compute(name, BWD_I, OpKind.GROUPED_GEMM, (local_experts, mg_shape, k_in, n_out),
+                              costs.grouped_gemm(local_experts, mg, k_in, n_out, bi, B)),
+                 self.compute(name, BWD_W, OpKind.GROUPED_GEMM, (local_experts, k_in, n_out, mg_shape),
+                              costs.grouped_wgrad(local_experts, k_in, n_out, mg, bi, key.grad_bytes))],
+            )
+            if act_after:
+                self.activation(f"expert_{m.activation}", rows, fe)
+        if ep > 1 and local_experts > 1:
+            self._permute("unsort_chunks", rows, rows)
+        if etp > 1:
+            self.add([self.coll("combine_rs", FWD, CollKind.REDUCE_SCATTER, Group.ETP, etp, etp * a2a)],
+                     [self.coll("combine_ag", BWD_I, CollKind.ALL_GATHER, Group.ETP, etp, etp * a2a)])
+        if ep > 1:
+            self.add([self.coll("combine_a2a", FWD, CollKind.ALL_TO_ALL, Group.EP, ep, a2a)],
+                     [self.coll("combine_a2a", BWD_I, CollKind.ALL_TO_ALL, Group.EP, ep, a2a)])
+        self._permute("unpermute", routed, T_sp)
+        fs = m.moe_shared_expert_intermediate_size
+        if fs:
+            tp = key.tp
+            self.linear("shared_fc1", self.T, h, mult * fs // tp, "col")
+            self.activation(f"shared_{m.activation}", self.T, fs // tp)
+            self.linear("shared_fc2", self.T, fs // tp, h, "row")
+        self.residual("mlp_residual")
+
+    def _permute(self, name: str, rows_in: int, rows_out: int) -> None:
+        """Token (un)permutation: a gather of rows; reads rows_in, writes rows_out rows of h
+        (unpermute also weights by the router probabilities: one FLOP per element)."""
+        h, B = self.model.hidden_size, self.B
+        nbytes = (rows_in + rows_out) * h * B
+        flops = float(rows_in * h) if name == "unpermute" else 0.0
+        shape = (max(rows_in, rows_out), h)
+        self.add([self.compute(name, FWD, OpKind.PERMUTE, shape, (flops, nbytes))],
+                 [self.compute(name, BWD_I, OpKind.PERMUTE, shape, (flops, nbytes))])
+
+    def finish(self) -> Templates:
+        bwd: list[Op] = []
+        for block in reversed(self.blocks):
+            bwd.extend(block)
+        return Templates(tuple(self.fwd), tuple(bwd), tuple(_as_recompute(op) for op in self.fwd))
+
+
+def _as_recompute(op: Op) -> Op:
+    if isinstance(op, ComputeOp):
+        return ComputeOp(op.name, op.layer, RECOMP, op.kind, op.shape, op.dtype, op.flops, op.bytes)
+    return CollectiveOp(op.name, op.layer, RECOMP, op.kind, op.group, op.group_size, op.bytes, op.overlappable, op.peer)
+
+
+def layer_templates(model: ModelConfig, key: LayerKey, moe: bool) -> Templates:
+    """Forward/backward/recompute op templates of one transformer layer (layer index 0)."""
+    e = _Emitter(model, key)
+    e.attention_block()
+    if moe:
+        e.moe_block()
+    else:
+        e.mlp_block(model.dense_ffn if model.is_moe else model.ffn)
+    return e.finish()
+
+
+def embedding_templates(model: ModelConfig, key: LayerKey) -> Templates:
+    """Vocab-parallel embedding: each TP rank looks up its vocabulary shard and the
+    partial rows are summed over TP: all-reduce (``T*h*B``), or reduce-scatter straight
+    into the sequence shards with SP and no learned positions (Megatron's
+    reduce_scatter_embeddings). With learned positions and SP, Megatron all-reduces, adds
+    the positions and keeps its sequence shard (a local split). Backward: under SP the
+    gradient is all-gathered (``T*h*B``, the backward of the scatter); then the
+    scatter-add into the embedding gradient (BWD_WEIGHT)."""
+    e = _Emitter(model, key)
+    T, h, B, tp = e.T, model.hidden_size, e.B, key.tp
+    vt = key.vocab_padded // tp
+    shape = (T, h, vt)
+    e.add([e.compute("embedding", FWD, OpKind.EMBEDDING, shape, (0.0, 2 * T * h * B))],
+          [e.compute("embedding", BWD_W, OpKind.EMBEDDING, shape, (float(T * h), T * h * B + 2 * T * h * key.grad_bytes))])
+    learned = model.position_embedding == "learned"
+    if tp > 1:
+        if key.sp and not learned:
+            fwd = [e.tp_coll("embedding_rs", FWD, CollKind.REDUCE_SCATTER, T * h * B)]
+        else:
+            fwd = [e.tp_coll("embedding_ar", FWD, CollKind.ALL_REDUCE, T * h * B)]
+        bwd = [e.tp_coll("embedding_ag_bwd", BWD_I, CollKind.ALL_GATHER, T * h * B)] if key.sp else []
+        e.add(fwd, bwd)
+    if learned:
+        P = model.max_position_embeddings
+        e.add([e.compute("position_embedding", FWD, OpKind.EMBEDDING, (T, h, P), (float(T * h), 3 * T * h * B))],
+              [e.compute("position_embedding", BWD_W, OpKind.EMBEDDING, (T, h, P),
+                         (float(T * h), T * h * B + 2 * T * h * key.grad_bytes))])
+    t_sp = e.T_sp
+    e.add([e.compute("embedding_dropout", FWD, OpKind.ELEMENTWISE, (t_sp, h), (float(t_sp * h), t_sp * h * (2 * B + 1)))],
+          [e.compute("embedding_dropout", BWD_I, OpKind.ELEMENTWISE, (t_sp, h), (float(t_sp * h), t_sp * h * (2 * B + 1)))])
+    return e.finish()
+
+
+def head_templates(model: ModelConfig, key: LayerKey) -> Templates:
+    """Final norm, output layer (column-parallel over the vocabulary) and vocab-parallel
+    cross-entropy. The loss all-reduces three fp32 vectors of T elements over TP (the
+    running max, the target logit and the sum of exponentials), 4*T bytes each."""
+    e = _Emitter(model, key)
+    T, h, B, tp = e.T, model.hidden_size, e.B, key.tp
+    vt = key.vocab_padded // tp
+    e.norm("final_norm", e.T_sp, h)
+    e.linear("output", T, h, vt, "col")
+    n = T * vt
+    loss_fwd = [e.compute("loss", FWD, OpKind.LOSS, (T, vt), (5.0 * n, n * (B + 4)), "fp32")]
+    if tp > 1:
+        loss_fwd += [e.tp_coll(nm, FWD, CollKind.ALL_REDUCE, 4 * T) for nm in ("loss_max_ar", "loss_target_ar", "loss_sum_ar")]
+    e.add(loss_fwd, [e.compute("loss", BWD_I, OpKind.LOSS, (T, vt), (2.0 * n, n * (B + 4)), "fp32")])
+    return e.finish()
+
+
+def pp_bytes(model: ModelConfig, key: LayerKey) -> int:
+    """Activation (or its gradient) between pipeline stages: b * s/cp * h * B, divided by
+    tp under SP (Megatron-Core's get_tensor_shapes sends the sequence shard)."""
+    n = key.micro_batch * (key.seq_length // key.cp) * model.hidden_size * key.act_bytes
+    return n // key.tp if key.sp else n

@@ -1,0 +1,153 @@
+"""Built-in model presets: public architectures as frozen :class:`ModelConfig` instances.
+
+Each preset cites where its numbers come from (paper table or the model card's
+``config.json``) and carries the published total parameter count in
+:data:`PUBLISHED_PARAMS`; ``tests/workload_gen/test_params.py`` checks our own count
+(:mod:`workload_gen.params`) against it within 1%.
+
+Presets go through the same constructor as user YAML, so a preset can never hold a
+value a user could not type. Vocabulary sizes are the tokenizers' real sizes;
+Megatron's padding to a multiple of ``make_vocab_size_divisible_by * tp`` is applied
+by the workload builder, not here, so that the parameter count matches the paper.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from workload_gen.errors import ConfigError
+from workload_gen.model_config import ModelConfig
+
+_GPT3_SRC = "Brown et al. 2020, 'Language Models are Few-Shot Learners', arXiv 2005.14165, Table 2.1 (sizes) and Table D.1 (params)"
+
+
+def _gpt3(name: str, layers: int, hidden: int, heads: int, note: str = "") -> ModelConfig:
+    # GPT-3: learned absolute positions (2048), GELU MLP of width 4h, LayerNorm, biases on
+    # every linear layer, tied input/output embedding, GPT-2 BPE vocabulary of 50257.
+    return ModelConfig(
+        name=name, source=_GPT3_SRC + note, num_layers=layers, hidden_size=hidden,
+        num_attention_heads=heads, vocab_size=50257, max_position_embeddings=2048,
+        activation="gelu", normalization="layernorm", position_embedding="learned",
+        add_bias_linear=True, tied_embeddings=True,
+    )
+
+
+def _llama(name: str, source: str, layers: int, hidden: int, heads: int, kv: int, ffn: int,
+           vocab: int) -> ModelConfig:
+    # Llama family: RoPE, RMSNorm, SwiGLU, no biases, untied output layer.
+    return ModelConfig(
+        name=name, source=source, num_layers=layers, hidden_size=hidden, num_attention_heads=heads,
+        num_query_groups=kv, ffn_hidden_size=ffn, vocab_size=vocab, activation="swiglu",
+        normalization="rmsnorm", position_embedding="rope", add_bias_linear=False, tied_embeddings=False,
+    )
+
+
+_PRESETS: tuple[ModelConfig, ...] = (
+    # GPT-3 paper, Table 2.1 (n_layers, d_model, n_heads) and Table D.1 (parameters).
+    _gpt3("gpt3-125m", 12, 768, 12),
+    _gpt3("gpt3-350m", 24, 1024, 16),
+    _gpt3("gpt3-760m", 24, 1536, 16),
+    # Table 2.1 lists 24 heads of d_head 128 for 1.3B, which does not multiply to
+    # d_model=2048; we use 16 heads of 128 (as Megatron-LM's GPT-3 1.3B recipes do).
+    _gpt3("gpt3-1.3b", 24, 2048, 16, "; 16 heads x 128 (the table's 24 heads do not divide d_model=2048)"),
+    _gpt3("gpt3-2.7b", 32, 2560, 32),
+    _gpt3("gpt3-6.7b", 32, 4096, 32),
+    # Table 2.1 prints d_model=5140, a typo for 5120 = 40 heads x 128 (Table D.1's 12.85B
+    # parameters matches 5120).
+    _gpt3("gpt3-13b", 40, 5120, 40, "; d_model 5120 (Table 2.1's 5140 is a typo: 40 heads x 128)"),
+    _gpt3("gpt3-175b", 96, 12288, 96),
+    # Llama 2: Touvron et al. 2023, arXiv 2307.09288; sizes from the HF model cards'
+    # config.json (meta-llama/Llama-2-*-hf). Only 70B uses GQA (8 KV heads).
+    _llama("llama2-7b", "Llama 2 (arXiv 2307.09288); meta-llama/Llama-2-7b-hf config.json",
+           32, 4096, 32, 32, 11008, 32000),
+    _llama("llama2-13b", "Llama 2 (arXiv 2307.09288); meta-llama/Llama-2-13b-hf config.json",
+           40, 5120, 40, 40, 13824, 32000),
+    _llama("llama2-70b", "Llama 2 (arXiv 2307.09288); meta-llama/Llama-2-70b-hf config.json",
+           80, 8192, 64, 8, 28672, 32000),
+    # Llama 3.1: Dubey et al. 2024, 'The Llama 3 Herd of Models', arXiv 2407.21783, Table 3;
+    # meta-llama/Llama-3.1-*/config.json. 128K-token vocabulary (128256).
+    _llama("llama3-8b", "Llama 3.1 (arXiv 2407.21783, Table 3); meta-llama/Llama-3.1-8B config.json",
+           32, 4096, 32, 8, 14336, 128256),
+    _llama("llama3-70b", "Llama 3.1 (arXiv 2407.21783, Table 3); meta-llama/Llama-3.1-70B config.json",
+           80, 8192, 64, 8, 28672, 128256),
+    _llama("llama3-405b", "Llama 3.1 (arXiv 2407.21783, Table 3); meta-llama/Llama-3.1-405B config.json",
+           126, 16384, 128, 8, 53248, 128256),
+    # Mixtral: Jiang et al. 2024, 'Mixtral of Experts', arXiv 2401.04088, Table 1;
+    # mistralai/Mixtral-8x7B-v0.1 and Mixtral-8x22B-v0.1 config.json. 8 experts, top-2,
+    # every layer MoE, no shared experts.
+    replace(_llama("mixtral-8x7b", "Mixtral (arXiv 2401.04088, Table 1); mistralai/Mixtral-8x7B-v0.1 config.json",
+                   32, 4096, 32, 8, 14336, 32000), num_experts=8, moe_router_topk=2),
+    replace(_llama("mixtral-8x22b", "mistralai/Mixtral-8x22B-v0.1 config.json (Mistral AI, 2024)",
+                   56, 6144, 48, 8, 16384, 32000), num_experts=8, moe_router_topk=2),
+    # DeepSeek-V2: arXiv 2405.04434 (Section 3.1 and Appendix B for Lite); HF
+    # deepseek-ai/DeepSeek-V2(-Lite) config.json. MLA with kv_lora_rank 512, qk nope/rope
+    # head dims 128/64, v head dim 128; 2 shared experts of moe_intermediate_size each;
+    # first_k_dense_replace=1 leading dense layer.
+    ModelConfig(
+        name="deepseek-v2-lite", source="DeepSeek-V2 (arXiv 2405.04434, App. B); deepseek-ai/DeepSeek-V2-Lite config.json",
+        num_layers=27, hidden_size=2048, num_attention_heads=16, vocab_size=102400,
+        ffn_hidden_size=10944, activation="swiglu", normalization="rmsnorm", position_embedding="rope",
+        add_bias_linear=False, tied_embeddings=False,
+        num_experts=64, moe_router_topk=6, moe_ffn_hidden_size=1408, moe_shared_expert_intermediate_size=2 * 1408,
+        num_dense_layers=1,
+        multi_latent_attention=True, q_lora_rank=None, kv_lora_rank=512, qk_head_dim=128,
+        qk_pos_emb_head_dim=64, v_head_dim=128,
+    ),
+    ModelConfig(
+        name="deepseek-v2", source="DeepSeek-V2 (arXiv 2405.04434, Sec. 3.1); deepseek-ai/DeepSeek-V2 config.json",
+        num_layers=60, hidden_size=5120, num_attention_heads=128, vocab_size=102400,
+        ffn_hidden_size=12288, activation="swiglu", normalization="rmsnorm", position_embedding="rope",
+        add_bias_linear=False, tied_embeddings=False,
+        num_experts=160, moe_router_topk=6, moe_ffn_hidden_size=1536, moe_shared_expert_intermediate_size=2 * 1536,
+        num_dense_layers=1,
+        multi_latent_attention=True, q_lora_rank=1536, kv_lora_rank=512, qk_head_dim=128,
+        qk_pos_emb_head_dim=64, v_head_dim=128,
+    ),
+    # DeepSeek-V3: arXiv 2412.19437 (Sec. 4.2); deepseek-ai/DeepSeek-V3 config.json.
+    # 671B main model (the 14B multi-token-prediction module is not modelled).
+    ModelConfig(
+        name="deepseek-v3", source="DeepSeek-V3 (arXiv 2412.19437, Sec. 4.2); deepseek-ai/DeepSeek-V3 config.json (MTP module excluded)",
+        num_layers=61, hidden_size=7168, num_attention_heads=128, vocab_size=129280,
+        ffn_hidden_size=18432, activation="swiglu", normalization="rmsnorm", position_embedding="rope",
+        add_bias_linear=False, tied_embeddings=False,
+        num_experts=256, moe_router_topk=8, moe_ffn_hidden_size=2048, moe_shared_expert_intermediate_size=2048,
+        num_dense_layers=3,
+        multi_latent_attention=True, q_lora_rank=1536, kv_lora_rank=512, qk_head_dim=128,
+        qk_pos_emb_head_dim=64, v_head_dim=128,
+    ),
+    # Qwen3-235B-A22B: Qwen3 Technical Report, arXiv 2505.09388, Table 2; Qwen/Qwen3-235B-A22B
+    # config.json. 64 q heads / 4 KV heads of head_dim 128 (64*128 != hidden 4096), QK-norm,
+    # 128 experts top-8 of width 1536, no shared experts, untied embeddings.
+    replace(_llama("qwen3-235b-a22b", "Qwen3 Technical Report (arXiv 2505.09388, Table 2); Qwen/Qwen3-235B-A22B config.json",
+                   94, 4096, 64, 4, 12288, 151936),
+            kv_channels=128, qk_layernorm=True, num_experts=128, moe_router_topk=8, moe_ffn_hidden_size=1536),
+)
+
+PRESETS: dict[str, ModelConfig] = {m.name: m for m in _PRESETS}
+"""Preset name -> frozen ModelConfig, in the order above (families, then size)."""
+
+PUBLISHED_PARAMS: dict[str, float] = {
+    # GPT-3 Table D.1, "Params (M)".
+    "gpt3-125m": 125e6, "gpt3-350m": 356e6, "gpt3-760m": 760e6, "gpt3-1.3b": 1320e6,
+    "gpt3-2.7b": 2650e6, "gpt3-6.7b": 6660e6, "gpt3-13b": 12850e6, "gpt3-175b": 174600e6,
+    # HF model cards (safetensors parameter totals).
+    "llama2-7b": 6_738_415_616, "llama2-13b": 13_015_864_320, "llama2-70b": 68_976_648_192,
+    "llama3-8b": 8_030_261_248, "llama3-70b": 70_553_706_496, "llama3-405b": 405_853_388_800,
+    "mixtral-8x7b": 46_702_792_704, "mixtral-8x22b": 140_620_634_112,
+    # DeepSeek papers / model cards: 15.7B, 236B, 671B total parameters.
+    "deepseek-v2-lite": 15.7e9, "deepseek-v2": 236e9, "deepseek-v3": 671e9,
+    # Qwen3 report: 235B total, 22B activated.
+    "qwen3-235b-a22b": 235e9,
+}
+"""Total parameter counts as the source publishes them (for the 1% test)."""
+
+
+def preset_names() -> tuple[str, ...]:
+    return tuple(PRESETS)
+
+
+def get_preset(name: str, source: str | None = None) -> ModelConfig:
+    """The preset called ``name``; unknown names raise a ConfigError listing the known ones."""
+    try:
+        return PRESETS[name]
+    except (KeyError, TypeError):
+        raise ConfigError("model", name, f"unknown preset; known: {', '.join(PRESETS)}", source) from None

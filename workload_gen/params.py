@@ -1,0 +1,226 @@
+"""Parameter counts: whole model, per pipeline stage and rank, dense versus expert.
+
+Every weight tensor of a Megatron-Core GPT model is listed once, with how it is split
+across ranks (see :class:`ParamTensor`). The totals reproduce the published figures
+(tests check each preset within 1%); the per-rank numbers drive gradient buckets, the
+optimizer step and memory.
+
+Tensor list per transformer layer (numels unsharded; ``h`` hidden, ``a`` heads, ``g``
+KV heads, ``d`` head dim, ``F`` MLP width, ``E`` experts, ``Fe`` expert width, ``Fs``
+shared-expert width, ``m`` = 2 for SwiGLU (gate and up halves of fc1) else 1):
+
+- input norm: ``h`` (+ ``h`` bias for LayerNorm); replicated over TP
+- standard attention: qkv ``h*(a+2g)*d`` (+ bias ``(a+2g)*d``), qk-norms ``2d`` when
+  enabled, proj ``a*d*h`` (+ bias ``h``, replicated: row-parallel bias)
+- MLA (DeepSeek-V2/V3): q down ``h*q_lora`` (replicated), q norm ``q_lora``, q up
+  ``q_lora*a*(dn+dr)`` -- or a direct q ``h*a*(dn+dr)`` without q_lora -- kv down
+  ``h*(kv_lora+dr)`` (replicated), kv norm ``kv_lora``, kv up ``kv_lora*a*(dn+dv)``,
+  proj ``a*dv*h``. Megatron-Core builds the down projections "duplicated" (not split by TP).
+- dense MLP: pre-MLP norm, fc1 ``h*m*F`` (+ bias ``m*F``), fc2 ``F*h`` (+ bias ``h``)
+- MoE MLP: pre-MLP norm, router ``h*E`` (replicated), experts ``E*(h*m*Fe + Fe*h)`` split
+  over ep (whole experts) and expert-TP, shared experts ``h*m*Fs + Fs*h`` split over TP.
+- embedding: word ``V*h`` (vocab-parallel), learned positions ``P*h`` (replicated)
+- head: final norm ``h``; output layer ``V*h`` when untied. With tied embeddings and
+  pp > 1 the last stage holds a second copy of the word embedding for the output layer;
+  it is counted per rank (it has gradients and optimizer state) but not in the total.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Literal
+
+from workload_gen.model_config import ModelConfig
+from workload_gen.parallel_config import ParallelConfig
+
+Shard = Literal["tp", "replicated", "expert"]
+
+
+@dataclass(frozen=True, slots=True)
+class ParamTensor:
+    name: str
+    numel: int
+    """Elements of the whole (unsharded) tensor; for experts, all experts together."""
+    shard: Shard
+    """tp: split over TP; replicated: a full copy on every TP rank; expert: split over ep*etp."""
+    sp_reduce: bool = False
+    """Replicated tensor that sees only the local sequence shard under SP, so its gradient
+    must be all-reduced over TP (Megatron marks these ``sequence_parallel``)."""
+
+
+def _norm(model: ModelConfig, name: str, width: int) -> tuple[ParamTensor, ...]:
+    ts = [ParamTensor(f"{name}.weight", width, "replicated", True)]
+    if model.normalization == "layernorm":
+        ts.append(ParamTensor(f"{name}.bias", width, "replicated", True))
+    return tuple(ts)
+
+
+def _linear(model: ModelConfig, name: str, fan_in: int, fan_out: int, kind: Literal["col", "row", "dup"],
+            bias: bool | None = None) -> tuple[ParamTensor, ...]:
+    """A linear layer: column-parallel splits the output dim (and its bias), row-parallel
+    splits the input dim (its bias is replicated), 'dup' is a full copy per TP rank."""
+    has_bias = model.add_bias_linear if bias is None else bias
+    wshard: Shard = "replicated" if kind == "dup" else "tp"
+    ts = [ParamTensor(f"{name}.weight", fan_in * fan_out, wshard, kind == "dup")]
+    if has_bias:
+        bshard: Shard = "tp" if kind == "col" else "replicated"
+        ts.append(ParamTensor(f"{name}.bias", fan_out, bshard, bshard == "replicated"))
+    return tuple(ts)
+
+
+def attention_tensors(model: ModelConfig) -> tuple[ParamTensor, ...]:
+    h, a = model.hidden_size, model.num_attention_heads
+    ts: list[ParamTensor] = list(_norm(model, "input_norm", h))
+    if model.multi_latent_attention:
+        dqk = model.qk_head_dim + model.qk_pos_emb_head_dim
+        if model.q_lora_rank:
+            ts += _linear(model, "q_down", h, model.q_lora_rank, "dup")
+            ts += _norm(model, "q_norm", model.q_lora_rank)
+            ts += _linear(model, "q_up", model.q_lora_rank, a * dqk, "col")
+        else:
+            ts += _linear(model, "q_proj", h, a * dqk, "col")
+        ts += _linear(model, "kv_down", h, model.kv_lora_rank + model.qk_pos_emb_head_dim, "dup")
+        ts += _norm(model, "kv_norm", model.kv_lora_rank)
+        ts += _linear(model, "kv_up", model.kv_lora_rank, a * (model.qk_head_dim + model.v_head_dim), "col")
+        ts += _linear(model, "proj", a * model.v_head_dim, h, "row")
+        return tuple(ts)
+    d, g = model.head_dim, model.kv_heads
+    ts += _linear(model, "qkv", h, (a + 2 * g) * d, "col", model.add_bias_linear or model.add_qkv_bias)
+    if model.qk_layernorm:
+        ts += _norm(model, "q_norm", d) + _norm(model, "k_norm", d)
+    ts += _linear(model, "proj", a * d, h, "row")
+    return tuple(ts)
+
+
+def _mult(model: ModelConfig) -> int:
+    return 2 if model.activation == "swiglu" else 1
+
+
+def mlp_tensors(model: ModelConfig, moe: bool, ffn: int | None = None) -> tuple[ParamTensor, ...]:
+    h, m = model.hidden_size, _mult(model)
+    ts: list[ParamTensor] = list(_norm(model, "pre_mlp_norm", h))
+    if not moe:
+        f = ffn if ffn is not None else model.ffn
+        ts += _linear(model, "fc1", h, m * f, "col")
+        ts += _linear(model, "fc2", f, h, "row")
+        return tuple(ts)
+    e, fe = model.num_experts, model.expert_ffn
+    ts.append(ParamTensor("router.weight", h * e, "replicated", True))
+    per_expert = h * m * fe + fe * h + ((m * fe + h) if model.add_bias_linear else 0)
+    ts.append(ParamTensor("experts", e * per_expert, "expert"))
+    fs = model.moe_shared_expert_intermediate_size
+    if fs:
+        ts += _linear(model, "shared_fc1", h, m * fs, "col")
+        ts += _linear(model, "shared_fc2", fs, h, "row")
+    return tuple(ts)
+
+
+@lru_cache(maxsize=4096)
+def layer_tensors(model: ModelConfig, layer: int) -> tuple[ParamTensor, ...]:
+    """All weights of global layer ``layer`` (0-based), in Megatron registration order."""
+    moe = model.is_moe_layer(layer)
+    ffn = model.dense_ffn if model.is_moe else model.ffn
+    return attention_tensors(model) + mlp_tensors(model, moe, ffn)
+
+
+def embedding_tensors(model: ModelConfig, vocab: int) -> tuple[ParamTensor, ...]:
+    ts = [ParamTensor("word_embeddings", vocab * model.hidden_size, "tp")]
+    if model.position_embedding == "learned":
+        ts.append(ParamTensor("position_embeddings", model.max_position_embeddings * model.hidden_size, "replicated"))
+    return tuple(ts)
+
+
+def head_tensors(model: ModelConfig, vocab: int, output_copy: bool) -> tuple[ParamTensor, ...]:
+    """Final norm and, when untied (or a tied copy on a separate last stage), the output layer."""
+    ts = list(_norm(model, "final_norm", model.hidden_size))
+    if not model.tied_embeddings or output_copy:
+        ts.append(ParamTensor("output_layer", vocab * model.hidden_size, "tp"))
+    return tuple(ts)
+
+
+# --- totals --------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=1024)
+def param_split(model: ModelConfig) -> tuple[int, int]:
+    """(dense, expert) parameters of the whole unsharded model, unpadded vocabulary."""
+    dense = sum(t.numel for t in embedding_tensors(model, model.vocab_size))
+    dense += sum(t.numel for t in head_tensors(model, model.vocab_size, output_copy=False))
+    expert = 0
+    kinds: dict[bool, tuple[int, int]] = {}
+    for layer in range(model.num_layers):
+        key = model.is_moe_layer(layer)
+        if key not in kinds:
+            ts = layer_tensors(model, layer)
+            kinds[key] = (sum(t.numel for t in ts if t.shard != "expert"),
+                          sum(t.numel for t in ts if t.shard == "expert"))
+        d, e = kinds[key]
+        dense += d
+        expert += e
+    return dense, expert
+
+
+def total_params(model: ModelConfig) -> int:
+    """Whole-model parameter count as papers and model cards report it."""
+    d, e = param_split(model)
+    return d + e
+
+
+def active_params(model: ModelConfig) -> int:
+    """Parameters one token passes through: dense plus topk of the routed experts."""
+    d, e = param_split(model)
+    if not model.is_moe:
+        return d
+    return d + e * model.moe_router_topk // model.num_experts
+
+
+# --- per rank ---------------------------------------------------------------------------
+
+
+def padded_vocab(model: ModelConfig, par: ParallelConfig) -> int:
+    """Megatron pads the vocabulary to a multiple of make_vocab_size_divisible_by * tp."""
+    mult = par.make_vocab_size_divisible_by * par.tp
+    return -(-model.vocab_size // mult) * mult
+
+
+def local_numel(t: ParamTensor, par: ParallelConfig) -> int:
+    """Elements of ``t`` held by one rank."""
+    if t.shard == "tp":
+        return t.numel // par.tp
+    if t.shard == "expert":
+        return t.numel // (par.ep * par.expert_tp)
+    return t.numel
+
+
+def chunk_layers(model: ModelConfig, par: ParallelConfig, stage: int, chunk: int) -> tuple[int, ...]:
+    """Global layers of virtual chunk ``chunk`` on stage ``stage`` (Megatron interleaving:
+    chunk c of stage s holds layers starting at (c*pp + s) * L/(pp*vpp))."""
+    per = model.num_layers // (par.pp * par.vpp)
+    start = (chunk * par.pp + stage) * per
+    return tuple(range(start, start + per))
+
+
+def chunk_tensors(model: ModelConfig, par: ParallelConfig, stage: int, chunk: int) -> list[tuple[int, ParamTensor]]:
+    """(layer, tensor) pairs held by one chunk, in registration (forward) order; the
+    embedding is layer -1 and the head is layer num_layers."""
+    vocab = padded_vocab(model, par)
+    out: list[tuple[int, ParamTensor]] = []
+    if stage == 0 and chunk == 0:
+        out += [(-1, t) for t in embedding_tensors(model, vocab)]
+    for layer in chunk_layers(model, par, stage, chunk):
+        out += [(layer, t) for t in layer_tensors(model, layer)]
+    if stage == par.pp - 1 and chunk == par.vpp - 1:
+        out += [(model.num_layers, t) for t in head_tensors(model, vocab, output_copy=par.pp > 1)]
+    return out
+
+
+def stage_params(model: ModelConfig, par: ParallelConfig, stage: int) -> tuple[int, int]:
+    """(params, dense_params) held by one rank of pipeline stage ``stage``."""
+    total = dense = 0
+    for chunk in range(par.vpp):
+        for _, t in chunk_tensors(model, par, stage, chunk):
+            n = local_numel(t, par)
+            total += n
+            if t.shard != "expert":
+                dense += n
+    return total, dense
