@@ -11,7 +11,8 @@ Definitions (the same for both sides, so that they are comparable):
 - exposed communication = |comm U compute| - |compute| (collective time with no compute
   running), idle = iteration - |all ops| (bubble, waiting, framework overhead);
 - ops are paired by (layer, phase, kind, n-th occurrence); GEMMs keep bwd-input and
-  bwd-weight apart when the measured side separates them, other kinds compare fwd and bwd.
+  bwd-weight apart when the measured side separates them, other kinds compare fwd and bwd;
+  collectives pair by (phase, group, n-th occurrence), since traces rarely say their layer.
 Errors are (predicted - measured) / measured.
 
 Units: seconds.
@@ -144,7 +145,9 @@ def _pairing(pred: Timeline, meas: Timeline) -> list[Mismatch]:
     def key(o: TraceOp) -> tuple:
         phase = o.phase if (fine_gemm and o.category == "gemm" and o.phase in ("bwd-input", "bwd-weight")) \
             else COARSE.get(o.phase, o.phase)
-        return (o.layer, phase, o.category if o.category != COMM else f"comm:{o.group or '?'}")
+        if o.category == COMM:  # collectives pair by order within their group and phase
+            return (None, COARSE.get(o.phase, o.phase), f"comm:{o.group or '?'}")
+        return (None if phase == "iter" else o.layer, phase, o.category)  # iteration work has no layer
 
     def bucket(tl: Timeline) -> dict[tuple, list[TraceOp]]:
         b: dict[tuple, list[TraceOp]] = defaultdict(list)

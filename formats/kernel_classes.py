@@ -151,9 +151,9 @@ _GROUP_WORDS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"expert.?tensor|\betp\b", "etp"),
         (r"expert.?data|\bedp\b|dp_ep|data_modulo_expert", "edp"),
         (r"expert|\bep\b", "ep"),
-        (r"tensor|\btp\b|\bmp\b|model_parallel", "tp"),
-        (r"context|\bcp\b", "cp"),
         (r"pipeline|\bpp\b", "pp"),
+        (r"context|\bcp\b", "cp"),
+        (r"tensor|\btp\b|\bmp\b|model_parallel", "tp"),
         (r"embd|embedding|\bemb\b", "emb"),
         (r"data|\bdp\b|default_pg|world", "dp"),
     )
