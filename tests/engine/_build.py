@@ -64,13 +64,16 @@ def model(layers: int) -> ModelConfig:
 def workload(
     *, pp: int = 1, vpp: int = 1, m: int = 1, tp: int = 1, dp: int = 1, layers_per_chunk: int = 1,
     f: float = 1.0, b: float = 2.0, tp_bytes: int = 0, tp_overlap: bool = False, pp_bytes: int = 0,
-    dp_bytes: tuple[int, ...] = (), overlap_grad: bool = False, opt_time: float = 0.0, **par_kw,
+    dp_bytes: tuple[int, ...] = (), overlap_grad: bool = False, opt_time: float = 0.0,
+    gather_bytes: tuple[int, ...] = (), emb_bytes: int = 0, **par_kw,
 ) -> Workload:
     """pp*vpp chunks of ``layers_per_chunk`` layers; a chunk's forward takes ``f / vpp``
     seconds of compute and its backward ``b / vpp`` (so a whole stage takes f and b), split
     evenly over its layers. ``tp_bytes`` adds one TP all-reduce after each layer's compute
     in both directions. ``dp_bytes``: one DP gradient bucket per entry, bucket i holding
-    layer i of the stage's first chunk (lowest layer of the bucket)."""
+    layer i of the stage's first chunk (lowest layer of the bucket). ``gather_bytes``: a
+    parameter all-gather per entry after the optimizer (layer i of the first chunk).
+    ``emb_bytes``: a tied-embedding all-reduce between the first and last stage."""
     layers = pp * vpp * layers_per_chunk
     par = ParallelConfig(
         world_size=tp * pp * dp, tp=tp, pp=pp, vpp=vpp, global_batch=m * dp, micro_batch=1,
@@ -103,7 +106,11 @@ def workload(
         for i, nb in enumerate(dp_bytes):
             it.append(coll(f"grad_bucket{i}", first_layers[i], Phase.ITERATION, Group.DP, nb, dp,
                            CollKind.ALL_REDUCE, overlappable=overlap_grad))
+        if emb_bytes and pp > 1 and s in (0, pp - 1):
+            it.append(coll("emb_ar", -1, Phase.ITERATION, Group.EMB, emb_bytes, 2))
         if opt_time:
             it.append(cop("adam", -1, Phase.ITERATION, opt_time, OpKind.OPTIMIZER))
+        for i, nb in enumerate(gather_bytes):
+            it.append(coll(f"param_ag{i}", first_layers[i], Phase.ITERATION, Group.DP, nb, dp, CollKind.ALL_GATHER))
         stages.append(StageProgram(s, tuple(chunks), tuple(it), params=1000, dense_params=1000))
     return Workload(model(layers), par, tuple(stages), params_total=1000 * pp, gpu="h100-sxm")

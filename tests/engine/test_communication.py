@@ -1,0 +1,64 @@
+"""Exposed communication equals the backend's closed form where nothing hides it, and
+vanishes where compute hides it."""
+import pytest
+
+from _build import SYSTEM, LinearBackend, workload
+from engine import simulate
+
+BW, LAT = 1e10, 5e-6
+
+
+def test_blocking_tp_all_reduce_is_exposed_in_full():
+    nbytes, layers, m = 10**8, 3, 4
+    be = LinearBackend(bw=BW, latency=LAT)
+    r = simulate(workload(tp=4, m=m, layers_per_chunk=layers, tp_bytes=nbytes), SYSTEM, be)
+    per = LAT + nbytes / BW  # the backend's formula
+    n = m * layers * 2  # one all-reduce per layer, forward and backward
+    assert r.breakdown.exposed_comm_s["tp"] == pytest.approx(n * per)
+    assert r.iteration_time_s == pytest.approx(m * 3.0 + n * per)
+
+
+def test_overlapped_tp_comm_is_hidden_except_the_last_of_each_pass():
+    # each layer's compute (1/3 s fwd) hides the previous layer's all-reduce (0.01 s);
+    # only the all-reduce issued after the last op of a pass is waited for at its end.
+    nbytes, layers, m = 10**8, 3, 2
+    per = nbytes / BW
+    w = workload(tp=4, m=m, layers_per_chunk=layers, tp_bytes=nbytes, tp_overlap=True)
+    r = simulate(w, SYSTEM, LinearBackend(bw=BW))
+    # forward: ends with an all-reduce -> exposed `per`; backward: ends with a wgrad
+    # GEMM (0.333 s) that hides the last all-reduce -> 0.
+    assert r.breakdown.exposed_comm_s["tp"] == pytest.approx(m * per)
+
+
+def test_overlapped_dp_reduce_is_hidden_and_non_overlapped_is_exposed():
+    # One bucket holding layer 0 (the last layer whose backward finishes). Two layers, so
+    # bucket 1 (layer 1) can start while layer 0's backward runs.
+    dp_bytes = (int(0.5 * BW), int(0.2 * BW))  # 0.5 s and 0.2 s
+    kw = dict(dp=4, m=2, layers_per_chunk=2, f=2.0, b=4.0, dp_bytes=dp_bytes)
+    hidden = simulate(workload(overlap_grad=True, **kw), SYSTEM, LinearBackend(bw=BW))
+    exposed = simulate(workload(overlap_grad=False, **kw), SYSTEM, LinearBackend(bw=BW))
+    compute = 2 * 6.0
+    # Non-overlapped: both buckets after the whole backward, back to back.
+    assert exposed.breakdown.exposed_comm_s["dp"] == pytest.approx(0.7)
+    assert exposed.iteration_time_s == pytest.approx(compute + 0.7)
+    # Overlapped: bucket 0 holds layer 0 -> ready at the very end (nothing left to hide it):
+    # exposed 0.5 s. Bucket 1 (layer 1) is ready after layer 1's backward (2 s before
+    # the end) and is hidden completely by layer 0's backward.
+    assert hidden.breakdown.exposed_comm_s["dp"] == pytest.approx(0.5)
+    assert hidden.iteration_time_s == pytest.approx(compute + 0.5)
+
+
+def test_dp_bucket_fully_hidden_when_ready_early():
+    dp_bytes = (0, int(0.2 * BW))  # bucket 0 empty (zero time), bucket 1 = 0.2 s
+    kw = dict(dp=4, m=2, layers_per_chunk=2, f=2.0, b=4.0, dp_bytes=dp_bytes)
+    r = simulate(workload(overlap_grad=True, **kw), SYSTEM, LinearBackend(bw=BW))
+    assert r.breakdown.exposed_comm_s["dp"] == pytest.approx(0.0)
+    assert r.iteration_time_s == pytest.approx(12.0)
+
+
+def test_optimizer_runs_once_after_the_gradients():
+    r = simulate(workload(m=4, opt_time=0.3, dp=2, dp_bytes=(int(0.1 * BW),)), SYSTEM, LinearBackend(bw=BW))
+    assert r.breakdown.optimizer_s == pytest.approx(0.3)
+    assert r.iteration_time_s == pytest.approx(4 * 3.0 + 0.1 + 0.3)
+    opt = [iv for iv in r.intervals if iv.category == "optimizer"]
+    assert len(opt) == 1 and opt[0].start == pytest.approx(12.1)

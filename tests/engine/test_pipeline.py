@@ -1,0 +1,55 @@
+"""The pipeline bubble emerges from the event simulation and matches the closed forms."""
+import pytest
+
+from _build import SYSTEM, LinearBackend, workload
+from engine import simulate
+
+
+def _sum(bd):
+    return bd.compute_s + bd.bubble_s + bd.optimizer_s + bd.other_s + sum(bd.exposed_comm_s.values())
+
+
+@pytest.mark.parametrize("pp,m", [(1, 1), (1, 4), (2, 2), (4, 8), (4, 3), (8, 16)])
+@pytest.mark.parametrize("level", ["pass", "op"])
+def test_1f1b_time_is_m_plus_p_minus_1_times_f_plus_b(pp, m, level):
+    f, b = 1.0, 2.0
+    r = simulate(workload(pp=pp, m=m, f=f, b=b), SYSTEM, LinearBackend(), level=level)
+    assert r.iteration_time_s == pytest.approx((m + pp - 1) * (f + b))
+    # stage 0 is critical; its idle time is all bubble, (p-1)(f+b)
+    assert r.breakdown.bubble_s == pytest.approx((pp - 1) * (f + b))
+    assert r.breakdown.compute_s == pytest.approx(m * (f + b))
+    assert r.breakdown.bubble_s / r.iteration_time_s == pytest.approx((pp - 1) / (m + pp - 1))
+
+
+@pytest.mark.parametrize("pp,vpp,m", [(4, 2, 8), (2, 2, 4), (4, 4, 16), (4, 2, 12), (2, 3, 6)])
+def test_interleaved_bubble_shrinks_by_vpp(pp, vpp, m):
+    f, b = 1.0, 2.0  # per stage; each chunk takes f/vpp and b/vpp
+    r = simulate(workload(pp=pp, vpp=vpp, m=m, f=f, b=b), SYSTEM, LinearBackend())
+    assert r.iteration_time_s == pytest.approx(m * (f + b) + (pp - 1) * (f + b) / vpp)
+    assert r.breakdown.bubble_s == pytest.approx((pp - 1) * (f + b) / vpp)
+
+
+def test_pipeline_transfer_is_a_real_communication_event():
+    # pp=2, m=1: F0 (f), send (c), F1 + B1 (f + b), send back (c), B0 (b).
+    f, b, c = 1.0, 2.0, 0.25
+    bw = 4e9
+    w = workload(pp=2, m=1, f=f, b=b, pp_bytes=int(c * bw))
+    r = simulate(w, SYSTEM, LinearBackend(bw=bw))
+    assert r.iteration_time_s == pytest.approx(2 * f + 2 * b + 2 * c)
+    s0, s1 = r.stage_breakdowns
+    assert s0.exposed_comm_s["pp"] == pytest.approx(c)  # waiting for the gradient transfer
+    assert s0.bubble_s == pytest.approx(f + b + c)  # stage 1's work and its first receive
+    assert s1.exposed_comm_s["pp"] == pytest.approx(c)
+    assert s1.bubble_s == pytest.approx(f + b + c)  # waiting for F0, then the tail after B1
+    for bd in r.stage_breakdowns:
+        assert _sum(bd) == pytest.approx(r.iteration_time_s)
+    pp_intervals = [iv for iv in r.intervals if iv.stream == "pp"]
+    assert len(pp_intervals) == 2
+    assert all(iv.end - iv.start == pytest.approx(c) for iv in pp_intervals)
+
+
+def test_stages_finish_in_cooldown_order():
+    r = simulate(workload(pp=4, m=8, f=1.0, b=2.0), SYSTEM, LinearBackend())
+    ends = r.extras["stage_end_s"]
+    # the last stage ends its last backward (p-1)*b before stage 0
+    assert [ends[0] - e for e in ends] == pytest.approx([0.0, 2.0, 4.0, 6.0])
