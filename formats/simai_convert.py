@@ -9,8 +9,11 @@ Export (``workload_to_simai``): one pipeline stage per file, as SimAI expects.
   "compute ops, then one collective", and its backward ops the same way, in execution
   order: F1..Fn and B1..Bm. With R = max(n, m) records, record i carries F_i in its
   forward slots and B_(R+1-i) in its backward slots. SimAI then meets the forward
-  segments in our order and the backward segments in our order, exactly; for the usual
-  mirror-image backward (n == m) record i holds a segment and its own backward.
+  segments in our order and the backward segments in our order, exactly. This is done
+  per layer (a segment belongs to the layer of its collective), so each layer's records
+  hold that layer's forward and backward work; a record is named after the last
+  compute op of its forward segment (``layer3_proj``), the first embedding segment
+  ``embedding_layer`` as in AICB (SimAI leaves that name out of its bubble).
 * **Slots.** Backward compute splits into input-grad (BWD_INPUT and RECOMPUTE ops) and
   weight-grad (BWD_WEIGHT). A collective goes to the column whose group SimAI can
   name: TP (and expert-TP, and the tied-embedding group, which SimAI lacks) without a
@@ -113,9 +116,11 @@ def _tag(layer: int, num_layers: int) -> str:
     return f"layer{layer}"
 
 
+def _is_embedding(seg: _Segment) -> bool:
+    return any(op.kind == OpKind.EMBEDDING and op.phase == Phase.FWD for op in seg.computes)
+
+
 def _seg_name(seg: _Segment, num_layers: int) -> str:
-    if any(op.kind == OpKind.EMBEDDING and op.phase == Phase.FWD for op in seg.computes):
-        return "embedding_layer"  # SimAI leaves this name out of its bubble sum, as for AICB's
     if seg.computes:
         op: Op = seg.computes[-1]
     else:
@@ -153,13 +158,45 @@ def _backward_record_slots(seg: _Segment | None) -> dict[str, object]:
     return {"ig_compute_ns": ig, "ig_comm": ig_comm, "wg_compute_ns": wg, "wg_comm": wg_comm}
 
 
+def _seg_layer(seg: _Segment) -> int:
+    """The layer a segment belongs to: its collective's, else its last compute op's."""
+    if seg.coll is not None:
+        return seg.coll.layer
+    return seg.computes[-1].layer
+
+
+def _pairs(fwd: list[_Segment], bwd: list[_Segment]) -> list[tuple[_Segment | None, _Segment | None]]:
+    """(forward, backward) segment per record, in file order.
+
+    Within a group of records, record i gets F_i and B_(R+1-i): SimAI then meets the
+    forward segments in our order and, sweeping back, the backward ones in our order.
+    When the forward runs through layers in ascending and the backward in descending
+    order (Megatron, VPP included), one group per layer keeps each layer's forward and
+    backward work on that layer's records; otherwise the whole micro-batch is one group.
+    """
+    f_layers = [_seg_layer(x) for x in fwd]
+    b_layers = [_seg_layer(x) for x in bwd]
+    by_layer = (all(a <= b for a, b in zip(f_layers, f_layers[1:]))
+                and all(a >= b for a, b in zip(b_layers, b_layers[1:])))
+    groups: list[tuple[list[_Segment], list[_Segment]]]
+    if by_layer:
+        groups = [([x for x in fwd if _seg_layer(x) == layer], [x for x in bwd if _seg_layer(x) == layer])
+                  for layer in sorted(set(f_layers) | set(b_layers))]
+    else:
+        groups = [(fwd, bwd)]
+    out: list[tuple[_Segment | None, _Segment | None]] = []
+    for f_group, b_group in groups:
+        n = max(len(f_group), len(b_group))
+        for i in range(n):
+            j = n - 1 - i
+            out.append((f_group[i] if i < len(f_group) else None, b_group[j] if j < len(b_group) else None))
+    return out
+
+
 def _microbatch_records(fwd: list[_Segment], bwd: list[_Segment], num_layers: int, update_ns: int) -> list[SimaiRecord]:
-    n_records = max(len(fwd), len(bwd))
     records = []
-    for i in range(n_records):
-        f = fwd[i] if i < len(fwd) else None
-        j = n_records - 1 - i
-        b = bwd[j] if j < len(bwd) else None
+    named_embedding = False
+    for f, b in _pairs(fwd, bwd):
         fwd_comm = SimaiComm()
         extra_wg: SimaiComm | None = None
         if f is not None and f.coll is not None:
@@ -180,8 +217,13 @@ def _microbatch_records(fwd: list[_Segment], bwd: list[_Segment], num_layers: in
             slots["wg_comm"] = extra_wg
         seg = f if f is not None else b
         assert seg is not None
+        if f is not None and not named_embedding and _is_embedding(f):
+            # AICB's name for the embedding; SimAI leaves records of this name out of its bubble.
+            name, named_embedding = "embedding_layer", True
+        else:
+            name = _seg_name(seg, num_layers)
         records.append(SimaiRecord(
-            name=_seg_name(seg, num_layers),
+            name=name,
             fwd_compute_ns=sum(_ns(op) for op in f.computes) if f is not None else 0,
             fwd_comm=fwd_comm,
             update_ns=update_ns,
@@ -244,7 +286,8 @@ def workload_to_simai(workload: Workload, stage: int = 0, *, update_ns: int = AI
     iteration = []
     for seg in _segments(list(st.iteration)):
         slots = _backward_record_slots(seg)
-        name = "iter_" + _seg_name(seg, num_layers)
+        last = seg.coll if seg.coll is not None else seg.computes[-1]
+        name = "_".join(f"iter_{last.name}".split())
         iteration.append(SimaiRecord(name=name, fwd_compute_ns=0, fwd_comm=SimaiComm(), update_ns=update_ns, **slots))  # type: ignore[arg-type]
     records = tuple(reversed(iteration)) + tuple(block) * par.num_microbatches
     header = SimaiHeader(

@@ -164,3 +164,32 @@ def test_exported_file_runs_through_simai_accounting(tmp_path: Path) -> None:
                + sum(op.time_s for op in it if isinstance(op, ComputeOp))) * 1e6
     assert r.compute_us == pytest.approx(want_us, rel=1e-6)
     assert r.tp_us > 0 and r.dp_us > 0 and r.dp_ep_us > 0
+
+
+def test_builder_workload_exports_per_layer_records() -> None:
+    """A real build(): each layer's forward and backward work lands on that layer's records."""
+    from dataclasses import replace
+
+    from compute_profile import attach
+    from workload_gen.builder import build
+    from workload_gen.model_presets import get_preset
+    from workload_gen.parallel_config import ParallelConfig
+
+    model = replace(get_preset("gpt3-175b"), num_layers=4)
+    par = ParallelConfig(world_size=32, tp=4, sp=True, pp=2, micro_batch=1, global_batch=8, seq_length=2048,
+                         distributed_optimizer=True)
+    w, _coverage = attach(build(model, par), "h100")
+    sw = workload_to_simai(w, 1)
+    h = sw.header
+    assert (h.tp, h.pp, h.ga, h.all_gpus) == (4, 2, par.num_microbatches, 32)
+    # PP message under SP: b * s/tp * h * 2 bytes
+    assert h.pp_comm == 1 * 2048 // 4 * model.hidden_size * 2
+    n_iter = sum(1 for r in sw.records if r.name.startswith("iter_"))
+    block = sw.records[n_iter:n_iter + (len(sw.records) - n_iter) // par.num_microbatches]
+    layers_seen = [int(r.name[5:].split("_")[0]) for r in block if r.name.startswith("layer")]
+    assert layers_seen == sorted(layers_seen) and set(layers_seen) == {2, 3}  # stage 1 holds layers 2 and 3
+    mb, it = _stage_ops(w, 1)
+    ga = par.num_microbatches
+    total = ga * sum(op.bytes for op in mb if isinstance(op, CollectiveOp) and op.group != Group.PP) + \
+        sum(op.bytes for op in it if isinstance(op, CollectiveOp))
+    assert sum(r.comm(c).bytes for r in sw.records for c in ("fwd", "ig", "wg")) == total
