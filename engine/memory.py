@@ -84,17 +84,19 @@ def layer_activation_bytes(
     if model.multi_latent_attention:
         qk_dim = model.qk_head_dim + model.qk_pos_emb_head_dim
         q_w, k_w, v_w = a * qk_dim, a * qk_dim, a * model.v_head_dim
+        o_w = a * model.v_head_dim
         latent = (model.q_lora_rank or 0) + model.kv_lora_rank + model.qk_pos_emb_head_dim
     else:
         d = model.head_dim
         q_w, k_w, v_w = a * d, model.kv_heads * d, model.kv_heads * d
+        o_w = a * d  # attention output: one head_dim vector per query head
         latent = 0
     # --- attention block (Korthikanti 11sbh + 5as^2b for MHA with dropout) ---------
     ln1_in = e * T * h / sp_div
     qkv_in = e * T * h / sp_div
     qk = e * T * (q_w + k_w) / t
     v = e * T * v_w / t
-    proj_in = e * T * v_w / t
+    proj_in = e * T * o_w / t
     lat = e * T * latent / sp_div
     attn_mask = mask * T * h / sp_div
     if attention == "unfused":
