@@ -39,10 +39,12 @@ from workload_gen.records import OpKind
 _DTYPES = {"float": "fp32", "c10::bfloat16": "bf16", "bfloat16": "bf16", "c10::half": "fp16", "half": "fp16",
            "float16": "fp16", "double": "fp64", "c10::float8_e4m3fn": "fp8"}
 
-_ELEMENTWISE_NAMES = {
-    "aten::gelu": "gelu", "GeluBackward0": "gelu", "aten::silu": "silu", "SiluBackward0": "silu",
-    "aten::add": "add", "aten::add_": "add", "AddBackward0": "add", "aten::mul": "mul", "MulBackward0": "mul",
-    "aten::dropout": "dropout", "aten::native_dropout": "dropout", "NativeDropoutBackward0": "dropout",
+_ELEMENTWISE_NAMES: dict[str, tuple[str, ...]] = {
+    # aten op -> the workload's elementwise op names (workload_gen.layer_ops) it measures.
+    # An add inside a layer is one of the two residual adds: same kernel, same shape.
+    "aten::gelu": ("gelu",), "GeluBackward0": ("gelu",), "aten::silu": ("swiglu",), "SiluBackward0": ("swiglu",),
+    "aten::add": ("attn_residual", "mlp_residual"), "AddBackward0": ("attn_residual", "mlp_residual"),
+    "aten::dropout": ("dropout",), "aten::native_dropout": ("dropout",), "NativeDropoutBackward0": ("dropout",),
 }
 
 
@@ -145,11 +147,19 @@ def _keys(ops: list[TraceOp]):
             continue
         dtype = _DTYPES.get(o.dtype.lower(), o.dtype.lower() or "fp32")
         phase = _profile_phase(o)
+        if o.category == OpKind.GEMM.value and phase == "bwd-weight":
+            # torch computes dW[out, in] = dY^T @ X; the workload keys the same GEMM as
+            # (in, out, tokens), i.e. dW^T = X^T @ dY: swap m and n.
+            shape = (shape[1], shape[0], shape[2])
         skey = "x".join(str(x) for x in shape)
+        base = o.cpu_op or o.name
         if o.category == OpKind.ELEMENTWISE.value:
-            name = _ELEMENTWISE_NAMES.get(o.cpu_op or o.name, (o.cpu_op or o.name).removeprefix("aten::"))
-            skey = f"{name}:{skey}"
-        yield (o.category, skey, dtype, phase), o.dur, o.cpu_op or o.name
+            if o.layer is not None and o.layer < 0:
+                continue  # the embedding's add (token + position) is not a workload op
+            for name in _ELEMENTWISE_NAMES.get(base, (base.removeprefix("aten::"),)):
+                yield (o.category, f"{name}:{skey}", dtype, phase), o.dur, base
+            continue
+        yield (o.category, skey, dtype, phase), o.dur, base
     for group in loss_bwd.values():
         shapes = [sh for o in group if (sh := shape_of(o))]
         if shapes:
@@ -167,4 +177,6 @@ def _keys(ops: list[TraceOp]):
 def _profile_phase(o: TraceOp) -> str:
     if o.phase in ("fwd", "bwd-input", "bwd-weight", "iter"):
         return o.phase
-    return "bwd-input"  # a fused backward (norm, attention, loss) computes the input gradient
+    if o.category == OpKind.EMBEDDING.value:
+        return "bwd-weight"  # an embedding's backward is its weight gradient (scatter-add)
+    return "bwd-input"  # a fused backward (norm, attention, loss, activation) computes the input gradient

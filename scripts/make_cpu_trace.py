@@ -79,7 +79,8 @@ def build_gpt(spec: GptSpec):
 
         def forward(self, tokens, targets):
             with torch.profiler.record_function("embedding.fwd"):
-                positions = torch.arange(tokens.shape[1])
+                # Positions looked up per token (b, s), as the workload counts the lookup.
+                positions = torch.arange(tokens.shape[1]).expand_as(tokens)
                 x = self.tok(tokens) + self.pos(positions)
             for block in self.blocks:
                 x = block(x)
