@@ -168,8 +168,9 @@ def _seg_layer(seg: _Segment) -> int:
 def _pairs(fwd: list[_Segment], bwd: list[_Segment]) -> list[tuple[_Segment | None, _Segment | None]]:
     """(forward, backward) segment per record, in file order.
 
-    Within a group of records, record i gets F_i and B_(R+1-i): SimAI then meets the
-    forward segments in our order and, sweeping back, the backward ones in our order.
+    Records list the forward segments in order and the backward ones in reverse order
+    (see :func:`_align` for which two share a record): SimAI then meets the forward
+    segments in our order and, sweeping back, the backward ones in our order.
     When the forward runs through layers in ascending and the backward in descending
     order (Megatron, VPP included), one group per layer keeps each layer's forward and
     backward work on that layer's records; otherwise the whole micro-batch is one group.
@@ -186,10 +187,53 @@ def _pairs(fwd: list[_Segment], bwd: list[_Segment]) -> list[tuple[_Segment | No
         groups = [(fwd, bwd)]
     out: list[tuple[_Segment | None, _Segment | None]] = []
     for f_group, b_group in groups:
-        n = max(len(f_group), len(b_group))
-        for i in range(n):
-            j = n - 1 - i
-            out.append((f_group[i] if i < len(f_group) else None, b_group[j] if j < len(b_group) else None))
+        out += _align(f_group, list(reversed(b_group)))
+    return out
+
+
+def _group_key(seg: _Segment) -> SimaiGroup | None:
+    return _GROUP_TO_SIMAI[seg.coll.group] if seg.coll is not None else None
+
+
+def _align(fs: list[_Segment], rbs: list[_Segment]) -> list[tuple[_Segment | None, _Segment | None]]:
+    """Pair forward segments with the reversed backward ones, in order on both sides.
+
+    A longest common subsequence on the SimAI group puts a forward collective and a
+    backward one of the same group on one record where the order allows (SimAI files
+    the record's backward comm under the *forward* group's category, so this keeps its
+    TP/EP split right); the segments between two matches are paired up positionally.
+    """
+    n, m = len(fs), len(rbs)
+    fk = [_group_key(x) for x in fs]
+    bk = [_group_key(x) for x in rbs]
+    lcs = [[0] * (m + 1) for _ in range(n + 1)]
+    for i in range(n - 1, -1, -1):
+        for j in range(m - 1, -1, -1):
+            lcs[i][j] = lcs[i + 1][j + 1] + 1 if fk[i] == bk[j] else max(lcs[i + 1][j], lcs[i][j + 1])
+    out: list[tuple[_Segment | None, _Segment | None]] = []
+    gap_f: list[_Segment] = []
+    gap_b: list[_Segment] = []
+
+    def flush() -> None:
+        for k in range(max(len(gap_f), len(gap_b))):
+            out.append((gap_f[k] if k < len(gap_f) else None, gap_b[k] if k < len(gap_b) else None))
+        gap_f.clear()
+        gap_b.clear()
+
+    i = j = 0
+    while i < n or j < m:
+        if i < n and j < m and fk[i] == bk[j]:
+            flush()
+            out.append((fs[i], rbs[j]))
+            i += 1
+            j += 1
+        elif j >= m or (i < n and lcs[i + 1][j] >= lcs[i][j + 1]):
+            gap_f.append(fs[i])
+            i += 1
+        else:
+            gap_b.append(rbs[j])
+            j += 1
+    flush()
     return out
 
 
