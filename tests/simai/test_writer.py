@@ -204,6 +204,6 @@ def test_backward_comm_shares_a_record_with_a_forward_comm_of_its_group() -> Non
     sw = workload_to_simai(toy_workload(), 0)
     for r in sw.records:
         if r.group("ig") == SimaiGroup.EP:
-            assert r.group("fwd") in (SimaiGroup.EP, None), r
+            assert r.group("fwd") == SimaiGroup.EP, r
     ep_records = [r for r in sw.records if r.group("fwd") == SimaiGroup.EP]
     assert ep_records and all(r.group("ig") == SimaiGroup.EP for r in ep_records)
