@@ -1,0 +1,73 @@
+"""Profile rows from a real torch trace: the keys must be the ones the workload's ops ask for.
+
+The keys are checked against ``workload_gen.build`` for the same model (the consumer),
+and the times against the trace's own op durations (the producer)."""
+from __future__ import annotations
+
+from pathlib import Path
+from statistics import median
+
+import pytest
+
+from compute_profile.db import ProfileDB
+from compute_profile.keys import profile_phase, shape_key
+from compute_profile.trace_import import rows_from_trace
+from formats.kineto import read_kineto
+from workload_gen.builder import build
+from workload_gen.errors import ConfigError
+from workload_gen.model_config import ModelConfig
+from workload_gen.parallel_config import ParallelConfig
+from workload_gen.records import ComputeOp
+
+TRACE = Path(__file__).resolve().parents[1] / "data" / "cpu_gpt2l_h256_trace.json.gz"
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return rows_from_trace(TRACE, "cpu")
+
+
+def test_rows_cover_the_workload_keys(rows):
+    model = ModelConfig(num_layers=2, hidden_size=256, num_attention_heads=4, vocab_size=1024,
+                        max_position_embeddings=128)
+    par = ParallelConfig(world_size=1, micro_batch=2, global_batch=2, seq_length=128, dtype="fp32")
+    wl = build(model, par)
+    have = {(r.kind, r.shape_key, r.dtype, r.phase) for r in rows}
+    want = {(op.kind.value, shape_key(op), op.dtype, profile_phase(op.phase).value)
+            for _, _, op in wl.ops() if isinstance(op, ComputeOp)}
+    missing = want - have
+    # The torch model has no dropout; every other op of the workload is measured.
+    assert {k[1].split(":")[0] for k in missing} == {"embedding_dropout"}
+    assert len(want - missing) >= 25
+
+
+def test_gemm_keys_and_times_match_the_trace(rows):
+    by_key = {(r.kind, r.shape_key, r.phase): r for r in rows}
+    T, H = 256, 256
+    # fc1 forward: C[T, 4H] = X[T, H] @ W^T -> (m, n, k) = (T, 4H, H). The tied output layer
+    # (vocab 1024 = 4H) has the same shape: (2 layers + head) x 3 steps = 9 calls.
+    fc1 = by_key[("gemm", f"{T}x{4 * H}x{H}", "fwd")]
+    ops = [o for o in read_kineto(TRACE).ranks[0].ops
+           if o.category == "gemm" and o.phase == "fwd" and o.input_dims[1] == (4 * H, H)]
+    assert fc1.repeats == len(ops) == 9
+    assert fc1.time_s == pytest.approx(median(o.dur for o in ops))
+    assert fc1.min_s == pytest.approx(min(o.dur for o in ops)) and fc1.source == "imported"
+    # fc1 weight gradient in the workload's orientation (in, out, tokens).
+    assert ("gemm", f"{H}x{4 * H}x{T}", "bwd-weight") in by_key
+    # Optimizer: one row keyed by the parameter count of the model.
+    opt = [r for r in rows if r.kind == "optimizer"]
+    assert len(opt) == 1 and opt[0].repeats == 3 and int(opt[0].shape_key) == 1874944
+
+
+def test_rows_load_into_the_profile_db(rows, tmp_path):
+    with ProfileDB(tmp_path / "p.sqlite") as db:
+        res = db.put(rows)
+        assert res.inserted == len(rows) and len(db) == len(rows)
+        assert db.get("cpu", "attention", "2x4x128x128x64x1", "fp32", "fwd") is not None
+
+
+def test_trace_without_shapes_is_an_error(tmp_path):
+    (tmp_path / "t.json").write_text('{"traceEvents": [{"ph": "X", "cat": "user_annotation", "name": '
+                                     '"ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 10}]}')
+    with pytest.raises(ConfigError, match="record_shapes"):
+        rows_from_trace(tmp_path / "t.json", "cpu")
