@@ -8,8 +8,10 @@ Entities (kept apart from how they are built, STYLE.md section 1):
   its collectives one at a time, in issue order; a collective starts when every
   simulated member has issued it and the previous one on the communicator has ended,
   and it ends when the network backend says so;
-- a pipeline send goes on the sender's PP stream when the sender's pass ends; the
-  receiving pass cannot start before it has arrived (eager send: see docs/engine.md).
+- a pipeline transfer is a send/recv pair: it starts when the sender's pass has ended
+  and the receiver has posted the receive (when it is ready to run the pass that needs
+  it), on the sender's send stream for that direction; the receiving pass starts when it
+  has arrived. The sender does not wait for its send (see docs/engine.md).
 
 The engine owns the clock. Each step takes the earlier of the next queued event and the
 backend's ``next_completion_time()``; at equal times the network's completions go
@@ -101,7 +103,7 @@ class _Acc:
 class _Rank:
     __slots__ = ("rank", "stage", "plan", "steps", "step_idx", "step", "spec", "op_idx", "in_tail",
                  "outstanding", "wait", "wait_start", "gathers", "gwait", "buckets", "bucket_at",
-                 "last_bwd", "groups", "seqs", "acc", "recs", "end", "done", "tail_spec")
+                 "last_bwd", "groups", "seqs", "acc", "recs", "end", "done", "tail_spec", "wait_key")
 
     def __init__(self, rank: int, stage: int, plan: StagePlan, steps: tuple[Step, ...]) -> None:
         self.rank, self.stage, self.plan, self.steps = rank, stage, plan, steps
@@ -125,6 +127,8 @@ class _Rank:
         self.end = 0.0
         self.done = False
         self.tail_spec = PassSpec(stage, -1, True, plan.tail, None, (), False)
+        self.wait_key: tuple | None = None
+        """The pipeline input this rank has posted a receive for."""
 
 
 class Simulator:
@@ -304,10 +308,24 @@ class Simulator:
         return R.rank + (stage - R.stage) * self.rps
 
     def _mailbox(self, key: tuple[int, bool, int, int]) -> _Future:
+        """The transfer feeding one pass: joined by the sender (pass end) and the receiver
+        (when it asks for its input), like an NCCL send/recv pair."""
         fut = self._mail.get(key)
         if fut is None:
-            fut = self._mail[key] = self._new_future(Group.PP.value, None, (), 0)
+            fut = self._mail[key] = self._new_future(Group.PP.value, None, (), 2)
         return fut
+
+    def _join_p2p(self, fut: _Future, stage: int, now: float) -> None:
+        fut.left -= 1
+        if fut.left:
+            return
+        fut.ready = now
+        fut.ready_stage = stage
+        if fut.comm is None:  # nothing on the wire: a pure dependency
+            fut.start = now
+            self.loop.schedule(now, COMPLETION, EV_FUTURE_DONE, fut)
+        else:
+            self._comm_try(fut.comm, now)
 
     def _send(self, R: _Rank, step: Step, spec: PassSpec, now: float) -> None:
         v = step.chunk * self.pp + R.stage
@@ -316,22 +334,19 @@ class Simulator:
             return
         dst = self._pp_peer(R, v_dst % self.pp)
         fut = self._mailbox((dst, step.forward, v_dst, step.microbatch))
-        fut.ready = now
-        fut.ready_stage = R.stage
-        if spec.send is None:
-            fut.start = now
-            self.loop.schedule(now, COMPLETION, EV_FUTURE_DONE, fut)
-            return
-        fut.op = spec.send
-        fut.ranks = (R.rank, dst)
-        comm = self._pp_comms.get(R.rank)
-        if comm is None:
-            comm = self._pp_comms[R.rank] = _Comm()
-        fut.comm = comm
-        comm.queue.append(fut)
-        if self.timeline:
-            R.recs.append((1, spec.send, fut, step.chunk, step.microbatch))
-        self._comm_try(comm, now)
+        if spec.send is not None:
+            fut.op = spec.send
+            fut.ranks = (R.rank, dst)
+            # One send stream per direction: sends leave in the order they were issued.
+            ckey = 2 * R.rank + (0 if step.forward else 1)
+            comm = self._pp_comms.get(ckey)
+            if comm is None:
+                comm = self._pp_comms[ckey] = _Comm()
+            fut.comm = comm
+            comm.queue.append(fut)
+            if self.timeline:
+                R.recs.append((1, spec.send, fut, step.chunk, step.microbatch))
+        self._join_p2p(fut, R.stage, now)
 
     def _profile(self, R: _Rank, spec: PassSpec) -> PassProfile:
         key = (R.stage, spec.chunk, spec.forward)
@@ -350,8 +365,13 @@ class Simulator:
             key = (R.rank, step.forward, v, step.microbatch)
             fut = self._mailbox(key)
             if fut.end is None:
+                if R.wait_key != key:  # first time here: post the receive
+                    R.wait_key = key
+                    self._join_p2p(fut, R.stage, now)
                 self._block(R, [fut], now)
                 return False
+            if R.wait_key != key:  # a transfer cannot end before its receive is posted
+                raise AssertionError(f"pipeline transfer {key} completed before its receive was posted")
             del self._mail[key]
         R.step_idx += 1
         R.step = step

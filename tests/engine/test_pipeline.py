@@ -53,3 +53,25 @@ def test_stages_finish_in_cooldown_order():
     ends = r.extras["stage_end_s"]
     # the last stage ends its last backward (p-1)*b before stage 0
     assert [ends[0] - e for e in ends] == pytest.approx([0.0, 2.0, 4.0, 6.0])
+
+
+def test_pipeline_transfer_waits_for_the_receive_to_be_posted():
+    """pp=2, m=2 (f=1, b=2, transfer c). Stage 1 posts its receive of F1 only after B0,
+    at 4+c, so F1's activations (ready at 2) cross during [4+c, 4+2c] and stage 1 waits
+    c for them; the grads of B1 leave at 7+2c and stage 0 ends B1 at 9+3c."""
+    f, b, c, bw = 1.0, 2.0, 0.125, 8e9
+    r = simulate(workload(pp=2, m=2, f=f, b=b, pp_bytes=int(c * bw)), SYSTEM, LinearBackend(bw=bw))
+    assert r.iteration_time_s == pytest.approx(9 + 3 * c)
+    s1 = r.stage_breakdowns[1]
+    # stage 1 waits on the wire for F0 (c) and F1 (c); the rest of its idle time is bubble
+    assert s1.exposed_comm_s["pp"] == pytest.approx(2 * c)
+    starts = sorted(iv.start for iv in r.intervals if iv.stream == "pp")
+    assert starts == pytest.approx([1.0, 4 + c, 4 + c, 7 + 2 * c])
+
+
+@pytest.mark.parametrize("pp,vpp,m", [(2, 1, 7), (4, 1, 3), (8, 1, 24), (4, 2, 8), (4, 4, 8), (8, 2, 16), (2, 4, 6)])
+def test_no_deadlock_and_sums_with_transfers(pp, vpp, m):
+    r = simulate(workload(pp=pp, vpp=vpp, m=m, pp_bytes=10**8, tp=2, tp_bytes=10**7), SYSTEM, LinearBackend(bw=1e10))
+    for bd in r.stage_breakdowns:
+        assert _sum(bd) == pytest.approx(r.iteration_time_s)
+    assert r.iteration_time_s > m * 3.0 + (pp - 1) * 3.0 / vpp
