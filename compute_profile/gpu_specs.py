@@ -80,12 +80,14 @@ GPUS: dict[str, GpuSpec] = {
     "cpu": GpuSpec(
         name="cpu",
         # Pseudo-GPU for CPU runs in CI: `compute-profile measure` on a machine without CUDA
-        # labels its rows "cpu", and attach falls back to the estimator with these figures.
-        # Nominal, not a datasheet: torch 2.13 CPU kernels on a 2-core AVX-512 x86 runner
-        # (measured 2026-11-30: bf16 matmul ~300 GF/s, fp32 ~97 GF/s, stream add ~25 GB/s).
-        source="nominal 2-core AVX-512 CI runner (measured torch CPU kernels), not a datasheet",
-        peak_flops={"bf16": 340 * 1e9, "fp32": 110 * 1e9, "tf32": 110 * 1e9},
-        hbm_bw=25 * GB, memory_bytes=8 * GIB, sm_count=2,
+        # labels its rows "cpu" (and runs torch with ONE thread by default: on a shared 2-core
+        # runner a second thread makes small kernels 50x slower and noisy), and attach falls
+        # back to the estimator with these figures. Nominal, not a datasheet: torch 2.13 CPU
+        # kernels, one thread of an AVX-512 (bf16) x86 core, measured 2026-11-30: bf16 matmul
+        # ~200 GF/s, fp32 ~80 GF/s, stream add ~20 GB/s.
+        source="nominal single-thread AVX-512 x86 CI core (measured torch CPU kernels), not a datasheet",
+        peak_flops={"bf16": 220 * 1e9, "fp32": 90 * 1e9, "tf32": 90 * 1e9},
+        hbm_bw=20 * GB, memory_bytes=8 * GIB, sm_count=1,
     ),
 }
 

@@ -1,0 +1,212 @@
+"""``compute-profile``: measure, import, export and inspect kernel-time databases.
+
+A thin layer over compute_profile's modules (measure, aiob, db, attach); torch is
+imported only by ``measure``, the trace importer only by ``import-trace``. Progress goes
+to stderr, tables to stdout; a bad input is one line and exit code 2 (run_cli).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from compute_profile.db import ProfileDB
+from workload_gen.cli_errors import run_cli
+from workload_gen.config_loading import add_config_arguments, configs_from_args
+from workload_gen.errors import ConfigError
+
+DEFAULT_DB = "profile.sqlite"
+
+
+def _db_arg(p: argparse.ArgumentParser, must_exist: bool = False) -> None:
+    p.add_argument("--db", default=None if must_exist else DEFAULT_DB, required=must_exist, metavar="FILE",
+                   help="profile database (SQLite)" + ("" if must_exist else f"; created if missing (default {DEFAULT_DB})"))
+
+
+def _replace_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--replace", action="store_true",
+                   help="overwrite rows whose key already exists (default: keep the existing row)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="compute-profile",
+        description="Kernel-time database for trainsim: measure op shapes with torch, import AICB/AIOB "
+                    "profiles, CSV and traces, and show what a database covers. Times in seconds.",
+        epilog="Example: compute-profile measure --model llama3-8b --tp 2 --sp --seq-length 4096 --db h200.sqlite",
+    )
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+
+    m = sub.add_parser("measure", help="measure the distinct op shapes of a model/parallel config on this device",
+                       description="Build the workload of the given config (same flags as gen-workload), run each "
+                                   "distinct op shape with torch on the local device (forward and backward timed "
+                                   "separately; CUDA events on a GPU) and store the medians.")
+    add_config_arguments(m)
+    g = m.add_argument_group("measuring")
+    _db_arg(g)
+    g.add_argument("--gpu", metavar="NAME", help="GPU label of the rows (default: detected; 'cpu' without CUDA)")
+    g.add_argument("--device", default="auto", help="torch device: auto (default), cpu, cuda, cuda:N")
+    g.add_argument("--repeats", type=int, default=10, metavar="N", help="timed calls per shape (default 10)")
+    g.add_argument("--warmup", type=int, default=3, metavar="N", help="untimed calls first (default 3)")
+    g.add_argument("--max-ops", type=int, metavar="N", help="measure only the first N distinct shapes")
+    g.add_argument("--max-gflop", type=float, metavar="G", help="skip shapes above G GFLOP (CPU runs of big models)")
+    g.add_argument("--optimizer-max-params", type=int, metavar="N",
+                   help="measure Adam on at most N params and scale linearly (default 2^28 on GPU, 2^22 on CPU)")
+    g.add_argument("--threads", type=int, metavar="N", help="CPU threads for torch (default 1 on the CPU)")
+    _replace_arg(g)
+
+    a = sub.add_parser("import-aiob", help="import an AICB/AIOB profile (µs per section)",
+                       description="Import AICB's computation profile. The file has no shapes: give the config "
+                                   "AIOB ran (e.g. AICB's Example.txt: --model gpt3-13b --tp 8 --sp --seq-length 2048 "
+                                   "--world-size 128 --global-batch 256).")
+    a.add_argument("file", help="AIOB profile, e.g. aiob_inputs_Example.txt")
+    a.add_argument("--gpu", required=True, metavar="NAME", help="GPU the profile was taken on")
+    _db_arg(a)
+    _replace_arg(a)
+    add_config_arguments(a)
+
+    ic = sub.add_parser("import-csv", help="merge a CSV written by export-csv")
+    ic.add_argument("file")
+    _db_arg(ic)
+    _replace_arg(ic)
+
+    ec = sub.add_parser("export-csv", help="write the database (or one GPU of it) as CSV")
+    _db_arg(ec, must_exist=True)
+    ec.add_argument("-o", "--output", required=True, help="CSV file to write")
+    ec.add_argument("--gpu", metavar="NAME", help="only this GPU's rows")
+
+    it = sub.add_parser("import-trace", help="import kernel times from a torch profiler trace",
+                        description="Import kernel times from a torch/Kineto trace via "
+                                    "compute_profile.trace_import.rows_from_trace.")
+    it.add_argument("file", help="trace file (.json or .json.gz)")
+    it.add_argument("--gpu", required=True, metavar="NAME", help="GPU the trace was recorded on")
+    _db_arg(it)
+    _replace_arg(it)
+
+    for name in ("stats", "show"):
+        s = sub.add_parser(name, help="row counts per GPU, kind, phase and source" if name == "stats"
+                           else "list rows (key, time, source, note)")
+        _db_arg(s, must_exist=True)
+        s.add_argument("--gpu", metavar="NAME", help="only this GPU")
+        if name == "show":
+            s.add_argument("--kind", help="only this op kind")
+            s.add_argument("--limit", type=int, default=50, help="rows to list (default 50; 0 = all)")
+
+    c = sub.add_parser("coverage", help="how much of a config's compute time a database covers",
+                       description="Attach times to the workload of a config and print where they came from "
+                                   "(measured / scaled / estimated / imported shares of compute time).")
+    add_config_arguments(c)
+    c.add_argument("--gpu", required=True, metavar="NAME")
+    c.add_argument("--db", metavar="FILE", help="profile database (default: estimator only)")
+    return p
+
+
+def _put(db_path: str, rows: list, replace: bool) -> str:
+    with ProfileDB(db_path) as db:
+        r = db.put(rows, replace=replace)
+        total = len(db)
+    return f"{db_path}: {r.inserted} new, {r.replaced} replaced, {r.kept} kept (existing key; --replace overwrites); {total} rows"
+
+
+def _workload(args: argparse.Namespace):
+    from workload_gen.builder import build
+    model, par = configs_from_args(args)
+    return build(model, par)
+
+
+def _cmd_measure(args: argparse.Namespace) -> int:
+    from compute_profile.measure import measure_workload
+    for name in ("repeats", "warmup"):
+        if getattr(args, name) < (1 if name == "repeats" else 0):
+            raise ConfigError(name, getattr(args, name), "must be >= 1" if name == "repeats" else "must be >= 0")
+    w = _workload(args)
+    rows = measure_workload(w, gpu=args.gpu, device=args.device, repeats=args.repeats, warmup=args.warmup,
+                            max_ops=args.max_ops, max_gflop=args.max_gflop,
+                            optimizer_max_params=args.optimizer_max_params, threads=args.threads)
+    print(_put(args.db, rows, args.replace), file=sys.stderr)
+    return 0
+
+
+def _cmd_import_aiob(args: argparse.Namespace) -> int:
+    from compute_profile.aiob import rows_from_aiob
+    rows, skipped = rows_from_aiob(args.file, args.gpu, _workload(args))
+    for s in skipped:
+        print(f"skipped {s}", file=sys.stderr)
+    print(_put(args.db, rows, args.replace), file=sys.stderr)
+    return 0
+
+
+def _cmd_import_trace(args: argparse.Namespace) -> int:
+    try:
+        from compute_profile.trace_import import rows_from_trace
+    except ModuleNotFoundError as exc:
+        if exc.name != "compute_profile.trace_import":
+            raise
+        raise ConfigError("import-trace", args.file,
+                          "trace import is not available in this build (compute_profile.trace_import missing)") from None
+    if not Path(args.file).is_file():
+        raise FileNotFoundError(2, "No such file", args.file)
+    rows = rows_from_trace(args.file, args.gpu)
+    print(_put(args.db, list(rows), args.replace), file=sys.stderr)
+    return 0
+
+
+def _cmd_stats(args: argparse.Namespace) -> int:
+    with ProfileDB(args.db, create=False) as db:
+        stats = db.stats(args.gpu)
+        print(f"{'gpu':<16}{'kind':<14}{'phase':<12}{'source':<11}{'rows':>6}")
+        for gpu, kind, phase, source, n in stats:
+            print(f"{gpu:<16}{kind:<14}{phase:<12}{source:<11}{n:>6}")
+        print(f"total rows: {len(db)}")
+    return 0
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    with ProfileDB(args.db, create=False) as db:
+        rows = db.rows(gpu=args.gpu, kind=args.kind)
+    shown = rows if args.limit == 0 else rows[: args.limit]
+    print(f"{'gpu':<14}{'kind':<13}{'phase':<11}{'dtype':<6}{'shape_key':<34}{'time_us':>11}  {'source':<9} note")
+    for r in shown:
+        print(f"{r.gpu:<14}{r.kind:<13}{r.phase:<11}{r.dtype:<6}{r.shape_key:<34}{r.time_s * 1e6:>11.2f}  "
+              f"{r.source:<9} {r.note}")
+    if len(shown) < len(rows):
+        print(f"... {len(rows) - len(shown)} more (--limit 0 lists all)")
+    return 0
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    with ProfileDB(args.db, create=False) as db:
+        n = db.export_csv(args.output, gpu=args.gpu)
+    print(f"{args.output}: {n} rows", file=sys.stderr)
+    return 0
+
+
+def _cmd_import_csv(args: argparse.Namespace) -> int:
+    from compute_profile.db import read_csv_rows
+    print(_put(args.db, read_csv_rows(args.file), args.replace), file=sys.stderr)
+    return 0
+
+
+def _cmd_coverage(args: argparse.Namespace) -> int:
+    from compute_profile import attach
+    _, cov = attach(_workload(args), args.gpu, args.db)
+    print(f"compute time per iteration (all stages' representative ranks): {cov.total_s:.6f} s")
+    print(f"coverage: {cov.summary()}")
+    print(f"ops: {cov.ops}, distinct keys: {cov.distinct_keys}")
+    return 0
+
+
+COMMANDS = {
+    "measure": _cmd_measure, "import-aiob": _cmd_import_aiob, "import-trace": _cmd_import_trace,
+    "stats": _cmd_stats, "show": _cmd_show, "export-csv": _cmd_export, "import-csv": _cmd_import_csv,
+    "coverage": _cmd_coverage,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return run_cli(lambda: COMMANDS[args.cmd](args))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,224 @@
+"""Torch implementations of every compute op kind, for measuring on the local device.
+
+Each builder allocates the op's tensors once and returns a :class:`Bench`: ``step`` is the
+timed call, ``prepare`` (optional) runs untimed before each step. Backward phases of
+non-GEMM ops run the forward in ``prepare`` and time ``autograd.backward`` in ``step``, so
+forward and backward are timed separately, as the workload lists them.
+
+GEMMs use the layouts Megatron's linear layers run (weights stored [out, in]):
+
+- fwd        Y[m,n]  = X[m,k] @ W[n,k]^T         (NT)
+- bwd-input  dX[m,n] = dY[m,k] @ W[k,n]          (NN)
+- bwd-weight dW[m,n] = X[k,m]^T @ dY[k,n]         (TN)
+
+with (m, n, k) the op's own shape (the workload already lists dgrad and wgrad GEMMs with
+their shapes). Grouped GEMMs run as ``torch.bmm`` over the groups (equal tokens per
+expert, as the workload assumes), in the same layouts.
+
+torch is imported by the caller (compute_profile.measure) and passed in, so importing this
+module costs nothing on the analytical path.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from workload_gen.errors import ConfigError
+from workload_gen.records import OpKind, Phase
+
+TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+DROPOUT_P = 0.1
+"""Megatron's default hidden dropout for the bias-dropout-add and embedding dropout."""
+
+
+@dataclass(slots=True)
+class Bench:
+    step: Callable[[], Any]
+    prepare: Callable[[], Any] | None = None
+    note: str = ""
+
+
+def torch_dtype(torch: Any, dtype: str) -> Any:
+    try:
+        return getattr(torch, TORCH_DTYPES[dtype])
+    except KeyError:
+        raise ConfigError("dtype", dtype, f"measurable dtypes: {', '.join(TORCH_DTYPES)}") from None
+
+
+def _autograd(torch: Any, forward: Callable[[], Any], leaves: list[Any]) -> Bench:
+    """Time only the backward of ``forward()``: the forward runs untimed in prepare."""
+    state: dict[str, Any] = {}
+
+    def prepare() -> None:
+        for t in leaves:
+            t.grad = None
+        out = forward()
+        state["out"] = out
+        state["grad"] = torch.ones_like(out) if "grad" not in state or state["grad"].shape != out.shape else state["grad"]
+
+    def step() -> None:
+        state["out"].backward(state["grad"])
+
+    return Bench(step, prepare)
+
+
+def _fwd_or_bwd(torch: Any, phase: Phase, forward: Callable[[], Any], leaves: list[Any]) -> Bench:
+    if phase is Phase.FWD:
+        def step() -> None:
+            with torch.no_grad():
+                forward()
+        return Bench(step)
+    return _autograd(torch, forward, leaves)
+
+
+def gemm_bench(torch: Any, m: int, n: int, k: int, phase: Phase, dt: Any, dev: Any, groups: int = 0) -> Bench:
+    """One GEMM (groups=0) or a batch of ``groups`` equal GEMMs, in the phase's layout."""
+    lead = (groups,) if groups else ()
+    mm = torch.bmm if groups else torch.matmul
+    tr = (lambda t: t.transpose(-1, -2))
+    if phase is Phase.FWD:
+        a = torch.randn(*lead, m, k, dtype=dt, device=dev)
+        b = torch.randn(*lead, n, k, dtype=dt, device=dev)
+        return Bench(lambda: mm(a, tr(b)), note="NT")
+    if phase is Phase.BWD_INPUT:
+        a = torch.randn(*lead, m, k, dtype=dt, device=dev)
+        b = torch.randn(*lead, k, n, dtype=dt, device=dev)
+        return Bench(lambda: mm(a, b), note="NN")
+    a = torch.randn(*lead, k, m, dtype=dt, device=dev)
+    b = torch.randn(*lead, k, n, dtype=dt, device=dev)
+    return Bench(lambda: mm(tr(a), b), note="TN")
+
+
+def build_bench(torch: Any, kind: OpKind, phase: Phase, shape: tuple[int, ...], dtype: str, name: str,
+                dev: Any, *, normalization: str = "layernorm", topk: int = 2) -> Bench:
+    """The benchmark of one op key on device ``dev``."""
+    F = torch.nn.functional
+    dt = torch_dtype(torch, dtype)
+
+    def leaf(*size: int, dtype: Any = dt) -> Any:
+        return torch.randn(*size, dtype=dtype, device=dev, requires_grad=phase is not Phase.FWD)
+
+    if kind is OpKind.GEMM:
+        m, n, k = shape[:3]
+        return gemm_bench(torch, m, n, k, phase, dt, dev)
+    if kind is OpKind.GROUPED_GEMM:
+        g, m, n, k = shape[:4]
+        b = gemm_bench(torch, m, n, k, phase, dt, dev, groups=g)
+        b.note = f"bmm {b.note}"
+        return b
+    if kind is OpKind.ATTENTION:
+        bsz, heads, sq, skv, hd = shape[:5]
+        causal = bool(shape[5]) if len(shape) > 5 else True
+        q, kk, v = leaf(bsz, heads, sq, hd), leaf(bsz, heads, skv, hd), leaf(bsz, heads, skv, hd)
+        is_causal = causal and sq == skv
+        b = _fwd_or_bwd(torch, phase, lambda: F.scaled_dot_product_attention(q, kk, v, is_causal=is_causal), [q, kk, v])
+        b.note = "sdpa" + (" causal" if is_causal else "")
+        return b
+    if kind is OpKind.NORM:
+        rows, width = shape[:2]
+        x = leaf(rows, width)
+        w = leaf(width)
+        rms = normalization == "rmsnorm" or name in ("kv_norm", "q_norm", "k_norm")
+        if rms:
+            fwd = lambda: F.rms_norm(x, (width,), w, 1e-5)  # noqa: E731
+        else:
+            bias = leaf(width)
+            fwd = lambda: F.layer_norm(x, (width,), w, bias, 1e-5)  # noqa: E731
+        b = _fwd_or_bwd(torch, phase, fwd, [x, w])
+        b.note = "rms_norm" if rms else "layer_norm"
+        return b
+    if kind is OpKind.ELEMENTWISE:
+        rows, width = shape[:2]
+        if name.endswith("swiglu"):
+            x = leaf(rows, 2 * width)
+            fwd = lambda: (lambda a, c: F.silu(a) * c)(*x.chunk(2, dim=-1))  # noqa: E731
+            note = "swiglu"
+        elif name.endswith("gelu"):
+            x = leaf(rows, width)
+            fwd = lambda: F.gelu(x, approximate="tanh")  # noqa: E731
+            note = "gelu"
+        elif "residual" in name:
+            x, res = leaf(rows, width), leaf(rows, width)
+            fwd = lambda: res + F.dropout(x, DROPOUT_P, training=True)  # noqa: E731
+            note = "dropout-add"
+        elif "dropout" in name:
+            x = leaf(rows, width)
+            fwd = lambda: F.dropout(x, DROPOUT_P, training=True)  # noqa: E731
+            note = "dropout"
+        else:
+            x, y = leaf(rows, width), leaf(rows, width)
+            fwd = lambda: x + y  # noqa: E731
+            note = "add (generic elementwise)"
+        b = _fwd_or_bwd(torch, phase, fwd, [x])
+        b.note = note
+        return b
+    if kind is OpKind.ROPE:
+        rows, width = shape[:2]
+        half = width // 2
+        x = leaf(rows, 2 * half)
+        ang = torch.rand(rows, half, device=dev, dtype=torch.float32)
+        cos, sin = ang.cos().to(dt), ang.sin().to(dt)
+
+        def fwd() -> Any:
+            x1, x2 = x[:, :half], x[:, half:]
+            return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+        b = _fwd_or_bwd(torch, phase, fwd, [x])
+        b.note = "rotate-half"
+        return b
+    if kind is OpKind.EMBEDDING:
+        tokens, hidden, vocab = shape[:3]
+        ids = torch.randint(0, vocab, (tokens,), device=dev)
+        w = leaf(vocab, hidden)
+        b = _fwd_or_bwd(torch, Phase.FWD if phase is Phase.FWD else Phase.BWD_WEIGHT, lambda: F.embedding(ids, w), [w])
+        b.note = "embedding"
+        return b
+    if kind is OpKind.LOSS:
+        tokens, vocab = shape[:2]
+        logits = leaf(tokens, vocab)
+        target = torch.randint(0, vocab, (tokens,), device=dev)
+        b = _fwd_or_bwd(torch, phase, lambda: F.cross_entropy(logits, target), [logits])
+        b.note = "cross_entropy"
+        return b
+    if kind is OpKind.ROUTER:
+        tokens, hidden, experts = shape[:3]
+        if phase is Phase.FWD:
+            x = torch.randn(tokens, hidden, dtype=dt, device=dev)
+            w = torch.randn(experts, hidden, dtype=dt, device=dev)
+            k_ = min(topk, experts)
+            return Bench(lambda: torch.topk(torch.softmax(F.linear(x, w).float(), dim=-1), k_, dim=-1),
+                         note="linear+softmax+topk")
+        if phase is Phase.BWD_INPUT:  # dX[t,h] = dlogits[t,E] @ W[E,h]
+            return gemm_bench(torch, tokens, hidden, experts, Phase.BWD_INPUT, dt, dev)
+        return gemm_bench(torch, experts, hidden, tokens, Phase.BWD_WEIGHT, dt, dev)  # dW[E,h] = dl^T @ X
+    if kind is OpKind.PERMUTE:
+        rows, hidden = shape[:2]
+        x = leaf(rows, hidden)
+        idx = torch.randperm(rows, device=dev)
+        if name == "unpermute":
+            probs = torch.rand(rows, 1, dtype=dt, device=dev)
+            fwd = lambda: (x * probs).index_select(0, idx)  # noqa: E731
+        else:
+            fwd = lambda: x.index_select(0, idx)  # noqa: E731
+        b = _fwd_or_bwd(torch, phase, fwd, [x])
+        b.note = "index_select"
+        return b
+    raise ConfigError("kind", kind.value, "no torch benchmark for this kind (optimizer is measured separately)")
+
+
+def adam_bench(torch: Any, params: int, dev: Any) -> Bench:
+    """One Adam step over a flat fp32 shard of ``params`` elements (fused where torch has it)."""
+    p = torch.nn.Parameter(torch.randn(params, dtype=torch.float32, device=dev))
+    p.grad = torch.randn_like(p)
+    opt = None
+    for kwargs in ({"fused": True}, {"foreach": True}, {}):
+        try:
+            opt = torch.optim.Adam([p], lr=1e-4, weight_decay=0.1, **kwargs)
+            opt.step()  # fails here if the variant is unsupported on this device
+            variant = next(iter(kwargs), "single-tensor")
+            break
+        except (RuntimeError, TypeError, ValueError):
+            opt = None
+    if opt is None:  # pragma: no cover - torch always has the plain variant
+        raise RuntimeError("torch.optim.Adam unavailable")
+    return Bench(opt.step, note=f"Adam {variant}")

@@ -1,0 +1,232 @@
+"""Measure the distinct op shapes of a workload with torch on the local device.
+
+``compute-profile measure`` builds the workload of a model/parallel config, collects its
+distinct profile keys (compute_profile.keys: ops of identical layers share them), runs each
+one with torch (compute_profile.kernels) and stores the median time with its spread and
+provenance in the profile database.
+
+Timing: ``warmup`` untimed calls, then ``repeats`` timed calls, each synchronised: CUDA
+events around the call on a GPU (the device is synchronised before each call, so a call
+never overlaps the previous one), ``time.perf_counter`` on the CPU. The stored time is the
+median; ``min_s``/``max_s`` keep the spread. On the CPU, a call slower than
+``slow_call_s`` cuts the repeats to 3, so a mistakenly large shape costs seconds, not hours.
+
+The optimizer step is measured on a shard of at most ``optimizer_max_params`` fp32
+elements and scaled linearly to the stage's shard (Adam is a streaming, memory-bound
+kernel: time is proportional to elements once launch overhead is negligible, i.e. beyond a
+few million elements); the row's ``note`` records the measured size and the factor.
+
+torch is imported here only, inside functions: the analytical path never loads it.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from compute_profile.db import ProfileRow
+from compute_profile.gpu_specs import GPUS, get_gpu
+from compute_profile.keys import profile_phase, shape_key
+from workload_gen.errors import ConfigError
+from workload_gen.records import ComputeOp, OpKind, Phase, Workload
+
+MEASURED_DTYPES = frozenset({"bf16", "fp16", "fp32"})
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """One distinct profile key to measure, with a representative op."""
+
+    kind: OpKind
+    phase: Phase
+    """Profile phase (recompute already folded into fwd)."""
+    dtype: str
+    shape: tuple[int, ...]
+    shape_key: str
+    name: str
+    flops: float
+    bytes: float
+
+
+def collect_cases(workload: Workload) -> list[Case]:
+    """Distinct profile keys of ``workload``, in first-appearance order (deterministic)."""
+    seen: dict[tuple[str, str, str, str], Case] = {}
+    for _, _, op in workload.ops():
+        if not isinstance(op, ComputeOp):
+            continue
+        phase = profile_phase(op.phase)
+        sk = shape_key(op)
+        key = (op.kind.value, phase.value, op.dtype, sk)
+        if key not in seen:
+            seen[key] = Case(OpKind(op.kind), phase, op.dtype, tuple(op.shape), sk, op.name, op.flops, op.bytes)
+    return list(seen.values())
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    median_s: float
+    min_s: float
+    max_s: float
+    repeats: int
+
+
+def time_bench(torch: Any, bench: Any, dev: Any, *, warmup: int, repeats: int, slow_call_s: float = 0.5) -> Timing:
+    """Median/min/max seconds of ``bench.step`` (``bench.prepare`` runs untimed before each)."""
+    cuda = getattr(dev, "type", str(dev)) == "cuda"
+    sync: Callable[[], None] = (lambda: torch.cuda.synchronize(dev)) if cuda else (lambda: None)
+    prep = bench.prepare or (lambda: None)
+    t0 = time.perf_counter()
+    for i in range(max(1, warmup)):
+        prep()
+        bench.step()
+        if i == 0:
+            sync()
+            if not cuda and time.perf_counter() - t0 > slow_call_s:
+                repeats = min(repeats, 3)
+                break
+    sync()
+    times: list[float] = []
+    if cuda:
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+    for _ in range(repeats):
+        prep()
+        sync()
+        if cuda:
+            start.record()
+            bench.step()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) / 1e3)
+        else:
+            t = time.perf_counter()
+            bench.step()
+            times.append(time.perf_counter() - t)
+    return Timing(statistics.median(times), min(times), max(times), len(times))
+
+
+def gpu_label_for_device(torch: Any, dev: Any) -> str:
+    """The gpu_specs name of the local device (``cpu`` without CUDA)."""
+    if getattr(dev, "type", str(dev)) != "cuda":
+        return "cpu"
+    name = torch.cuda.get_device_name(dev).lower()
+    for token, spec in (("h200", "h200"), ("h100", "h100-sxm"), ("h20", "h20"), ("b200", "b200"),
+                        ("a100", "a100-sxm-80gb" if "pcie" not in name else "a100-pcie")):
+        if token in name:
+            return spec
+    raise ConfigError("gpu", name, f"unknown device; pass --gpu with one of {', '.join(sorted(GPUS))}")
+
+
+def _provenance(torch: Any, dev: Any) -> dict[str, str]:
+    cuda = getattr(dev, "type", str(dev)) == "cuda"
+    return {
+        "torch_version": torch.__version__,
+        "cuda_version": (torch.version.cuda or "") if cuda else "",
+        "device_name": torch.cuda.get_device_name(dev) if cuda else (platform.processor() or platform.machine()),
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def measure_workload(workload: Workload, *, gpu: str | None = None, device: str = "auto", repeats: int = 10,
+                     warmup: int = 3, max_ops: int | None = None, max_gflop: float | None = None,
+                     optimizer_max_params: int | None = None, threads: int | None = None,
+                     progress: TextIO | None = sys.stderr) -> list[ProfileRow]:
+    """Measure every distinct op key of ``workload``; return the rows (not yet stored).
+
+    ``max_ops`` keeps the first N keys, ``max_gflop`` skips ops above that many GFLOP (both
+    for CPU runs of larger models); skipped keys are reported on ``progress`` and left to
+    attach's scaling or estimator.
+    """
+    import torch  # lazy: only measuring needs torch
+
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    prev_threads = torch.get_num_threads()
+    if threads or not device.startswith("cuda"):
+        # One CPU thread by default: reproducible on shared CI runners (see gpu_specs "cpu").
+        torch.set_num_threads(threads or 1)
+    try:
+        return _measure(torch, workload, gpu, device, repeats, warmup, max_ops, max_gflop,
+                        optimizer_max_params, progress)
+    finally:
+        torch.set_num_threads(prev_threads)
+
+
+def _measure(torch: Any, workload: Workload, gpu: str | None, device: str, repeats: int, warmup: int,
+             max_ops: int | None, max_gflop: float | None, optimizer_max_params: int | None,
+             progress: TextIO | None) -> list[ProfileRow]:
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError("device", device, "CUDA is not available here; use --device cpu")
+    dev = torch.device(device)
+    label = get_gpu(gpu).name if gpu else gpu_label_for_device(torch, dev)
+    prov = _provenance(torch, dev)
+    cuda = dev.type == "cuda"
+    opt_cap = optimizer_max_params or (1 << 28 if cuda else 1 << 22)
+    normalization = workload.model.normalization
+    topk = workload.model.moe_router_topk
+
+    cases = collect_cases(workload)
+    todo, skipped = [], []
+    for c in cases:
+        if c.dtype not in MEASURED_DTYPES:
+            skipped.append((c, f"dtype {c.dtype} not measured"))
+        elif max_gflop is not None and c.flops > max_gflop * 1e9:
+            skipped.append((c, f"{c.flops / 1e9:.1f} GFLOP > --max-gflop {max_gflop}"))
+        else:
+            todo.append(c)
+    if max_ops is not None and len(todo) > max_ops:
+        skipped.extend((c, f"beyond --max-ops {max_ops}") for c in todo[max_ops:])
+        todo = todo[:max_ops]
+
+    def say(msg: str) -> None:
+        if progress is not None:
+            print(msg, file=progress, flush=True)
+
+    say(f"measuring {len(todo)} distinct op shapes of {len(cases)} on {label} ({prov['device_name']}, "
+        f"torch {prov['torch_version']}); {len(skipped)} skipped")
+    for c, why in skipped:
+        say(f"  skip {c.kind.value} {c.phase.value} {c.shape_key} {c.dtype}: {why}")
+    rows: list[ProfileRow] = []
+    torch.manual_seed(0)
+    t_start = time.perf_counter()
+    for i, c in enumerate(todo, 1):
+        scale, note_extra = 1.0, ""
+        with torch.no_grad() if c.kind is OpKind.OPTIMIZER else _null():
+            if c.kind is OpKind.OPTIMIZER:
+                from compute_profile.kernels import adam_bench
+                n = min(int(c.shape[0]), opt_cap)
+                bench = adam_bench(torch, n, dev)
+                scale = c.shape[0] / n
+                if scale != 1.0:
+                    note_extra = f"; measured on {n} params, scaled x{scale:.6g} (linear in params)"
+            else:
+                from compute_profile.kernels import build_bench
+                bench = build_bench(torch, c.kind, c.phase, c.shape, c.dtype, c.name, dev,
+                                    normalization=normalization, topk=topk)
+        t = time_bench(torch, bench, dev, warmup=warmup, repeats=repeats)
+        note = f"{c.name}: {bench.note}{note_extra}"
+        del bench
+        rows.append(ProfileRow(
+            gpu=label, kind=c.kind.value, shape_key=c.shape_key, dtype=c.dtype, phase=c.phase.value,
+            time_s=t.median_s * scale, source="measured", flops=c.flops, bytes=c.bytes,
+            min_s=t.min_s * scale, max_s=t.max_s * scale, repeats=t.repeats,
+            note=note, **prov,
+        ))
+        spread = (t.max_s - t.min_s) / t.median_s * 100 if t.median_s > 0 else 0.0
+        say(f"[{i}/{len(todo)}] {c.kind.value:<12} {c.phase.value:<10} {c.shape_key:<28} {c.dtype:<4} "
+            f"{t.median_s * scale * 1e6:10.1f} us  (spread {spread:.0f}%, n={t.repeats}, "
+            f"elapsed {time.perf_counter() - t_start:.1f}s)")
+    return rows
+
+
+class _null:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None

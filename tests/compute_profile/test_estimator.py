@@ -1,0 +1,161 @@
+"""The roofline estimator: hand-computed times and the efficiency model's shape behaviour."""
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from compute_profile.estimator import (
+    attention_efficiency, estimate_time, explain, gemm_efficiency, load_params, params_from_dict,
+)
+from compute_profile.gpu_specs import GPUS, GpuSpec, get_gpu
+from workload_gen.errors import ConfigError
+from workload_gen.records import ComputeOp, OpKind, Phase
+
+from cp_fixtures import gemm
+
+# A toy GPU and parameter set, so the hand computation below pins the formula rather than
+# whatever the tuned YAML numbers are today.
+TOY = GpuSpec(name="toy", source="test", peak_flops={"bf16": 100e12, "fp32": 10e12}, hbm_bw=1e12,
+              memory_bytes=1 << 30, sm_count=4)
+TOY_RAW = {
+    "launch_overhead_s": 4e-6,
+    "launches": {"attention/bwd-input": 3},
+    "gemm": {"max_efficiency": 0.5, "k_overhead": 0, "grouped_efficiency": 0.9, "memory_efficiency": 0.5,
+             "tiles": [{"m": 128, "n": 128, "rel": 1.0}], "split_k": {"max_splits": 1, "min_k_per_split": 1, "rel": 1}},
+    "attention": {"fwd_max_efficiency": 0.4, "bwd_max_efficiency": 0.3, "block_q": 128, "seq_overhead": 0,
+                  "head_dim_factor": {64: 0.5, 128: 1.0}, "memory_efficiency": 0.8},
+    "memory_bound": {"default_efficiency": 0.8, "by_kind": {"elementwise": 0.5}, "vector_flops_efficiency": 0.5},
+}
+TOY_P = params_from_dict("toy", TOY_RAW)
+
+
+def test_gemm_roofline_time_by_hand():
+    # C[512,256] = A[512,1024] B[1024,256]: 4 x 2 = 8 tiles of 128x128 -> 2 full waves on 4 SMs,
+    # tile and wave utilisation 1, k_overhead 0 -> efficiency = cap 0.5.
+    op = gemm("fc", 512, 256, 1024)
+    flops = 2 * 512 * 256 * 1024  # 268,435,456
+    compute = flops / (100e12 * 0.5)  # 5.36870912e-6 s
+    mem = 2 * (512 * 1024 + 1024 * 256 + 512 * 256) / (1e12 * 0.5)  # 3.670016e-6 s
+    assert compute > mem
+    assert estimate_time(op, TOY, TOY_P) == pytest.approx(compute + 4e-6, rel=1e-12)
+    assert estimate_time(op, TOY, TOY_P) == pytest.approx(9.36870912e-6, rel=1e-9)
+
+
+def test_gemm_wave_quantisation_by_hand():
+    # m=640: 5 x 2 = 10 tiles on 4 SMs -> 3 waves, 12 slots: efficiency 0.5 * 10/12.
+    e = explain(gemm("fc", 640, 256, 1024), TOY, TOY_P)
+    assert e.compute_efficiency == pytest.approx(0.5 * 10 / 12)
+    # m=600: the same 10 tiles, but the last row of tiles is 88/128 full: tile util 600/640.
+    e2 = explain(gemm("fc", 600, 256, 1024), TOY, TOY_P)
+    assert e2.compute_efficiency == pytest.approx(0.5 * 10 / 12 * 600 / 640)
+
+
+def test_memory_bound_elementwise_by_hand():
+    op = ComputeOp("gelu", 0, Phase.FWD, OpKind.ELEMENTWISE, (4096, 1024), "bf16", 8 * 4096 * 1024, 4.0 * 4096 * 1024)
+    # bytes 16,777,216 at 1 TB/s * 0.5 = 33.554432 us; flops 33.5M at 10 TF/s * 0.5 = 6.7 us.
+    e = explain(op, TOY, TOY_P)
+    assert e.memory_bound
+    assert e.time_s == pytest.approx(16_777_216 / 0.5e12 + 4e-6)
+
+
+def test_attention_by_hand_fwd_and_bwd():
+    # 2 x 4 x (256/128) = 16 CTAs on 4 SMs: full waves; head_dim 64 -> factor 0.5; seq_overhead 0.
+    shape = (2, 4, 256, 256, 64, 1)
+    flops = 4.0 * 2 * 4 * 256 * 256 * 64 / 2
+    fwd = ComputeOp("core_attn", 0, Phase.FWD, OpKind.ATTENTION, shape, "bf16", flops, 1.0)
+    bwd = ComputeOp("core_attn", 0, Phase.BWD_INPUT, OpKind.ATTENTION, shape, "bf16", 2.5 * flops, 1.0)
+    assert estimate_time(fwd, TOY, TOY_P) == pytest.approx(flops / (100e12 * 0.4 * 0.5) + 4e-6)
+    assert estimate_time(bwd, TOY, TOY_P) == pytest.approx(2.5 * flops / (100e12 * 0.3 * 0.5) + 3 * 4e-6)
+
+
+H100 = get_gpu("h100")
+P = load_params("h100-sxm").gemm
+
+
+def test_gemm_efficiency_non_decreasing_in_k_up_to_cap():
+    m, n = 256 * 132, 128  # exactly one full wave of 256x128 tiles
+    effs = [gemm_efficiency(m, n, k, H100.sm_count, P) for k in (64, 128, 256, 512, 1024, 4096, 16384, 65536)]
+    assert all(a <= b + 1e-15 for a, b in zip(effs, effs[1:]))
+    assert effs[-1] <= P.max_efficiency
+    assert effs[-1] > 0.99 * P.max_efficiency
+    assert effs[0] < 0.5 * P.max_efficiency
+
+
+def test_gemm_efficiency_non_decreasing_over_full_waves():
+    effs = [gemm_efficiency(256 * 132 * w, 128, 4096, H100.sm_count, P) for w in (1, 2, 4, 8)]
+    assert all(a <= b + 1e-15 for a, b in zip(effs, effs[1:]))
+    assert all(e <= P.max_efficiency for e in effs)
+
+
+def test_gemm_efficiency_small_m_and_n_penalised():
+    big = gemm_efficiency(8192, 8192, 8192, H100.sm_count, P)
+    assert gemm_efficiency(16, 8192, 8192, H100.sm_count, P) < 0.5 * big
+    assert gemm_efficiency(8192, 16, 8192, H100.sm_count, P) < 0.5 * big
+
+
+def test_wave_quantisation_jump():
+    # One 256-row tile past a full wave of 132 tiles: whichever tile the model picks, a partly
+    # empty extra wave remains (best here: 128x64 tiles, rel 0.85, 532 on 132 SMs -> 5 waves of which 81% is used).
+    full = gemm_efficiency(256 * 132, 128, 8192, H100.sm_count, P)
+    over = gemm_efficiency(256 * 133, 128, 8192, H100.sm_count, P)
+    assert over == pytest.approx(full * 0.85 * 532 / 660, rel=1e-9)
+    # so 0.76% more work takes over 40% longer (1/0.685): a jump, not a 1/132 growth
+    t_full = 2 * 256 * 132 * 128 * 8192 / full
+    t_over = 2 * 256 * 133 * 128 * 8192 / over
+    assert t_over > 1.4 * t_full
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 1 << 16), st.integers(1, 1 << 16), st.integers(1, 1 << 16), st.integers(1, 64),
+       st.sampled_from(sorted(n for n in GPUS)))
+def test_gemm_efficiency_bounded_by_cap(m, n, k, groups, gpu):
+    spec = get_gpu(gpu)
+    p = load_params(gpu).gemm
+    e = gemm_efficiency(m, n, k, spec.sm_count, p, groups=groups)
+    assert 0 < e <= p.max_efficiency
+
+
+def test_attention_efficiency_monotone_in_seq_and_capped():
+    p = load_params("h100-sxm").attention
+    effs = [attention_efficiency(1, 132, s, s, 128, True, False, H100.sm_count, p) for s in (512, 1024, 2048, 4096, 8192, 32768)]
+    assert all(a <= b + 1e-15 for a, b in zip(effs, effs[1:]))
+    assert effs[-1] <= p.fwd_max_efficiency
+    bwd = attention_efficiency(1, 132, 4096, 4096, 128, True, True, H100.sm_count, p)
+    assert bwd < effs[3]
+    assert attention_efficiency(1, 132, 4096, 4096, 64, True, False, H100.sm_count, p) < effs[3]
+
+
+def test_grouped_gemm_slower_than_one_gemm_of_same_work():
+    one = gemm_efficiency(8 * 4096, 4096, 4096, H100.sm_count, P)
+    grouped = gemm_efficiency(4096, 4096, 4096, H100.sm_count, P, groups=8)
+    assert grouped < one
+
+
+def test_every_builtin_gpu_has_parameters_and_realistic_large_gemm():
+    op = gemm("big", 16384, 16384, 16384)
+    for name, spec in GPUS.items():
+        e = explain(op, spec)
+        achieved = op.flops / e.time_s
+        assert 0.5 * spec.peak("bf16") < achieved < spec.peak("bf16"), name
+
+
+def test_unknown_dtype_names_gpu():
+    with pytest.raises(ConfigError, match="fp8"):
+        estimate_time(gemm("x", 128, 128, 128, dtype="fp8"), get_gpu("a100"))
+
+
+def test_bad_parameter_file_value_is_named():
+    raw = dict(TOY_RAW, gemm=dict(TOY_RAW["gemm"], max_efficiency=1.5))
+    with pytest.raises(ConfigError, match="gemm.max_efficiency"):
+        params_from_dict("toy", raw)
+
+
+def test_h100_large_gemm_matches_published_cublas_range():
+    # Published bf16 cuBLAS throughput for 8192^3 on H100 SXM is roughly 650-800 TF/s.
+    op = gemm("big", 8192, 8192, 8192)
+    tflops = op.flops / estimate_time(op, "h100") / 1e12
+    assert 600 < tflops < 820
+    assert math.isfinite(tflops)
