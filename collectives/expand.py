@@ -98,7 +98,7 @@ def expand(op: CollKind | str, bytes: int, ranks: Sequence[int], placement: Plac
         raise ConfigError("algorithm", algo_name, f"does not implement {op_name}; valid for {op_name}: "
                           f"{', '.join(ALGORITHMS.for_op(op_name))}")
     if channels == "auto":
-        n_ch = layout.default_channels(nbytes)
+        n_ch = layout.default_channels(nbytes, per_rail=2 if algo_name in ("tree", "nvls_tree") else 1)
     else:
         try:
             n_ch = int(channels)

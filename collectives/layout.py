@@ -87,17 +87,20 @@ class GroupLayout:
         """Distinct NICs the group's GPUs use in their most populated node."""
         return max(len({int(self.rail(r)) for r in v}) for v in self.local)
 
-    def default_channels(self, nbytes: int, min_bytes_per_channel: int = 64 * 1024) -> int:
+    def default_channels(self, nbytes: int, min_bytes_per_channel: int = 64 * 1024, per_rail: int = 1) -> int:
         """Channel count, NCCL-like (our rule, see docs/collectives.md):
 
         - across nodes: one channel per NIC the group's GPUs use in a node, so every NIC
           carries exactly one ring per direction (8 on a DGX-class node);
         - inside one node: one channel per GPU of the group, so each GPU starts one ring
           and NVLink ports are loaded evenly;
+        - ``per_rail`` channels per NIC across nodes: 2 for the double binary tree, so that
+          each NIC carries one channel of each tree (a node interior in one tree is a leaf
+          in the other, which is what balances the NICs);
         - then shrunk until each rank's slice per channel is >= 64 KiB, as NCCL uses fewer
           channels for small messages (a channel costs a thread block and a latency).
         """
-        hw = self.rails_per_node() if self.num_nodes > 1 else self.max_per_node
+        hw = self.rails_per_node() * per_rail if self.num_nodes > 1 else self.max_per_node
         hw = max(1, min(hw, MAX_CHANNELS))
         per_rank = nbytes / max(self.n, 1)
         fit = int(per_rank // min_bytes_per_channel)

@@ -11,8 +11,8 @@ the root. Odd nodes are leaves. Tree 1: for even N the mirror image (i -> N-1-i)
 N the tree shifted by one (i -> i+1 mod N); both turn the leaves of tree 0 into interior
 nodes.
 
-Each channel's chain inside a node starts at the GPU on the channel's rail (as the ring
-does), and that head GPU is the one that talks to the parent and children nodes, so every
+Across nodes, channels 2r and 2r+1 (one per tree) share rail r: each channel's chain
+inside a node starts at the GPU of that rail (``tree_slot``), and that head GPU is the one that talks to the parent and children nodes, so every
 inter-node tree edge joins two GPUs of the same rail.
 
 All-reduce on a tree, pipelined by chunks: every chunk is reduced up to the root (an up
@@ -57,11 +57,18 @@ def tree_height(parents: list[int]) -> int:
         best = max(best, d)
     return best
 
+def tree_slot(ctx: Context, channel: int) -> int:
+    """Which rotation of a node's GPUs (hence which rail) a tree channel uses: channels 2r
+    and 2r+1 carry trees 0 and 1 on the same rail across nodes; inside one node there is
+    no second tree, so every channel takes its own rotation."""
+    return channel // 2 if ctx.layout.num_nodes > 1 else channel
+
+
 def rank_tree(ctx: Context, channel: int) -> dict[int, int]:
     """rank -> parent rank (-1 at the root) for one channel: node tree + per-node chains."""
     L = ctx.layout
     node_par = dtree_parents(L.num_nodes, channel % 2)
-    chains = [L.chain(k, channel) for k in range(L.num_nodes)]
+    chains = [L.chain(k, tree_slot(ctx, channel)) for k in range(L.num_nodes)]
     par: dict[int, int] = {}
     for k, ch in enumerate(chains):
         par[ch[0]] = chains[node_par[k]][0] if node_par[k] >= 0 else -1
@@ -131,6 +138,6 @@ def build_tree(ctx: Context, b: FlowBuilder) -> str:
 def node_tree_heads(ctx: Context, channel: int) -> tuple[list[int], list[int]]:
     """(node parents, head GPU of each node) for one channel."""
     L = ctx.layout
-    return dtree_parents(L.num_nodes, channel % 2), [L.chain(k, channel)[0] for k in range(L.num_nodes)]
+    return dtree_parents(L.num_nodes, channel % 2), [L.chain(k, tree_slot(ctx, channel))[0] for k in range(L.num_nodes)]
 
 __all__ = ["btree_parents", "dtree_parents", "tree_height", "tree_allreduce_height", "add_up_down"]
