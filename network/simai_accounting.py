@@ -26,8 +26,8 @@ What SimAI does (all figures per iteration, for rank 0 only):
   divides by the overlap ratio where a bandwidth belongs; 0 at the default pp_o = 1.
 * Total = compute + exposed comm + bubble + exposed PP.
 
-Precision follows SimAI's C++ types: bandwidths and ratios are ``float`` (emulated with
-numpy float32), times are ``double`` then truncated to integer ns (``Tick``), and the
+Precision follows SimAI's C++ types: bandwidths and ratios are ``float`` (emulated by
+rounding each operation to single precision), times are ``double`` then truncated to integer ns (``Tick``), and the
 overlap scaling multiplies a Tick by a float in float precision. That is what makes the
 official example match to the microsecond.
 
@@ -38,18 +38,29 @@ clear error or, for the one-rank group, charge 0 and say so in docs/simai.md.
 from __future__ import annotations
 
 import csv
+import struct
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-
-import numpy as np
 
 from formats.simai_reader import check_runnable
 from formats.simai_text import Column, SimaiGroup, SimaiRecord, SimaiWorkload
 from workload_gen.errors import ConfigError
 from workload_gen.records import CollKind
 
-F32 = np.float32
+_FLOAT = struct.Struct("f")
+
+
+def F32(x: float) -> float:  # noqa: N802 - reads like the C type it stands for
+    """Round to IEEE single precision, as a C ``float`` holds it.
+
+    One +, -, * or / of two floats done in double and rounded once to float gives the
+    correctly rounded float result, so chaining this after each operation reproduces
+    SimAI's float arithmetic without numpy.
+    """
+    return _FLOAT.unpack(_FLOAT.pack(x))[0]
+
+
 GIB = 1024 * 1024 * 1024
 """SimAI's "GB" (its ``GBps`` macro is 1/2^30)."""
 FREQ = 1000.0
@@ -182,7 +193,7 @@ _COLUMN_OF_NODES: dict[int, int] = {1: 1, 2: 2, 4: 3, 8: 4, 16: 5, 32: 6, 64: 7,
 """SimAI's getValue column per node count; 9 is its code for the "Multi 16" column; anything else -> 5 (16 nodes)."""
 
 
-def ratio_value(size: float, nodes: int, table: tuple[tuple[float, ...], ...]) -> F32:
+def ratio_value(size: float, nodes: int, table: tuple[tuple[float, ...], ...]) -> float:
     """SimAI's ``getValue``: linear interpolation over message size, normalised by the last row.
 
     Below the first row the first row is used. SimAI 1.7 throws "Data size out of range"
@@ -201,7 +212,7 @@ def ratio_value(size: float, nodes: int, table: tuple[tuple[float, ...], ...]) -
     return F32(table[-1][col] / last)
 
 
-def bw_ratio(size: int, nranks: int, tp: int, gpus_per_server: int, group: SimaiGroup, coll: str, is_nvlink: bool) -> F32:
+def bw_ratio(size: int, nranks: int, tp: int, gpus_per_server: int, group: SimaiGroup, coll: str, is_nvlink: bool) -> float:
     """SimAI's ``cal_ratio``: which table and column apply to a collective."""
     if coll in ("allgather", "reducescatter") and group == SimaiGroup.TP:
         table = load_ratio_table("nvlink" if is_nvlink else "nic")
@@ -221,7 +232,7 @@ def bw_ratio(size: int, nranks: int, tp: int, gpus_per_server: int, group: Simai
 
 
 # --------------------------------------------------------------------------- busbw
-def calc_busbw(nvlink: F32, nic: F32, nics_per_node: F32, node_count: int, gpus_per_node: int, coll: str) -> tuple[F32, bool]:
+def calc_busbw(nvlink: float, nic: float, nics_per_node: float, node_count: int, gpus_per_node: int, coll: str) -> tuple[float, bool]:
     """SimAI's ``cal_busbw``/``calculateBusBw`` with ring all-reduce: (busbw GB/s, NVLink-bound)."""
     if gpus_per_node * node_count == 1:
         return F32(0.0), False  # SimAI: "requires at least two gpus", busbw 0
@@ -255,7 +266,7 @@ def calc_busbw(nvlink: F32, nic: F32, nics_per_node: F32, node_count: int, gpus_
     return F32(ring), is_nvlink
 
 
-def group_busbw(cluster: SimaiCluster, group: SimaiGroup, tp: int, ep: int, nranks: int, coll: str) -> tuple[F32, bool] | None:
+def group_busbw(cluster: SimaiCluster, group: SimaiGroup, tp: int, ep: int, nranks: int, coll: str) -> tuple[float, bool] | None:
     """Map a group onto nodes as SimAI's ``compute_time`` does; None means SimAI charges 0.
 
     Integer divisions are SimAI's (its NIC counts are ``uint32 / int``).
@@ -349,6 +360,7 @@ def simai_accounting(workload: SimaiWorkload, cluster: SimaiCluster) -> SimaiAcc
     bubble_us = 0.0
     dp_us = dp_ep_us = tp_us = ep_us = 0.0
     rows: list[SimaiLayerRow] = []
+    memo: dict[tuple, int] = {}
     for idx, rec in enumerate(workload.records):
         sizes = {}
         groups = {}
@@ -358,9 +370,12 @@ def simai_accounting(workload: SimaiWorkload, cluster: SimaiCluster) -> SimaiAcc
             kinds[col] = rec.comm(col).kind  # type: ignore[arg-type]
             sizes[col] = workload.effective_bytes(rec, col)  # type: ignore[arg-type]
         nr = _group_sizes(rec, tp, ep, dp)
-        where = f" (record {idx + 1}, {rec.name})"
-        t = {col: comm_time_ns(cluster, kinds[col], groups[col], sizes[col], nr[col], tp, ep, where)
-             for col in ("fwd", "ig", "wg")}
+        t = {}
+        for col in ("fwd", "ig", "wg"):
+            key = (kinds[col], groups[col], sizes[col], nr[col])
+            if key not in memo:  # records repeat ga times: time each distinct collective once
+                memo[key] = comm_time_ns(cluster, *key, tp, ep, f" (record {idx + 1}, {rec.name})")
+            t[col] = memo[key]
         if rec.name != "embedding_layer":
             bubble_us += (t["fwd"] + rec.fwd_compute_ns + rec.wg_compute_ns + rec.ig_compute_ns + t["ig"]) / FREQ
         wg_exp = _scale(t["wg"], cluster.dp_o)
