@@ -62,3 +62,34 @@ def test_optimizer_runs_once_after_the_gradients():
     assert r.iteration_time_s == pytest.approx(4 * 3.0 + 0.1 + 0.3)
     opt = [iv for iv in r.intervals if iv.category == "optimizer"]
     assert len(opt) == 1 and opt[0].start == pytest.approx(12.1)
+
+
+def test_tp_exposed_equals_the_analytical_backends_formula_on_a_built_workload():
+    """Without TP overlap every TP collective blocks the next op, so a stage's exposed TP
+    time is m x (the pass collectives' times) + the tail's, each from the backend's formula."""
+    from compute_profile.attach import attach
+    from network.analytical import AnalyticalBackend
+    from network.system import SYSTEMS
+    from workload_gen.builder import build
+    from workload_gen.model_presets import get_preset
+    from workload_gen.parallel_config import ParallelConfig
+    from workload_gen.placement import group_ranks
+    from workload_gen.records import CollectiveOp, Group
+
+    par = ParallelConfig(world_size=32, tp=4, pp=2, sp=True, global_batch=16, micro_batch=1, seq_length=1024)
+    w, _ = attach(build(get_preset("gpt3-350m"), par), "h100-sxm")
+    system = SYSTEMS["h100"]
+    r = simulate(w, system, AnalyticalBackend(system, par.world_size))
+    be = AnalyticalBackend(system, par.world_size)
+    for st in w.stages:
+        rep = st.stage * (par.world_size // par.pp)
+        ranks = group_ranks(par, Group.TP, rep)
+
+        def tp_time(ops):
+            return sum(be.collective_time(op, ranks) for op in ops
+                       if isinstance(op, CollectiveOp) and op.group is Group.TP)
+        assert not any(op.overlappable for _, _, op in w.ops() if isinstance(op, CollectiveOp) and op.group is Group.TP)
+        expected = sum(par.num_microbatches * (tp_time(ch.forward) + tp_time(ch.backward)) for ch in st.chunks)
+        expected += tp_time(st.iteration)
+        assert expected > 0
+        assert r.stage_breakdowns[st.stage].exposed_comm_s["tp"] == pytest.approx(expected, rel=1e-9)
