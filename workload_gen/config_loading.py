@@ -167,9 +167,11 @@ def _resolve_model(spec: object, source: str | None) -> ModelConfig:
         if preset is not None:
             base = get_preset(preset, source)
             merged = base.to_dict()
+            changed = sorted(k for k, v in values.items() if merged[k] != v)
+            if not changed:
+                return base  # flags that restate the preset (pasted launch arguments) change nothing
             merged.update(values)
-            if values:
-                merged["source"] = values.get("source", f"{base.source}; overridden: {', '.join(sorted(values))}")
+            merged["source"] = values.get("source", f"{base.source}; overridden: {', '.join(changed)}")
             return ModelConfig(**merged)
         missing = [k for k in ("num_layers", "hidden_size", "num_attention_heads", "vocab_size") if k not in values]
         if missing:

@@ -106,7 +106,13 @@ class _Emitter:
     # --- primitives --------------------------------------------------------------------
     def compute(self, name: str, phase: Phase, kind: OpKind, shape: tuple[int, ...], fb: tuple[float, float],
                 dtype: str | None = None) -> ComputeOp:
-        return ComputeOp(name, 0, phase, kind, shape, dtype or self.key.dtype, fb[0], fb[1])
+        """A compute template. Under fp8 only the GEMMs run in fp8 (Transformer Engine);
+        everything else, attention included, stays in bf16."""
+        if dtype is None:
+            dtype = self.key.dtype
+            if dtype == "fp8" and kind not in (OpKind.GEMM, OpKind.GROUPED_GEMM):
+                dtype = "bf16"
+        return ComputeOp(name, 0, phase, kind, shape, dtype, fb[0], fb[1])
 
     def coll(self, name: str, phase: Phase, kind: CollKind, group: Group, size: int, nbytes: int,
              overlappable: bool = False, peer: int = 0) -> CollectiveOp:

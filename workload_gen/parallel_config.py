@@ -195,6 +195,11 @@ def check_against_model(model: ModelConfig, par: ParallelConfig) -> None:
         raise ConfigError("ep", par.ep, "expert parallelism needs an MoE model (num_experts > 0)")
     if model.ffn % par.tp:
         raise ConfigError("tp", par.tp, f"ffn_hidden_size={model.ffn} is not divisible by tp")
+    if model.position_embedding == "learned" and par.seq_length > model.max_position_embeddings:
+        raise ConfigError(
+            "seq_length", par.seq_length,
+            f"exceeds max_position_embeddings={model.max_position_embeddings} of the learned position table",
+        )
     if model.is_moe and par.tp > 1 and not par.sp:
         raise ConfigError("sp", False, "MoE models with tp > 1 need sequence parallelism (Megatron-Core's MoE layer requires it)")
     if par.recompute == "full" and par.recompute_num_layers is not None:
