@@ -207,3 +207,23 @@ def test_backward_comm_shares_a_record_with_a_forward_comm_of_its_group() -> Non
             assert r.group("fwd") == SimaiGroup.EP, r
     ep_records = [r for r in sw.records if r.group("fwd") == SimaiGroup.EP]
     assert ep_records and all(r.group("ig") == SimaiGroup.EP for r in ep_records)
+
+
+def test_forward_dp_all_gather_goes_to_the_weight_grad_column() -> None:
+    # overlap_param_gather puts a DP all-gather in the forward; SimAI's forward column cannot name DP.
+    from dataclasses import replace
+
+    from simai_testdata import _k
+    from workload_gen.records import CollKind
+
+    w = toy_workload()
+    st = w.stages[0]
+    ch = st.chunks[0]
+    ag = _k("param_ag_fwd", 0, Phase.FWD, CollKind.ALL_GATHER, Group.DP, 2, 123_456_789, True)
+    ch2 = replace(ch, forward=(ag, *ch.forward))
+    w2 = replace(w, stages=(replace(st, chunks=(ch2,)), *w.stages[1:]))
+    sw = workload_to_simai(w2, 0)
+    hits = [r for r in sw.records if r.wg_comm.bytes == 123_456_789]
+    assert len(hits) == w.parallel.num_microbatches
+    assert all(r.wg_comm.token == "ALLGATHER" and r.group("wg") == SimaiGroup.DP for r in hits)
+    assert all(r.fwd_comm.kind is None for r in hits)
