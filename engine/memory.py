@@ -33,8 +33,9 @@ min(pp - s, m) micro-batches; for interleaving this gives Megatron's factor
 (1 + (pp-1)/(pp*vpp)) * pp on the first stage.
 
 Temporary: the largest per-op transient buffer: the loss (bf16 logits + their fp32
-copy, (2 + 4) * tokens * vocab/t), the SP all-gathered layer input (2*s*b*h), or the
-MoE dispatch buffers. Reserved = allocated * 1.06: the caching allocator's
+copy, (2 + 4) * tokens * vocab/t), the SP all-gathered layer input (2*s*b*h), the
+gradients inside a dense MLP's backward (FC2 input and FC1 output, 2*s*b*f*(w+1)/t with
+w = 2 for SwiGLU), or the MoE dispatch buffers. Reserved = allocated * 1.06: the caching allocator's
 fragmentation; Megatron runs on B200 (../shared/data/real/b200_megatron_measured.csv)
 show reserved/allocated between 1.03 and 1.07.
 """
@@ -184,6 +185,12 @@ def _temporary(workload: Workload, stage: int) -> float:
     if par.sp:
         temp = e * T * h  # the all-gathered input of QKV / FC1
     layers = {op.layer for ch in workload.stages[stage].chunks for op in ch.forward}
+    width = 2 if model.activation == "swiglu" else 1
+    dense = [layer for layer in layers if 0 <= layer < model.num_layers and not model.is_moe_layer(layer)]
+    if dense:
+        # Backward of a dense MLP: gradients of the FC2 input and of the FC1 output coexist.
+        f = model.dense_ffn if model.is_moe else model.ffn
+        temp = max(temp, e * T * f * (width + 1) / par.tp)
     if model.num_layers in layers:
         temp = max(temp, (e + 4) * T * model.vocab_size / par.tp)
     if any(model.is_moe_layer(layer) for layer in layers if 0 <= layer < model.num_layers):
