@@ -6,7 +6,8 @@ Link model (documented so the closed forms can be derived from it):
   NVLS egress, a switch->GPU flow the GPU's NVLS ingress (``nvls rate``, below). An
   inter-node flow uses the NIC of the source GPU's rail on its node (egress) and the NIC
   of the destination GPU's rail (ingress), ``nic_bw`` each.
-- Sharing. A *lane* is (channel, src, dst, hop): one NCCL connection. The lanes that use a
+- Sharing. A *lane* is (channel, src, dst, hop, step): one NCCL connection, and within
+  it one stage of the algorithm. The lanes that use a
   resource at the same time share it evenly; "at the same time" means the same step for
   step-synchronous algorithms (ring, halving-doubling, all-to-all) and the whole graph for
   pipelined ones (tree, NVLS, chains, send/recv), per FlowGraph.concurrency. A flow's rate
@@ -109,6 +110,9 @@ def flow_rates(g: FlowGraph, links: LinkModel) -> np.ndarray:
 
     lane_key = ((g.channel.astype(np.int64) * (1 << 22) + (src + (1 << 21))) * (1 << 22) + (dst + (1 << 21))) * 2 + g.hop
     _, lane = np.unique(lane_key, return_inverse=True)
+    # different template edges on one connection (NVLS-tree: a head's reduce and its later
+    # push into the switch) are separate streams: the step tells them apart
+    _, lane = np.unique(lane.astype(np.int64) * (int(g.step.max()) + 1) + g.step, return_inverse=True)
     n_lanes = int(lane.max()) + 1
     group = g.step.astype(np.int64) if g.concurrency == "step" else np.zeros(n, dtype=np.int64)
     n_groups = int(group.max()) + 1
