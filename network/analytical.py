@@ -59,9 +59,9 @@ class AnalyticalBackend:
                 raise ConfigError("rank", r, f"must be in 0..{self.world_size - 1} (world size {self.world_size})")
         return GroupShape.from_ranks(ranks, self.system.gpus_per_node)
 
-    def path(self, kind: CollKind, group: Group, shape: GroupShape) -> CollectivePath:
-        """Fabric, busbw and latency, with a user override applied to busbw."""
-        p = collective_path(kind, shape, self.system)
+    def path(self, kind: CollKind, group: Group, shape: GroupShape, nbytes: float) -> CollectivePath:
+        """Algorithm, fabric, busbw and latency, with a user override applied to busbw."""
+        p = collective_path(kind, shape, self.system, nbytes)
         bw = self.overrides.get((group, kind))
         if bw is not None:
             return CollectivePath(p.algorithm, bw, p.latency_s, p.link)
@@ -71,7 +71,7 @@ class AnalyticalBackend:
         """Seconds for one collective of ``nbytes`` (NCCL convention) on a group of this shape."""
         if shape.n <= 1 or nbytes <= 0:
             return 0.0
-        p = self.path(kind, group, shape)
+        p = self.path(kind, group, shape, nbytes)
         moved = nbytes * algorithm_factor(kind, shape.n)
         curve = IDEAL if (group, kind) in self.overrides else self.efficiency.curve(p.link)
         return p.latency_s + curve.transfer_time(moved, p.busbw)

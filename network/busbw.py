@@ -1,34 +1,33 @@
-"""Closed forms for one collective on an idle network: placement -> bus bandwidth, latency.
+"""Closed forms for one collective on an idle network: placement -> algorithm, busbw, time.
 
-Why a module of its own: the analytical backend, the SimAI comparison and the docs all
-need the same answer to "which fabric carries this group, at what bus bandwidth, with
-how many latency steps". Everything here is pure arithmetic on a :class:`GroupShape`
-(ranks, nodes spanned, GPUs of the group per node) and a :class:`SystemConfig`.
+Why a module of its own: the analytical backend, the efficiency fit and the docs need the
+same answer to "which algorithm and fabric carry this group, at what bus bandwidth, with
+how many latency steps". Everything here is arithmetic on a :class:`GroupShape` (ranks,
+nodes spanned, GPUs of the group per node) and a :class:`SystemConfig`.
 
-Conventions (nccl-tests): ``bytes`` S is the full buffer (see ``CollectiveOp.bytes``);
-bus bandwidth is the rate at which each rank moves its share, so the bandwidth term is
-``S * factor(kind, n) / busbw`` with factor 2(n-1)/n (all-reduce), (n-1)/n (all-gather,
-reduce-scatter, all-to-all) and 1 (send/recv, broadcast).
+Agreement with the collectives expander: the algorithm choice is the expander's ``auto``
+rule (``collectives.expand.choose_algorithm``) and the times are its closed forms
+(``collectives.closed_form``) with K -> infinity (ideal pipelining). Both are restated
+here rather than imported because importing ``collectives`` pulls numpy and every
+algorithm builder (~0.3 s), too much for a run that must finish in 0.5 s;
+tests/analytical/test_agreement.py pins the two together.
 
-Fabric choice (documented in docs/analytical.md):
-
-* one node: NVLink/NVSwitch at ``nvlink_busbw``; all-reduce over more than two GPUs
-  uses NVLS at ``nvls_busbw`` when the node has it (NCCL's choice for NVSwitch SHARP);
-* one GPU per node: that GPU's share of the NICs, ``nic_busbw * nics/gpus_per_node``;
-* k > 1 GPUs per node on m > 1 nodes ("hierarchical"): NCCL runs one ring per rail, and
-  each ring crosses each node boundary once, so a node's egress per unit of per-rank
-  bus traffic is 1 and the k NICs (rails) the group owns carry it:
-  ``busbw = min(nvlink_busbw, k * nics/gpus_per_node * nic_busbw / oversubscription)``.
-* all-to-all across nodes is bounded by the off-node share (n-k)/n of each rank's
-  buffer over its NIC share and the on-node share (k-1)/n over NVLink, in parallel.
+Conventions (nccl-tests): S is the full buffer (``CollectiveOp.bytes``); bus bandwidth
+is the rate at which each rank moves its share, so the bandwidth term is
+``S * factor(kind, n) / busbw`` (factor 2(n-1)/n all-reduce, (n-1)/n all-gather,
+reduce-scatter, all-to-all, 1 send/recv and broadcast). docs/analytical.md has the table
+of algorithms, bandwidths and latencies.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import lru_cache
 
 from network.system import SystemConfig
 from workload_gen.records import CollKind
+
+MiB = 1 << 20
 
 
 class Link(StrEnum):
@@ -59,7 +58,8 @@ class GroupShape:
 
 @dataclass(frozen=True, slots=True)
 class CollectivePath:
-    """How one collective runs: algorithm, bus bandwidth (bytes/s), latency (s), bottleneck."""
+    """How one collective runs: algorithm, large-message bus bandwidth (bytes/s),
+    total latency (s, all steps) and the bottleneck fabric."""
 
     algorithm: str
     busbw: float
@@ -78,65 +78,97 @@ def algorithm_factor(kind: CollKind, n: int) -> float:
     return 1.0  # SEND_RECV, BROADCAST
 
 
-def latency_steps(kind: CollKind, n: int, algorithm: str) -> int:
-    """Sequential hops before the last byte can arrive (the alpha term's multiplier).
+@lru_cache(maxsize=256)
+def node_tree_height(nodes: int) -> int:
+    """Edges root-to-deepest of NCCL's binary node tree (the expander's tree 0; tree 1 is
+    its mirror or shift, of the same height): node i > 0 with lowest set bit b has parent
+    (i ^ b) | 2b, or i ^ b when that is >= nodes."""
+    best = 0
+    for i in range(1, nodes):
+        d, x = 0, i
+        while x:
+            low = x & -x
+            up = (x ^ low) | (low << 1)
+            x = up if up < nodes else x ^ low
+            d += 1
+        best = max(best, d)
+    return best
 
-    Ring all-reduce is a reduce-scatter then an all-gather, n-1 hops each; all-gather,
-    reduce-scatter and the pipelined broadcast take n-1; NVLS all-reduce is a reduce and a
-    multicast through the switch (2); all-to-all and send/recv post every message at once (1).
+
+def choose_algorithm(kind: CollKind, nbytes: float, shape: GroupShape, system: SystemConfig) -> str:
+    """The expander's ``auto`` rule (a simplified NCCL tuner).
+
+    send/recv -> p2p; all-to-all -> alltoall (all messages posted at once); all-gather,
+    reduce-scatter, broadcast -> ring; all-reduce -> NVLS where the node has it, the group
+    has >= 2 GPUs on a node and S >= 1 MiB (``nvls`` on one node, ``nvls_tree`` across
+    nodes); else across nodes ``tree`` when S <= 4 MiB per node spanned; else ``ring``.
     """
-    if n <= 1:
-        return 0
-    if algorithm == "nvls":
-        return 2
-    if kind is CollKind.ALL_REDUCE:
-        return 2 * (n - 1)
-    if kind in (CollKind.ALL_GATHER, CollKind.REDUCE_SCATTER, CollKind.BROADCAST):
-        return n - 1
-    return 1
+    if kind is CollKind.SEND_RECV:
+        return "p2p"
+    if kind is CollKind.ALL_TO_ALL:
+        return "alltoall"
+    if kind is not CollKind.ALL_REDUCE:
+        return "ring"
+    if system.nvls and system.nvls_busbw > 0 and shape.per_node >= 2 and nbytes >= MiB:
+        return "nvls" if shape.nodes == 1 else "nvls_tree"
+    if shape.nodes > 1 and nbytes <= 4 * MiB * shape.nodes:
+        return "tree"
+    return "ring"
 
 
 def nic_share(system: SystemConfig, gpus: int) -> float:
     """Bytes/s of scale-out bandwidth available to ``gpus`` GPUs of one node.
 
     Every GPU of a node runs its own copy of a symmetric group, so k GPUs own
-    k * nics_per_node / gpus_per_node NICs (one rail each on a DGX-style node).
+    k * nics_per_node / gpus_per_node NICs (one rail each on a DGX-style node);
+    ``oversubscription`` divides it (the traffic is assumed to cross the thin tier).
     """
     rails = gpus * system.nics_per_node / system.gpus_per_node
     return rails * system.nic_busbw / system.oversubscription
 
 
-def collective_path(kind: CollKind, shape: GroupShape, system: SystemConfig) -> CollectivePath:
-    """The fabric, algorithm, large-message bus bandwidth and latency of one collective."""
+def _ring_busbw(shape: GroupShape, system: SystemConfig) -> tuple[float, Link]:
+    """One node: NVLink. Across nodes: one ring per rail; each ring crosses every node
+    boundary once, so a node's egress equals one rank's bus traffic, carried by the
+    k rails the group owns, while the hops inside the node ride NVLink:
+    busbw = min(nvlink_busbw, nic_share(k)) (just nic_share(1) when k = 1)."""
+    if shape.nodes == 1:
+        return system.nvlink_busbw, Link.NVLINK
+    net = nic_share(system, shape.per_node)
+    if shape.per_node > 1 and system.nvlink_busbw < net:
+        return system.nvlink_busbw, Link.NVLINK
+    return net, Link.NIC
+
+
+def collective_path(kind: CollKind, shape: GroupShape, system: SystemConfig, nbytes: float) -> CollectivePath:
+    """Algorithm, large-message busbw, total latency and bottleneck of one collective."""
     n, nodes, k = shape.n, shape.nodes, shape.per_node
-    step_lat = system.network_latency_s if nodes > 1 else system.nvlink_latency_s
-    if kind is CollKind.ALL_TO_ALL:
-        algorithm = "pairwise"
+    lat_nv, lat_net = system.nvlink_latency_s, system.network_latency_s
+    step = lat_net if nodes > 1 else lat_nv
+    algo = choose_algorithm(kind, nbytes, shape, system)
+    if algo == "p2p":
         if nodes == 1:
-            busbw, link = system.nvlink_busbw, Link.NVLINK
-        else:
-            # Per rank: (k-1)/n of S over NVLink and (n-k)/n over its NIC share, concurrently.
-            t_nic = (n - k) / n / nic_share(system, 1)
-            t_nvl = (k - 1) / n / system.nvlink_busbw
-            busbw = (n - 1) / n / max(t_nic, t_nvl)
-            link = Link.NIC if t_nic >= t_nvl else Link.NVLINK
-    elif kind is CollKind.SEND_RECV:
-        algorithm = "p2p"
+            return CollectivePath(algo, system.nvlink_busbw, lat_nv, Link.NVLINK)
+        return CollectivePath(algo, nic_share(system, 1), lat_net, Link.NIC)
+    if algo == "alltoall":
         if nodes == 1:
-            busbw, link = system.nvlink_busbw, Link.NVLINK
-        else:
-            busbw, link = nic_share(system, 1), Link.NIC
-    else:
-        if nodes == 1:
-            if kind is CollKind.ALL_REDUCE and system.nvls and system.nvls_busbw > 0 and n > 2:
-                algorithm, busbw, link = "nvls", system.nvls_busbw, Link.NVLS
-            else:
-                algorithm, busbw, link = "ring", system.nvlink_busbw, Link.NVLINK
-        else:
-            algorithm = "ring"
-            net = nic_share(system, k)
-            if k > 1 and system.nvlink_busbw < net:
-                busbw, link = system.nvlink_busbw, Link.NVLINK
-            else:
-                busbw, link = net, Link.NIC
-    return CollectivePath(algorithm, busbw, latency_steps(kind, n, algorithm) * step_lat, link)
+            return CollectivePath(algo, system.nvlink_busbw, lat_nv, Link.NVLINK)
+        # Per rank: (k-1)/n of S over NVLink and (n-k)/n over its NIC share, concurrently.
+        t_nic = (n - k) / n / nic_share(system, 1)
+        t_nvl = (k - 1) / n / system.nvlink_busbw
+        link = Link.NIC if t_nic >= t_nvl else Link.NVLINK
+        return CollectivePath(algo, (n - 1) / n / max(t_nic, t_nvl), lat_net, link)
+    if algo == "nvls":
+        return CollectivePath(algo, system.nvls_busbw, 2 * lat_nv, Link.NVLS)
+    if algo == "nvls_tree":
+        # Reduce into the switch, tree between node heads on all k rails, multicast back.
+        net = nic_share(system, k)
+        busbw, link = (system.nvls_busbw, Link.NVLS) if system.nvls_busbw < net else (net, Link.NIC)
+        return CollectivePath(algo, busbw, 2 * lat_nv + 2 * node_tree_height(nodes) * lat_net, link)
+    busbw, link = _ring_busbw(shape, system)
+    if algo == "tree":
+        # NCCL's double binary tree: chain of k inside a node below the node tree.
+        height = node_tree_height(nodes) + k - 1
+        return CollectivePath(algo, busbw, 2 * height * step, link)
+    steps = 2 * (n - 1) if kind is CollKind.ALL_REDUCE else n - 1  # ring, and the broadcast chain
+    return CollectivePath(algo, busbw, steps * step, link)

@@ -81,7 +81,7 @@ def fit_nvlink(points: list[LogPoint], system: SystemConfig) -> Fit:
     rows = []
     for p in points:
         shape = GroupShape(p.n, 1, p.n)
-        path = collective_path(p.kind, shape, system)
+        path = collective_path(p.kind, shape, system, p.size)
         d = p.size * algorithm_factor(p.kind, p.n)
         rows.append((d, path.latency_s, p.time_s, path.busbw))
     # Minimise sum(((a*D + c) - y) / t)^2 with y = t - lat: 2x2 normal equations.

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -44,9 +45,9 @@ def test_allgather_one_gpu_per_node_uses_one_nic():
     assert got == pytest.approx(expected, rel=1e-12)
 
 
-def test_hierarchical_group_uses_one_rail_per_gpu_and_is_capped_by_nvlink():
-    sysc = get_system("h100")
-    b = ideal("h100")
+def test_hierarchical_ring_uses_one_rail_per_gpu_and_is_capped_by_nvlink():
+    sysc = replace(get_system("h100"), nvls=False)  # no NVLS: NCCL's ring for large messages
+    b = AnalyticalBackend(sysc, 64, efficiency=EfficiencyTable.ideal())
     # two GPUs per node on four nodes: two rails, 2 x 46 GB/s, well below NVLink
     ranks = (0, 1, 8, 9, 16, 17, 24, 25)
     n = 8
@@ -58,14 +59,22 @@ def test_hierarchical_group_uses_one_rail_per_gpu_and_is_capped_by_nvlink():
     assert b.collective_time(op(CollKind.ALL_REDUCE, Group.DP, 16), ranks16) == pytest.approx(expected16, rel=1e-12)
 
 
-def test_nvls_allreduce_inside_an_nvswitch_node():
-    sysc = get_system("h100")
-    expected = 2 * sysc.nvlink_latency_s + 2 * 7 / 8 * S / 480e9
-    got = ideal("h100").collective_time(op(CollKind.ALL_REDUCE, Group.TP, 8), tuple(range(8)))
+def test_small_allreduce_across_nodes_uses_the_double_binary_tree():
+    sysc = get_system("a100")
+    small = 2 * 2**20  # <= 4 MiB per node spanned: NCCL's tree wins on latency
+    ranks = (0, 8, 16, 24, 32, 40, 48, 56)  # 8 nodes, one GPU each: node tree of height 3
+    expected = 2 * 3 * sysc.network_latency_s + 2 * 7 / 8 * small / (200e9 / 8 * 0.92)
+    got = ideal("a100").collective_time(op(CollKind.ALL_REDUCE, Group.DP, 8, small), ranks)
     assert got == pytest.approx(expected, rel=1e-12)
-    # two GPUs: ring (NVLS brings nothing for a pair)
-    got2 = ideal("h100").collective_time(op(CollKind.ALL_REDUCE, Group.TP, 2), (0, 1))
-    assert got2 == pytest.approx(2 * sysc.nvlink_latency_s + S / 360e9, rel=1e-12)
+
+
+def test_nvls_tree_across_nvswitch_nodes():
+    sysc = get_system("h100")
+    ranks = tuple(range(16))  # two full nodes: NVLS inside, a 2-node tree on 8 rails between them
+    busbw = min(480e9, 8 * 50e9 * 0.92)
+    expected = 2 * sysc.nvlink_latency_s + 2 * 1 * sysc.network_latency_s + 2 * 15 / 16 * S / busbw
+    got = ideal("h100").collective_time(op(CollKind.ALL_REDUCE, Group.DP, 16), ranks)
+    assert got == pytest.approx(expected, rel=1e-12)
 
 
 def test_alltoall_across_nodes_is_bounded_by_the_off_node_share():
