@@ -52,7 +52,7 @@ from workload_gen.layer_ops import (
 )
 from workload_gen.model_config import ModelConfig
 from workload_gen.parallel_config import ParallelConfig, check_against_model
-from workload_gen.params import chunk_layers, chunk_tensors, local_numel, padded_vocab, stage_params, total_params
+from workload_gen.params import chunk_layers, padded_vocab, rank_tensors, stage_params, total_params
 from workload_gen.records import (
     ChunkProgram,
     CollectiveOp,
@@ -77,6 +77,7 @@ def layer_key(model: ModelConfig, par: ParallelConfig) -> LayerKey:
         act_bytes=par.param_bytes, grad_bytes=par.grad_bytes, recompute=par.recompute,
         recompute_method=par.recompute_method, recompute_num_layers=par.recompute_num_layers,
         tp_comm_overlap=par.tp_comm_overlap, vocab_padded=padded_vocab(model, par),
+        first_stage_layers=par.first_stage_layers, last_stage_layers=par.last_stage_layers,
     )
 
 
@@ -172,12 +173,13 @@ def _stage_chunks(model: ModelConfig, key: LayerKey, stage: int) -> tuple[ChunkP
 
 
 class _ParView:
-    """The two fields chunk_layers() reads, from a LayerKey (keeps the cache key small)."""
+    """The fields chunk_layers() reads, from a LayerKey (keeps the cache key small)."""
 
-    __slots__ = ("pp", "vpp")
+    __slots__ = ("pp", "vpp", "first_stage_layers", "last_stage_layers")
 
     def __init__(self, key: LayerKey) -> None:
         self.pp, self.vpp = key.pp, key.vpp
+        self.first_stage_layers, self.last_stage_layers = key.first_stage_layers, key.last_stage_layers
 
 
 # --- once per iteration ---------------------------------------------------------------
@@ -193,15 +195,14 @@ def grad_buckets(model: ModelConfig, par: ParallelConfig, stage: int) -> list[tu
     sizes = {Group.DP: par.dp * par.cp, Group.EDP: par.edp}
     out: list[tuple[int, Group, int, int]] = []
     for c in reversed(range(par.vpp)):
-        tensors = chunk_tensors(model, par, stage, c)
+        tensors = rank_tensors(model, par, stage, c)
         chunk_buckets: list[tuple[int, Group, int, int]] = []
         for group in (Group.DP, Group.EDP):
             expert = group is Group.EDP
             cur, low = 0, 0
-            for layer, t in reversed(tensors):
-                if (t.shard == "expert") != expert:
+            for layer, n, is_expert, _ in reversed(tensors):
+                if is_expert != expert:
                     continue
-                n = local_numel(t, par)
                 cur += n
                 low = layer
                 if cap is not None and cur >= cap:
@@ -238,7 +239,7 @@ def _iteration_ops(model: ModelConfig, par: ParallelConfig, stage: int) -> tuple
             ops.append(CollectiveOp(f"grad_ar.{nm}", low, it, CollKind.ALL_REDUCE, g, sizes[g], n * par.grad_bytes,
                                     par.overlap_grad_reduce))
     if par.sp and par.tp > 1:
-        sp_n = sum(local_numel(t, par) for c in range(par.vpp) for _, t in chunk_tensors(model, par, stage, c) if t.sp_reduce)
+        sp_n = sum(n for c in range(par.vpp) for _, n, _, sp in rank_tensors(model, par, stage, c) if sp)
         if sp_n:
             ops.append(CollectiveOp("sp_grads_ar", first_layer, it, CollKind.ALL_REDUCE, Group.TP, par.tp,
                                     sp_n * par.grad_bytes))

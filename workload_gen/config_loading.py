@@ -22,6 +22,8 @@ YAML schema (every key optional; see docs/workload.md)::
       cp_comm: p2p                 # p2p | all_gather
       ep: 1
       etp: null                    # null = same as tp
+      first_stage_layers: null     # uneven pipeline (vpp 1): layers on the first/last stage
+      last_stage_layers: null
     training:
       micro_batch: 1
       global_batch: 512
@@ -76,7 +78,9 @@ DEFAULT_JOB: dict[str, dict[str, object]] = {
 on one 8-GPU node, TP 2 with SP, 4-way DP with the distributed optimizer, 8 micro-batches
 of 8192 tokens (a common NeMo/Megatron recipe shape)."""
 
-LAYOUT_KEYS: tuple[str, ...] = ("world_size", "tp", "sp", "pp", "vpp", "cp", "cp_comm", "ep", "etp")
+LAYOUT_KEYS: tuple[str, ...] = (
+    "world_size", "tp", "sp", "pp", "vpp", "cp", "cp_comm", "ep", "etp", "first_stage_layers", "last_stage_layers",
+)
 TRAINING_KEYS: tuple[str, ...] = tuple(
     f.name for f in fields(ParallelConfig) if f.name not in LAYOUT_KEYS
 )
@@ -329,6 +333,8 @@ _PAR_VALUE_FLAGS: tuple[tuple[tuple[str, ...], str, type, tuple[str, ...] | None
     (("--num-layers-per-virtual-pipeline-stage",), "num_layers_per_virtual_pipeline_stage", int, None),
     (("--cp", "--context-parallel-size"), "cp", int, None),
     (("--cp-comm", "--cp-comm-type"), "cp_comm", str, ("p2p", "all_gather")),
+    (("--first-stage-layers", "--decoder-first-pipeline-num-layers"), "first_stage_layers", int, None),
+    (("--last-stage-layers", "--decoder-last-pipeline-num-layers"), "last_stage_layers", int, None),
     (("--ep", "--expert-model-parallel-size"), "ep", int, None),
     (("--etp", "--expert-tensor-parallel-size"), "etp", int, None),
     (("--micro-batch", "--micro-batch-size"), "micro_batch", int, None),

@@ -65,6 +65,8 @@ class LayerKey:
     recompute_num_layers: int | None
     tp_comm_overlap: bool
     vocab_padded: int
+    first_stage_layers: int | None = None
+    last_stage_layers: int | None = None
 
 
 @dataclass(slots=True)

@@ -64,6 +64,11 @@ class ParallelConfig:
     None means Megatron's default: on for bf16 (its arguments.py forces it), off otherwise."""
     make_vocab_size_divisible_by: int = 128
     """Megatron pads the vocabulary to a multiple of this times tp."""
+    first_stage_layers: int | None = None
+    """Layers on the first pipeline stage (Megatron --decoder-first-pipeline-num-layers);
+    None means an even share. The other stages split the rest evenly."""
+    last_stage_layers: int | None = None
+    """Layers on the last pipeline stage (Megatron --decoder-last-pipeline-num-layers)."""
 
     def __post_init__(self) -> None:
         for name in ("world_size", "tp", "pp", "vpp", "cp", "ep", "micro_batch", "global_batch", "seq_length"):
@@ -77,6 +82,16 @@ class ParallelConfig:
         if self.recompute_num_layers is not None and (
                 not isinstance(self.recompute_num_layers, int) or self.recompute_num_layers < 1):
             raise ConfigError("recompute_num_layers", self.recompute_num_layers, "must be a positive integer")
+        for name in ("first_stage_layers", "last_stage_layers"):
+            v = getattr(self, name)
+            if v is None:
+                continue
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ConfigError(name, v, "must be a positive integer")
+            if self.pp == 1:
+                raise ConfigError(name, v, "uneven pipeline stages need pp > 1")
+            if self.vpp > 1:
+                raise ConfigError(name, v, "uneven first/last stages are supported with vpp = 1 only")
         if self.etp is not None and (not isinstance(self.etp, int) or self.etp < 1):
             raise ConfigError("etp", self.etp, "must be a positive integer")
         if self.dtype not in DTYPE_BYTES:
@@ -176,11 +191,27 @@ def check_against_model(model: ModelConfig, par: ParallelConfig) -> None:
     if not model.multi_latent_attention and kv % par.tp:
         raise ConfigError("tp", par.tp, f"num_query_groups={kv} is not divisible by tp; valid tp: {_divisors(kv)}")
     stages = par.pp * par.vpp
-    if model.num_layers % stages:
+    first, last = par.first_stage_layers, par.last_stage_layers
+    if first is not None or last is not None:
+        middle = par.pp - (first is not None) - (last is not None)
+        rest = model.num_layers - (first or 0) - (last or 0)
+        if rest < 0 or (middle == 0 and rest) or (middle and rest % middle):
+            raise ConfigError(
+                "pp", par.pp,
+                f"num_layers={model.num_layers} minus first/last stage layers ({first}, {last}) = {rest} "
+                f"must split evenly over the other {middle} stage(s)",
+            )
+        sizes = [x for x in (first, last) if x is not None] + ([rest // middle] if middle else [])
+        per_chunk_min = min(sizes)
+        if per_chunk_min < 1:
+            raise ConfigError("pp", par.pp, f"every pipeline stage needs at least one layer (got {sizes})")
+    elif model.num_layers % stages:
         raise ConfigError(
             "pp", par.pp,
             f"num_layers={model.num_layers} is not divisible by pp*vpp={par.pp}*{par.vpp}={stages}",
         )
+    else:
+        per_chunk_min = model.num_layers // stages
     if model.vocab_size < par.tp:
         raise ConfigError("vocab_size", model.vocab_size, f"must be at least tp={par.tp}")
     if model.is_moe:
@@ -193,8 +224,15 @@ def check_against_model(model: ModelConfig, par: ParallelConfig) -> None:
             raise ConfigError("etp", par.expert_tp, f"moe_ffn_hidden_size={model.expert_ffn} is not divisible by it")
     elif par.ep > 1:
         raise ConfigError("ep", par.ep, "expert parallelism needs an MoE model (num_experts > 0)")
-    if model.ffn % par.tp:
-        raise ConfigError("tp", par.tp, f"ffn_hidden_size={model.ffn} is not divisible by tp")
+    widths = []
+    if not model.is_moe or model.num_dense_layers:
+        widths.append(("ffn_hidden_size" if not model.is_moe or model.dense_ffn_hidden_size is None
+                       else "dense_ffn_hidden_size", model.dense_ffn))
+    if model.is_moe and model.moe_shared_expert_intermediate_size:
+        widths.append(("moe_shared_expert_intermediate_size", model.moe_shared_expert_intermediate_size))
+    for name, width in widths:
+        if width % par.tp:
+            raise ConfigError("tp", par.tp, f"{name}={width} is not divisible by tp")
     if model.position_embedding == "learned" and par.seq_length > model.max_position_embeddings:
         raise ConfigError(
             "seq_length", par.seq_length,
@@ -203,11 +241,10 @@ def check_against_model(model: ModelConfig, par: ParallelConfig) -> None:
     if model.is_moe and par.tp > 1 and not par.sp:
         raise ConfigError("sp", False, "MoE models with tp > 1 need sequence parallelism (Megatron-Core's MoE layer requires it)")
     if par.recompute == "full" and par.recompute_num_layers is not None:
-        per_chunk = model.num_layers // stages
-        if par.recompute_num_layers > per_chunk:
+        if par.recompute_num_layers > max(per_chunk_min, 1):
             raise ConfigError(
                 "recompute_num_layers", par.recompute_num_layers,
-                f"must be at most the layers per pipeline chunk ({per_chunk})",
+                f"must be at most the layers per pipeline chunk ({per_chunk_min})",
             )
     if par.sp and (par.seq_length // par.cp) % par.tp:
         raise ConfigError("seq_length", par.seq_length, f"with sp, seq_length/cp must be divisible by tp={par.tp}")

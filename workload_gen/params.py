@@ -192,9 +192,34 @@ def local_numel(t: ParamTensor, par: ParallelConfig) -> int:
     return t.numel
 
 
+def stage_layer_counts(model: ModelConfig, par: ParallelConfig) -> tuple[int, ...]:
+    """Layers per pipeline stage (all chunks together).
+
+    Even split by default; Megatron's --decoder-first/last-pipeline-num-layers give the
+    first/last stage their own count and split the rest evenly over the other stages
+    (validated in ``check_against_model``).
+    """
+    first, last = par.first_stage_layers, par.last_stage_layers
+    if first is None and last is None:
+        return (model.num_layers // par.pp,) * par.pp
+    middle = par.pp - (first is not None) - (last is not None)
+    rest = model.num_layers - (first or 0) - (last or 0)
+    each = rest // middle if middle else 0
+    counts = [each] * par.pp
+    if first is not None:
+        counts[0] = first
+    if last is not None:
+        counts[-1] = last
+    return tuple(counts)
+
+
 def chunk_layers(model: ModelConfig, par: ParallelConfig, stage: int, chunk: int) -> tuple[int, ...]:
     """Global layers of virtual chunk ``chunk`` on stage ``stage`` (Megatron interleaving:
     chunk c of stage s holds layers starting at (c*pp + s) * L/(pp*vpp))."""
+    if par.first_stage_layers is not None or par.last_stage_layers is not None:
+        counts = stage_layer_counts(model, par)  # uneven stages imply vpp == 1
+        start = sum(counts[:stage])
+        return tuple(range(start, start + counts[stage]))
     per = model.num_layers // (par.pp * par.vpp)
     start = (chunk * par.pp + stage) * per
     return tuple(range(start, start + per))
@@ -214,13 +239,46 @@ def chunk_tensors(model: ModelConfig, par: ParallelConfig, stage: int, chunk: in
     return out
 
 
+LocalTensor = tuple[int, int, bool, bool]
+"""(layer, elements on this rank, is expert, needs the SP gradient all-reduce)."""
+
+
+@lru_cache(maxsize=256)
+def _local_kind(model: ModelConfig, moe: bool, tp: int, expert_split: int) -> tuple[tuple[int, bool, bool], ...]:
+    layer = model.num_dense_layers if moe else 0
+    out = []
+    for t in layer_tensors(model, layer):
+        n = t.numel // tp if t.shard == "tp" else t.numel // expert_split if t.shard == "expert" else t.numel
+        out.append((n, t.shard == "expert", t.sp_reduce))
+    return tuple(out)
+
+
+def rank_tensors(model: ModelConfig, par: ParallelConfig, stage: int, chunk: int) -> list[LocalTensor]:
+    """Like :func:`chunk_tensors`, but as one rank's element counts (fast: the builder and
+    the gradient buckets call this for every stage)."""
+    out: list[LocalTensor] = []
+    vocab = padded_vocab(model, par)
+    if stage == 0 and chunk == 0:
+        out += [(-1, local_numel(t, par), False, t.sp_reduce) for t in embedding_tensors(model, vocab)]
+    split = par.ep * par.expert_tp
+    kinds = {}
+    for layer in chunk_layers(model, par, stage, chunk):
+        moe = model.is_moe_layer(layer)
+        if moe not in kinds:
+            kinds[moe] = _local_kind(model, moe, par.tp, split)
+        out += [(layer, n, e, r) for n, e, r in kinds[moe]]
+    if stage == par.pp - 1 and chunk == par.vpp - 1:
+        out += [(model.num_layers, local_numel(t, par), False, t.sp_reduce)
+                for t in head_tensors(model, vocab, output_copy=par.pp > 1)]
+    return out
+
+
 def stage_params(model: ModelConfig, par: ParallelConfig, stage: int) -> tuple[int, int]:
     """(params, dense_params) held by one rank of pipeline stage ``stage``."""
     total = dense = 0
     for chunk in range(par.vpp):
-        for _, t in chunk_tensors(model, par, stage, chunk):
-            n = local_numel(t, par)
+        for _, n, expert, _ in rank_tensors(model, par, stage, chunk):
             total += n
-            if t.shard != "expert":
+            if not expert:
                 dense += n
     return total, dense

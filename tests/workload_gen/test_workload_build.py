@@ -152,3 +152,29 @@ def test_generation_path_does_not_import_torch(tmp_path):
             "print(rc, 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["0", "False"]
+
+
+def test_uneven_first_and_last_stages():
+    # DeepSeek-V3's 61 layers over 16 stages: 3 on the first, 2 on the last, 4 on each other.
+    w = make("deepseek-v3", world_size=512, tp=2, sp=True, pp=16, ep=16, first_stage_layers=3, last_stage_layers=2,
+             global_batch=64, seq_length=4096)
+    assert [len(st.chunks[0].layers) for st in w.stages] == [3] + [4] * 14 + [2]
+    _check_programs(w)
+    from workload_gen.config_loading import add_config_arguments, configs_from_args
+    import argparse
+    p = argparse.ArgumentParser()
+    add_config_arguments(p)
+    _, par = configs_from_args(p.parse_args(
+        "--model llama3-405b --pipeline-model-parallel-size 16 --tensor-model-parallel-size 8 --sequence-parallel "
+        "--decoder-first-pipeline-num-layers 7 --decoder-last-pipeline-num-layers 7 --world-size 128".split()))
+    assert (par.first_stage_layers, par.last_stage_layers) == (7, 7)
+
+
+@pytest.mark.parametrize("settings,message", [
+    (dict(first_stage_layers=8, last_stage_layers=7), "must split evenly over the other 14 stage"),
+    (dict(first_stage_layers=7, vpp=2), "vpp = 1 only"),
+])
+def test_uneven_stage_errors(settings, message):
+    from workload_gen.errors import ConfigError
+    with pytest.raises(ConfigError, match=message):
+        make("llama3-405b", world_size=128, tp=8, sp=True, pp=16, global_batch=64, **settings)
