@@ -15,7 +15,10 @@ Entities (kept apart from how they are built, STYLE.md section 1):
 
 The engine owns the clock. Each step takes the earlier of the next queued event and the
 backend's ``next_completion_time()``; at equal times the network's completions go
-first, then the queue's own order (:mod:`engine.loop`).
+first, then the queue's own order (:mod:`engine.loop`). A backend that cannot know its
+next completion without running (a packet simulator) may offer ``advance_until(t)``:
+run up to ``t`` or to its first completion, whichever is earlier, and return the
+completions there; the engine then never asks it to run past its own next event.
 
 Two ways to run a pass:
 
@@ -488,19 +491,28 @@ class Simulator:
             self._run(R)
         backend = self.backend
         inflight = self._inflight
+        # Optional capability for backends that cannot know their next completion without
+        # running (packet simulators): advance_until(t) runs the network up to t or up to
+        # its first completion, whichever is earlier, and returns the completions there.
+        until = getattr(backend, "advance_until", None)
         events = 0
         while True:
             te = loop.peek_time()
-            tb = backend.next_completion_time() if inflight else INF
-            if tb <= te:
-                if tb == INF:
-                    break
-                loop.advance(tb)
-                for c in backend.advance_to(tb):
-                    fut = inflight.pop(c.id)
-                    events += 1
-                    self._complete(fut, tb)
-                continue
+            if inflight:
+                if until is not None:
+                    done = until(te)
+                else:
+                    tb = backend.next_completion_time()
+                    done = backend.advance_to(tb) if tb <= te and tb != INF else ()
+                if done:
+                    for c in done:
+                        # Network completions at time t go before the queue's events at t.
+                        loop.advance(c.time)
+                        events += 1
+                        self._complete(inflight.pop(c.id), c.time)
+                    continue
+            if te == INF:
+                break
             t, kind, data = loop.pop()
             events += 1
             if kind == EV_COMPUTE_DONE:
