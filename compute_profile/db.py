@@ -67,7 +67,7 @@ class ProfileRow:
     def key(self) -> tuple[str, str, str, str, str]:
         return (self.gpu, self.kind, self.shape_key, self.dtype, self.phase)
 
-    def validate(self, where: str = "row") -> None:
+    def validate(self, where: str | None = None) -> None:
         """Raise ConfigError on a value no lookup could use."""
         if not self.gpu:
             raise ConfigError("gpu", self.gpu, "must be a non-empty GPU name", where)

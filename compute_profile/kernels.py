@@ -37,6 +37,8 @@ class Bench:
     step: Callable[[], Any]
     prepare: Callable[[], Any] | None = None
     note: str = ""
+    leaves: tuple[Any, ...] = ()
+    """Tensors whose gradients a backward step computes (for inspection)."""
 
 
 def torch_dtype(torch: Any, dtype: str) -> Any:
@@ -60,7 +62,7 @@ def _autograd(torch: Any, forward: Callable[[], Any], leaves: list[Any]) -> Benc
     def step() -> None:
         state["out"].backward(state["grad"])
 
-    return Bench(step, prepare)
+    return Bench(step, prepare, leaves=tuple(leaves))
 
 
 def _fwd_or_bwd(torch: Any, phase: Phase, forward: Callable[[], Any], leaves: list[Any]) -> Bench:

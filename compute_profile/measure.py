@@ -135,12 +135,13 @@ def _provenance(torch: Any, dev: Any) -> dict[str, str]:
 def measure_workload(workload: Workload, *, gpu: str | None = None, device: str = "auto", repeats: int = 10,
                      warmup: int = 3, max_ops: int | None = None, max_gflop: float | None = None,
                      optimizer_max_params: int | None = None, threads: int | None = None,
-                     progress: TextIO | None = sys.stderr) -> list[ProfileRow]:
+                     progress: TextIO | None = None, quiet: bool = False) -> list[ProfileRow]:
     """Measure every distinct op key of ``workload``; return the rows (not yet stored).
 
     ``max_ops`` keeps the first N keys, ``max_gflop`` skips ops above that many GFLOP (both
     for CPU runs of larger models); skipped keys are reported on ``progress`` and left to
-    attach's scaling or estimator.
+    attach's scaling or estimator. Progress lines go to ``progress`` (default: sys.stderr at
+    call time) unless ``quiet``.
     """
     import torch  # lazy: only measuring needs torch
 
@@ -152,7 +153,7 @@ def measure_workload(workload: Workload, *, gpu: str | None = None, device: str 
         torch.set_num_threads(threads or 1)
     try:
         return _measure(torch, workload, gpu, device, repeats, warmup, max_ops, max_gflop,
-                        optimizer_max_params, progress)
+                        optimizer_max_params, None if quiet else (progress or sys.stderr))
     finally:
         torch.set_num_threads(prev_threads)
 

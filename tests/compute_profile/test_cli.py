@@ -1,0 +1,107 @@
+"""compute-profile CLI in-process: measure a tiny model on the CPU, imports, exports, errors."""
+from __future__ import annotations
+
+import pytest
+
+from compute_profile.cli import main
+from compute_profile.db import ProfileDB
+from compute_profile.measure import collect_cases
+from workload_gen.builder import build
+from workload_gen.model_config import ModelConfig
+from workload_gen.parallel_config import ParallelConfig
+
+from cp_fixtures import SHARED_DATA
+
+TINY = ["--num-layers", "2", "--hidden-size", "128", "--num-attention-heads", "4", "--seq-length", "64",
+        "--vocab-size", "512", "--world-size", "1", "--global-batch", "2", "--swiglu", "--normalization", "rmsnorm",
+        "--position-embedding-type", "rope", "--disable-bias-linear"]
+
+
+@pytest.fixture(scope="module")
+def measured_db(tmp_path_factory):
+    db = tmp_path_factory.mktemp("m") / "cpu.sqlite"
+    rc = main(["measure", *TINY, "--db", str(db), "--repeats", "3", "--warmup", "1"])
+    assert rc == 0
+    return db
+
+
+def test_measure_tiny_model_on_cpu_fills_db(measured_db, capsys):
+    model = ModelConfig(num_layers=2, hidden_size=128, num_attention_heads=4, vocab_size=512, activation="swiglu",
+                        normalization="rmsnorm", position_embedding="rope", add_bias_linear=False)
+    w = build(model, ParallelConfig(world_size=1, global_batch=2, seq_length=64))
+    with ProfileDB(measured_db, create=False) as db:
+        rows = db.rows()
+    assert len(rows) == len(collect_cases(w))
+    assert {r.kind for r in rows} >= {"gemm", "attention", "norm", "elementwise", "rope", "embedding", "loss", "optimizer"}
+    assert all(r.gpu == "cpu" and r.source == "measured" and r.min_s <= r.time_s <= r.max_s for r in rows)
+
+
+def test_measure_shows_progress_and_keeps_rows_without_replace(measured_db, capsys):
+    rc = main(["measure", *TINY, "--db", str(measured_db), "--repeats", "1", "--warmup", "0", "--max-ops", "2"])
+    assert rc == 0
+    err = capsys.readouterr().err
+    assert "[1/2]" in err and "[2/2]" in err
+    assert "0 new, 0 replaced, 2 kept" in err
+
+
+def test_attach_coverage_of_measured_db_is_complete(measured_db, capsys):
+    assert main(["coverage", *TINY, "--gpu", "cpu", "--db", str(measured_db)]) == 0
+    assert "measured 100.0%" in capsys.readouterr().out
+
+
+def test_stats_and_show(measured_db, capsys):
+    assert main(["stats", "--db", str(measured_db)]) == 0
+    out = capsys.readouterr().out
+    assert "cpu" in out and "gemm" in out and "total rows" in out
+    assert main(["show", "--db", str(measured_db), "--kind", "gemm", "--limit", "2"]) == 0
+    assert "more (--limit 0 lists all)" in capsys.readouterr().out
+
+
+def test_csv_export_import_round_trip(measured_db, tmp_path, capsys):
+    csv_path = tmp_path / "p.csv"
+    assert main(["export-csv", "--db", str(measured_db), "-o", str(csv_path)]) == 0
+    other = tmp_path / "copy.sqlite"
+    assert main(["import-csv", str(csv_path), "--db", str(other)]) == 0
+    with ProfileDB(measured_db, create=False) as a, ProfileDB(other, create=False) as b:
+        assert a.rows() == b.rows()
+
+
+def test_import_aiob_cli(tmp_path, capsys):
+    db = tmp_path / "a.sqlite"
+    rc = main(["import-aiob", str(SHARED_DATA / "aicb" / "aiob_inputs_Example.txt"), "--gpu", "a100", "--db", str(db),
+               "--model", "gpt3-13b", "--tp", "8", "--sp", "--seq-length", "2048", "--world-size", "128",
+               "--global-batch", "256"])
+    assert rc == 0
+    assert "10 new" in capsys.readouterr().err
+    with ProfileDB(db, create=False) as d:
+        assert {r.source for r in d.rows()} == {"imported"}
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["measure", *TINY, "--repeats", "0"], "repeats"),
+    (["show", "--db", "/nonexistent/x.sqlite"], "x.sqlite"),
+    (["import-trace", "/nonexistent/t.json", "--gpu", "h100"], "t.json"),
+    (["measure", "--model", "llama3-8b", "--tp", "3", "--max-ops", "0"], "tp"),
+    (["coverage", *TINY, "--gpu", "tpu-v9"], "gpu"),
+])
+def test_bad_input_is_one_line_exit_2(argv, msg, capsys, tmp_path):
+    rc = main([*argv] if "--db" in argv else [*argv, "--db", str(tmp_path / "x.sqlite")]
+              if argv[0] in ("measure",) else argv)
+    assert rc == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:") and msg in err[0]
+
+
+def test_failed_measure_leaves_no_database(tmp_path):
+    db = tmp_path / "never.sqlite"
+    assert main(["measure", "--model", "llama3-8b", "--tp", "3", "--db", str(db)]) == 2
+    assert not db.exists()
+
+
+@pytest.mark.parametrize("cmd", ["measure", "import-aiob", "import-csv", "export-csv", "import-trace", "stats",
+                                 "show", "coverage"])
+def test_help_everywhere(cmd, capsys):
+    with pytest.raises(SystemExit) as e:
+        main([cmd, "--help"])
+    assert e.value.code == 0
+    assert "usage: compute-profile" in capsys.readouterr().out
