@@ -103,10 +103,9 @@ def flow_rates(g: FlowGraph, links: LinkModel) -> np.ndarray:
         gpu = np.where(to_sw, src, dst)
         sel = to_sw | from_sw
         pairs = np.unique(np.stack([sw[sel], gpu[sel]], axis=1), axis=0)
-        sws, m = np.unique(pairs[:, 0], return_counts=True)
-        rate_of = {int(s): links.nvls_rate(int(c)) for s, c in zip(sws, m)}
-        nvls_bw[sel] = [rate_of[int(s)] for s in sw[sel]] if sel.sum() < 1000 else \
-            np.vectorize(lambda s: rate_of[int(s)])(sw[sel])
+        sws, m = np.unique(pairs[:, 0], return_counts=True)  # GPUs attached to each switch
+        rates = np.array([links.nvls_rate(int(c)) for c in m])
+        nvls_bw[sel] = rates[np.searchsorted(sws, sw[sel])]
 
     lane_key = ((g.channel.astype(np.int64) * (1 << 22) + (src + (1 << 21))) * (1 << 22) + (dst + (1 << 21))) * 2 + g.hop
     _, lane = np.unique(lane_key, return_inverse=True)
