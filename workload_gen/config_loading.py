@@ -40,7 +40,8 @@ YAML schema (every key optional; see docs/workload.md)::
       grad_reduce_in_fp32: null    # null = Megatron's default (true for bf16)
       make_vocab_size_divisible_by: 128
 
-Top-level sections that belong to other stages (``system``, ``engine``, ...) are
+Both ``parallel:`` and ``training:`` accept any of these keys (they form one
+ParallelConfig); the split above is only how the docs group them. Top-level sections that belong to other stages (``system``, ``engine``, ...) are
 ignored here. With no model and no parallel settings at all, :data:`DEFAULT_JOB` is used
 so that ``gen-workload`` with no arguments produces a sensible workload.
 
@@ -225,17 +226,20 @@ def configs_from_dict(data: Mapping[str, Any] | None, source: str | None = None)
         layout, training = dict(DEFAULT_JOB["parallel"]), dict(DEFAULT_JOB["training"])
     model = _resolve_model(data.get("model"), source)
 
-    vstage = layout.pop("num_layers_per_virtual_pipeline_stage", None)
-    for name, sec, keys in (("parallel", layout, LAYOUT_KEYS), ("training", training, TRAINING_KEYS)):
-        for k in sec:
-            if k not in keys:
-                other = "training" if k in TRAINING_KEYS else "parallel" if k in LAYOUT_KEYS else None
-                hint = f"it belongs in '{other}:'" if other else f"valid: {', '.join(keys)}"
-                raise ConfigError(f"{name}.{k}", sec[k], f"unknown key; {hint}", source)
+    # Layout and training keys are documented in their own sections, but both sections map
+    # onto one ParallelConfig, so either section accepts any of its fields (sweep specs put
+    # batch sizes under parallel:). Typos are still errors.
+    vstage = layout.pop("num_layers_per_virtual_pipeline_stage", training.pop("num_layers_per_virtual_pipeline_stage", None))
+    valid = LAYOUT_KEYS + TRAINING_KEYS
     kw: dict[str, Any] = {}
     for name, sec in (("parallel", layout), ("training", training)):
         for k, v in sec.items():
-            kw[k] = _coerce(ParallelConfig, k, v, name, source)
+            if k not in valid:
+                raise ConfigError(f"{name}.{k}", v, f"unknown key; valid: {', '.join(valid)}", source)
+            value = _coerce(ParallelConfig, k, v, name, source)
+            if k in kw and kw[k] != value:
+                raise ConfigError(f"{name}.{k}", v, f"conflicts with parallel.{k}={kw[k]!r}", source)
+            kw[k] = value
     if vstage is not None:
         vstage = _coerce(ParallelConfig, "pp", vstage, "parallel", source)  # a positive int
         pp = kw.get("pp", 1)
@@ -484,11 +488,13 @@ def args_to_dict(args: argparse.Namespace, base: Mapping[str, Any] | None = None
     if flags.pop("fp8", None) is not None:
         flags["dtype"] = "fp8"
     for k, v in flags.items():
+        # A flag replaces the key wherever the YAML put it (either section is accepted).
+        drop = {k} | ({"num_layers_per_virtual_pipeline_stage"} if k == "vpp" else set()) | (
+            {"vpp"} if k == "num_layers_per_virtual_pipeline_stage" else set())
+        for sec in (layout, training):
+            for d in drop:
+                sec.pop(d, None)
         (layout if k in LAYOUT_KEYS or k == "num_layers_per_virtual_pipeline_stage" else training)[k] = v
-        if k == "vpp":
-            layout.pop("num_layers_per_virtual_pipeline_stage", None)
-        if k == "num_layers_per_virtual_pipeline_stage":
-            layout.pop("vpp", None)
     if layout:
         data["parallel"] = layout
     if training:

@@ -95,11 +95,21 @@ def test_megatron_moe_and_mla_flags():
     assert model == PRESETS["deepseek-v2-lite"] and par.ep == 8
 
 
+def test_batch_settings_may_sit_under_parallel():
+    a = configs_from_dict({"model": "llama3-8b", "parallel": {"world_size": 8, "global_batch": 64, "seq_length": 4096}})
+    b = configs_from_dict({"model": "llama3-8b", "parallel": {"world_size": 8},
+                           "training": {"global_batch": 64, "seq_length": 4096}})
+    assert a == b and a[1].global_batch == 64
+
+
 def test_flags_override_yaml(tmp_path):
     path = tmp_path / "run.yaml"
     path.write_text(YAML_70B)
     _, par = _from_flags(["-c", str(path), "--tp", "4", "--no-sp"])
     assert par.tp == 4 and not par.sp
+    path.write_text("model: llama3-8b\nparallel: {world_size: 8, global_batch: 64, vpp: 2, pp: 2}\n")
+    _, par = _from_flags(["-c", str(path), "--global-batch", "32", "--num-layers-per-virtual-pipeline-stage", "4"])
+    assert par.global_batch == 32 and par.vpp == 4
 
 
 def test_no_arguments_gives_the_default_job():
@@ -153,7 +163,8 @@ def test_unknown_flag_is_an_argparse_error(capsys):
 
 
 @pytest.mark.parametrize("text,message", [
-    ("model: llama3-8b\nparallel:\n  tp: 2\n  global_batch: 8\n", "parallel.global_batch"),
+    ("model: llama3-8b\nparallel:\n  tp: 2\n  global_bacth: 8\n", "parallel.global_bacth"),
+    ("model: llama3-8b\nparallel:\n  seq_length: 8\ntraining:\n  seq_length: 16\n", "conflicts with"),
     ("model: llama3-8b\nparalel:\n  tp: 2\n", "unknown section"),
     ("model: {preset: llama3-8b, hidden: 4}\n", "model.hidden"),
     ("model: llama3-8b\nparallel:\n  tp: two\n", "must be an integer"),
