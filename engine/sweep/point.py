@@ -1,0 +1,86 @@
+"""Evaluate one sweep point in-process: config mapping in, one flat table row out.
+
+No files in between: configs -> build -> memory check -> attach -> simulate. A point
+that cannot run is kept with ``status="invalid"`` and the reason (the same one-line
+message the CLIs print), never dropped. Memory over the GPU's capacity is checked
+before simulating, since it is cheap and such points need no timing.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from network.system import SystemConfig, load_system, system_from_dict
+from workload_gen.errors import TrainsimError
+
+GIB = 2**30
+
+# The summary.json figures that become columns (scalars; per-stage lists are reduced to the max).
+SUMMARY_COLUMNS = ("iteration_time_s", "tokens_per_s", "tflops_per_gpu", "mfu")
+
+
+@lru_cache(maxsize=64)
+def _preset_system(name: str) -> SystemConfig:
+    return load_system(name)
+
+
+def system_of(config: dict[str, Any]) -> SystemConfig:
+    spec = config.get("system", "h100")
+    if isinstance(spec, str):
+        return _preset_system(spec)
+    if isinstance(spec, dict):
+        return system_from_dict(spec, source="sweep system")
+    raise TrainsimError(f"system={spec!r} must be a preset name or a mapping of system fields")
+
+
+def evaluate_config(config: dict[str, Any]) -> dict[str, Any]:
+    """One row: status, reason, the resolved inputs, and every summary figure."""
+    from engine.memory import estimate_memory
+    from engine.pipeline import run_workload
+    from formats.run_outputs import breakdown_dict, model_flops_per_iteration
+    from workload_gen import build
+    from workload_gen.config_loading import configs_from_dict
+
+    row: dict[str, Any] = {"status": "ok", "reason": ""}
+    try:
+        system = system_of(config)
+        model, par = configs_from_dict(config, source="sweep point")
+        row.update({
+            "model": model.name, "system": system.name, "gpus": par.world_size,
+            "tp": par.tp, "pp": par.pp, "vpp": par.vpp, "dp": par.dp, "cp": par.cp, "ep": par.ep, "sp": par.sp,
+            "micro_batch": par.micro_batch, "global_batch": par.global_batch, "seq_length": par.seq_length,
+            "recompute": par.recompute, "distributed_optimizer": par.distributed_optimizer,
+        })
+        workload = build(model, par)
+        memory = estimate_memory(workload)
+        peak = max(m.allocated_peak for m in memory)
+        reserved = max(m.reserved_peak for m in memory)
+        row.update(peak_memory_bytes=peak, reserved_memory_bytes=reserved, peak_memory_gib=peak / GIB)
+        capacity = system.gpu_spec.memory_bytes
+        if reserved > capacity:
+            row.update(status="invalid",
+                       reason=f"memory: reserved {reserved / GIB:.1f} GiB > {system.gpu} capacity {capacity / GIB:.1f} GiB")
+            return row
+        result = run_workload(workload, system, timeline=False, attach=True)
+    except TrainsimError as exc:
+        row.update(status="invalid", reason=str(exc))
+        return row
+    t = result.iteration_time_s
+    flops = model_flops_per_iteration(result.workload)
+    per_gpu = flops / (t * par.world_size)
+    peak_flops = system.gpu_spec.peak_flops.get(par.dtype, 0.0)
+    row.update(
+        iteration_time_s=t,
+        tokens_per_s=result.tokens_per_s,
+        tflops_per_gpu=per_gpu / 1e12,
+        mfu=per_gpu / peak_flops if peak_flops else float("nan"),
+    )
+    for part, seconds in breakdown_dict(result.breakdown).items():
+        row[f"breakdown_s.{part}"] = seconds
+    cov = result.extras.get("compute_coverage")
+    if cov is not None:
+        for source in ("measured", "scaled", "estimated", "imported"):
+            row[f"coverage.{source}"] = cov.share(source)
+    return row
+
+
