@@ -19,7 +19,7 @@ YAML schema (every key optional; see docs/workload.md)::
       pp: 4
       vpp: 2                       # or num_layers_per_virtual_pipeline_stage: 5
       cp: 1
-      cp_comm: p2p                 # p2p | all_gather
+      cp_comm: p2p                 # p2p | all_gather | a2a
       ep: 1
       etp: null                    # null = same as tp
       first_stage_layers: null     # uneven pipeline (vpp 1): layers on the first/last stage
@@ -336,7 +336,7 @@ _PAR_VALUE_FLAGS: tuple[tuple[tuple[str, ...], str, type, tuple[str, ...] | None
     (("--vpp", "--num-virtual-stages-per-pipeline-rank"), "vpp", int, None),
     (("--num-layers-per-virtual-pipeline-stage",), "num_layers_per_virtual_pipeline_stage", int, None),
     (("--cp", "--context-parallel-size"), "cp", int, None),
-    (("--cp-comm", "--cp-comm-type"), "cp_comm", str, ("p2p", "all_gather")),
+    (("--cp-comm", "--cp-comm-type"), "cp_comm", str, ("p2p", "all_gather", "a2a")),
     (("--first-stage-layers", "--decoder-first-pipeline-num-layers"), "first_stage_layers", int, None),
     (("--last-stage-layers", "--decoder-last-pipeline-num-layers"), "last_stage_layers", int, None),
     (("--ep", "--expert-model-parallel-size"), "ep", int, None),

@@ -28,6 +28,8 @@ Collective sizes follow NCCL's convention (the full buffer, as nccl-tests report
   ``cp-1`` times and the accumulated dK/dV ``cp`` times (the last hop returns it to its
   owner), as Transformer Engine's ring attention does. All-gather mode: one all-gather
   of K/V (gathered ``cp`` times the local size) forward, a reduce-scatter of dK/dV backward.
+  a2a mode (Ulysses): all-to-all of the local Q, K, V (``b*s_l*(a_l*d_qk + g_l*(d_qk+d_v))*B``)
+  to head shards and of the output (``b*s_l*a_l*d_v*B``) back, mirrored in backward.
 - EP (alltoall dispatcher): dispatch and combine all-to-all of ``T_sp*topk*h*B`` each,
   in both directions; with expert-TP ``etp > 1`` an all-gather before the experts and a
   reduce-scatter after, ``etp*T_sp*topk*h*B`` each (mirrored in backward).
@@ -197,20 +199,32 @@ class _Emitter:
         key, B = self.key, self.B
         b, cp = key.micro_batch, key.cp
         s_l, s = key.seq_length // cp, key.seq_length
+        kv_bytes = b * s_l * kv_heads * (d_qk + d_v) * B
+        fwd_comm: list[Op] = []
+        fwd_post: list[Op] = []
+        bwd_pre: list[Op] = []
+        bwd_post: list[Op] = []
+        if cp > 1 and key.cp_comm == "a2a":
+            # Ulysses: all-to-all from sequence shards to head shards for Q, K, V; attention
+            # over the whole sequence with heads/cp heads; all-to-all of the output back.
+            # Per-rank buffers: local Q+K+V and local O.
+            qkv_bytes = b * s_l * heads * d_qk * B + kv_bytes
+            o_bytes = b * s_l * heads * d_v * B
+            fwd_comm.append(self.coll("cp_qkv_a2a", FWD, CollKind.ALL_TO_ALL, Group.CP, cp, qkv_bytes))
+            fwd_post.append(self.coll("cp_out_a2a", FWD, CollKind.ALL_TO_ALL, Group.CP, cp, o_bytes))
+            bwd_pre.append(self.coll("cp_out_a2a", BWD_I, CollKind.ALL_TO_ALL, Group.CP, cp, o_bytes))
+            bwd_post.append(self.coll("cp_qkv_a2a", BWD_I, CollKind.ALL_TO_ALL, Group.CP, cp, qkv_bytes))
+            heads, kv_heads, s_l = heads // cp, kv_heads // cp, s
         shape = (b, heads, s_l, s, d_qk, 1)
         fwd_fb = costs.attention_fwd(b, heads, kv_heads, s_l, s, d_qk, d_v, True, B)
         bwd_fb = costs.attention_bwd(b, heads, kv_heads, s_l, s, d_qk, d_v, True, B)
-        kv_bytes = b * s_l * kv_heads * (d_qk + d_v) * B
-        fwd_comm: list[Op] = []
-        bwd_pre: list[Op] = []
-        bwd_post: list[Op] = []
         if cp > 1 and key.cp_comm == "p2p":
             for i in range(1, cp):
                 fwd_comm.append(self.coll(f"cp_kv.{i}", FWD, CollKind.SEND_RECV, Group.CP, cp, kv_bytes, True, 1))
                 bwd_pre.append(self.coll(f"cp_kv.{i}", BWD_I, CollKind.SEND_RECV, Group.CP, cp, kv_bytes, True, 1))
             for i in range(1, cp + 1):
                 bwd_post.append(self.coll(f"cp_dkv.{i}", BWD_I, CollKind.SEND_RECV, Group.CP, cp, kv_bytes, True, 1))
-        elif cp > 1:
+        elif cp > 1 and key.cp_comm == "all_gather":
             fwd_comm.append(self.coll("cp_kv_ag", FWD, CollKind.ALL_GATHER, Group.CP, cp, cp * kv_bytes))
             bwd_post.append(self.coll("cp_dkv_rs", BWD_I, CollKind.REDUCE_SCATTER, Group.CP, cp, cp * kv_bytes))
         attn = self.compute("core_attn", FWD, OpKind.ATTENTION, shape, fwd_fb)
@@ -218,8 +232,8 @@ class _Emitter:
         if key.recompute == "selective":
             # Megatron's selective recompute checkpoints core attention: its forward (and
             # the CP exchange feeding it) re-runs right before its backward.
-            recompute = [_as_recompute(op) for op in (*fwd_comm, attn)]
-        self.add([*fwd_comm, attn],
+            recompute = [_as_recompute(op) for op in (*fwd_comm, attn, *fwd_post)]
+        self.add([*fwd_comm, attn, *fwd_post],
                  [*recompute, *bwd_pre, self.compute("core_attn", BWD_I, OpKind.ATTENTION, shape, bwd_fb), *bwd_post])
 
     # --- blocks ----------------------------------------------------------------------

@@ -35,8 +35,10 @@ class ParallelConfig:
     """Virtual pipeline chunks per stage (interleaved 1F1B); 1 means plain 1F1B."""
     cp: int = 1
     """Context-parallel size; sequence split over cp ranks."""
-    cp_comm: Literal["p2p", "all_gather"] = "p2p"
-    """How CP exchanges K/V: ring send/recv (p2p) or one all-gather."""
+    cp_comm: Literal["p2p", "all_gather", "a2a"] = "p2p"
+    """How CP exchanges K/V (Megatron --cp-comm-type): ring send/recv (p2p), one
+    all-gather of K/V, or all-to-all of Q/K/V and the output between sequence and head
+    sharding (a2a, DeepSpeed-Ulysses style)."""
     ep: int = 1
     """Expert-parallel size, carved out of dp*cp (Megatron-Core)."""
     etp: int | None = None
@@ -100,8 +102,8 @@ class ParallelConfig:
             raise ConfigError("recompute", self.recompute, "valid: none, selective, full")
         if self.recompute_method not in ("uniform", "block"):
             raise ConfigError("recompute_method", self.recompute_method, "valid: uniform, block")
-        if self.cp_comm not in ("p2p", "all_gather"):
-            raise ConfigError("cp_comm", self.cp_comm, "valid: p2p, all_gather")
+        if self.cp_comm not in ("p2p", "all_gather", "a2a"):
+            raise ConfigError("cp_comm", self.cp_comm, "valid: p2p, all_gather, a2a")
         if self.sp and self.tp == 1:
             raise ConfigError("sp", True, "sequence parallelism needs tp > 1")
         model_ranks = self.tp * self.pp * self.cp
@@ -245,6 +247,14 @@ def check_against_model(model: ModelConfig, par: ParallelConfig) -> None:
             raise ConfigError(
                 "recompute_num_layers", par.recompute_num_layers,
                 f"must be at most the layers per pipeline chunk ({per_chunk_min})",
+            )
+    if par.cp > 1 and par.cp_comm == "a2a":
+        kv_local = (heads if model.multi_latent_attention else kv) // par.tp
+        if (heads // par.tp) % par.cp or kv_local % par.cp:
+            raise ConfigError(
+                "cp", par.cp,
+                f"cp_comm=a2a splits the heads of each TP rank (q {heads // par.tp}, kv {kv_local}) over cp; "
+                "they must be divisible by it",
             )
     if par.sp and (par.seq_length // par.cp) % par.tp:
         raise ConfigError("seq_length", par.seq_length, f"with sp, seq_length/cp must be divisible by tp={par.tp}")

@@ -244,3 +244,27 @@ def test_every_collective_uses_its_groups_size(settings):
     for _, _, op in w.ops():
         if isinstance(op, CollectiveOp):
             assert op.group_size == group_size(w.parallel, op.group), op
+
+
+def test_cp_a2a_switches_sequence_and_head_sharding():
+    # Llama-3 8B, tp=2, cp=2, a2a: local Q (16 heads) + K,V (4 heads) of s/cp tokens go out,
+    # attention runs on 8 q heads / 2 kv heads over the whole sequence, the output comes back.
+    b, s, cp, d = 1, 8192, 2, 128
+    w = make("llama3-8b", world_size=8, tp=2, cp=cp, sp=True, global_batch=2, seq_length=s, cp_comm="a2a",
+             recompute="selective")
+    fwd, bwd = layer_ops(w, 0), layer_ops(w, 0, "bwd")
+    qkv = b * (s // cp) * (16 + 2 * 4) * d * 2
+    out = b * (s // cp) * 16 * d * 2
+    assert [(op.name, op.kind, op.bytes) for op in colls(fwd, Group.CP)] == [
+        ("cp_qkv_a2a", A2A, qkv), ("cp_out_a2a", A2A, out)]
+    assert [op.name for op in colls(bwd, Group.CP) if op.phase == Phase.BWD_INPUT] == ["cp_out_a2a", "cp_qkv_a2a"]
+    attn = comps(fwd)[[op.name for op in comps(fwd)].index("core_attn")]
+    assert attn.shape == (b, 16 // cp, s, s, d, 1)
+    rec = [op.name for op in bwd if op.phase == Phase.RECOMPUTE]
+    assert rec == ["cp_qkv_a2a", "core_attn", "cp_out_a2a"]
+
+
+def test_cp_a2a_needs_heads_divisible_by_cp():
+    from workload_gen.errors import ConfigError
+    with pytest.raises(ConfigError, match="cp_comm=a2a splits the heads"):
+        make("llama3-8b", world_size=16, tp=8, cp=2, sp=True, global_batch=1, seq_length=8192, cp_comm="a2a")
