@@ -16,10 +16,10 @@ backward, plus the once-per-iteration ops. The engine needs them split by role:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from workload_gen.errors import ConfigError
-from workload_gen.records import CollKind, CollectiveOp, ComputeOp, Group, Op, Workload
+from workload_gen.records import CollKind, CollectiveOp, ComputeOp, Group, Op, OpKind, Workload
 
 INTRA_STAGE_GROUPS = frozenset({Group.TP, Group.CP, Group.EP, Group.ETP})
 """Groups whose members all sit in one pipeline stage, so they are symmetric there."""
@@ -42,6 +42,14 @@ class PassSpec:
     memoisable: bool
     """True when every collective is within the stage (TP/CP/EP/ETP), so on a
     contention-free network the pass's timing does not depend on anything outside it."""
+    deadline: tuple[int, ...] = ()
+    """Per op index: for an overlappable collective, the index of the op that may not
+    start before it has ended (len(ops) = the pass end); -1 for other ops."""
+    issue_with: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    """Compute op index -> overlappable collectives issued when it starts (they overlap
+    the op that produces their data, see :func:`overlap_anchors`)."""
+    pre_issued: frozenset[int] = frozenset()
+    """The collectives listed in ``issue_with`` (skipped when the rank reaches them)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +83,54 @@ def _time_of(op: ComputeOp, stage: int) -> float:
     return op.time_s
 
 
+HEAVY = frozenset({OpKind.GEMM, OpKind.GROUPED_GEMM, OpKind.ATTENTION})
+"""Compute kinds a communication kernel can hide behind (TE comm-GEMM overlap, ring attention)."""
+
+
+def overlap_anchors(ops: tuple[Op, ...]) -> tuple[tuple[int, ...], dict[int, tuple[int, ...]]]:
+    """Which compute op each overlappable collective runs alongside.
+
+    An overlappable collective overlaps one neighbouring compute op, as Transformer
+    Engine's userbuffer overlap and ring attention do: a collective feeding a GEMM or
+    attention kernel (an all-gather before it, a K/V exchange) overlaps that next op; one
+    fed by such a kernel (a reduce-scatter after it, a dK/dV exchange) overlaps that
+    previous op and is issued when it starts. For a run of overlappable collectives
+    between compute ops X and Y: Y if Y is heavy (GEMM, grouped GEMM, attention), else X
+    if X is heavy, else Y, else X. Next-anchored collectives must end before the op after
+    Y starts; previous-anchored ones before the op after the run (Y) starts.
+    """
+    n = len(ops)
+    deadline = [-1] * n
+    issue_with: dict[int, tuple[int, ...]] = {}
+    i = 0
+    while i < n:
+        op = ops[i]
+        if not (isinstance(op, CollectiveOp) and op.overlappable):
+            i += 1
+            continue
+        j = i
+        while j < n and isinstance(ops[j], CollectiveOp) and ops[j].overlappable:
+            j += 1
+        run = range(i, j)
+        x = i - 1 if i > 0 and isinstance(ops[i - 1], ComputeOp) else None
+        y = j if j < n and isinstance(ops[j], ComputeOp) else None
+        heavy_y = y is not None and ops[y].kind in HEAVY
+        heavy_x = x is not None and ops[x].kind in HEAVY
+        if y is not None and (heavy_y or not heavy_x):
+            dl = y + 1 if y + 1 < n else n
+            for k in run:
+                deadline[k] = dl
+        elif x is not None:
+            for k in run:
+                deadline[k] = j
+            issue_with[x] = tuple(run)
+        else:  # between collectives: must end before whatever follows the run
+            for k in run:
+                deadline[k] = j
+        i = j
+    return tuple(deadline), issue_with
+
+
 def _split_pass(stage: int, chunk: int, forward: bool, ops: tuple[Op, ...]) -> PassSpec:
     kept: list[Op] = []
     send: CollectiveOp | None = None
@@ -97,7 +153,9 @@ def _split_pass(stage: int, chunk: int, forward: bool, ops: tuple[Op, ...]) -> P
                 last[op.layer] = i
         grad_ready = sorted((i, layer) for layer, i in last.items())
     memo = all(isinstance(op, ComputeOp) or op.group in INTRA_STAGE_GROUPS for op in kept)
-    return PassSpec(stage, chunk, forward, tuple(kept), send, tuple(grad_ready), memo)
+    deadline, issue_with = overlap_anchors(tuple(kept))
+    pre = frozenset(k for run in issue_with.values() for k in run)
+    return PassSpec(stage, chunk, forward, tuple(kept), send, tuple(grad_ready), memo, deadline, issue_with, pre)
 
 
 def build_plans(workload: Workload) -> tuple[StagePlan, ...]:

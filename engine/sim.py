@@ -106,7 +106,7 @@ class _Acc:
 class _Rank:
     __slots__ = ("rank", "stage", "plan", "steps", "step_idx", "step", "spec", "op_idx", "in_tail",
                  "outstanding", "wait", "wait_start", "gathers", "gwait", "buckets", "bucket_at",
-                 "last_bwd", "groups", "seqs", "acc", "recs", "end", "done", "tail_spec", "wait_key")
+                 "last_bwd", "groups", "seqs", "acc", "recs", "end", "done", "tail_spec", "wait_key", "due")
 
     def __init__(self, rank: int, stage: int, plan: StagePlan, steps: tuple[Step, ...]) -> None:
         self.rank, self.stage, self.plan, self.steps = rank, stage, plan, steps
@@ -115,7 +115,10 @@ class _Rank:
         self.spec: PassSpec | None = None
         self.op_idx = 0
         self.in_tail = False
-        self.outstanding: list[_Future] = []
+        self.outstanding: list[tuple[int, _Future]] = []
+        """Overlapped collectives in flight, with the op index each must end before."""
+        self.due = INF
+        """The smallest of those op indices."""
         self.wait: list[_Future] | None = None
         self.wait_start = 0.0
         self.gathers: list[tuple[int, _Future]] = []
@@ -356,7 +359,8 @@ class Simulator:
         prof = self._profiles.get(key)
         if prof is None:
             ready = frozenset(i for (c, i) in R.bucket_at if c == spec.chunk) if not spec.forward else frozenset()
-            prof = profile_pass(spec.ops, lambda op: self._duration(op, self._group_info(R, op.group)[1]), ready)
+            prof = profile_pass(spec.ops, lambda op: self._duration(op, self._group_info(R, op.group)[1]), ready,
+                                spec.deadline, spec.issue_with)
             self._profiles[key] = prof
         return prof
 
@@ -436,37 +440,65 @@ class Simulator:
             ops = spec.ops
             n = len(ops)
             while R.op_idx < n:
-                op = ops[R.op_idx]
+                i = R.op_idx
+                if R.outstanding and R.due <= i:
+                    # overlapped collectives that must end before this op
+                    need = [f for dl, f in R.outstanding if dl <= i]
+                    if any(f.end is None for f in need):
+                        self._block(R, need, now)
+                        return
+                    R.outstanding = [x for x in R.outstanding if x[0] > i]
+                    R.due = min((dl for dl, _ in R.outstanding), default=INF)
+                op = ops[i]
                 if type(op) is ComputeOp:
                     if R.gwait:
                         need = [f for layer, f in R.gathers if layer <= op.layer]
                         if any(f.end is None for f in need):
                             self._block(R, need, now)
                             return
+                    st = R.step
+                    pre = spec.issue_with.get(i)
+                    if pre:
+                        for k in pre:
+                            fut = self._issue(R, ops[k], now, st.chunk, st.microbatch)
+                            dl = spec.deadline[k]
+                            R.outstanding.append((dl, fut))
+                            if dl < R.due:
+                                R.due = dl
                     d = op.time_s
                     if op.kind is OpKind.OPTIMIZER:
                         R.acc.optimizer += d
                     else:
                         R.acc.compute += d
                     if self.timeline:
-                        st = R.step
                         R.recs.append((0, op, now, now + d, st.chunk if st else -1, st.microbatch if st else -1))
                     self.loop.schedule(now + d, COMPLETION, EV_COMPUTE_DONE, R)
                     return
-                st = R.step
-                fut = self._issue(R, op, now, st.chunk if st else -1, st.microbatch if st else -1)
                 R.op_idx += 1
-                if op.overlappable and not R.in_tail:
-                    R.outstanding.append(fut)
+                if R.in_tail:  # once-per-iteration collectives all block
+                    fut = self._issue(R, op, now, -1, -1)
+                elif op.overlappable:
+                    if i not in spec.pre_issued:
+                        st = R.step
+                        fut = self._issue(R, op, now, st.chunk, st.microbatch)
+                        dl = spec.deadline[i]
+                        R.outstanding.append((dl, fut))
+                        if dl < R.due:
+                            R.due = dl
                     continue
+                else:
+                    st = R.step
+                    fut = self._issue(R, op, now, st.chunk, st.microbatch)
                 if fut.end is None:
                     self._block(R, [fut], now)
                     return
             if R.outstanding:
-                if any(f.end is None for f in R.outstanding):
-                    self._block(R, R.outstanding, now)
+                need = [f for _, f in R.outstanding]
+                if any(f.end is None for f in need):
+                    self._block(R, need, now)
                     return
                 R.outstanding = []
+                R.due = INF
             self._end_pass(R, now)
 
     def _end_pass(self, R: _Rank, now: float) -> None:

@@ -18,16 +18,29 @@ def test_blocking_tp_all_reduce_is_exposed_in_full():
     assert r.iteration_time_s == pytest.approx(m * 3.0 + n * per)
 
 
-def test_overlapped_tp_comm_is_hidden_except_the_last_of_each_pass():
-    # each layer's compute (1/3 s fwd) hides the previous layer's all-reduce (0.01 s);
-    # only the all-reduce issued after the last op of a pass is waited for at its end.
+def test_overlapped_tp_comm_shorter_than_its_gemm_is_hidden():
+    # each all-reduce (0.01 s) overlaps a neighbouring GEMM (>= 1/3 s): nothing exposed
     nbytes, layers, m = 10**8, 3, 2
-    per = nbytes / BW
     w = workload(tp=4, m=m, layers_per_chunk=layers, tp_bytes=nbytes, tp_overlap=True)
     r = simulate(w, SYSTEM, LinearBackend(bw=BW))
-    # forward: ends with an all-reduce -> exposed `per`; backward: ends with a wgrad
-    # GEMM (0.333 s) that hides the last all-reduce -> 0.
-    assert r.breakdown.exposed_comm_s["tp"] == pytest.approx(m * per)
+    assert r.breakdown.exposed_comm_s["tp"] == pytest.approx(0.0)
+    assert r.iteration_time_s == pytest.approx(m * 3.0)
+
+
+def test_overlapped_tp_comm_longer_than_its_gemm_shows_the_excess():
+    """One layer. Forward: fc (f = 1 s), then the all-reduce, fed by fc, so it overlaps fc
+    (issued when fc starts): the pass ends at max(f, c). Backward: dgrad (b/2), the
+    all-reduce, wgrad (b/2): between two GEMMs it overlaps the next one, as TE overlaps
+    the dgrad reduce-scatter with the wgrad GEMM: max(b/2, c). With c = 1.5 s: 0.5 s
+    exposed in each pass."""
+    f, b, c, m = 1.0, 2.0, 1.5, 2
+    w = workload(tp=4, m=m, f=f, b=b, tp_bytes=int(c * BW), tp_overlap=True)
+    r = simulate(w, SYSTEM, LinearBackend(bw=BW))
+    per_mb = max(0.0, c - f) + max(0.0, c - b / 2)
+    assert r.breakdown.exposed_comm_s["tp"] == pytest.approx(m * per_mb)
+    assert r.iteration_time_s == pytest.approx(m * (f + b + per_mb))
+    ar = sorted((iv.start, iv.phase) for iv in r.intervals if iv.stream == "tp" and iv.microbatch == 0)
+    assert ar == [(0.0, "fwd"), (pytest.approx(f + 0.5 + b / 2), "bwd-input")]
 
 
 def test_overlapped_dp_reduce_is_hidden_and_non_overlapped_is_exposed():

@@ -87,3 +87,19 @@ def test_built_workload_pass_equals_op(kw):
     slow = simulate(w, SYSTEMS["h100"], "analytical", level="op")
     _assert_same(fast, slow)
     assert len(fast.intervals) == len(slow.intervals)
+
+
+@pytest.mark.parametrize("cp_comm", ["p2p", "all_gather"])
+def test_moe_and_cp_pass_equals_op_and_all_ranks(cp_comm):
+    from dataclasses import replace as _replace
+
+    model = _replace(get_preset("mixtral-8x7b"), num_layers=4)
+    par = ParallelConfig(world_size=32, tp=2, pp=2, cp=2, cp_comm=cp_comm, ep=4, sp=True, global_batch=8,
+                         micro_batch=1, seq_length=1024, distributed_optimizer=True, overlap_grad_reduce=True)
+    w, _ = attach(build(model, par), "h100-sxm")
+    fast = simulate(w, SYSTEMS["h100"], "analytical")
+    slow = simulate(w, SYSTEMS["h100"], "analytical", level="op")
+    every = simulate(w, SYSTEMS["h100"], "analytical", all_ranks=True, timeline=False)
+    _assert_same(fast, slow)
+    _assert_same(fast, every)
+    assert fast.breakdown.exposed_comm_s["ep"] > 0 and fast.breakdown.exposed_comm_s["cp"] > 0
