@@ -116,7 +116,7 @@ class _Emitter:
             dtype = self.key.dtype
             if dtype == "fp8" and kind not in (OpKind.GEMM, OpKind.GROUPED_GEMM):
                 dtype = "bf16"
-        return ComputeOp(name, 0, phase, kind, shape, dtype, fb[0], fb[1])
+        return ComputeOp(name, 0, phase, kind, shape, dtype, float(fb[0]), float(fb[1]))
 
     def coll(self, name: str, phase: Phase, kind: CollKind, group: Group, size: int, nbytes: int,
              overlappable: bool = False, peer: int = 0) -> CollectiveOp:

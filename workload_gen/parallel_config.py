@@ -104,6 +104,10 @@ class ParallelConfig:
             raise ConfigError("recompute_method", self.recompute_method, "valid: uniform, block")
         if self.cp_comm not in ("p2p", "all_gather", "a2a"):
             raise ConfigError("cp_comm", self.cp_comm, "valid: p2p, all_gather, a2a")
+        if self.overlap_param_gather and not self.distributed_optimizer:
+            raise ConfigError("overlap_param_gather", True, "needs the distributed optimizer (Megatron requires it)")
+        if self.overlap_param_gather and not self.overlap_grad_reduce:
+            raise ConfigError("overlap_param_gather", True, "needs overlap_grad_reduce (Megatron requires it)")
         if self.sp and self.tp == 1:
             raise ConfigError("sp", True, "sequence parallelism needs tp > 1")
         model_ranks = self.tp * self.pp * self.cp

@@ -144,6 +144,7 @@ BAD = [
     (["--model", "mixtral-8x7b", "--tp", "2", "--ep", "2", "--world-size", "4"], "need sequence parallelism"),
     (["--num-layers", "4", "--hidden-size", "256", "--num-attention-heads", "4"], "vocab_size"),
     (["--model", "gpt3-175b", "--seq-length", "4096"], "max_position_embeddings=2048"),
+    (["--model", "llama3-8b", "--overlap-param-gather", "--overlap-grad-reduce"], "needs the distributed optimizer"),
 ]
 
 
