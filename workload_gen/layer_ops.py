@@ -71,14 +71,38 @@ class LayerKey:
     last_stage_layers: int | None = None
 
 
+Stamp = tuple[type, str, tuple]
+"""(record class, name, the constructor arguments after ``layer``): a template op in the
+form the builder's hot loop instantiates fastest."""
+
+
+def _stamps(ops: tuple[Op, ...]) -> tuple[Stamp, ...]:
+    out: list[Stamp] = []
+    for op in ops:
+        if type(op) is ComputeOp:
+            out.append((ComputeOp, op.name, (op.phase, op.kind, op.shape, op.dtype, op.flops, op.bytes)))
+        else:
+            out.append((CollectiveOp, op.name, (op.phase, op.kind, op.group, op.group_size, op.bytes,
+                                                 op.overlappable, op.peer)))
+    return tuple(out)
+
+
 @dataclass(slots=True)
 class Templates:
     """One layer kind: forward ops, backward ops (execution order) and the forward ops as
-    they are re-run by full recompute."""
+    they are re-run by full recompute, each as ops (layer 0) and as stamps."""
 
     fwd: tuple[Op, ...]
     bwd: tuple[Op, ...]
     recompute: tuple[Op, ...]
+    fwd_stamps: tuple[Stamp, ...] = ()
+    bwd_stamps: tuple[Stamp, ...] = ()
+    recompute_stamps: tuple[Stamp, ...] = ()
+
+    def __post_init__(self) -> None:
+        self.fwd_stamps = _stamps(self.fwd)
+        self.bwd_stamps = _stamps(self.bwd)
+        self.recompute_stamps = _stamps(self.recompute)
 
 
 @dataclass(slots=True)
