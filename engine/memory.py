@@ -130,7 +130,8 @@ def layer_activation_bytes(
 
 def _stage_chunk_activation(
     workload: Workload, stage: int, chunk: int, *, attention: str, dropout: bool,
-) -> float:
+) -> tuple[float, float]:
+    """(bytes held per micro-batch in flight, transient bytes while one is recomputed)."""
     model, par = workload.model, workload.parallel
     prog = workload.stages[stage]
     ch = next(c for c in prog.chunks if c.chunk == chunk)
@@ -146,20 +147,20 @@ def _stage_chunk_activation(
     if model.num_layers in op_layers:  # final norm input and output-layer input
         extra += 2 * e * T * model.hidden_size / sp_div
     if par.recompute == "none":
-        return sum(a.total for a in acts) + extra
+        return sum(a.total for a in acts) + extra, 0.0
     if par.recompute == "selective":
-        return sum(a.rest for a in acts) + extra
+        return sum(a.rest for a in acts) + extra, 0.0
     # Full recompute: which layers are recomputed, and the working set of one group.
     n = par.recompute_num_layers or (1 if par.recompute_method == "uniform" else len(acts))
     if par.recompute_method == "uniform":
         groups = [acts[i:i + n] for i in range(0, len(acts), n)]
         kept = sum(g[0].input for g in groups)
         working = max((sum(a.total for a in g) for g in groups), default=0.0)
-        return kept + working + extra
+        return kept + extra, working
     recomputed, stored = acts[:n], acts[n:]
     kept = sum(a.input for a in recomputed) + sum(a.total for a in stored)
     working = max((a.total for a in recomputed), default=0.0)
-    return kept + working + extra
+    return kept + extra, working
 
 
 def _in_flight_peak(workload: Workload, stage: int, per_chunk: dict[int, float], schedule: str) -> float:
@@ -216,11 +217,14 @@ def estimate_memory(
             opt = opt_bytes * dense / (par.dp * par.cp) + opt_bytes * expert / par.edp
         else:
             opt = opt_bytes * prog.params
-        per_chunk = {
+        parts = {
             ch.chunk: _stage_chunk_activation(workload, prog.stage, ch.chunk, attention=attention, dropout=dropout)
             for ch in prog.chunks
         }
-        acts = _in_flight_peak(workload, prog.stage, per_chunk, sched)
+        # Held activations of the micro-batches in flight, plus (full recompute) the one
+        # group being recomputed, which exists once whatever the number in flight.
+        acts = _in_flight_peak(workload, prog.stage, {c: p[0] for c, p in parts.items()}, sched)
+        acts += max(p[1] for p in parts.values())
         out.append(MemoryEstimate(
             stage=prog.stage,
             weights=w_bytes * prog.params,

@@ -63,6 +63,14 @@ def test_full_recompute_keeps_inputs_plus_one_layer():
     assert mem.activations == pytest.approx(3 * 2 * SBH / 2 + full_layer)
 
 
+def test_full_recompute_working_set_counts_once_with_several_in_flight():
+    # pp=2, stage 0 holds 2 micro-batches' layer inputs, but recomputes one layer at a time
+    w = workload(pp=2, m=4, tp=2, sp=True, recompute="full", layers_per_chunk=3)
+    mem0 = estimate_memory(w, attention="unfused", dropout=True)[0]
+    full_layer = SBH * (34 + 5 * A * S / H) / 2
+    assert mem0.activations == pytest.approx(2 * 3 * 2 * SBH / 2 + full_layer)
+
+
 def test_interleaving_matches_megatrons_memory_factor():
     """First stage: (1 + (pp-1)/(pp*vpp)) * pp micro-batches of the stage's activations."""
     pp, vpp = 4, 2
