@@ -85,7 +85,7 @@ LAYOUT_KEYS: tuple[str, ...] = (
 TRAINING_KEYS: tuple[str, ...] = tuple(
     f.name for f in fields(ParallelConfig) if f.name not in LAYOUT_KEYS
 )
-MODEL_KEYS: tuple[str, ...] = tuple(f.name for f in fields(ModelConfig) if f.name not in ("name",))
+MODEL_KEYS: tuple[str, ...] = tuple(f.name for f in fields(ModelConfig))
 OTHER_SECTIONS: frozenset[str] = frozenset({"system", "network", "engine", "sweep", "search", "profile", "output", "gpu"})
 """Top-level YAML sections owned by other stages; ignored by the workload loader."""
 
