@@ -94,8 +94,9 @@ class EstimatorParams:
         table = dict(self.launches)
         return table.get(f"{kind}/{phase}", table.get(kind, 1))
 
-    def memory_efficiency(self, kind: str) -> float:
-        return dict(self.mem_by_kind).get(kind, self.mem_default)
+    def memory_efficiency(self, kind: str, phase: str = "") -> float:
+        table = dict(self.mem_by_kind)
+        return table.get(f"{kind}/{phase}", table.get(kind, self.mem_default))
 
 
 def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -284,7 +285,7 @@ def explain(op: ComputeOp, gpu: GpuSpec | str, params: EstimatorParams | None = 
     elif kind is OpKind.ATTENTION:
         eff_m = p.attention.memory_efficiency
     else:
-        eff_m = p.memory_efficiency(kind.value)
+        eff_m = p.memory_efficiency(kind.value, Phase(op.phase).value)
     compute_s = op.flops / (peak * eff_c) if op.flops > 0 else 0.0
     memory_s = op.bytes / (spec.hbm_bw * eff_m) if op.bytes > 0 else 0.0
     launch_s = p.launch_count(kind.value, Phase(op.phase).value) * p.launch_overhead_s
