@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 from wg_helpers import colls, comps, layer_ops, make
@@ -268,3 +269,39 @@ def test_cp_a2a_needs_heads_divisible_by_cp():
     from workload_gen.errors import ConfigError
     with pytest.raises(ConfigError, match="cp_comm=a2a splits the heads"):
         make("llama3-8b", world_size=16, tp=8, cp=2, sp=True, global_batch=1, seq_length=8192, cp_comm="a2a")
+
+
+SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "aicb"
+
+
+def _aicb_fwd_sizes(name: str) -> dict[tuple[str, str], set[int]]:
+    """(record name, forward comm type) -> forward comm sizes, from an AICB-generated file."""
+    out: dict[tuple[str, str], set[int]] = {}
+    for line in (SHARED / name).read_text().splitlines()[2:]:
+        f = line.split("\t")
+        if len(f) >= 12 and f[3] != "NONE":
+            out.setdefault((f[0], f[3]), set()).add(int(float(f[4])))
+    return out
+
+
+def test_tp_sizes_agree_with_aicb_gpt13b():
+    # AICB (an independent generator) for GPT-13B, tp 8 with SP, s 2048: its TP all-gathers and
+    # reduce-scatters carry b*s*h*2 bytes, as ours do.
+    aicb = _aicb_fwd_sizes("gpt13b_w128_tp8_pp1_gbs256_seq2048_sp_aiobEx.txt")
+    w = make("gpt3-13b", world_size=128, tp=8, sp=True, global_batch=256, seq_length=2048)
+    by = {op.name: op.bytes for op in colls(layer_ops(w, 3))}
+    assert aicb[("attention_column", "ALLGATHER")] == {by["qkv_ag"]}
+    assert aicb[("attention_row", "REDUCESCATTER")] == {by["proj_rs"]}
+    assert aicb[("mlp_column", "ALLGATHER")] == {by["fc1_ag"]}
+    assert aicb[("mlp_row", "REDUCESCATTER")] == {by["fc2_rs"]}
+
+
+def test_ep_sizes_agree_with_aicb_mixtral():
+    # AICB Mixtral 8x7B, tp 2 with SP, ep 8, s 4096: all-to-all T_sp*k*h*2, expert-TP
+    # all-gather/reduce-scatter etp times that.
+    aicb = _aicb_fwd_sizes("mixtral8x7b_w128_tp2_pp1_ep8_gbs256_sp.txt")
+    w = make("mixtral-8x7b", world_size=128, tp=2, sp=True, ep=8, global_batch=256, seq_length=4096)
+    by = {op.name: op.bytes for op in colls(layer_ops(w, 3))}
+    assert aicb[("mlp_moelayer", "ALLTOALL_EP")] == {by["dispatch_a2a"], by["combine_a2a"]}
+    assert by["dispatch_ag"] in aicb[("mlp_moelayer", "ALLGATHER")]
+    assert aicb[("mlp_moelayer", "REDUCESCATTER")] == {by["combine_rs"]}
