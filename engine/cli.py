@@ -221,6 +221,16 @@ def _write_outputs(out: Path, files: dict[str, str | bytes]) -> None:
             with atomic_write(out / name, "wb" if isinstance(data, bytes) else "w",
                               encoding=None if isinstance(data, bytes) else "utf-8") as fh:
                 fh.write(data)
+            (out / name).chmod(0o666 & ~_umask())
+
+
+def _umask() -> int:
+    """The process umask (atomic_write's temporary files are 0600; outputs should not be)."""
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _fmt_s(x: float) -> str:
@@ -242,26 +252,26 @@ def summary_table(summary: dict[str, Any]) -> str:
         lines.append(f"{cfg.get('workload', '')} ({summary.get('accounting')} accounting)")
     lines.append(f"iteration time   {_fmt_s(t)}")
     if "tokens_per_s" in summary:
-        mfu = summary.get("mfu")
-        lines.append(f"throughput       {summary['tokens_per_s']:,.0f} tokens/s, {summary['tflops_per_gpu']:.1f} TFLOP/s "
-                     f"per GPU" + (f", MFU {mfu:.1%}" if mfu is not None else ""))
+        mfu, tf = summary.get("mfu"), summary.get("tflops_per_gpu")
+        lines.append(f"throughput       {summary['tokens_per_s']:,.0f} tokens/s"
+                     + (f", {tf:.1f} TFLOP/s per GPU" if tf is not None else "")
+                     + (f", MFU {mfu:.1%}" if mfu is not None else ""))
     lines.append("breakdown (critical stage)        share")
     for k, v in summary["breakdown_s"].items():
         if v:
             lines.append(f"  {k:<15s}{_fmt_s(v)}  {v / t:6.1%}" if t else f"  {k:<15s}{_fmt_s(v)}")
-    if summary.get("peak_memory_bytes"):
+    if any(summary.get("peak_memory_bytes") or ()):
         cap = summary.get("gpu_memory_bytes") or 0
         lines.append("peak memory per stage: allocated / reserved (GiB)" + (f", GPU has {cap / GIB:.1f}" if cap else ""))
         for i, (a, r) in enumerate(zip(summary["peak_memory_bytes"], summary["reserved_memory_bytes"])):
             lines.append(f"  stage {i:<3d} {a / GIB:8.2f} / {r / GIB:8.2f}")
     cov = summary.get("compute_coverage")
-    if cov:
-        if isinstance(cov, dict):
-            shown = ", ".join(f"{k} {v:.0%}" if isinstance(v, float) else f"{k} {v}" for k, v in cov.items()
-                              if not isinstance(v, (dict, list)))
-        else:
-            shown = str(cov)
-        lines.append(f"compute times: {shown}")
+    if isinstance(cov, dict):
+        shares = [f"{k} {cov[k]:.0%}" for k in ("measured", "scaled", "estimated", "imported")
+                  if isinstance(cov.get(k), float) and cov[k] > 0]
+        if shares:
+            lines.append("compute times: " + ", ".join(shares) + (" (give --profile DB for measured times)"
+                                                                   if not cov.get("measured") else ""))
     return "\n".join(lines) + "\n"
 
 

@@ -32,6 +32,7 @@ UNITS = {
     "time": "s", "memory": "bytes", "tokens_per_s": "tokens/s",
     "tflops_per_gpu": "TFLOP/s per GPU (model FLOPs, no recompute)", "mfu": "fraction of dense peak",
     "model_flops_per_iteration": "FLOP", "busbw": "bytes/s",
+    "compute_coverage": "measured/scaled/estimated/imported: fractions of compute time; *_s: seconds",
 }
 
 
@@ -72,6 +73,24 @@ def _jsonable(obj: Any) -> Any:
     return str(obj)
 
 
+def coverage_dict(cov: Any) -> dict[str, Any] | None:
+    """compute_profile's Coverage as shares of compute time by source, plus its raw fields."""
+    if cov is None:
+        return None
+    raw = _jsonable(cov)
+    if not isinstance(raw, dict):
+        return {"value": raw}
+    total = raw.get("total_s")
+    out: dict[str, Any] = {}
+    if isinstance(total, (int, float)):
+        for src in ("measured", "scaled", "estimated", "imported"):
+            part = raw.get(f"{src}_s")
+            if isinstance(part, (int, float)):
+                out[src] = part / total if total > 0 else 0.0
+    out.update(raw)
+    return out
+
+
 def summary_dict(result: RunResult, *, coverage: Any = None, accounting: str = "event") -> dict[str, Any]:
     wl = result.workload
     par = wl.parallel
@@ -88,8 +107,9 @@ def summary_dict(result: RunResult, *, coverage: Any = None, accounting: str = "
         "units": UNITS,
         "iteration_time_s": t,
         "tokens_per_s": result.tokens_per_s if t > 0 else 0.0,
-        "tflops_per_gpu": per_gpu / 1e12,
-        "mfu": per_gpu / peak if peak else None,
+        # None when the workload carries no FLOPs (a SimAI import: the model is unknown)
+        "tflops_per_gpu": per_gpu / 1e12 if flops > 0 else None,
+        "mfu": per_gpu / peak if peak and flops > 0 else None,
         "model_flops_per_iteration": flops,
         "breakdown_s": breakdown_dict(result.breakdown),
         "stage_breakdowns_s": [breakdown_dict(b) for b in result.stage_breakdowns],
@@ -102,7 +122,7 @@ def summary_dict(result: RunResult, *, coverage: Any = None, accounting: str = "
             for m in result.memory
         ],
         "gpu_memory_bytes": spec.memory_bytes,
-        "compute_coverage": _jsonable(cov),
+        "compute_coverage": coverage_dict(cov),
         "backend": result.backend,
         "accounting": accounting,
         "extras": _jsonable({k: v for k, v in result.extras.items() if k != "compute_coverage"}),
