@@ -108,6 +108,8 @@ class ParallelConfig:
             raise ConfigError("overlap_param_gather", True, "needs the distributed optimizer (Megatron requires it)")
         if self.overlap_param_gather and not self.overlap_grad_reduce:
             raise ConfigError("overlap_param_gather", True, "needs overlap_grad_reduce (Megatron requires it)")
+        if self.tp_comm_overlap and not self.sp:
+            raise ConfigError("tp_comm_overlap", True, "needs sequence parallelism (Megatron overlaps TP comm only with sp)")
         if self.sp and self.tp == 1:
             raise ConfigError("sp", True, "sequence parallelism needs tp > 1")
         model_ranks = self.tp * self.pp * self.cp

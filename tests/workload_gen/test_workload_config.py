@@ -145,6 +145,7 @@ BAD = [
     (["--num-layers", "4", "--hidden-size", "256", "--num-attention-heads", "4"], "vocab_size"),
     (["--model", "gpt3-175b", "--seq-length", "4096"], "max_position_embeddings=2048"),
     (["--model", "llama3-8b", "--overlap-param-gather", "--overlap-grad-reduce"], "needs the distributed optimizer"),
+    (["--model", "llama3-8b", "--tp", "2", "--tp-comm-overlap"], "needs sequence parallelism"),
 ]
 
 
