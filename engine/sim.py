@@ -106,7 +106,8 @@ class _Acc:
 class _Rank:
     __slots__ = ("rank", "stage", "plan", "steps", "step_idx", "step", "spec", "op_idx", "in_tail",
                  "outstanding", "wait", "wait_start", "gathers", "gwait", "buckets", "bucket_at",
-                 "last_bwd", "groups", "seqs", "acc", "recs", "end", "done", "tail_spec", "wait_key", "due")
+                 "last_bwd", "groups", "seqs", "acc", "recs", "end", "done", "tail_spec", "wait_key", "due",
+                 "gathered")
 
     def __init__(self, rank: int, stage: int, plan: StagePlan, steps: tuple[Step, ...]) -> None:
         self.rank, self.stage, self.plan, self.steps = rank, stage, plan, steps
@@ -123,6 +124,8 @@ class _Rank:
         self.wait_start = 0.0
         self.gathers: list[tuple[int, _Future]] = []
         self.gwait = False
+        self.gathered = -2
+        """Highest layer whose overlapped parameter gathers are known to have ended."""
         self.buckets: list[_Future] = []
         self.bucket_at: dict[tuple[int, int], list[CollectiveOp]] = {}
         self.last_bwd = False
@@ -451,11 +454,12 @@ class Simulator:
                     R.due = min((dl for dl, _ in R.outstanding), default=INF)
                 op = ops[i]
                 if type(op) is ComputeOp:
-                    if R.gwait:
+                    if R.gwait and op.layer > R.gathered:
                         need = [f for layer, f in R.gathers if layer <= op.layer]
                         if any(f.end is None for f in need):
                             self._block(R, need, now)
                             return
+                        R.gathered = op.layer  # every layer up to here has its parameters
                     st = R.step
                     pre = spec.issue_with.get(i)
                     if pre:
