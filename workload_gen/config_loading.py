@@ -109,6 +109,13 @@ _ALIASES: dict[str, dict[str, str]] = {
 }
 
 
+def _literal_values(hint: Any) -> tuple[object, ...]:
+    """The allowed values of ``Literal[...]`` (or ``Literal[...] | None``); () otherwise."""
+    if typing.get_origin(hint) is typing.Literal:
+        return typing.get_args(hint)
+    return tuple(v for a in typing.get_args(hint) if typing.get_origin(a) is typing.Literal for v in typing.get_args(a))
+
+
 def _coerce(cls: type, key: str, value: object, where: str, source: str | None) -> object:
     """Check ``value`` against the annotated type of ``cls.key``; one clear error if wrong."""
     hint = _hints(cls)[key]
@@ -123,9 +130,8 @@ def _coerce(cls: type, key: str, value: object, where: str, source: str | None) 
         if v is None:
             raise ConfigError(f"{where}.{key}", value, f"valid: {', '.join(sorted(set(_ALIASES[key].values())))}", source)
         return v
-    if typing.get_origin(hint) is typing.Literal or any(typing.get_origin(a) is typing.Literal for a in args):
-        lits = [x for a in (args if typing.get_origin(hint) is not typing.Literal else (hint,))
-                for x in (typing.get_args(a) if typing.get_origin(a) is typing.Literal else ())]
+    lits = _literal_values(hint)
+    if lits:
         if value not in lits:
             raise ConfigError(f"{where}.{key}", value, f"valid: {', '.join(map(str, lits))}", source)
         return value
