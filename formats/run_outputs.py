@@ -6,11 +6,11 @@ breakdown_s{compute, exposed_<group>..., bubble, optimizer, other}, stage_breakd
 peak_memory_bytes[stage], reserved_memory_bytes[stage], memory_breakdown_bytes[stage],
 compute_coverage, backend, accounting, units, config{model, parallel, system}``.
 
-Model FLOPs are counted from the workload itself: forward and backward (input- and
-weight-gradient) ops, NOT recomputed forwards, times micro-batches, times the ranks of
-each stage. For a dense GPT this equals Megatron's 72*B*s*l*h^2*(1 + s/(6h) + V/(12*l*h))
-up to the small ops; it also holds for GQA, SwiGLU and MoE (active experts only),
-which the closed formula does not cover. MFU = that / (iteration time * peak * GPUs).
+Model FLOPs (``tflops_per_gpu``, ``mfu``) are workload_gen.flops's count: Megatron's
+72*B*s*l*h^2*(1 + s/(6h) + V/(12*l*h)) for GPT, generalised to GQA, SwiGLU, MLA and MoE,
+without recompute (PaLM's MFU convention). MFU = that / (iteration time * dense peak * GPUs).
+Hardware FLOPs (``hardware_tflops_per_gpu``) are summed from the workload's own ops,
+recompute included: what the GPUs actually executed.
 """
 from __future__ import annotations
 
@@ -26,18 +26,29 @@ from formats.atomic import atomic_write, write_text_atomic
 from workload_gen.records import ComputeOp, Group, Phase, Workload
 
 GROUPS: tuple[str, ...] = tuple(g.value for g in Group)
-_MODEL_PHASES = (Phase.FWD, Phase.BWD_INPUT, Phase.BWD_WEIGHT)
+_HW_PHASES = (Phase.FWD, Phase.BWD_INPUT, Phase.BWD_WEIGHT, Phase.RECOMPUTE)
 
 UNITS = {
     "time": "s", "memory": "bytes", "tokens_per_s": "tokens/s",
     "tflops_per_gpu": "TFLOP/s per GPU (model FLOPs, no recompute)", "mfu": "fraction of dense peak",
-    "model_flops_per_iteration": "FLOP", "busbw": "bytes/s",
+    "model_flops_per_iteration": "FLOP", "hardware_tflops_per_gpu": "TFLOP/s per GPU (executed, recompute included)",
+    "hardware_flops_per_iteration": "FLOP", "busbw": "bytes/s",
     "compute_coverage": "measured/scaled/estimated/imported: fractions of compute time; *_s: seconds",
 }
 
 
-def model_flops_per_iteration(workload: Workload) -> float:
-    """All GPUs together, one iteration; see the module docstring."""
+def model_flops(workload: Workload) -> float | None:
+    """Model FLOPs per iteration (workload_gen.flops); None for a workload without a model
+    (a SimAI import: its architecture is unknown)."""
+    if workload.params_total <= 0:
+        return None
+    from workload_gen.flops import model_flops_per_iteration as _mf
+
+    return _mf(workload.model, workload.parallel)
+
+
+def hardware_flops_per_iteration(workload: Workload) -> float:
+    """All GPUs together, one iteration, summed from the ops (recompute included)."""
     par = workload.parallel
     ranks_per_stage = par.world_size // par.pp
     total = 0.0
@@ -45,7 +56,7 @@ def model_flops_per_iteration(workload: Workload) -> float:
         per_mb = 0.0
         for ch in st.chunks:
             for op in ch.forward + ch.backward:
-                if isinstance(op, ComputeOp) and op.phase in _MODEL_PHASES:
+                if isinstance(op, ComputeOp) and op.phase in _HW_PHASES:
                     per_mb += op.flops
         total += per_mb * par.num_microbatches * ranks_per_stage
     return total
@@ -96,8 +107,10 @@ def summary_dict(result: RunResult, *, coverage: Any = None, accounting: str = "
     par = wl.parallel
     spec = result.system.gpu_spec
     t = result.iteration_time_s
-    flops = model_flops_per_iteration(wl)
-    per_gpu = flops / (t * par.world_size) if t > 0 else 0.0
+    flops = model_flops(wl)
+    hw = hardware_flops_per_iteration(wl)
+    gpu_s = t * par.world_size
+    per_gpu = flops / gpu_s if flops and gpu_s > 0 else None
     try:
         peak = spec.peak(par.dtype)
     except Exception:  # noqa: BLE001 - a dtype the GPU lacks: no MFU rather than no summary
@@ -107,10 +120,12 @@ def summary_dict(result: RunResult, *, coverage: Any = None, accounting: str = "
         "units": UNITS,
         "iteration_time_s": t,
         "tokens_per_s": result.tokens_per_s if t > 0 else 0.0,
-        # None when the workload carries no FLOPs (a SimAI import: the model is unknown)
-        "tflops_per_gpu": per_gpu / 1e12 if flops > 0 else None,
-        "mfu": per_gpu / peak if peak and flops > 0 else None,
+        # None when the workload has no model (a SimAI import: the architecture is unknown)
+        "tflops_per_gpu": per_gpu / 1e12 if per_gpu is not None else None,
+        "mfu": per_gpu / peak if peak and per_gpu is not None else None,
         "model_flops_per_iteration": flops,
+        "hardware_tflops_per_gpu": hw / gpu_s / 1e12 if gpu_s > 0 and hw > 0 else None,
+        "hardware_flops_per_iteration": hw,
         "breakdown_s": breakdown_dict(result.breakdown),
         "stage_breakdowns_s": [breakdown_dict(b) for b in result.stage_breakdowns],
         "peak_memory_bytes": [m.allocated_peak for m in result.memory],

@@ -8,7 +8,7 @@ import pytest
 
 from engine.result import Breakdown, Interval, MemoryEstimate, RunResult
 from formats.chrome_trace import STREAMS, read_chrome_trace, write_chrome_trace
-from formats.run_outputs import model_flops_per_iteration, summary_dict, write_layers_csv
+from formats.run_outputs import hardware_flops_per_iteration, summary_dict, write_layers_csv
 from network.system import get_system
 from workload_gen.model_config import ModelConfig
 from workload_gen.parallel_config import ParallelConfig
@@ -67,11 +67,16 @@ def test_trace_round_trip_and_schema(tmp_path):
 def test_summary_figures_follow_their_definitions():
     run = tiny_run()
     s = summary_dict(run)
-    # model FLOPs: fwd + bwd-input + bwd-weight (not recompute) = 3e9 per micro-batch per rank,
+    # hardware FLOPs: every compute op incl. recompute = 4e9 per micro-batch per rank,
     # 2 stages x 4 ranks each x 2 micro-batches
-    assert model_flops_per_iteration(run.workload) == pytest.approx(3e9 * 2 * 4 * 2)
-    assert s["tflops_per_gpu"] == pytest.approx(48e9 / (6.1e-3 * 8) / 1e12)
-    assert s["mfu"] == pytest.approx(48e9 / (6.1e-3 * 8) / 989.4e12)
+    assert hardware_flops_per_iteration(run.workload) == pytest.approx(4e9 * 2 * 4 * 2)
+    assert s["hardware_tflops_per_gpu"] == pytest.approx(64e9 / (6.1e-3 * 8) / 1e12)
+    # model FLOPs: Megatron's 72*B*s*l*h^2*(1 + s/(6h) + V/(12*l*h)) for this GPT
+    B, sq, l_, h, V = 4, 2048, 2, 64, 128
+    megatron = 72 * B * sq * l_ * h**2 * (1 + sq / (6 * h) + V / (12 * l_ * h))
+    assert s["model_flops_per_iteration"] == pytest.approx(megatron, rel=1e-12)
+    assert s["tflops_per_gpu"] == pytest.approx(megatron / (6.1e-3 * 8) / 1e12)
+    assert s["mfu"] == pytest.approx(megatron / (6.1e-3 * 8) / 989.4e12)
     assert s["tokens_per_s"] == pytest.approx(4 * 2048 / 6.1e-3)
     assert s["breakdown_s"]["exposed_tp"] == 0.5e-3 and s["breakdown_s"]["exposed_cp"] == 0.0
     assert s["peak_memory_bytes"] == [105, 105]
