@@ -4,7 +4,7 @@ Prints the op count, distinct profile keys, and the wall time of ``compute_profi
 with (a) no database (estimator only) and (b) a database holding a measured row for every
 other distinct key (exact hits, scaled and estimated ops mixed), best of --repeats.
 
-    python scripts/bench_attach.py [--layers 3200] [--repeats 3]
+    python scripts/bench_attach.py [--layers 3848] [--repeats 3]
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from workload_gen.records import ComputeOp
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--layers", type=int, default=3200, help="layers of the synthetic Llama-3-8B-shaped model")
+    ap.add_argument("--layers", type=int, default=3848, help="layers (multiple of 8) of the synthetic Llama-3-8B-shaped model")
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
 

@@ -162,3 +162,13 @@ def test_attach_on_a_built_workload_covers_every_op():
     assert times and all(t > 0 for t in times)
     assert cov.estimated == pytest.approx(1.0)
     assert cov.distinct_keys < cov.ops / 4  # identical layers share keys
+
+
+def test_fast_copy_equals_the_constructor():
+    from compute_profile.attach import _with_time
+    op = gemm("qkv", 128, 256, 512, Phase.RECOMPUTE, layer=7)
+    a = _with_time(op, 2.5e-4, TimeSource.SCALED)
+    assert a == op.with_time(2.5e-4, TimeSource.SCALED)
+    assert type(a) is ComputeOp and hash(a) == hash(op.with_time(2.5e-4, TimeSource.SCALED))
+    with pytest.raises(AttributeError):
+        a.time_s = 1.0  # still frozen
