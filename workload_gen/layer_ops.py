@@ -30,6 +30,10 @@ Collective sizes follow NCCL's convention (the full buffer, as nccl-tests report
   of K/V (gathered ``cp`` times the local size) forward, a reduce-scatter of dK/dV backward.
   a2a mode (Ulysses): all-to-all of the local Q, K, V (``b*s_l*(a_l*d_qk + g_l*(d_qk+d_v))*B``)
   to head shards and of the output (``b*s_l*a_l*d_v*B``) back, mirrored in backward.
+- MLA with SP: the down projections are TP-duplicated and run on the local ``T_sp``
+  tokens; the column-parallel up projections all-gather the latents (``T*q_lora*B``,
+  ``T*kv_lora*B``) and the shared rotary key is all-gathered (``T*d_rope*B``); backward
+  mirrors them (re-gather for wgrad, reduce-scatter of the input gradient).
 - EP (alltoall dispatcher): dispatch and combine all-to-all of ``T_sp*topk*h*B`` each,
   in both directions; with expert-TP ``etp > 1`` an all-gather before the experts and a
   reduce-scatter after, ``etp*T_sp*topk*h*B`` each (mirrored in backward).
