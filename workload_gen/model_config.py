@@ -71,6 +71,14 @@ class ModelConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ConfigError(name, value, "must be a positive integer")
+        for name in ("num_query_groups", "kv_channels", "ffn_hidden_size", "moe_ffn_hidden_size",
+                     "dense_ffn_hidden_size", "q_lora_rank", "max_position_embeddings", "kv_lora_rank",
+                     "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim", "moe_router_topk"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise ConfigError(name, value, "must be a positive integer")
+        if self.moe_shared_expert_intermediate_size < 0:
+            raise ConfigError("moe_shared_expert_intermediate_size", self.moe_shared_expert_intermediate_size, "must be >= 0")
         if self.num_query_groups is not None:
             if self.num_query_groups < 1 or self.num_attention_heads % self.num_query_groups:
                 raise ConfigError(
