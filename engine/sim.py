@@ -39,13 +39,11 @@ of the iteration is bubble (pp > 1) or other.
 """
 from __future__ import annotations
 
-from collections import deque
-from dataclasses import dataclass, field
-
 from engine.backend import NetworkBackend, Transfer
+from engine.entities import INF, Comm, Future, RankState
 from engine.loop import COMPLETION, EventLoop
 from engine.passes import PassProfile, profile_pass
-from engine.program import Bucket, PassSpec, StagePlan, build_plans
+from engine.program import PassSpec, build_plans
 from engine.result import Breakdown, Interval
 from engine.schedules import SCHEDULES, Step
 from engine.timeline import Block
@@ -57,87 +55,6 @@ EV_FUTURE_DONE = 1
 EV_PASS_DONE = 2
 EV_GRAD_READY = 3
 
-GROUP_NAMES = tuple(g.value for g in Group)
-INF = float("inf")
-
-
-class _Future:
-    """One collective instance or one pipeline transfer, from issue to completion."""
-
-    __slots__ = ("seq", "group", "op", "ranks", "left", "ready", "ready_stage", "start", "end",
-                 "waiters", "exposed", "comm")
-
-    def __init__(self, seq: int, group: str, op: CollectiveOp | None, ranks: tuple[int, ...], left: int) -> None:
-        self.seq = seq
-        self.group = group
-        self.op = op
-        self.ranks = ranks
-        self.left = left
-        """Simulated members that have not issued it yet."""
-        self.ready: float | None = None
-        """When the last simulated member issued it (the sender's pass end for PP)."""
-        self.ready_stage = -1
-        self.start: float | None = None
-        self.end: float | None = None
-        self.waiters: list[_Rank] = []
-        self.exposed: dict[int, float] = {}
-        self.comm: _Comm | None = None
-
-
-class _Comm:
-    """A communicator (NCCL stream of one group): runs its collectives in issue order."""
-
-    __slots__ = ("queue", "busy")
-
-    def __init__(self) -> None:
-        self.queue: deque[_Future] = deque()
-        self.busy: _Future | None = None
-
-
-@dataclass(slots=True)
-class _Acc:
-    compute: float = 0.0
-    optimizer: float = 0.0
-    bubble: float = 0.0
-    other: float = 0.0
-    exposed: dict[str, float] = field(default_factory=lambda: dict.fromkeys(GROUP_NAMES, 0.0))
-
-
-class _Rank:
-    __slots__ = ("rank", "stage", "plan", "steps", "step_idx", "step", "spec", "op_idx", "in_tail",
-                 "outstanding", "wait", "wait_start", "gathers", "gwait", "buckets", "bucket_at",
-                 "last_bwd", "groups", "seqs", "acc", "recs", "end", "done", "tail_spec", "wait_key", "due",
-                 "gathered")
-
-    def __init__(self, rank: int, stage: int, plan: StagePlan, steps: tuple[Step, ...]) -> None:
-        self.rank, self.stage, self.plan, self.steps = rank, stage, plan, steps
-        self.step_idx = 0
-        self.step: Step | None = None
-        self.spec: PassSpec | None = None
-        self.op_idx = 0
-        self.in_tail = False
-        self.outstanding: list[tuple[int, _Future]] = []
-        """Overlapped collectives in flight, with the op index each must end before."""
-        self.due = INF
-        """The smallest of those op indices."""
-        self.wait: list[_Future] | None = None
-        self.wait_start = 0.0
-        self.gathers: list[tuple[int, _Future]] = []
-        self.gwait = False
-        self.gathered = -2
-        """Highest layer whose overlapped parameter gathers are known to have ended."""
-        self.buckets: list[_Future] = []
-        self.bucket_at: dict[tuple[int, int], list[CollectiveOp]] = {}
-        self.last_bwd = False
-        self.groups: dict[Group, tuple[_Comm, tuple[int, ...], int]] = {}
-        self.seqs: dict[int, int] = {}
-        self.acc = _Acc()
-        self.recs: list = []
-        self.end = 0.0
-        self.done = False
-        self.tail_spec = PassSpec(stage, -1, True, plan.tail, None, (), False)
-        self.wait_key: tuple | None = None
-        """The pipeline input this rank has posted a receive for."""
 
 
 class Simulator:
@@ -165,17 +82,17 @@ class Simulator:
         else:
             ranks = [s * self.rps for s in range(par.pp)]
         self.sim_set = frozenset(ranks)
-        self.ranks = [_Rank(r, r // self.rps, self.plans[r // self.rps], steps[r // self.rps]) for r in ranks]
+        self.ranks = [RankState(r, r // self.rps, self.plans[r // self.rps], steps[r // self.rps]) for r in ranks]
         for R in self.ranks:
             for b in R.plan.buckets:
                 if par.overlap_grad_reduce and b.chunk >= 0:
                     R.bucket_at.setdefault((b.chunk, b.ready_index), []).append(b.op)
         self.loop = EventLoop()
-        self._comms: dict[tuple[Group, tuple[int, ...]], _Comm] = {}
-        self._pp_comms: dict[int, _Comm] = {}
-        self._inst: dict[tuple[int, int], _Future] = {}
-        self._mail: dict[tuple[int, bool, int, int], _Future] = {}
-        self._inflight: dict[int, _Future] = {}
+        self._comms: dict[tuple[Group, tuple[int, ...]], Comm] = {}
+        self._pp_comms: dict[int, Comm] = {}
+        self._inst: dict[tuple[int, int], Future] = {}
+        self._mail: dict[tuple[int, bool, int, int], Future] = {}
+        self._inflight: dict[int, Future] = {}
         self._next_tid = 0
         self._fseq = 0
         self._memo_dur: dict[tuple, float] = {}
@@ -187,23 +104,23 @@ class Simulator:
         self.transfers = 0
 
     # ------------------------------------------------------------------ groups and comms
-    def _group_info(self, R: _Rank, group: Group) -> tuple[_Comm, tuple[int, ...], int]:
+    def _group_info(self, R: RankState, group: Group) -> tuple[Comm, tuple[int, ...], int]:
         info = R.groups.get(group)
         if info is None:
             full = group_ranks(self.par, group, R.rank)
             key = (group, full)
             comm = self._comms.get(key)
             if comm is None:
-                comm = self._comms[key] = _Comm()
+                comm = self._comms[key] = Comm()
             nsim = sum(1 for r in full if r in self.sim_set)
             info = R.groups[group] = (comm, full, nsim)
         return info
 
-    def _new_future(self, group: str, op: CollectiveOp | None, ranks: tuple[int, ...], left: int) -> _Future:
+    def _new_future(self, group: str, op: CollectiveOp | None, ranks: tuple[int, ...], left: int) -> Future:
         self._fseq += 1
-        return _Future(self._fseq, group, op, ranks, left)
+        return Future(self._fseq, group, op, ranks, left)
 
-    def _issue(self, R: _Rank, op: CollectiveOp, now: float, chunk: int, mb: int) -> _Future:
+    def _issue(self, R: RankState, op: CollectiveOp, now: float, chunk: int, mb: int) -> Future:
         """Rank ``R`` reaches collective ``op``: join (or open) the matching instance."""
         comm, full, nsim = self._group_info(R, op.group)
         cid = id(comm)
@@ -228,13 +145,13 @@ class Simulator:
             self._comm_try(comm, now)
         return fut
 
-    def _comm_try(self, comm: _Comm, now: float) -> None:
+    def _comm_try(self, comm: Comm, now: float) -> None:
         if comm.busy is None and comm.queue and comm.queue[0].left == 0:
             fut = comm.queue.popleft()
             comm.busy = fut
             self._start(fut, now)
 
-    def _start(self, fut: _Future, now: float) -> None:
+    def _start(self, fut: Future, now: float) -> None:
         fut.start = now
         self.transfers += 1
         if self.memo:
@@ -268,7 +185,7 @@ class Simulator:
             self._memo_dur[key] = d
         return d
 
-    def _complete(self, fut: _Future, now: float) -> None:
+    def _complete(self, fut: Future, now: float) -> None:
         fut.end = now
         comm = fut.comm
         if comm is not None:
@@ -284,14 +201,14 @@ class Simulator:
                     self._run(R)
 
     # ------------------------------------------------------------------ waiting
-    def _block(self, R: _Rank, futs: list[_Future], now: float) -> None:
+    def _block(self, R: RankState, futs: list[Future], now: float) -> None:
         R.wait = futs
         R.wait_start = now
         for f in futs:
             if f.end is None:
                 f.waiters.append(R)
 
-    def _unblock(self, R: _Rank, now: float) -> None:
+    def _unblock(self, R: RankState, now: float) -> None:
         futs = R.wait
         R.wait = None
         t0 = R.wait_start
@@ -312,11 +229,11 @@ class Simulator:
             f.exposed[R.rank] = f.exposed.get(R.rank, 0.0) + rest
 
     # ------------------------------------------------------------------ pipeline
-    def _pp_peer(self, R: _Rank, stage: int) -> int:
+    def _pp_peer(self, R: RankState, stage: int) -> int:
         # PP is the outermost dimension of Megatron's rank order.
         return R.rank + (stage - R.stage) * self.rps
 
-    def _mailbox(self, key: tuple[int, bool, int, int]) -> _Future:
+    def _mailbox(self, key: tuple[int, bool, int, int]) -> Future:
         """The transfer feeding one pass: joined by the sender (pass end) and the receiver
         (when it asks for its input), like an NCCL send/recv pair."""
         fut = self._mail.get(key)
@@ -324,7 +241,7 @@ class Simulator:
             fut = self._mail[key] = self._new_future(Group.PP.value, None, (), 2)
         return fut
 
-    def _join_p2p(self, fut: _Future, stage: int, now: float) -> None:
+    def _join_p2p(self, fut: Future, stage: int, now: float) -> None:
         fut.left -= 1
         if fut.left:
             return
@@ -336,7 +253,7 @@ class Simulator:
         else:
             self._comm_try(fut.comm, now)
 
-    def _send(self, R: _Rank, step: Step, spec: PassSpec, now: float) -> None:
+    def _send(self, R: RankState, step: Step, spec: PassSpec, now: float) -> None:
         v = step.chunk * self.pp + R.stage
         v_dst = v + 1 if step.forward else v - 1
         if v_dst < 0 or v_dst >= self.V:
@@ -350,14 +267,14 @@ class Simulator:
             ckey = 2 * R.rank + (0 if step.forward else 1)
             comm = self._pp_comms.get(ckey)
             if comm is None:
-                comm = self._pp_comms[ckey] = _Comm()
+                comm = self._pp_comms[ckey] = Comm()
             fut.comm = comm
             comm.queue.append(fut)
             if self.timeline:
                 R.recs.append((1, spec.send, fut, step.chunk, step.microbatch))
         self._join_p2p(fut, R.stage, now)
 
-    def _profile(self, R: _Rank, spec: PassSpec) -> PassProfile:
+    def _profile(self, R: RankState, spec: PassSpec) -> PassProfile:
         key = (R.stage, spec.chunk, spec.forward)
         prof = self._profiles.get(key)
         if prof is None:
@@ -367,7 +284,7 @@ class Simulator:
             self._profiles[key] = prof
         return prof
 
-    def _begin_step(self, R: _Rank, now: float) -> bool:
+    def _begin_step(self, R: RankState, now: float) -> bool:
         """Start the rank's next pass; False when it must wait for its input."""
         step = R.steps[R.step_idx]
         v = step.chunk * self.pp + R.stage
@@ -411,7 +328,7 @@ class Simulator:
         return True
 
     # ------------------------------------------------------------------ the rank process
-    def _run(self, R: _Rank) -> None:
+    def _run(self, R: RankState) -> None:
         now = self.loop.now
         while True:
             spec = R.spec
@@ -505,7 +422,7 @@ class Simulator:
                 R.due = INF
             self._end_pass(R, now)
 
-    def _end_pass(self, R: _Rank, now: float) -> None:
+    def _end_pass(self, R: RankState, now: float) -> None:
         if R.in_tail:
             R.spec = None
             R.step_idx = len(R.steps)
@@ -578,7 +495,7 @@ class Simulator:
         return max(R.end for R in self.ranks)
 
     # ------------------------------------------------------------------ results
-    def breakdown(self, R: _Rank, total: float) -> Breakdown:
+    def breakdown(self, R: RankState, total: float) -> Breakdown:
         acc = R.acc
         bubble, other = acc.bubble, acc.other
         tail = total - R.end
@@ -592,7 +509,7 @@ class Simulator:
             optimizer_s=acc.optimizer, other_s=other,
         )
 
-    def representatives(self) -> list[_Rank]:
+    def representatives(self) -> list[RankState]:
         """The rank with tp = cp = dp = 0 of each stage."""
         by_rank = {R.rank: R for R in self.ranks}
         return [by_rank[s * self.rps] for s in range(self.pp)]
