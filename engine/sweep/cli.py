@@ -92,7 +92,7 @@ def search_main(argv: list[str] | None = None) -> int:
             if i == n or i % 25 == 0:
                 print(f"\rsearch: simulated {i}/{n}", end="\n" if i == n else "", file=sys.stderr, flush=True)
 
-        res = search(model, base, system, top_k=args.top_k, progress=progress)
+        res = search(model, base, system, progress=progress)
         print(f"search: {res.enumerated} layouts enumerated, {res.invalid} invalid, {res.over_memory} over "
               f"{system.gpu_spec.memory_bytes / 2**30:.0f} GiB, {res.simulated} simulated in "
               f"{time.perf_counter() - t0:.1f} s", file=sys.stderr)

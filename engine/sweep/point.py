@@ -37,7 +37,7 @@ def evaluate_config(config: dict[str, Any]) -> dict[str, Any]:
     """One row: status, reason, the resolved inputs, and every summary figure."""
     from engine.memory import estimate_memory
     from engine.pipeline import run_workload
-    from formats.run_outputs import breakdown_dict, model_flops_per_iteration
+    from formats.run_outputs import breakdown_dict, model_flops
     from workload_gen import build
     from workload_gen.config_loading import configs_from_dict
 
@@ -66,7 +66,7 @@ def evaluate_config(config: dict[str, Any]) -> dict[str, Any]:
         row.update(status="invalid", reason=str(exc))
         return row
     t = result.iteration_time_s
-    flops = model_flops_per_iteration(result.workload)
+    flops = model_flops(result.workload) or 0.0
     per_gpu = flops / (t * par.world_size)
     peak_flops = system.gpu_spec.peak_flops.get(par.dtype, 0.0)
     row.update(

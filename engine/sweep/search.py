@@ -7,8 +7,8 @@ Enumeration (all combinations, then validated by the same constructors users hit
 - cp: 1, 2, 4, 8 (only > 1 for sequences of 8k and longer);
 - ep: divisors of the expert count (MoE only);
 - micro-batch: 1, 2, 4; recompute: none, selective, full;
-- distributed optimizer and gradient/parameter overlap on (Megatron's recommended
-  settings at scale).
+- distributed optimizer, gradient/parameter overlap, and TP communication overlap
+  (Transformer Engine's userbuffers) on: Megatron's recommended settings at scale.
 The memory model prunes before any simulation (it needs only the workload build), and
 the survivors are simulated with the analytical backend.
 """
@@ -55,6 +55,7 @@ class Candidate:
 @dataclass(frozen=True, slots=True)
 class SearchResult:
     ranked: tuple[Candidate, ...]
+    """Every simulated candidate that fits, best first."""
     enumerated: int
     invalid: int
     over_memory: int
@@ -85,7 +86,8 @@ def enumerate_layouts(model: ModelConfig, base: ParallelConfig, system: SystemCo
             continue
         try:
             par = replace(base, tp=tp, sp=tp > 1, pp=pp, vpp=vpp, cp=cp, ep=ep, micro_batch=mb, recompute=rc,
-                          distributed_optimizer=True, overlap_grad_reduce=True, overlap_param_gather=True)
+                          distributed_optimizer=True, overlap_grad_reduce=True, overlap_param_gather=True,
+                          tp_comm_overlap=tp > 1)
             check_against_model(model, par)
         except ConfigError as exc:
             reasons[exc.field] = reasons.get(exc.field, 0) + 1
@@ -94,11 +96,10 @@ def enumerate_layouts(model: ModelConfig, base: ParallelConfig, system: SystemCo
     return valid, reasons
 
 
-def search(model: ModelConfig, base: ParallelConfig, system: SystemConfig, *, top_k: int = 5,
-           progress=None) -> SearchResult:
+def search(model: ModelConfig, base: ParallelConfig, system: SystemConfig, *, progress=None) -> SearchResult:
     from engine.memory import estimate_memory
     from engine.pipeline import run_workload
-    from formats.run_outputs import breakdown_dict, model_flops_per_iteration
+    from formats.run_outputs import breakdown_dict, model_flops
     from workload_gen import build
 
     layouts, reasons = enumerate_layouts(model, base, system)
@@ -120,14 +121,14 @@ def search(model: ModelConfig, base: ParallelConfig, system: SystemConfig, *, to
         except TrainsimError:
             continue
         t = res.iteration_time_s
-        mfu = model_flops_per_iteration(res.workload) / (t * par.world_size) / peak if peak else 0.0
+        mfu = (model_flops(res.workload) or 0.0) / (t * par.world_size) / peak if peak else 0.0
         done.append(Candidate(par, reserved, t, res.tokens_per_s, mfu, tuple(breakdown_dict(res.breakdown).items())))
         if progress:
             progress(i + 1, len(fitting))
     # Deterministic ranking: throughput, then less memory, then the label.
     done.sort(key=lambda c: (-c.tokens_per_s, c.reserved_bytes, c.label()))
     return SearchResult(
-        ranked=tuple(done[:max(top_k, 2)]), enumerated=len(layouts) + sum(reasons.values()),
+        ranked=tuple(done), enumerated=len(layouts) + sum(reasons.values()),
         invalid=sum(reasons.values()), over_memory=over, simulated=len(done),
         invalid_reasons=tuple(sorted(reasons.items())),
     )

@@ -1,0 +1,68 @@
+"""Sweep throughput: points per minute for a dense-model sweep, local processes vs Ray.
+
+Usage: python scripts/bench_sweep.py [--points N] [--model llama3-8b] [--no-ray]
+Prints points/minute (all points, and valid ones only) for 1 process, all cores, and a
+local Ray instance on the same machine. Each point is built, memory-checked, attached and
+simulated in-process (timeline off), exactly as `sweep` does.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from engine.sweep.execute import run_points  # noqa: E402
+from engine.sweep.grid import expand, spec_from_dict  # noqa: E402
+from engine.sweep.point import evaluate_config  # noqa: E402
+
+
+def make_points(model: str, n: int):
+    spec = spec_from_dict({
+        "base": {"model": model, "system": "h100",
+                 "training": {"seq_length": 4096, "distributed_optimizer": True, "overlap_grad_reduce": True}},
+        "grid": [
+            {"product": {"parallel.tp": [1, 2, 4, 8], "parallel.pp": [1, 2, 4, 8],
+                         "training.micro_batch": [1, 2, 4], "training.recompute": ["none", "selective", "full"],
+                         "system.nic_bw": [25e9, 50e9, 100e9]}},
+            {"zip": {"parallel.world_size": [64, 128, 256, 512, 1024, 2048, 4096, 8192],
+                     "training.global_batch": [256, 512, 1024, 1024, 2048, 2048, 4096, 4096]}},
+        ],
+    })
+    return expand(spec)[:n]
+
+
+def run(points, label, **kw):
+    with tempfile.TemporaryDirectory() as d:
+        t0 = time.perf_counter()
+        rows = run_points(points, evaluate_config, Path(d) / "j.jsonl", progress=False, **kw)
+        dt = time.perf_counter() - t0
+    ok = sum(r["status"] == "ok" for r in rows)
+    print(f"{label:<28} {len(points):6d} points ({ok} valid) in {dt:7.2f} s = "
+          f"{len(points) / dt * 60:9.0f} points/min ({ok / dt * 60:8.0f} valid/min)")
+    return dt
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--points", type=int, default=3000)
+    ap.add_argument("--model", default="llama3-8b")
+    ap.add_argument("--no-ray", action="store_true")
+    args = ap.parse_args()
+    points = make_points(args.model, args.points)
+    cores = os.cpu_count() or 1
+    print(f"dense sweep: {args.model}, {len(points)} points, {cores} cores", file=sys.stderr)
+    t1 = run(points, "local, 1 process", workers=1)
+    tn = run(points, f"local, {cores} processes", workers=cores, batch_size=128)
+    print(f"speed-up of {cores} processes over 1: {t1 / tn:.2f}x")
+    if not args.no_ray:
+        tr = run(points, "ray (local instance)", use_ray=True, batch_size=128)
+        print(f"ray vs 1 process: {t1 / tr:.2f}x; ray vs local processes: {tn / tr:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
