@@ -79,6 +79,7 @@ def layer_key(model: ModelConfig, par: ParallelConfig) -> LayerKey:
         recompute_method=par.recompute_method, recompute_num_layers=par.recompute_num_layers,
         tp_comm_overlap=par.tp_comm_overlap, vocab_padded=padded_vocab(model, par),
         first_stage_layers=par.first_stage_layers, last_stage_layers=par.last_stage_layers,
+        overlap_p2p=par.vpp > 1 and par.overlap_p2p_comm,
     )
 
 
@@ -150,7 +151,7 @@ def _stage_chunks(model: ModelConfig, key: LayerKey, stage: int) -> tuple[ChunkP
             fwd += _stamp(head_t.fwd_stamps, model.num_layers)
         else:
             fwd.append(CollectiveOp("pp_send_fwd", layers[-1], Phase.FWD, CollKind.SEND_RECV, Group.PP, key.pp,
-                                    nbytes, key.vpp > 1, 1))
+                                    nbytes, key.overlap_p2p, 1))
         if last_chunk:
             bwd += _stamp(head_t.bwd_stamps, model.num_layers)
         for group, recomputed in reversed(_recompute_groups(key, layers)):
@@ -163,7 +164,7 @@ def _stage_chunks(model: ModelConfig, key: LayerKey, stage: int) -> tuple[ChunkP
             bwd += _stamp(emb_t.bwd_stamps, -1)
         else:
             bwd.append(CollectiveOp("pp_send_bwd", layers[0], Phase.BWD_INPUT, CollKind.SEND_RECV, Group.PP, key.pp,
-                                    nbytes, key.vpp > 1, -1))
+                                    nbytes, key.overlap_p2p, -1))
         chunks.append(ChunkProgram(stage, c, layers, tuple(fwd), tuple(bwd)))
     return tuple(chunks)
 

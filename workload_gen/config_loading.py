@@ -36,6 +36,7 @@ YAML schema (every key optional; see docs/workload.md)::
       overlap_grad_reduce: true
       overlap_param_gather: true
       tp_comm_overlap: false
+      overlap_p2p_comm: true       # interleaved schedule only
       ddp_bucket_size: null        # elements; null = Megatron's max(40M, 1M*dp)
       grad_reduce_in_fp32: null    # null = Megatron's default (true for bf16)
       make_vocab_size_divisible_by: 128
@@ -364,6 +365,7 @@ _PAR_BOOL_FLAGS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("--overlap-grad-reduce",), "overlap_grad_reduce"),
     (("--overlap-param-gather",), "overlap_param_gather"),
     (("--tp-comm-overlap",), "tp_comm_overlap"),
+    (("--overlap-p2p-communication",), "overlap_p2p_comm"),
     (("--grad-reduce-in-fp32", "--accumulate-allreduce-grads-in-fp32"), "grad_reduce_in_fp32"),
 )
 
@@ -400,7 +402,6 @@ IGNORED_MEGATRON_FLAGS: dict[str, bool] = {
     "--log-num-zeros-in-grad": False, "--timing-log-level": True, "--eval-only": False,
     "--mock-data": False, "--no-create-attention-mask-in-dataloader": False,
     "--manual-gc": False, "--manual-gc-interval": True, "--use-legacy-models": False,
-    "--overlap-p2p-communication": False, "--no-overlap-p2p-communication": False,
     "--ckpt-fully-parallel-save": False, "--bias-swiglu-fusion": False, "--cross-entropy-loss-fusion": False,
 }
 """Real Megatron-LM flags accepted and ignored (flag -> whether it takes a value)."""

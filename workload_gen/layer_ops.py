@@ -73,6 +73,8 @@ class LayerKey:
     vocab_padded: int
     first_stage_layers: int | None = None
     last_stage_layers: int | None = None
+    overlap_p2p: bool = False
+    """PP sends may overlap compute: interleaved schedule with overlap_p2p_comm."""
 
 
 Stamp = tuple[type, str, tuple]

@@ -59,6 +59,9 @@ class ParallelConfig:
     overlap_grad_reduce: bool = False
     overlap_param_gather: bool = False
     tp_comm_overlap: bool = False
+    overlap_p2p_comm: bool = True
+    """Overlap pipeline send/recv with compute in the interleaved schedule (Megatron's
+    default; --no-overlap-p2p-communication turns it off). No effect with vpp = 1."""
     ddp_bucket_size: int | None = None
     """Gradient bucket size in elements; None means Megatron's max(40M, 1M * dp)."""
     grad_reduce_in_fp32: bool | None = None

@@ -305,3 +305,12 @@ def test_ep_sizes_agree_with_aicb_mixtral():
     assert aicb[("mlp_moelayer", "ALLTOALL_EP")] == {by["dispatch_a2a"], by["combine_a2a"]}
     assert by["dispatch_ag"] in aicb[("mlp_moelayer", "ALLGATHER")]
     assert aicb[("mlp_moelayer", "REDUCESCATTER")] == {by["combine_rs"]}
+
+
+def test_pp_overlap_follows_megatrons_p2p_switch():
+    def pp_ops(**kw):
+        w = make("llama2-7b", world_size=4, pp=4, global_batch=8, **kw)
+        return [op for _, _, op in w.ops() if isinstance(op, CollectiveOp) and op.group == Group.PP]
+    assert all(op.overlappable for op in pp_ops(vpp=2))
+    assert not any(op.overlappable for op in pp_ops(vpp=2, overlap_p2p_comm=False))
+    assert not any(op.overlappable for op in pp_ops())  # plain 1F1B: Megatron does not overlap p2p
