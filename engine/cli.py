@@ -193,14 +193,20 @@ def _event_outputs(args: argparse.Namespace, result: Any) -> tuple[dict[str, Any
     from formats.endtoend_csv import render_endtoend_csv, totals_from_breakdown
     from formats.run_outputs import layers_csv, summary_dict
 
-    summary = summary_dict(result, accounting="event")
+    simai = result.backend == "simai-accounting"
+    summary = summary_dict(result, accounting="simai" if simai else "event")
     files: dict[str, str | bytes] = {"summary.json": json.dumps(summary, indent=2) + "\n"}
     if args.out:
         b = result.breakdown
-        totals = totals_from_breakdown(b.compute_s, b.exposed_comm_s, b.bubble_s, b.optimizer_s,
-                                       result.iteration_time_s)
+        if simai:
+            totals, rows = result.extras["simai_totals_us"], result.extras["simai_layers"]
+        else:
+            totals = totals_from_breakdown(b.compute_s, b.exposed_comm_s, b.bubble_s, b.optimizer_s,
+                                           result.iteration_time_s)
+            rows = []
         files["layers.csv"] = layers_csv(result)
-        files["EndToEnd.csv"] = render_endtoend_csv(totals, name=result.workload.model.name, run_name="trainsim")
+        files["EndToEnd.csv"] = render_endtoend_csv(totals, rows, name=result.workload.model.name,
+                                                    run_name="Analytical" if simai else "trainsim")
         if result.intervals:
             files["trace.json"] = json.dumps(trace_dict(result), separators=(",", ":")) + "\n"
         if not args.no_plot:
@@ -291,10 +297,7 @@ def _body(argv: list[str] | None) -> int:
         raise ConfigError("workload", str(wpath), "give a workload file or model/parallel flags (-c, --model, --tp, ...), not both")
     if wpath is not None and not wpath.is_file():
         raise ConfigError("workload", str(wpath), "no such file")
-    if args.accounting == "simai":
-        if wpath is None or not _is_simai(wpath):
-            raise ConfigError("accounting", "simai", "reproduces SimAI_analytical's report for a SimAI workload file; "
-                                                     "give one (e.g. workload_analytical.txt)")
+    if args.accounting == "simai" and wpath is not None and _is_simai(wpath):
         summary, files = _simai_accounting_outputs(args, wpath, system)
     else:
         from engine.pipeline import run_workload
@@ -308,9 +311,10 @@ def _body(argv: list[str] | None) -> int:
             model, par = configs_from_args(args)
             _progress(f"building workload: {model.name}, {par.world_size} GPUs")
             workload = build(model, par)
-        _progress(f"simulating on {system.name} (analytical backend)")
+        _progress(f"simulating on {system.name} (analytical backend)" if args.accounting == "event"
+                  else f"SimAI accounting on {system.name}")
         result = run_workload(workload, system, profile=args.profile, gpu=args.gpu, timeline=not args.no_trace,
-                              busbw_overrides=overrides, efficiency=args.efficiency)
+                              busbw_overrides=overrides, efficiency=args.efficiency, accounting=args.accounting)
         summary, files = _event_outputs(args, result)
     if args.out:
         out = Path(args.out)

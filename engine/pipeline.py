@@ -64,14 +64,11 @@ def run_workload(
     """Simulate an existing workload (generated, read from a file, or converted from SimAI).
 
     Compute times are attached unless every compute op already has one (``attach=None``),
-    e.g. a SimAI file carries its own. ``accounting="simai"`` is only for SimAI files and
-    goes through :mod:`network.simai_accounting` in engine.cli.
+    e.g. a SimAI file carries its own. ``accounting="simai"`` gives SimAI_analytical's
+    report instead of the event simulation (:func:`simai_accounting_run`).
     """
     if accounting not in ACCOUNTINGS:
         raise ConfigError("accounting", accounting, f"valid: {', '.join(ACCOUNTINGS)}")
-    if accounting != "event":
-        raise ConfigError("accounting", accounting,
-                          "SimAI's accounting needs a SimAI workload file: run-analytical FILE --accounting simai")
     sysc = _system(system)
     coverage = None
     if attach is None:
@@ -80,6 +77,11 @@ def run_workload(
         attach = any(isinstance(op, ComputeOp) and op.time_s is None for _, _, op in workload.ops())
     if attach:
         workload, coverage = attach_compute(workload, gpu or sysc.gpu, profile)
+    if accounting == "simai":
+        result = simai_accounting_run(workload, sysc)
+        if coverage is not None:
+            result.extras["compute_coverage"] = coverage
+        return result
     backend = make_backend(sysc, workload.parallel.world_size, busbw_overrides=busbw_overrides, efficiency=efficiency)
     from engine import simulate
 
@@ -87,6 +89,39 @@ def run_workload(
     if coverage is not None:
         result.extras["compute_coverage"] = coverage
     return result
+
+
+GIB = 2**30
+
+
+def simai_accounting_run(workload: Workload, system: SystemConfig, cluster: Any = None) -> RunResult:
+    """SimAI_analytical's report for our workload: exported to SimAI records (stage 0, as
+    SimAI simulates rank 0 only) and accounted by network.simai_accounting.
+
+    For users comparing with SimAI: comm fully exposed (SimAI's default overlap ratios),
+    SimAI's bubble formula and its busbw tables. ``cluster`` defaults to the system's
+    figures (GB = 2^30). Memory is still ours; there is no timeline.
+    """
+    from engine import estimate_memory
+    from engine.result import Breakdown
+    from formats.simai_convert import workload_to_simai
+    from network.simai_accounting import SimaiCluster, simai_accounting
+
+    par = workload.parallel
+    if cluster is None:
+        cluster = SimaiCluster(gpus=par.world_size, gpus_per_server=system.gpus_per_node,
+                               nvlink_busbw=system.nvlink_busbw / GIB, nic_busbw=system.nic_busbw / GIB,
+                               nics_per_server=system.nics_per_node)
+    acc = simai_accounting(workload_to_simai(workload, 0), cluster)
+    us = 1e-6
+    bd = Breakdown(compute_s=acc.compute_us * us,
+                   exposed_comm_s={"dp": acc.dp_us * us, "edp": acc.dp_ep_us * us, "tp": acc.tp_us * us,
+                                   "ep": acc.ep_us * us, "pp": acc.pp_us * us},
+                   bubble_s=acc.bubble_us * us, optimizer_s=0.0)
+    return RunResult(workload=workload, system=system, backend="simai-accounting",
+                     iteration_time_s=acc.total_us * us, breakdown=bd, stage_breakdowns=(bd,),
+                     memory=estimate_memory(workload), intervals=(),
+                     extras={"simai_totals_us": acc.totals_us(), "simai_layers": [r.as_dict() for r in acc.layers]})
 
 
 def run_analytical(

@@ -140,7 +140,7 @@ def summary_dict(result: RunResult, *, coverage: Any = None, accounting: str = "
         "compute_coverage": coverage_dict(cov),
         "backend": result.backend,
         "accounting": accounting,
-        "extras": _jsonable({k: v for k, v in result.extras.items() if k != "compute_coverage"}),
+        "extras": _jsonable({k: v for k, v in result.extras.items() if k not in ("compute_coverage", "simai_layers")}),
         "config": {
             "model": _jsonable(wl.model.to_dict()),
             "parallel": _jsonable(par.to_dict()),

@@ -40,7 +40,7 @@ def test_simai_accounting_matches_simai_official_example(tmp_path, capsys):
     (["/nonexistent/workload.txt"], "workload"),
     (["--system", "h999"], "system"),
     ([str(EXAMPLE), "--accounting", "simai", "--gpus", "9215"], "gpus"),
-    (["--accounting", "simai"], "accounting"),
+    ([str(EXAMPLE), "--accounting", "simai", "--dp-overlap", "1.5"], "dp_o"),
     ([str(EXAMPLE), "--tp", "4"], "not both"),
 ])
 def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, capsys, argv, needle):
@@ -60,3 +60,21 @@ def test_bad_simai_file_names_file_and_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "bad.txt:3" in err
     assert not (tmp_path / "o").exists()
+
+
+def test_simai_accounting_of_a_generated_workload(tmp_path, capsys):
+    """Our workload exported to SimAI records (stage 0) and accounted as SimAI would."""
+    out = tmp_path / "run"
+    assert analytical_main(["--model", "gpt3-125m", "--world-size", "16", "--tp", "2", "--pp", "2",
+                            "--global-batch", "16", "--system", "a100", "--accounting", "simai",
+                            "--out", str(out), "--no-plot", "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert s["accounting"] == "simai" and s["backend"] == "simai-accounting"
+    b = s["breakdown_s"]
+    assert sum(b.values()) == pytest.approx(s["iteration_time_s"], rel=1e-9)  # SimAI's Total time
+    # SimAI exposes every collective (default overlap 0) and never overlaps PP (pp_o = 1)
+    assert b["exposed_tp"] > 0 and b["exposed_pp"] == 0
+    rows = list(csv.reader((out / "EndToEnd.csv").open()))
+    assert float(rows[1][-1]) == pytest.approx(s["iteration_time_s"] * 1e6, abs=1)
+    assert len(rows) > 4  # SimAI's per-record rows follow the header
+    assert not (out / "trace.json").exists()  # SimAI's accounting has no timeline
