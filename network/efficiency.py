@@ -5,13 +5,15 @@ protocol and pipeline-fill costs dominate. We use the simplest curve that fits t
 public measurements (network/data/efficiency.yaml, fitted by
 ``scripts/fit_efficiency.py``):
 
-    eff(D) = peak_fraction * D / (D + half_bytes)
+    eff(D) = peak_fraction * D / (D + D_half),   D_half = half_time_s * busbw * peak_fraction
 
 where D = S * algorithm_factor is the bytes each rank moves. The bandwidth term of a
-collective is then D / (busbw * eff(D)) = (D + half_bytes) / (busbw * peak_fraction):
-``half_bytes / (busbw * peak_fraction)`` acts as a fixed per-call cost on top of the
-structural latency, and ``peak_fraction`` scales the system's large-message busbw to what
-a training job achieved. Units: bytes, bytes/s, seconds.
+collective is then D / (busbw * eff(D)) = D / (busbw * peak_fraction) + half_time_s:
+``peak_fraction`` scales the system's large-message busbw to what a training job achieved,
+and ``half_time_s`` is a per-call cost on top of the structural latency. The half size
+D_half scales with the path's bandwidth (a fixed time, not a fixed byte count): with a
+fixed byte count a single 200 Gb/s rail would pay ~1.7 ms per call, 8x what the same
+curve costs an 8-rail ring, which no NCCL measurement shows. Units: bytes, bytes/s, seconds.
 """
 from __future__ import annotations
 
@@ -31,23 +33,27 @@ DEFAULT_TABLE = Path(__file__).resolve().parent / "data" / "efficiency.yaml"
 class Curve:
     peak_fraction: float = 1.0
     """Achieved share of the system's large-message busbw (0, 1]."""
-    half_bytes: float = 0.0
-    """Per-rank bytes D at which efficiency is half its peak (bytes)."""
+    half_time_s: float = 0.0
+    """Per-call cost (s): the transfer time at which efficiency is half its peak."""
 
     def __post_init__(self) -> None:
         if not 0 < self.peak_fraction <= 1.5:
             raise ConfigError("peak_fraction", self.peak_fraction, "must be in (0, 1.5]")
-        if self.half_bytes < 0:
-            raise ConfigError("half_bytes", self.half_bytes, "must be >= 0 (bytes)")
+        if self.half_time_s < 0:
+            raise ConfigError("half_time_s", self.half_time_s, "must be >= 0 (seconds)")
 
-    def efficiency(self, moved_bytes: float) -> float:
+    def half_bytes(self, busbw: float) -> float:
+        """D_half on a path of ``busbw`` bytes/s."""
+        return self.half_time_s * busbw * self.peak_fraction
+
+    def efficiency(self, moved_bytes: float, busbw: float) -> float:
         if moved_bytes <= 0:
             return 0.0
-        return self.peak_fraction * moved_bytes / (moved_bytes + self.half_bytes)
+        return self.peak_fraction * moved_bytes / (moved_bytes + self.half_bytes(busbw))
 
     def transfer_time(self, moved_bytes: float, busbw: float) -> float:
         """Bandwidth term in seconds for ``moved_bytes`` per rank at ``busbw`` bytes/s."""
-        return (moved_bytes + self.half_bytes) / (busbw * self.peak_fraction)
+        return moved_bytes / (busbw * self.peak_fraction) + self.half_time_s
 
 
 IDEAL = Curve()
@@ -67,21 +73,21 @@ class EfficiencyTable:
         return cls({}, "ideal")
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: {"peak_fraction": c.peak_fraction, "half_bytes": c.half_bytes} for k, c in sorted(self.curves.items())}
+        return {k: {"peak_fraction": c.peak_fraction, "half_time_s": c.half_time_s} for k, c in sorted(self.curves.items())}
 
 
 def _curves(data: Any, where: str) -> dict[str, Curve]:
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError("efficiency", data, "expected a mapping link -> {peak_fraction, half_bytes}", where)
+        raise ConfigError("efficiency", data, "expected a mapping link -> {peak_fraction, half_time_s}", where)
     out: dict[str, Curve] = {}
     valid = ", ".join(link.value for link in Link)
     for link, params in data.items():
         if link not in {lk.value for lk in Link}:
             raise ConfigError("efficiency", link, f"unknown link; valid: {valid}", where)
-        if not isinstance(params, dict) or set(params) - {"peak_fraction", "half_bytes"}:
-            raise ConfigError(f"efficiency.{link}", params, "expected keys peak_fraction, half_bytes", where)
+        if not isinstance(params, dict) or set(params) - {"peak_fraction", "half_time_s"}:
+            raise ConfigError(f"efficiency.{link}", params, "expected keys peak_fraction, half_time_s", where)
         out[link] = Curve(**{k: float(v) for k, v in params.items()})
     return out
 

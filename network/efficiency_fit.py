@@ -9,12 +9,15 @@ run by ``scripts/fit_efficiency.py`` and checked by tests/analytical.
   collective. We take the median time per (collective, group size, size), drop
   the init phase, zero-byte calls and rows whose log lost the group size, and fit
   t = latency(n) + (D + half_bytes) / (busbw * peak_fraction), D = S * factor(n), by
-  least squares on relative error (each point weighs the same).
+  least squares on relative error (each point weighs the same); the intercept is the
+  per-call cost half_time_s = half_bytes / (busbw * peak_fraction).
   The log's busbw column is not used: AICB computes it with n = 8 for every group.
 * NIC: SimAI's measured ratio table (shared/data/simai/ratio/nic_ratio.csv, 2-node
   column: a 16-GPU ring), normalised to its largest size; we fit half_bytes of
-  D / (D + half_bytes) to it. The table also contains latency, so this is an upper
-  bound on the size penalty of one NIC ring.
+  D / (D + half_bytes) to it and turn it into a time at the bus bandwidth of the
+  cluster SimAI documents with these tables (8 NICs of 48.5 GB/s, GB = 2^30, per node:
+  an 8-rail ring). The table also contains latency, so this is an upper bound on the
+  size penalty of one NIC ring.
 """
 from __future__ import annotations
 
@@ -60,10 +63,15 @@ def read_aicb_log(path: str | Path) -> list[LogPoint]:
     return [LogPoint(k, n, s, statistics.median(ts), len(ts)) for (k, n, s), ts in sorted(groups.items())]
 
 
+SIMAI_RING_BUSBW = 8 * 48.5 * 2**30
+"""Bus bandwidth of the 8-rail ring behind SimAI's ratio tables (bytes/s)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Fit:
     peak_fraction: float
     half_bytes: float
+    half_time_s: float
     errors: tuple[float, ...]
     """Relative error predicted/measured - 1, per point, in input order."""
 
@@ -99,7 +107,7 @@ def fit_nvlink(points: list[LogPoint], system: SystemConfig) -> Fit:
     c = (s_dd * s_1y - s_d1 * s_dy) / det
     busbw = rows[0][3]
     errors = tuple((lat + a * d + c) / t - 1 for d, lat, t, _ in rows)
-    return Fit(peak_fraction=1.0 / (a * busbw), half_bytes=c / a, errors=errors)
+    return Fit(peak_fraction=1.0 / (a * busbw), half_bytes=c / a, half_time_s=c, errors=errors)
 
 
 def read_ratio_column(path: str | Path, column: int = 2) -> list[tuple[int, float]]:
@@ -124,4 +132,4 @@ def fit_nic_half_bytes(points: list[tuple[int, float]], n: int = 16) -> Fit:
         if best is None or score < best[0]:
             best = (score, half, errs)
     assert best is not None
-    return Fit(peak_fraction=1.0, half_bytes=best[1], errors=best[2])
+    return Fit(peak_fraction=1.0, half_bytes=best[1], half_time_s=best[1] / SIMAI_RING_BUSBW, errors=best[2])

@@ -23,12 +23,13 @@ def main(argv: list[str] | None = None) -> int:
     points = read_aicb_log(args.log)
     nv = fit_nvlink(points, get_system("a100"))
     print(f"nvlink (A100 AICB log, {len(points)} points): peak_fraction={nv.peak_fraction:.4f} "
-          f"half_bytes={nv.half_bytes:.4e} B; |err| median {nv.median_abs_error:.1%} max {nv.max_abs_error:.1%}")
+          f"half_time_s={nv.half_time_s:.4e} (half_bytes {nv.half_bytes:.4e} B at the fit's busbw); |err| median {nv.median_abs_error:.1%} max {nv.max_abs_error:.1%}")
     for p, e in zip(points, nv.errors):
         print(f"  {p.kind.value:14s} n={p.n:<2d} size={p.size:>12d} B  measured {p.time_s * 1e6:10.1f} us  err {e:+.1%}")
     ratio = read_ratio_column(args.ratio)
     nic = fit_nic_half_bytes(ratio)
-    print(f"nic (SimAI nic_ratio 2-node): half_bytes={nic.half_bytes:.4e} B; "
+    print(f"nic (SimAI nic_ratio 2-node): half_time_s={nic.half_time_s:.4e} (half_bytes {nic.half_bytes:.4e} B at "
+          f"8 x 48.5 GiB/s); "
           f"|err| median {nic.median_abs_error:.1%} max {nic.max_abs_error:.1%}")
     for (s, r), e in zip(ratio, nic.errors):
         print(f"  size={s:>12d} B  ratio {r:.3f}  err {e:+.1%}")

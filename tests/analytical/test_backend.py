@@ -109,7 +109,7 @@ def test_default_efficiency_is_the_shipped_curve():
     nv = table.curves["nvlink"]
     assert nv.peak_fraction == pytest.approx(0.859)
     moved = 2 * 7 / 8 * S
-    expected = 14 * sysc.nvlink_latency_s + (moved + nv.half_bytes) / (230e9 * nv.peak_fraction)
+    expected = 14 * sysc.nvlink_latency_s + moved / (230e9 * nv.peak_fraction) + nv.half_time_s
     assert b.collective_time(op(CollKind.ALL_REDUCE, Group.TP, 8), tuple(range(8))) == pytest.approx(expected, rel=1e-12)
     # other systems keep the full large-message busbw
     assert load_efficiency("h100").curves["nvlink"].peak_fraction == 1.0
@@ -146,7 +146,7 @@ def test_efficiency_is_monotone_in_size():
         table = load_efficiency(system)
         for link, curve in table.curves.items():
             sizes = [2**k for k in range(0, 37)]
-            effs = [curve.efficiency(s) for s in sizes]
+            effs = [curve.efficiency(s, 100e9) for s in sizes]
             assert all(a < b for a, b in zip(effs, effs[1:])), (system, link)
             assert effs[-1] <= curve.peak_fraction
 
@@ -157,7 +157,8 @@ def test_efficiency_fit_reproduces_the_shipped_table_and_the_aicb_log():
     fit = fit_nvlink(points, get_system("a100"))
     shipped = load_efficiency("a100").curves["nvlink"]
     assert fit.peak_fraction == pytest.approx(shipped.peak_fraction, rel=1e-3)
-    assert fit.half_bytes == pytest.approx(shipped.half_bytes, rel=1e-3)
+    assert fit.half_time_s == pytest.approx(shipped.half_time_s, rel=1e-3)
+    assert shipped.half_bytes(230e9) == pytest.approx(fit.half_bytes, rel=1e-3)  # 15.4 MB at 197.6 GB/s
     # stated in efficiency.yaml and docs/analytical.md: median 6.8%, max 11.9%
     assert fit.median_abs_error < 0.07 and fit.max_abs_error < 0.12
     # And the backend itself, with the shipped table, predicts the log's large collectives
@@ -167,7 +168,7 @@ def test_efficiency_fit_reproduces_the_shipped_table_and_the_aicb_log():
             t = b.collective_time(op(p.kind, Group.TP, p.n, p.size), tuple(range(p.n)))
             assert t == pytest.approx(p.time_s, rel=0.12), p
     nic = fit_nic_half_bytes(read_ratio_column(DATA / "simai" / "ratio" / "nic_ratio.csv"))
-    assert nic.half_bytes == pytest.approx(load_efficiency("h100").curves["nic"].half_bytes, rel=1e-3)
+    assert nic.half_time_s == pytest.approx(load_efficiency("h100").curves["nic"].half_time_s, rel=1e-3)
 
 
 def test_backend_protocol_orders_completions():
