@@ -8,7 +8,7 @@ offset, micro-batch) blocks and materialises intervals only when someone iterate
 (STYLE.md section 8: keep trace data compact and format it after the run).
 
 It behaves as an immutable sequence of Interval: ``len``, iteration, indexing, equality
-with a tuple. Order: per simulated rank (ascending), in the order the engine recorded
+with a tuple. The records are built on first use and then kept. Order: per simulated rank (ascending), in the order the engine recorded
 the work on that rank (compute ops in time order; a collective at its issue point).
 """
 from __future__ import annotations
@@ -58,9 +58,12 @@ class Timeline(Sequence):
         return self._len
 
     def __iter__(self) -> Iterator[Interval]:
-        if self._cache is not None:
-            yield from self._cache
-            return
+        # Materialised once, on first use, then kept: consumers (trace, layers.csv, plots)
+        # each iterate, and building the records is the expensive part. The memory is what
+        # a tuple would have held from the start; runs that never look pay nothing.
+        return iter(self.to_tuple())
+
+    def _generate(self) -> Iterator[Interval]:
         for p in self._parts:
             if isinstance(p, Block):
                 yield from p
@@ -68,13 +71,12 @@ class Timeline(Sequence):
                 yield p
 
     def __getitem__(self, index):  # type: ignore[override]
-        if self._cache is None:
-            self._cache = tuple(iter(self))
-        return self._cache[index]
+        return self.to_tuple()[index]
 
     def to_tuple(self) -> tuple[Interval, ...]:
         if self._cache is None:
-            self._cache = tuple(iter(self))
+            self._cache = tuple(self._generate())
+            self._parts = []  # the records now hold everything
         return self._cache
 
     def __eq__(self, other: object) -> bool:
