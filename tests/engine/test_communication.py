@@ -106,3 +106,16 @@ def test_tp_exposed_equals_the_analytical_backends_formula_on_a_built_workload()
         expected += tp_time(st.iteration)
         assert expected > 0
         assert r.stage_breakdowns[st.stage].exposed_comm_s["tp"] == pytest.approx(expected, rel=1e-9)
+
+
+def test_tied_embedding_all_reduce_joins_first_and_last_stage():
+    """pp=2, m=2: stage 1 finishes its backward (p-1)*b = 2 s before stage 0, waits for it
+    at the embedding all-reduce (bubble), then both spend c on it, then the optimizer."""
+    c, opt = 0.25, 0.1
+    r = simulate(workload(pp=2, m=2, f=1.0, b=2.0, emb_bytes=int(c * BW), opt_time=opt), SYSTEM, LinearBackend(bw=BW))
+    assert r.iteration_time_s == pytest.approx(3 * 3.0 + c + opt)
+    s0, s1 = r.stage_breakdowns
+    assert s0.exposed_comm_s["emb"] == pytest.approx(c) and s1.exposed_comm_s["emb"] == pytest.approx(c)
+    assert s0.bubble_s == pytest.approx(3.0) and s1.bubble_s == pytest.approx(3.0)
+    emb = [iv for iv in r.intervals if iv.stream == "emb"]
+    assert len(emb) == 2 and all(iv.start == pytest.approx(9.0) for iv in emb)
