@@ -39,7 +39,8 @@ def simulate(
     """Simulate one training iteration.
 
     backend: "analytical" or any object meeting :class:`engine.backend.NetworkBackend`.
-    timeline: keep every op's interval (``RunResult.intervals``); off for sweeps.
+    timeline: keep every op's interval (``RunResult.intervals``, an immutable sequence of
+        Interval built on first use, see engine.timeline); off for sweeps.
     all_ranks: simulate every rank with no symmetry shortcut (the packet-level mode);
         forced on for a backend that does not declare ``contention_free = True``.
     schedule: pipeline schedule name (see ``engine.schedules.SCHEDULES``); default
