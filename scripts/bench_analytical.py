@@ -50,7 +50,9 @@ def bench_inprocess(system: str, repeat: int) -> None:
 
 
 def bench_process(repeat: int) -> None:
-    exe = shutil.which("run-analytical")
+    # The console script next to this interpreter (a pyenv-style shim on PATH adds ~0.3 s of bash).
+    local = Path(sys.executable).parent / "run-analytical"
+    exe = str(local) if local.exists() else shutil.which("run-analytical")
     cmd0 = [exe] if exe else [sys.executable, "-m", "engine.cli"]
     variants = [
         ("event, all outputs", ["--out", "{out}"]),
@@ -74,11 +76,21 @@ def bench_process(repeat: int) -> None:
             print(f"SimAI example, 1789 records, whole process ({label}): best of {repeat} {best:.3f} s")
 
 
+def load() -> str:
+    try:
+        import os
+
+        return f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+    except OSError:
+        return "load unknown"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--system", default="h100")
     args = ap.parse_args(argv)
+    print(load())
     bench_inprocess(args.system, args.repeat)
     bench_process(args.repeat)
     return 0
