@@ -189,7 +189,7 @@ def _load_workload(args: argparse.Namespace, path: Path, system: Any) -> tuple[A
 
 
 def _event_outputs(args: argparse.Namespace, result: Any) -> tuple[dict[str, Any], dict[str, str | bytes]]:
-    from formats.chrome_trace import trace_dict
+    from formats.chrome_trace import trace_json
     from formats.endtoend_csv import render_endtoend_csv, totals_from_breakdown
     from formats.run_outputs import layers_csv, summary_dict
 
@@ -208,7 +208,7 @@ def _event_outputs(args: argparse.Namespace, result: Any) -> tuple[dict[str, Any
         files["EndToEnd.csv"] = render_endtoend_csv(totals, rows, name=result.workload.model.name,
                                                     run_name="Analytical" if simai else "trainsim")
         if result.intervals:
-            files["trace.json"] = json.dumps(trace_dict(result), separators=(",", ":")) + "\n"
+            files["trace.json"] = trace_json(result)
         if not args.no_plot:
             from formats.plots import render_run_png
 

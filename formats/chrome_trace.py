@@ -24,10 +24,9 @@ def _us(t: float) -> float:
     return round(t * 1e6, 3)
 
 
-def trace_dict(result: RunResult) -> dict[str, Any]:
-    """The trace as a JSON-ready dict (events in interval order after the metadata)."""
-    wl = result.workload
-    par = wl.parallel
+def _metadata(result: RunResult) -> list[dict[str, Any]]:
+    """Process (stage) and thread (stream) names, for the streams each stage uses."""
+    par = result.workload.parallel
     stage_rank: dict[int, int] = {}
     streams_used: dict[int, set[str]] = {}
     for iv in result.intervals:
@@ -44,31 +43,65 @@ def trace_dict(result: RunResult) -> dict[str, Any]:
             if stream == "compute" or stream in streams_used.get(stage, ()):
                 events.append({"ph": "M", "name": "thread_name", "pid": stage, "tid": _TID[stream],
                                "args": {"name": stream}})
+    return events
+
+
+def _other(result: RunResult) -> dict[str, Any]:
+    return {"units": UNITS, "producer": "trainsim", "iteration_time_s": result.iteration_time_s,
+            "backend": result.backend, "model": result.workload.model.name, "system": result.system.name,
+            "parallel": result.workload.parallel.to_dict()}
+
+
+def _tid(stream: str) -> int:
+    tid = _TID.get(stream)
+    if tid is None:
+        raise ValueError(f"interval stream {stream!r} is not one of {STREAMS}")
+    return tid
+
+
+def trace_dict(result: RunResult) -> dict[str, Any]:
+    """The trace as a JSON-ready dict (events in interval order after the metadata)."""
+    events = _metadata(result)
     for iv in result.intervals:
-        if iv.stream not in _TID:
-            raise ValueError(f"interval stream {iv.stream!r} is not one of {STREAMS}")
         ts = _us(iv.start)
         events.append({
-            "ph": "X", "pid": iv.stage, "tid": _TID[iv.stream], "name": iv.name, "cat": iv.category,
+            "ph": "X", "pid": iv.stage, "tid": _tid(iv.stream), "name": iv.name, "cat": iv.category,
             "ts": ts, "dur": round(_us(iv.end) - ts, 3),
             "args": {"layer": iv.layer, "phase": iv.phase, "microbatch": iv.microbatch, "chunk": iv.chunk,
-                     "bytes": iv.bytes, "exposed_s": iv.exposed_s, "rank": iv.rank},
+                     "bytes": int(iv.bytes), "exposed_s": float(iv.exposed_s), "rank": iv.rank},
         })
-    return {
-        "traceEvents": events,
-        "displayTimeUnit": "ms",
-        "otherData": {
-            "units": UNITS, "producer": "trainsim", "iteration_time_s": result.iteration_time_s,
-            "backend": result.backend, "model": wl.model.name, "system": result.system.name,
-            "parallel": par.to_dict(),
-        },
-    }
+    return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": _other(result)}
+
+
+def trace_json(result: RunResult) -> str:
+    """The trace as JSON text, one event per line (the same content as :func:`trace_dict`).
+
+    Events are formatted directly rather than through dicts and ``json.dumps``: a run's
+    timeline has 10^4-10^5 intervals and this is the hot part of writing the outputs.
+    """
+    esc: dict[str, str] = {}
+
+    def q(text: str) -> str:
+        out = esc.get(text)
+        if out is None:
+            out = esc[text] = json.dumps(text)
+        return out
+
+    lines = [json.dumps(e, separators=(",", ":")) for e in _metadata(result)]
+    for iv in result.intervals:
+        ts = _us(iv.start)
+        lines.append(
+            f'{{"ph":"X","pid":{iv.stage},"tid":{_tid(iv.stream)},"name":{q(iv.name)},"cat":{q(iv.category)},'
+            f'"ts":{ts!r},"dur":{round(_us(iv.end) - ts, 3)!r},"args":{{"layer":{iv.layer},'
+            f'"phase":{q(iv.phase)},"microbatch":{iv.microbatch},"chunk":{iv.chunk},"bytes":{int(iv.bytes)},'
+            f'"exposed_s":{float(iv.exposed_s)!r},"rank":{iv.rank}}}}}')
+    other = json.dumps(_other(result), separators=(",", ":"))
+    return '{"traceEvents":[\n' + ",\n".join(lines) + '\n],"displayTimeUnit":"ms","otherData":' + other + "}\n"
 
 
 def write_chrome_trace(result: RunResult, path: str | Path) -> None:
     with atomic_write(path) as fh:
-        json.dump(trace_dict(result), fh, separators=(",", ":"))
-        fh.write("\n")
+        fh.write(trace_json(result))
 
 
 def read_chrome_trace(path: str | Path) -> list[Interval]:

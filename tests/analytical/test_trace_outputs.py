@@ -99,3 +99,10 @@ def test_layers_csv_sums_the_timeline(tmp_path):
     assert float(r[("0", "0", "fwd")]["exposed_comm_s"]) == pytest.approx(0.25e-3)
     assert float(r[("0", "-1", "iter")]["comm_s"]) == pytest.approx(1.123456789e-3, rel=1e-8)
     assert int(r[("1", "1", "fwd")]["comm_bytes"]) == 1234
+
+
+def test_fast_trace_text_equals_the_dict_form():
+    from formats.chrome_trace import trace_dict, trace_json
+
+    run = tiny_run()
+    assert json.loads(trace_json(run)) == json.loads(json.dumps(trace_dict(run)))
