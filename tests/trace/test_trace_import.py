@@ -71,3 +71,12 @@ def test_trace_without_shapes_is_an_error(tmp_path):
                                      '"ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 10}]}')
     with pytest.raises(ConfigError, match="record_shapes"):
         rows_from_trace(tmp_path / "t.json", "cpu")
+
+
+def test_compute_profile_import_trace_command(tmp_path, capsys):
+    from compute_profile.cli import main
+
+    db = tmp_path / "cpu.sqlite"
+    assert main(["import-trace", str(TRACE), "--gpu", "cpu", "--db", str(db)]) == 0
+    with ProfileDB(db, create=False) as d:
+        assert len(d) == len(rows_from_trace(TRACE, "cpu"))
