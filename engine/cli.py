@@ -251,7 +251,8 @@ def summary_table(summary: dict[str, Any]) -> str:
     par, model = cfg.get("parallel"), cfg.get("model")
     if par and model:
         d = cfg.get("derived", {})
-        lines.append(f"{model.get('name')} on {cfg['system']['name']} ({cfg['system']['gpu']}): {par['world_size']} GPUs, "
+        lines.append(f"{model.get('name')} on {cfg['system']['name']} ({d.get('gpu') or cfg['system']['gpu']}): "
+                     f"{par['world_size']} GPUs, "
                      f"tp {par['tp']} pp {par['pp']} vpp {par['vpp']} cp {par['cp']} ep {par['ep']} dp {d.get('dp')}, "
                      f"{d.get('num_microbatches')} micro-batches of {par['micro_batch']} x {par['seq_length']} tokens")
     else:

@@ -114,8 +114,34 @@ def test_simai_file_runs_in_the_event_simulation(tmp_path, capsys):
     assert (out / "trace.json").exists() and (out / "EndToEnd.csv").exists()
 
 
+def test_busbw_override_reaches_the_timeline(tmp_path):
+    """SimAI's busbw.yaml: TP all-reduce at 300 GB/s (2^30), no efficiency curve, latency kept."""
+    out = tmp_path / "run"
+    assert analytical_main([*SMALL, "--busbw", str(DATA / "simai" / "busbw.yaml"), "--out", str(out),
+                            "--no-plot"]) == 0
+    model = get_preset("gpt3-125m")
+    size = SMALL_PAR.micro_batch * SMALL_PAR.seq_length * model.hidden_size * 2
+    want = 2 * get_system("a100").nvlink_latency_s + size / (300 * 2**30)  # n = 2: factor 2(n-1)/n = 1
+    tp = [iv for iv in read_chrome_trace(out / "trace.json") if iv.stream == "tp" and iv.bytes == size]
+    assert tp and all(iv.end - iv.start == pytest.approx(want, abs=2e-9) for iv in tp)
+
+
+def test_efficiency_table_option(tmp_path):
+    table = tmp_path / "eff.yaml"
+    table.write_text("default:\n  nvlink: {peak_fraction: 0.5, half_time_s: 0.0}\n")
+    assert analytical_main([*SMALL, "--efficiency", str(table), "--no-plot", "--out", str(tmp_path / "a")]) == 0
+    model = get_preset("gpt3-125m")
+    size = SMALL_PAR.micro_batch * SMALL_PAR.seq_length * model.hidden_size * 2
+    want = 2 * get_system("a100").nvlink_latency_s + size / (230e9 * 0.5)
+    tp = [iv for iv in read_chrome_trace(tmp_path / "a" / "trace.json") if iv.stream == "tp" and iv.bytes == size]
+    assert tp and all(iv.end - iv.start == pytest.approx(want, abs=2e-9) for iv in tp)
+
+
 @pytest.mark.parametrize("argv, needle", [
     (["--model", "gpt3-125m", "--tp", "5"], "tp"),
+    (["--efficiency", str(DATA / "simai" / "busbw.yaml")], "efficiency"),
+    (["--profile", "/nonexistent/profile.sqlite"], "profile"),
+    (["--gpu", "nosuchgpu"], "gpu"),
     (["--model", "nosuchmodel"], "model"),
     (["--system", str(DATA / "real" / "README.md")], "system"),
 ])
