@@ -32,6 +32,7 @@ from typing import Any, TextIO
 from compute_profile.db import ProfileRow
 from compute_profile.gpu_specs import GPUS, get_gpu
 from compute_profile.keys import profile_phase, shape_key
+from compute_profile.kernels import adam_bench, build_bench  # no torch at import: it is passed in
 from workload_gen.errors import ConfigError
 from workload_gen.records import ComputeOp, OpKind, Phase, Workload
 
@@ -197,18 +198,15 @@ def _measure(torch: Any, workload: Workload, gpu: str | None, device: str, repea
     t_start = time.perf_counter()
     for i, c in enumerate(todo, 1):
         scale, note_extra = 1.0, ""
-        with torch.no_grad() if c.kind is OpKind.OPTIMIZER else _null():
-            if c.kind is OpKind.OPTIMIZER:
-                from compute_profile.kernels import adam_bench
-                n = min(int(c.shape[0]), opt_cap)
-                bench = adam_bench(torch, n, dev)
-                scale = c.shape[0] / n
-                if scale != 1.0:
-                    note_extra = f"; measured on {n} params, scaled x{scale:.6g} (linear in params)"
-            else:
-                from compute_profile.kernels import build_bench
-                bench = build_bench(torch, c.kind, c.phase, c.shape, c.dtype, c.name, dev,
-                                    normalization=normalization, topk=topk)
+        if c.kind is OpKind.OPTIMIZER:
+            n = min(int(c.shape[0]), opt_cap)
+            bench = adam_bench(torch, n, dev)
+            scale = c.shape[0] / n
+            if scale != 1.0:
+                note_extra = f"; measured on {n} params, scaled x{scale:.6g} (linear in params)"
+        else:
+            bench = build_bench(torch, c.kind, c.phase, c.shape, c.dtype, c.name, dev,
+                                normalization=normalization, topk=topk)
         t = time_bench(torch, bench, dev, warmup=warmup, repeats=repeats)
         note = f"{c.name}: {bench.note}{note_extra}"
         del bench
@@ -224,10 +222,3 @@ def _measure(torch: Any, workload: Workload, gpu: str | None, device: str, repea
             f"elapsed {time.perf_counter() - t_start:.1f}s)")
     return rows
 
-
-class _null:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None

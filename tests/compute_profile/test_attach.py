@@ -172,3 +172,11 @@ def test_fast_copy_equals_the_constructor():
     assert type(a) is ComputeOp and hash(a) == hash(op.with_time(2.5e-4, TimeSource.SCALED))
     with pytest.raises(AttributeError):
         a.time_s = 1.0  # still frozen
+
+
+def test_analytical_path_never_imports_torch():
+    import subprocess
+    import sys
+    code = ("import sys, compute_profile, compute_profile.cli, compute_profile.measure, compute_profile.aiob; "
+            "from compute_profile import attach; assert 'torch' not in sys.modules, 'torch imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)
