@@ -51,13 +51,14 @@ def main() -> int:
             "parallel": {"tp": 8, "pp": 8, "world_size": 1024, "sp": True},
             "training": {"global_batch": 1536, "micro_batch": 1, "seq_length": 2048},
         })
-        cold = []
+        cold, cold_cpu = [], []
         for _ in range(args.repeat):
             builder_mod._stage_chunks.cache_clear()
             builder_mod._templates.cache_clear()
-            t0 = time.perf_counter()
+            c0, t0 = time.process_time(), time.perf_counter()
             w = build(model, par)
             cold.append(time.perf_counter() - t0)
+            cold_cpu.append(time.process_time() - c0)
         warm = []
         for i in range(args.repeat * 20):
             # A sweep step that changes only DP-side settings reuses the chunk programs.
@@ -76,7 +77,8 @@ def main() -> int:
           f"min {min(proc) * 1e3:.0f} ms over {len(proc)} runs (target < 1000 ms)")
     print(f"  output: {lines} lines, {size / 1e6:.2f} MB, {n_ops} ops")
     print(f"  build() cold (caches cleared): median {statistics.median(cold) * 1e3:.1f} ms, "
-          f"min {min(cold) * 1e3:.1f} ms (target well under 20 ms)")
+          f"min {min(cold) * 1e3:.1f} ms; CPU time median {statistics.median(cold_cpu) * 1e3:.1f} ms "
+          f"(target well under 20 ms; CPU time is what a shared machine's load does not inflate)")
     print(f"  build() sweep step (only DP settings change): median {statistics.median(warm) * 1e3:.2f} ms")
     print(f"  write_native: {write_s * 1e3:.1f} ms")
     return 0
