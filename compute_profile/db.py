@@ -248,11 +248,13 @@ class ProfileDB:
         ``bytes`` are counts). Empty cells are NULLs. ``pandas.read_csv`` reads it as is.
         """
         rows = self.rows(gpu=gpu)
+        # Text cells quoted (a note may hold a comma, a quote or a line break), numbers bare and
+        # written with repr (exact round trip), NULL as an empty cell.
         with atomic_write(path, "w") as fh:
-            w = csv.writer(fh, lineterminator="\n")
-            w.writerow(COLUMNS)
+            csv.writer(fh, lineterminator="\n").writerow(COLUMNS)
+            w = csv.writer(fh, lineterminator="\n", quoting=csv.QUOTE_NONNUMERIC)
             for r in rows:
-                w.writerow(["" if v is None else (repr(v) if isinstance(v, float) else v) for v in astuple(r)])
+                w.writerow(astuple(r))
         return len(rows)
 
     def import_csv(self, path: str | Path, *, replace: bool = False) -> MergeResult:
@@ -265,7 +267,7 @@ def read_csv_rows(path: str | Path) -> list[ProfileRow]:
     path = str(path)
     out: list[ProfileRow] = []
     with open(path, newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
+        reader = csv.DictReader(fh)  # quoted or bare cells; empty = NULL
         header = reader.fieldnames or []
         missing = [c for c in (*KEY_COLUMNS, "time_s", "source") if c not in header]
         if missing:

@@ -118,3 +118,24 @@ def test_lookup_uses_the_index():
         "EXPLAIN QUERY PLAN SELECT * FROM kernel_times WHERE gpu=? AND kind=? AND phase=? AND dtype=?",
         ("h100", "gemm", "fwd", "bf16")).fetchall()
     assert any("kernel_times_family" in str(p) for p in plan)
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_pos = st.floats(min_value=1e-12, max_value=1e6, allow_nan=False, allow_infinity=False)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 1 << 20), st.integers(1, 1 << 20), _pos, st.one_of(st.none(), _pos),
+                          st.sampled_from(["measured", "imported", "estimated"]),
+                          st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=20)),
+                min_size=1, max_size=8, unique_by=lambda t: (t[0], t[1])))
+def test_csv_round_trip_is_exact_for_any_values(tmp_path_factory, items):
+    rows = [ProfileRow(gpu="h200", kind="norm", shape_key=f"{a}x{b}", dtype="bf16", phase="fwd", time_s=t,
+                       source=src, bytes=nb, note=note) for a, b, t, nb, src, note in items]
+    db = ProfileDB()
+    db.put(rows)
+    path = tmp_path_factory.mktemp("csv") / "p.csv"
+    db.export_csv(path)
+    assert sorted(read_csv_rows(path), key=lambda r: r.key) == sorted(rows, key=lambda r: r.key)
