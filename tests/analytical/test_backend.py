@@ -187,3 +187,17 @@ def test_backend_protocol_orders_completions():
     assert [c.id for c in done] == [1, 0]
     assert done[1].time == pytest.approx(t_big)
     assert b.next_completion_time() == math.inf
+
+
+def test_system_yaml_with_fewer_nics_and_oversubscription(tmp_path):
+    """4 NICs for 8 GPUs on a 2:1 oversubscribed fabric: a GPU owns half a NIC, halved again."""
+    from network.system import load_system
+
+    y = tmp_path / "sys.yaml"
+    y.write_text("base: h100\nnics_per_node: 4\noversubscription: 2\n")
+    sysc = load_system(str(y))
+    b = AnalyticalBackend(sysc, 64, efficiency=EfficiencyTable.ideal())
+    ranks = (0, 8, 16, 24)
+    busbw = 4 / 8 * 50e9 * 0.92 / 2
+    expected = 3 * sysc.network_latency_s + 3 / 4 * S / busbw
+    assert b.collective_time(op(CollKind.ALL_GATHER, Group.DP, 4), ranks) == pytest.approx(expected, rel=1e-12)
