@@ -11,7 +11,8 @@ Entities (kept apart from how they are built, STYLE.md section 1):
 - a pipeline transfer is a send/recv pair: it starts when the sender's pass has ended
   and the receiver has posted the receive (when it is ready to run the pass that needs
   it), on the sender's send stream for that direction; the receiving pass starts when it
-  has arrived. The sender does not wait for its send (see docs/engine.md).
+  has arrived. In 1F1B the sender waits for its send (Megatron's blocking p2p); in the
+  interleaved schedule it does not (see docs/engine.md).
 
 The engine owns the clock. Each step takes the earlier of the next queued event and the
 backend's ``next_completion_time()``; at equal times the network's completions go
@@ -75,6 +76,10 @@ class Simulator:
         self.pp = par.pp
         self.V = par.pp * par.vpp
         self.rps = par.world_size // par.pp
+        # Senders wait for their pipeline sends only in plain 1F1B; the interleaved
+        # schedule's combined forward+backward p2p calls are not modelled, so its sends
+        # are eager (as with Megatron's overlap_p2p_comm).
+        self.blocking_p2p = par.vpp == 1
         sched = SCHEDULES.get(schedule)
         steps = [sched(par.pp, par.vpp, self.m, s) for s in range(par.pp)]
         if all_ranks:
@@ -253,11 +258,11 @@ class Simulator:
         else:
             self._comm_try(fut.comm, now)
 
-    def _send(self, R: RankState, step: Step, spec: PassSpec, now: float) -> None:
+    def _send(self, R: RankState, step: Step, spec: PassSpec, now: float) -> Future | None:
         v = step.chunk * self.pp + R.stage
         v_dst = v + 1 if step.forward else v - 1
         if v_dst < 0 or v_dst >= self.V:
-            return
+            return None
         dst = self._pp_peer(R, v_dst % self.pp)
         fut = self._mailbox((dst, step.forward, v_dst, step.microbatch))
         if spec.send is not None:
@@ -273,6 +278,19 @@ class Simulator:
             if self.timeline:
                 R.recs.append((1, spec.send, fut, step.chunk, step.microbatch))
         self._join_p2p(fut, R.stage, now)
+        return fut
+
+    def _post_next_receive(self, R: RankState, now: float) -> None:
+        """Post the receive of the next pass's input, if it has one and it is not posted."""
+        if R.step_idx >= len(R.steps):
+            return
+        step = R.steps[R.step_idx]
+        v = step.chunk * self.pp + R.stage
+        if (v > 0) if step.forward else (v < self.V - 1):
+            key = (R.rank, step.forward, v, step.microbatch)
+            if R.wait_key != key:
+                R.wait_key = key
+                self._join_p2p(self._mailbox(key), R.stage, now)
 
     def _profile(self, R: RankState, spec: PassSpec) -> PassProfile:
         key = (R.stage, spec.chunk, spec.forward)
@@ -329,6 +347,8 @@ class Simulator:
 
     # ------------------------------------------------------------------ the rank process
     def _run(self, R: RankState) -> None:
+        if R.wait is not None:
+            return  # blocked; resumed by the completion it waits for
         now = self.loop.now
         while True:
             spec = R.spec
@@ -421,6 +441,8 @@ class Simulator:
                 R.outstanding = []
                 R.due = INF
             self._end_pass(R, now)
+            if R.wait is not None:
+                return
 
     def _end_pass(self, R: RankState, now: float) -> None:
         if R.in_tail:
@@ -432,7 +454,17 @@ class Simulator:
             return
         step, spec = R.step, R.spec
         R.spec = None
-        self._send(R, step, spec, now)
+        fut = self._send(R, step, spec, now)
+        if self.blocking_p2p and fut is not None and spec.send is not None and not spec.send.overlappable:
+            # Megatron's 1F1B p2p is blocking: the rank waits for its send. Between a
+            # forward and a backward the send is batched with the receive of the next
+            # pass's input (send_forward_recv_backward, send_backward_recv_forward), which
+            # is therefore posted now; in warm-up and cool-down it is a separate call.
+            nxt = R.steps[R.step_idx] if R.step_idx < len(R.steps) else None
+            if nxt is not None and nxt.forward != step.forward:
+                self._post_next_receive(R, now)
+            if fut.end is None:
+                self._block(R, [fut], now)
 
     # ------------------------------------------------------------------ main loop
     def run(self) -> float:

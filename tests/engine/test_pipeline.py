@@ -37,10 +37,14 @@ def test_pipeline_transfer_is_a_real_communication_event():
     r = simulate(w, SYSTEM, LinearBackend(bw=bw))
     assert r.iteration_time_s == pytest.approx(2 * f + 2 * b + 2 * c)
     s0, s1 = r.stage_breakdowns
-    assert s0.exposed_comm_s["pp"] == pytest.approx(c)  # waiting for the gradient transfer
-    assert s0.bubble_s == pytest.approx(f + b + c)  # stage 1's work and its first receive
-    assert s1.exposed_comm_s["pp"] == pytest.approx(c)
-    assert s1.bubble_s == pytest.approx(f + b + c)  # waiting for F0, then the tail after B1
+    # 1F1B sends block (Megatron): stage 0 waits c for its send of F0 and c for the
+    # gradients; the rest of its wait, stage 1's F and B, is bubble
+    assert s0.exposed_comm_s["pp"] == pytest.approx(2 * c)
+    assert s0.bubble_s == pytest.approx(f + b)
+    # stage 1 waits for F0 (f bubble + c on the wire), then c for its gradient send; the
+    # tail while stage 0 runs B0 is bubble
+    assert s1.exposed_comm_s["pp"] == pytest.approx(2 * c)
+    assert s1.bubble_s == pytest.approx(f + b)
     for bd in r.stage_breakdowns:
         assert _sum(bd) == pytest.approx(r.iteration_time_s)
     pp_intervals = [iv for iv in r.intervals if iv.stream == "pp"]
@@ -56,15 +60,18 @@ def test_stages_finish_in_cooldown_order():
 
 
 def test_pipeline_transfer_waits_for_the_receive_to_be_posted():
-    """pp=2, m=2 (f=1, b=2, transfer c). Stage 1 posts its receive of F1 only after B0,
-    at 4+c, so F1's activations (ready at 2) cross during [4+c, 4+2c] and stage 1 waits
-    c for them; the grads of B1 leave at 7+2c and stage 0 ends B1 at 9+3c."""
+    """pp=2, m=2 (f=1, b=2, transfer c), blocking 1F1B sends. F0 crosses at [1, 1+c]
+    (stage 1 posted at 0); stage 0's F1 is ready at 2+c but stage 1 posts that receive
+    only with its send of B0's gradients, at 4+c, so both cross during [4+c, 4+2c]; B1's
+    gradients leave at 7+2c and stage 0 ends B1 at 9+3c."""
     f, b, c, bw = 1.0, 2.0, 0.125, 8e9
     r = simulate(workload(pp=2, m=2, f=f, b=b, pp_bytes=int(c * bw)), SYSTEM, LinearBackend(bw=bw))
     assert r.iteration_time_s == pytest.approx(9 + 3 * c)
-    s1 = r.stage_breakdowns[1]
-    # stage 1 waits on the wire for F0 (c) and F1 (c); the rest of its idle time is bubble
-    assert s1.exposed_comm_s["pp"] == pytest.approx(2 * c)
+    s0, s1 = r.stage_breakdowns
+    # stage 1: c waiting for F0, then c for each of its two gradient sends
+    assert s1.exposed_comm_s["pp"] == pytest.approx(3 * c)
+    # stage 0: c for its send of F0, c on the wire for F1's send, c for B1's gradients
+    assert s0.exposed_comm_s["pp"] == pytest.approx(3 * c)
     starts = sorted(iv.start for iv in r.intervals if iv.stream == "pp")
     assert starts == pytest.approx([1.0, 4 + c, 4 + c, 7 + 2 * c])
 
