@@ -123,6 +123,28 @@ def gpu_label_for_device(torch: Any, dev: Any) -> str:
     raise ConfigError("gpu", name, f"unknown device; pass --gpu with one of {', '.join(sorted(GPUS))}")
 
 
+def _label(torch: Any, dev: Any, gpu: str | None) -> str:
+    """The rows' GPU name: the detected device, or --gpu when it agrees with (or names) it.
+
+    Labelling CPU timings as a GPU (or one GPU's timings as another) would poison every
+    later prediction that uses the database, so a contradiction is refused.
+    """
+    if gpu is None:
+        return gpu_label_for_device(torch, dev)
+    name = get_gpu(gpu).name
+    if getattr(dev, "type", str(dev)) != "cuda":
+        if name != "cpu":
+            raise ConfigError("gpu", gpu, "this run measures the CPU: rows must be labelled cpu (use a CUDA device for GPU rows)")
+        return name
+    try:
+        detected = gpu_label_for_device(torch, dev)
+    except ConfigError:
+        return name  # a device gpu_specs does not know: the user names its spec
+    if detected != name:
+        raise ConfigError("gpu", gpu, f"the local device is {torch.cuda.get_device_name(dev)} ({detected})")
+    return name
+
+
 def _provenance(torch: Any, dev: Any) -> dict[str, str]:
     cuda = getattr(dev, "type", str(dev)) == "cuda"
     return {
@@ -165,7 +187,7 @@ def _measure(torch: Any, workload: Workload, gpu: str | None, device: str, repea
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError("device", device, "CUDA is not available here; use --device cpu")
     dev = torch.device(device)
-    label = get_gpu(gpu).name if gpu else gpu_label_for_device(torch, dev)
+    label = _label(torch, dev, gpu)
     prov = _provenance(torch, dev)
     cuda = dev.type == "cuda"
     opt_cap = optimizer_max_params or (1 << 28 if cuda else 1 << 22)

@@ -83,6 +83,7 @@ def test_import_aiob_cli(tmp_path, capsys):
     (["import-trace", "/nonexistent/t.json", "--gpu", "h100"], "t.json"),
     (["measure", "--model", "llama3-8b", "--tp", "3", "--max-ops", "0"], "tp"),
     (["coverage", *TINY, "--gpu", "tpu-v9"], "gpu"),
+    (["measure", *TINY, "--gpu", "h100", "--device", "cpu"], "rows must be labelled cpu"),
 ])
 def test_bad_input_is_one_line_exit_2(argv, msg, capsys, tmp_path):
     rc = main([*argv] if "--db" in argv else [*argv, "--db", str(tmp_path / "x.sqlite")]
