@@ -227,16 +227,6 @@ def _write_outputs(out: Path, files: dict[str, str | bytes]) -> None:
             with atomic_write(out / name, "wb" if isinstance(data, bytes) else "w",
                               encoding=None if isinstance(data, bytes) else "utf-8") as fh:
                 fh.write(data)
-            (out / name).chmod(0o666 & ~_umask())
-
-
-def _umask() -> int:
-    """The process umask (atomic_write's temporary files are 0600; outputs should not be)."""
-    import os
-
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _fmt_s(x: float) -> str:

@@ -12,6 +12,12 @@ from pathlib import Path
 from typing import IO
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 @contextmanager
 def atomic_write(path: str | os.PathLike[str], mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
     """Yield a file handle whose content replaces ``path`` only if the block succeeds."""
@@ -20,6 +26,8 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "w", encoding: str | 
     binary = "b" in mode
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
+        # mkstemp creates the file 0600; an output should get the usual 0666 & ~umask.
+        os.chmod(tmp, 0o666 & ~_umask())
         with os.fdopen(fd, mode, encoding=None if binary else encoding) as fh:
             yield fh
         os.replace(tmp, target)
