@@ -227,6 +227,9 @@ def _write_outputs(out: Path, files: dict[str, str | bytes]) -> None:
             with atomic_write(out / name, "wb" if isinstance(data, bytes) else "w",
                               encoding=None if isinstance(data, bytes) else "utf-8") as fh:
                 fh.write(data)
+    for name in OUTPUT_FILES:
+        if name not in files:  # an earlier run's file here would contradict this run
+            (out / name).unlink(missing_ok=True)
 
 
 def _fmt_s(x: float) -> str:

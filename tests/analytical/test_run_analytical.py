@@ -159,3 +159,11 @@ def test_out_is_a_file(tmp_path, capsys):
     assert analytical_main([*SMALL, "--out", str(f), "--no-plot"]) == 2
     assert "not a directory" in capsys.readouterr().err
     assert f.read_text() == "x"
+
+
+def test_rerun_into_the_same_dir_leaves_only_this_runs_files(tmp_path):
+    out = tmp_path / "run"
+    assert analytical_main([*SMALL, "--out", str(out), "--no-plot"]) == 0
+    assert (out / "trace.json").exists()
+    assert analytical_main([*SMALL, "--out", str(out), "--no-plot", "--no-trace"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["EndToEnd.csv", "layers.csv", "summary.json"]
