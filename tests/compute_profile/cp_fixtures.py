@@ -3,8 +3,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from workload_gen.model_config import ModelConfig
 from workload_gen.parallel_config import ParallelConfig
 from workload_gen.records import ChunkProgram, ComputeOp, OpKind, Phase, StageProgram, Workload
@@ -34,9 +32,3 @@ def make_workload(forward: list[ComputeOp], backward: list[ComputeOp], iteration
     stage = StageProgram(stage=0, chunks=(chunk,), iteration=tuple(iteration), params=1000, dense_params=1000)
     return Workload(model=model, parallel=par, stages=(stage,), params_total=1000)
 
-
-@pytest.fixture
-def tiny_workload() -> Workload:
-    fwd = [gemm("qkv", 128, 768, 256), elementwise("gelu", 128, 1024)]
-    bwd = [gemm("qkv", 128, 256, 768, Phase.BWD_INPUT), gemm("qkv", 256, 768, 128, Phase.BWD_WEIGHT)]
-    return make_workload(fwd, bwd)

@@ -1,1 +1,0 @@
-from cp_fixtures import tiny_workload  # noqa: F401  (fixture)
