@@ -518,8 +518,8 @@ def parse_rank(data: dict, rank: int, path: str = "<trace>") -> RankTrace:
     labelled = [o.layer for o in ops if o.layer is not None and 0 <= o.layer < HEAD_LAYER]
     num_layers = max(labelled) + 1 if labelled else None
     if any(o.layer == HEAD_LAYER for o in ops):
-        head = num_layers if num_layers is not None else 0
-        ops = [replace(o, layer=head) if o.layer == HEAD_LAYER else o for o in ops]
+        # The head's index is the layer count; without numbered layers it is unknown.
+        ops = [replace(o, layer=num_layers) if o.layer == HEAD_LAYER else o for o in ops]
     step_list = tuple(Step(n, s * US, e * US) for n, (s, e) in sorted(steps.items()))
     origin = step_list[0].start if step_list else min((o.start for o in ops), default=0.0)
     step_list = tuple(Step(s.number, s.start - origin, s.end - origin) for s in step_list)

@@ -11,7 +11,6 @@ double-count overlapping kernels or streams.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
