@@ -167,3 +167,17 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path, capsys):
     assert "Traceback" not in "\n".join(err)
     assert not (tmp_path / "o").exists()
     assert diff_trace_main([str(tmp_path / "nope"), str(sim)]) == 2
+
+
+def test_multi_rank_directory_and_rank_choice(tmp_path, capsys):
+    sim = sim_trace(tmp_path / "trace.json")
+    ranks = tmp_path / "ranks"
+    ranks.mkdir()
+    kineto_trace(ranks / "r0.json.gz", rank=0)
+    kineto_trace(ranks / "r1.json", rank=1)
+    assert diff_trace_main([str(sim), str(ranks), "--rank", "1", "--out", str(tmp_path / "o")]) == 0
+    data = json.loads((tmp_path / "o" / "diff.json").read_text())
+    assert data["measured"].endswith("r1.json")
+    assert data["iteration"]["measured_s"] == pytest.approx(6.5e-3)
+    assert diff_trace_main([str(sim), str(ranks), "--rank", "5"]) == 2
+    assert "rank 5 not in trace" in capsys.readouterr().err
