@@ -2,10 +2,25 @@
 
 Public surface: :func:`expand`, :class:`FlowGraph`, the algorithm registry
 :data:`ALGORITHMS`, contention-free :func:`timing.evaluate`, and the closed forms in
-:mod:`collectives.closed_form` (which the analytical network backend imports).
+:mod:`collectives.closed_form`. The expander (numpy and every algorithm builder) loads on
+first use, so the analytical backend can import ``collectives.closed_form`` and
+``collectives.auto`` cheaply.
 """
-from collectives.expand import choose_algorithm, expand, normalize_op
-from collectives.flowgraph import FlowGraph, switch_id, switch_node
-from collectives.registry import ALGORITHMS, OPS
+from __future__ import annotations
 
-__all__ = ["expand", "choose_algorithm", "normalize_op", "FlowGraph", "switch_id", "switch_node", "ALGORITHMS", "OPS"]
+from importlib import import_module
+from typing import Any
+
+_LAZY = {
+    "expand": "collectives.expander", "choose_algorithm": "collectives.expander", "normalize_op": "collectives.expander",
+    "FlowGraph": "collectives.flowgraph", "switch_id": "collectives.flowgraph", "switch_node": "collectives.flowgraph",
+    "ALGORITHMS": "collectives.registry", "OPS": "collectives.registry",
+}
+
+__all__ = list(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'collectives' has no attribute {name!r}")

@@ -18,7 +18,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from collectives.expand import expand
+from collectives.expander import expand
 from collectives.flowgraph import FlowGraph
 from collectives.layout import MAX_CHANNELS
 from collectives.protocol import PROTOCOLS

@@ -114,10 +114,26 @@ def p2p_time(nbytes: float, busbw: float, latency: float) -> float:
     return nbytes / busbw + latency
 
 
+def node_tree_height(nodes: int) -> int:
+    """Edges root-to-deepest of NCCL's binary node tree (the expander's tree 0; tree 1 is
+    its mirror or shift, of the same height): node i > 0 with lowest set bit b has parent
+    (i ^ b) | 2b, or i ^ b when that is >= nodes. Pure arithmetic, so the analytical
+    backend can use it without importing the expander (tests pin it to the built trees)."""
+    best = 0
+    for i in range(1, nodes):
+        d, x = 0, i
+        while x:
+            low = x & -x
+            up = (x ^ low) | (low << 1)
+            x = up if up < nodes else x ^ low
+            d += 1
+        best = max(best, d)
+    return best
+
+
 def tree_height(nodes: int, per_node: int) -> int:
     """Height of the double binary tree used by ``tree`` (node tree + chain inside a node)."""
-    from collectives.algorithms.tree import tree_allreduce_height  # keeps this module's import light
-    return tree_allreduce_height(max(nodes, 1), max(per_node, 1))
+    return node_tree_height(max(nodes, 1)) + max(per_node, 1) - 1
 
 
 def closed_form_time(kind, algorithm: str, nbytes: float, n: int, busbw: float, latency: float, *,
@@ -151,4 +167,4 @@ def latency_steps(kind, algorithm: str, n: int, nodes: int = 1, per_node: int | 
 
 
 __all__ = ["bus_factor", "ring_time", "tree_time", "nvls_time", "hd_time", "alltoall_time", "chain_time",
-           "p2p_time", "tree_height", "closed_form_time", "latency_steps"]
+           "p2p_time", "node_tree_height", "tree_height", "closed_form_time", "latency_steps"]

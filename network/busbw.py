@@ -5,12 +5,11 @@ same answer to "which algorithm and fabric carry this group, at what bus bandwid
 how many latency steps". Everything here is arithmetic on a :class:`GroupShape` (ranks,
 nodes spanned, GPUs of the group per node) and a :class:`SystemConfig`.
 
-Agreement with the collectives expander: the algorithm choice is the expander's ``auto``
-rule (``collectives.expand.choose_algorithm``) and the times are its closed forms
-(``collectives.closed_form``) with K -> infinity (ideal pipelining). Both are restated
-here rather than imported because importing ``collectives`` pulls numpy and every
-algorithm builder (~0.3 s), too much for a run that must finish in 0.5 s;
-tests/analytical/test_agreement.py pins the two together.
+Agreement with the collectives expander: the algorithm choice is the expander's own
+``auto`` rule (:mod:`collectives.auto`) and the bus factor and tree heights are
+:mod:`collectives.closed_form`'s, imported (both are numpy-free; ``collectives`` loads
+its expander lazily). The times are those closed forms with K -> infinity (ideal
+pipelining); tests/analytical/test_agreement.py pins them to the flow timing.
 
 Conventions (nccl-tests): S is the full buffer (``CollectiveOp.bytes``); bus bandwidth
 is the rate at which each rank moves its share, so the bandwidth term is
@@ -22,12 +21,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from functools import lru_cache
-
+from collectives.auto import choose
+from collectives.closed_form import bus_factor as algorithm_factor
+from collectives.closed_form import node_tree_height
 from network.system import SystemConfig
 from workload_gen.records import CollKind
 
-MiB = 1 << 20
 
 
 class Link(StrEnum):
@@ -67,53 +66,9 @@ class CollectivePath:
     link: Link
 
 
-def algorithm_factor(kind: CollKind, n: int) -> float:
-    """Bytes each rank moves per byte of the NCCL buffer (nccl-tests' busbw factor)."""
-    if n <= 1:
-        return 0.0
-    if kind is CollKind.ALL_REDUCE:
-        return 2.0 * (n - 1) / n
-    if kind in (CollKind.ALL_GATHER, CollKind.REDUCE_SCATTER, CollKind.ALL_TO_ALL):
-        return (n - 1) / n
-    return 1.0  # SEND_RECV, BROADCAST
-
-
-@lru_cache(maxsize=256)
-def node_tree_height(nodes: int) -> int:
-    """Edges root-to-deepest of NCCL's binary node tree (the expander's tree 0; tree 1 is
-    its mirror or shift, of the same height): node i > 0 with lowest set bit b has parent
-    (i ^ b) | 2b, or i ^ b when that is >= nodes."""
-    best = 0
-    for i in range(1, nodes):
-        d, x = 0, i
-        while x:
-            low = x & -x
-            up = (x ^ low) | (low << 1)
-            x = up if up < nodes else x ^ low
-            d += 1
-        best = max(best, d)
-    return best
-
-
 def choose_algorithm(kind: CollKind, nbytes: float, shape: GroupShape, system: SystemConfig) -> str:
-    """The expander's ``auto`` rule (a simplified NCCL tuner).
-
-    send/recv -> p2p; all-to-all -> alltoall (all messages posted at once); all-gather,
-    reduce-scatter, broadcast -> ring; all-reduce -> NVLS where the node has it, the group
-    has >= 2 GPUs on a node and S >= 1 MiB (``nvls`` on one node, ``nvls_tree`` across
-    nodes); else across nodes ``tree`` when S <= 4 MiB per node spanned; else ``ring``.
-    """
-    if kind is CollKind.SEND_RECV:
-        return "p2p"
-    if kind is CollKind.ALL_TO_ALL:
-        return "alltoall"
-    if kind is not CollKind.ALL_REDUCE:
-        return "ring"
-    if system.nvls and system.nvls_busbw > 0 and shape.per_node >= 2 and nbytes >= MiB:
-        return "nvls" if shape.nodes == 1 else "nvls_tree"
-    if shape.nodes > 1 and nbytes <= 4 * MiB * shape.nodes:
-        return "tree"
-    return "ring"
+    """The expander's ``auto`` rule (:mod:`collectives.auto`), on a group shape."""
+    return choose(kind.value, nbytes, shape.nodes, shape.per_node, system)
 
 
 def nic_share(system: SystemConfig, gpus: int) -> float:

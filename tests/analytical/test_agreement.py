@@ -1,6 +1,6 @@
 """The analytical backend agrees with the collectives expander (issue 5, DESIGN.md).
 
-Three things are pinned: the algorithm choice equals ``collectives.expand.choose_algorithm``;
+Three things are pinned: the algorithm choice equals ``collectives.expander.choose_algorithm``;
 with no size efficiency the backend's time equals ``collectives.closed_form`` (K -> inf);
 and it equals the contention-free timing of the expanded flows where D's own tests show
 that timing is exactly the closed form (uniform links), within the pipeline-fill term
@@ -12,7 +12,7 @@ import pytest
 
 from collectives import closed_form as cf
 from collectives import expand
-from collectives.expand import choose_algorithm as d_choose
+from collectives.expander import choose_algorithm as d_choose
 from collectives.layout import GroupLayout
 from collectives.timing import contention_free_time
 from network.analytical import AnalyticalBackend

@@ -13,6 +13,7 @@ import collectives.algorithms.hd  # noqa: F401
 import collectives.algorithms.nvls  # noqa: F401
 import collectives.algorithms.ring  # noqa: F401
 import collectives.algorithms.tree  # noqa: F401
+from collectives.auto import choose
 from collectives.common import Context, nested_split
 from collectives.flowgraph import FlowBuilder, FlowGraph, empty_graph
 from collectives.layout import MAX_CHANNELS, GroupLayout
@@ -41,31 +42,8 @@ def normalize_op(op: CollKind | str) -> str:
 
 
 def choose_algorithm(op: str, nbytes: int, layout: GroupLayout, system: SystemConfig | None) -> str:
-    """The ``auto`` rule (a simplified NCCL tuner; see docs/collectives.md).
-
-    - send/recv -> ``p2p``; all-to-all -> ``alltoall`` (NCCL posts every send/recv of the
-      exchange at once); broadcast, reduce, all-gather, reduce-scatter -> ``ring``.
-    - all-reduce:
-      1. NVLS where the hardware has it (``system.nvls``), the group has >= 2 GPUs on a
-         node, and the message is >= 1 MiB (below that NCCL's LL ring/tree win on
-         latency): ``nvls`` inside one node, ``nvls_tree`` across nodes;
-      2. else across nodes, ``tree`` when the message is at most 4 MiB per node spanned
-         (the double binary tree's log-depth latency beats the ring's 2(n-1) steps for
-         small and medium messages at scale);
-      3. else ``ring`` (best bus bandwidth for large messages).
-    """
-    if op == "sendrecv":
-        return "p2p"
-    if op == "alltoall":
-        return "alltoall"
-    if op != "allreduce":
-        return "ring"
-    nvls = system is not None and system.nvls
-    if nvls and layout.max_per_node >= 2 and nbytes >= 1 * MiB:
-        return "nvls" if layout.num_nodes == 1 else "nvls_tree"
-    if layout.num_nodes > 1 and nbytes <= 4 * MiB * layout.num_nodes:
-        return "tree"
-    return "ring"
+    """The ``auto`` rule; see :mod:`collectives.auto` (shared with the analytical backend)."""
+    return choose(op, nbytes, layout.num_nodes, layout.max_per_node, system)
 
 
 def expand(op: CollKind | str, bytes: int, ranks: Sequence[int], placement: Placement,
