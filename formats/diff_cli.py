@@ -24,7 +24,8 @@ def _trace_parser() -> argparse.ArgumentParser:
                                              "diff_mismatches.csv and timeline.png (written atomically)")
     ap.add_argument("--rank", type=int, help="measured rank to compare (default: the first in the trace)")
     ap.add_argument("--step", type=int, help="ProfilerStep number to compare (default: the median-length step)")
-    ap.add_argument("--stage", type=int, help="simulated pipeline stage to compare (default: 0)")
+    ap.add_argument("--stage", type=int, help="simulated pipeline stage to compare (default: 0; also picks the "
+                                              "stage of REAL when it is a trainsim trace)")
     ap.add_argument("--top", type=int, default=10, help="how many single-op mismatches to list (default 10)")
     ap.add_argument("--fail-above", type=float, metavar="PCT",
                     help="exit 1 when |iteration-time error| exceeds PCT percent (CI regression gate)")
@@ -47,7 +48,7 @@ def diff_trace_main(argv: list[str] | None = None) -> int:
         pred = load_simulated(args.simulated, args.stage)
         print(f"reading {', '.join(map(str, args.real))}", file=sys.stderr)
         real = args.real if len(args.real) > 1 else args.real[0]
-        meas = load_measured(real, args.rank, args.step, pred.parallel)
+        meas = load_measured(real, args.rank, args.step, pred.parallel, args.stage)
         d = diff_timelines(pred, meas, args.top)
         sys.stdout.write(render_text(d))
         if args.out is not None:

@@ -86,12 +86,25 @@ def coll_from_name(name: str) -> str:
 
 
 def _read_sim_intervals(path: Path) -> tuple[list, dict]:
-    """Intervals of our trace.json through E2's reader, and the trace's otherData."""
+    """Intervals of our trace.json through E2's reader, and the run's header figures.
+
+    The header (iteration time, parallel sizes) comes from summary.json beside the trace
+    when there is one, so a large trace is parsed once; else from the trace's otherData.
+    """
     from formats.chrome_trace import read_chrome_trace  # E2's reader: the schema's owner
 
-    other = load_json(path).get("otherData") or {}
+    summary = path.with_name("summary.json")
+    other: dict = {}
+    if summary.exists():
+        try:
+            data = json.loads(summary.read_text())
+            config = data.get("config") if isinstance(data.get("config"), dict) else {}
+            other = {"iteration_time_s": data.get("iteration_time_s"), "parallel": config.get("parallel") or {}}
+        except (OSError, json.JSONDecodeError):
+            other = {}
+    if not isinstance(other.get("iteration_time_s"), (int, float)):
+        other = load_json(path).get("otherData") or {}
     return list(read_chrome_trace(path)), other
-
 
 
 def load_simulated(path: str | Path, stage: int | None = None) -> Timeline:
@@ -112,10 +125,7 @@ def load_simulated(path: str | Path, stage: int | None = None) -> Timeline:
     rank = min(iv.rank for iv in mine)
     mine = [iv for iv in mine if iv.rank == rank]
     iteration = other.get("iteration_time_s")
-    summary = (p / "summary.json") if p.is_dir() else trace.with_name("summary.json")
-    if iteration is None and summary.exists():
-        iteration = _summary_iteration(summary)
-    if iteration is None:
+    if not isinstance(iteration, (int, float)):
         iteration = max(iv.end for iv in intervals) - min(iv.start for iv in intervals)
     ops = []
     for iv in mine:
@@ -131,15 +141,6 @@ def load_simulated(path: str | Path, stage: int | None = None) -> Timeline:
     layers = max(iv.layer for iv in intervals) if any(iv.layer >= 0 for iv in intervals) else None
     par = other.get("parallel") if isinstance(other.get("parallel"), dict) else {}
     return Timeline(str(trace), "predicted", float(iteration), tuple(ops), layers, par, "simulated")
-
-
-def _summary_iteration(path: Path) -> float | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-    value = data.get("iteration_time_s")
-    return float(value) if isinstance(value, (int, float)) else None
 
 
 # --- the measured side ----------------------------------------------------------------
@@ -177,24 +178,27 @@ def measured_timeline(trace: KinetoTrace, rank: int | None = None, step: int | N
 
 
 def load_measured(path: str | Path | list, rank: int | None = None, step: int | None = None,
-                  parallel: dict | None = None) -> Timeline:
-    """A Kineto trace (file, per-rank files, directory), or another trainsim trace.json."""
+                  parallel: dict | None = None, stage: int | None = None) -> Timeline:
+    """A Kineto trace (file, per-rank files, directory), or another trainsim trace.json
+    (then ``stage`` picks its pipeline stage, as for the simulated side)."""
     paths = path if isinstance(path, list) else [path]
     first = Path(paths[0])
     if len(paths) == 1 and _is_trainsim(first):
-        tl = load_simulated(first)
+        tl = load_simulated(first, stage)
         return replace(tl, side="measured")
     return measured_timeline(read_kineto(path), rank, step, parallel)
 
 
 def _is_trainsim(p: Path) -> bool:
+    """A run directory, or a trace.json whose tail names trainsim as its producer (the
+    writer puts otherData last; reading the tail avoids parsing a large file twice)."""
     if p.is_dir():
         return (p / "trace.json").exists() and not any(q.name.endswith(".json.gz") for q in p.iterdir())
     if not p.name.endswith(".json"):
         return False
-    try:
-        other = load_json(p).get("otherData") or {}
-    except FormatError:
-        return False
-    return isinstance(other, dict) and other.get("producer") == "trainsim"
+    with p.open("rb") as fh:
+        fh.seek(0, 2)
+        fh.seek(max(0, fh.tell() - 4096))
+        tail = fh.read().decode("utf-8", errors="replace")
+    return '"producer":"trainsim"' in tail.replace(" ", "")
 
