@@ -12,7 +12,8 @@ one :class:`TraceOp` per unit of work:
 - GPU traces: every kernel. Its category comes from the CPU op that launched it (found by
   the ``correlation`` id) when that op is classifiable (``aten::scaled_dot_product_attention``
   makes its kernels ``attention``), else from the kernel name; NCCL kernels are
-  collectives, with size and group from the ``record_param_comms`` / kernel args.
+  collectives, with size and group from the ``record_param_comms`` / kernel args. A
+  backward GEMM kernel takes the role (bwd-input / bwd-weight) of the ``mm`` that launched it.
 - CPU-only traces: the outermost aten op (or autograd node) that does the work; its
   children are not counted again. Everything under an ``Optimizer.step`` range or a range
   named ``optimizer`` is one ``optimizer`` op.
@@ -337,6 +338,9 @@ def _walk(roots: list[_Node], ctx: _Ctx, visit) -> None:
         todo.extend((ch, c) for ch in reversed(node.children))
 
 
+_GEMM_OPS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::matmul")
+
+
 def _split_bwd_gemm(node: _Node, fwd_dims: tuple[tuple[int, ...], ...]) -> list[tuple[_Node, str, float]]:
     """The mm children of a backward GEMM node with their role and the time they carry.
 
@@ -345,7 +349,7 @@ def _split_bwd_gemm(node: _Node, fwd_dims: tuple[tuple[int, ...], ...]) -> list[
     input (via the autograd sequence number). The node's remaining time (bias-gradient sum,
     transposes) goes to the weight gradient, whose part it is.
     """
-    mms = [ch for ch in node.children if ch.name in ("aten::mm", "aten::bmm", "aten::addmm", "aten::matmul")]
+    mms = [ch for ch in node.children if ch.name in _GEMM_OPS]
     if len(mms) != 2:
         return []
     mats = [d for d in fwd_dims if len(d) >= 2]
@@ -403,7 +407,8 @@ def parse_rank(data: dict, rank: int, path: str = "<trace>") -> RankTrace:
                 return dims, conc
         return (cands[0][1], cands[0][2]) if cands else ((), ())
     steps: dict[int, tuple[float, float]] = {}
-    launch_ctx: dict[int, tuple[_Ctx, _Node | None]] = {}
+    launch_ctx: dict[int, tuple[_Ctx, _Node | None, _Node | None]] = {}
+    """correlation id -> (label context, outermost classified CPU op, innermost GEMM op) of a launch."""
 
     def first_pass(node: _Node, c: _Ctx) -> bool:
         m = _STEP_RE.match(node.name)
@@ -438,12 +443,14 @@ def parse_rank(data: dict, rank: int, path: str = "<trace>") -> RankTrace:
             if cat in ("cuda_runtime", "cuda_driver", "hip_runtime"):
                 corr = (node.ev.get("args") or {}).get("correlation")
                 owner = node.parent
-                classified = None
+                classified = gemm = None
                 while owner is not None:
+                    if gemm is None and owner.name in _GEMM_OPS:
+                        gemm = owner  # the mm a backward GEMM kernel belongs to
                     if classify_cpu_op(owner.name).category not in (OTHER,) or owner.name == "record_param_comms":
                         classified = owner  # keep climbing: the outermost classified op wins
                     owner = owner.parent
-                launch_ctx[corr] = (c, classified)
+                launch_ctx[corr] = (c, classified, gemm)
             return False
         if cat != "cpu_op" and not c.optimizer:
             return False
@@ -486,7 +493,7 @@ def parse_rank(data: dict, rank: int, path: str = "<trace>") -> RankTrace:
         for k in kernels:
             args = k.get("args") or {}
             corr = args.get("correlation")
-            c, owner = launch_ctx.get(corr, (_Ctx(), None))
+            c, owner, gemm = launch_ctx.get(corr, (_Ctx(), None, None))
             layer, phase = resolve(c)
             kcls = classify_kernel(k.get("name", ""))
             if c.optimizer:
@@ -512,6 +519,11 @@ def parse_rank(data: dict, rank: int, path: str = "<trace>") -> RankTrace:
             if phase == "bwd" and c.seq is not None and owner is not None:
                 dims, conc = fwd_of(c.seq, owner.name)
                 op = replace(op, fwd_input_dims=dims, fwd_concrete=conc)
+                if category == OpKind.GEMM.value and gemm is not None and gemm is not owner:
+                    # Which gradient this kernel computes: the role of its mm in the backward node.
+                    role = next((r for ch, r, _ in _split_bwd_gemm(owner, dims) if ch is gemm), None)
+                    if role is not None:
+                        op = replace(op, phase=role, input_dims=_dims(gemm.ev), cpu_op=gemm.name)
             ops.append(op)
         steps = _gpu_step_windows(steps, ops)
 

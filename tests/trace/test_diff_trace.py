@@ -58,16 +58,17 @@ def kineto_trace(path: Path, rank: int = 0) -> Path:
                    "args": {"correlation": corr, "stream": stream, "device": 0, **kargs}})
     op("ProfilerStep#4", 0, 10000, cat="user_annotation")
     op("layer.0.fwd", 10, 400, cat="user_annotation")
-    op("aten::linear", 20, 100, **{"Input Dims": [[2, 128, 256], [768, 256], [768]], "Sequence number": 4})
-    op("aten::addmm", 25, 95, **{"Input Dims": [[768], [256, 256], [256, 768]], "Sequence number": 5})
+    # qkv of 512 tokens (b=2, s=256), hidden 256: y[512, 768] = x[512, 256] @ W^T.
+    op("aten::linear", 20, 100, **{"Input Dims": [[2, 256, 256], [768, 256], [768]], "Sequence number": 4})
+    op("aten::addmm", 25, 95, **{"Input Dims": [[768], [512, 256], [256, 768]], "Sequence number": 5})
     launch(1, 30, "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_32x5_tn", 1000, 2500)
     op("aten::scaled_dot_product_attention", 150, 250, **{"Input Dims": [[2, 4, 128, 64]] * 3, "Sequence number": 6})
     launch(2, 160, "void flash_fwd_kernel<Flash_fwd_kernel_traits<64>>(Flash_fwd_params)", 2500, 3000)
     op("autograd::engine::evaluate_function: AddmmBackward0", 500, 700, **{"Sequence number": 5})
     op("AddmmBackward0", 505, 695, **{"Sequence number": 5})
-    op("aten::mm", 510, 550)
+    op("aten::mm", 510, 550, **{"Input Dims": [[512, 768], [768, 256]]})  # dX = dY @ W
     launch(3, 520, "sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x32", 3000, 4000)
-    op("aten::mm", 560, 600)
+    op("aten::mm", 560, 600, **{"Input Dims": [[768, 512], [512, 256]]})  # dW = dY^T @ X
     launch(4, 570, "sm80_xmma_gemm_bf16bf16_bf16f32_f32_nt_n_tilesize128x128x32", 4000, 5000)
     op("record_param_comms", 800, 850, **{"Collective name": "allreduce", "In msg nelems": 1048576,
                                           "Out msg nelems": 1048576, "dtype": "BFloat16", "Group size": 2,
@@ -96,8 +97,8 @@ def test_gpu_trace_reader_attributes_kernels(pair):
     assert meas.device == "gpu"
     assert meas.iteration_s == pytest.approx(6.5e-3)
     cats = sorted((o.category, o.layer, o.phase) for o in meas.ops)
-    assert cats == sorted([("gemm", 0, "fwd"), ("attention", 0, "fwd"), ("gemm", 0, "bwd"), ("gemm", 0, "bwd"),
-                           ("comm", None, "iter"), ("optimizer", None, "iter")])
+    assert cats == sorted([("gemm", 0, "fwd"), ("attention", 0, "fwd"), ("gemm", 0, "bwd-input"),
+                           ("gemm", 0, "bwd-weight"), ("comm", None, "iter"), ("optimizer", None, "iter")])
     comm = [o for o in meas.ops if o.category == "comm"][0]
     assert (comm.coll, comm.group, comm.group_size, comm.bytes) == ("allreduce", "tp", 2, 2 * 1048576)
     gemm = [o for o in meas.ops if o.category == "gemm" and o.phase == "fwd"][0]
@@ -131,6 +132,20 @@ def test_diff_numbers(pair):
     second = d.mismatches[1]
     assert (second.layer, second.phase, second.kind) == (0, "fwd", "gemm")
     assert second.diff_s == pytest.approx(-0.5e-3)
+    assert {(m.phase, m.diff_s) for m in d.mismatches if m.kind == "gemm" and m.phase != "fwd"} == \
+           {("bwd-input", 0.0), ("bwd-weight", 0.0)}
+
+
+def test_gpu_trace_calibration_keys(pair):
+    """GPU kernels become profile rows under the workload's GEMM keys (T=512, in=256, out=768)."""
+    from compute_profile.trace_import import rows_from_trace
+
+    _, real = pair
+    rows = {(r.kind, r.shape_key, r.phase): r for r in rows_from_trace(real, "h200")}
+    assert rows[("gemm", "512x768x256", "fwd")].time_s == pytest.approx(1.5e-3)
+    assert rows[("gemm", "512x256x768", "bwd-input")].time_s == pytest.approx(1e-3)
+    assert rows[("gemm", "256x768x512", "bwd-weight")].time_s == pytest.approx(1e-3)
+    assert rows[("attention", "2x4x128x128x64x0", "fwd")].time_s == pytest.approx(0.5e-3)
 
 
 def test_missing_category_is_reported(tmp_path):
