@@ -1,0 +1,29 @@
+"""The packet-level network backend: trainsim's flows on a real ns-3 (3.44, Python wheel).
+
+Public surface: :class:`Ns3Backend` (an engine NetworkBackend), :func:`build_fabric` and
+:func:`read_simai_topology` (topologies), :class:`TransportParams` (DCQCN/DCTCP knobs),
+and the ``run-ns3`` CLI (network/ns3/cli.py). Importing this package does not import
+ns-3; the first :class:`Ns3Backend` does (10-40 s of cppyy JIT, once per process).
+See docs/ns3.md.
+"""
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+_LAZY = {
+    "Ns3Backend": "network.ns3.backend",
+    "build_fabric": "network.ns3.topology",
+    "read_simai_topology": "network.ns3.topology",
+    "Fabric": "network.ns3.topology",
+    "TransportParams": "network.ns3.params",
+    "PacketNetwork": "network.ns3.world",
+}
+
+__all__ = list(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'network.ns3' has no attribute {name!r}")

@@ -1,0 +1,230 @@
+"""The packet-level :class:`engine.backend.NetworkBackend`: every flow of every collective in ns-3.
+
+While a run is in ns-3 mode, ns-3's scheduler is the clock of the network: the engine
+asks ``advance_until(t)`` (its next own event), the network runs to ``t`` or stops at the
+first transfer that completes, and reports it; compute events stay in the engine's queue
+and are never simulated by ns-3. ``submit`` expands the collective with
+:func:`collectives.expand` into flows with dependencies; the C++ core starts the roots and
+starts each dependent flow from the completion of its parents (flow granularity, no Python
+per packet or per flow). Inter-node flows are packets on the fabric; intra-node flows go
+to the NVLink fluid model (max-min fair per GPU port) unless ``nvswitch=True`` puts the
+NVSwitch into ns-3.
+
+Units: seconds, bytes.
+"""
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import dataclass
+from typing import TextIO
+
+import numpy as np
+
+from engine.backend import Completion, Transfer
+from network.ns3.params import TransportParams
+from network.ns3.topology import Fabric, build_fabric
+from network.ns3.world import SWITCH_END, PacketNetwork
+from network.system import SystemConfig
+from workload_gen.placement import Placement
+
+HORIZON_S = 1.0
+"""When the engine has nothing scheduled, ns-3 runs in slices of this much simulated time
+(each ends early at a completion); an empty ns-3 queue with transfers pending is a bug."""
+
+
+@dataclass(frozen=True, slots=True)
+class TransferFlows:
+    """What the outputs need about one submitted collective's flows."""
+
+    transfer: int
+    name: str
+    group: str
+    first_flow: int
+    src_rank: np.ndarray
+    dst_rank: np.ndarray
+    """-1 for an NVSwitch endpoint (NVLS)."""
+    ideal_s: np.ndarray
+    """Duration of each flow alone on an idle path (see :meth:`Ns3Backend.ideal_durations`)."""
+
+
+class Ns3Backend:
+    """ns-3 network backend (``contention_free = False``: the engine simulates every rank)."""
+
+    contention_free = False
+    name = "ns3"
+
+    def __init__(
+        self,
+        system: SystemConfig,
+        world_size: int,
+        *,
+        fabric: Fabric | None = None,
+        topology: str | None = None,
+        oversubscription: float | None = None,
+        spines: int | None = None,
+        nodes_per_rack: int | None = None,
+        params: TransportParams | None = None,
+        nvswitch: bool = False,
+        algorithm: str = "auto",
+        channels: int | str = "auto",
+        progress: TextIO | None = None,
+        progress_every_s: float = 5.0,
+    ) -> None:
+        self.system = system
+        self.world_size = world_size
+        self.placement = Placement(world_size, system.gpus_per_node)
+        self.params = params or TransportParams()
+        self.fabric = fabric or build_fabric(system, world_size, topology, oversubscription=oversubscription,
+                                             spines=spines, nodes_per_rack=nodes_per_rack, nvswitch=nvswitch)
+        self.nvswitch = nvswitch or any(ln.kind == "nvlink" for ln in self.fabric.links)
+        self.algorithm = algorithm
+        self.channels = channels
+        self.net = PacketNetwork(self.fabric, self.params, nvlink_bps=system.nvlink_busbw * 8,
+                                 nvlink_latency_s=system.nvlink_latency_s, num_gpus=world_size)
+        self.transfers: list[TransferFlows] = []
+        self._pending: list[Completion] = []
+        self._inflight = 0
+        self._late_submits = 0
+        self._path_cache: dict[tuple[int, int], tuple[float, int, float]] = {}
+        self._progress = progress
+        self._progress_every = progress_every_s
+        self._t_wall0 = time.perf_counter()
+        self._cpu0 = time.process_time()
+        self._t_last = self._t_wall0
+        gpn = system.gpus_per_node
+        self._host = np.array([self.fabric.host_of_rank(r) for r in range(world_size)], dtype=np.int64)
+        self._gpn = gpn
+
+    # ------------------------------------------------------------------ engine protocol
+    def submit(self, transfer: Transfer, now: float) -> None:
+        from collectives import expand
+
+        if now > self.net.now:
+            self._run_to(now)
+        elif now < self.net.now - 1e-9:
+            self._late_submits += 1  # the engine never does this; counted, starts at ns-3's now
+        op = transfer.op
+        graph = expand(op.kind, op.bytes, transfer.ranks, self.placement, self.algorithm, self.channels,
+                       system=self.system)
+        src, dst = graph.src.astype(np.int64), graph.dst.astype(np.int64)
+        intra = graph.is_intra_node.astype(bool)
+        has_switch_end = (src < 0) | (dst < 0)
+        # NVLS flows (an NVSwitch end) always use the fluid model: ns-3 switches do not reduce.
+        fluid = intra if not self.nvswitch else has_switch_end
+        s_ns = np.where(fluid, np.where(src < 0, SWITCH_END, src), self._host[np.maximum(src, 0)])
+        d_ns = np.where(fluid, np.where(dst < 0, SWITCH_END, dst), self._host[np.maximum(dst, 0)])
+        first = self.net.add_flows(transfer.id, s_ns, d_ns, graph.bytes, graph.parent_ptr, graph.parent_idx, fluid)
+        self._inflight += 1
+        ideal = self.ideal_durations(s_ns, d_ns, graph.bytes, fluid)
+        self.transfers.append(TransferFlows(transfer.id, op.name, op.group.value, first,
+                                            np.where(src < 0, -1, src), np.where(dst < 0, -1, dst), ideal))
+        self._collect()
+
+    def advance_until(self, t: float) -> list[Completion]:
+        """Run to ``t`` or to the first transfer completion, whichever is earlier."""
+        if not self._pending and self._inflight:
+            if math.isinf(t):
+                while not self._pending and self._inflight:
+                    before = self.net.flows_done, self.net.now
+                    self.net.run_until(self.net.now + HORIZON_S)
+                    self._collect()
+                    if not self._pending and (self.net.flows_done, self.net.now) == before:
+                        raise RuntimeError("ns-3 went idle with transfers in flight (a flow never completed)")
+            else:
+                self.net.run_until(t)
+                self._collect()
+        out, self._pending = self._pending, []
+        return out
+
+    def next_completion_time(self) -> float:
+        """Exact when a completion is already known; otherwise a lower bound (every active
+        flow must still deliver its remaining bytes at no more than its port rate)."""
+        if self._pending:
+            return min(c.time for c in self._pending)
+        if not self._inflight:
+            return math.inf
+        return max(self.net.now + 1e-9, self.net.lower_bound_next_completion())
+
+    def advance_to(self, t: float) -> list[Completion]:
+        """Move the clock to ``t``; every transfer finished by then, in time order."""
+        done: list[Completion] = []
+        while True:
+            done.extend(self.advance_until(t))
+            if self.net.now >= t - 1e-12 or not self._inflight:
+                break
+        if self.net.now < t and math.isfinite(t):
+            self.net.run_until(t, stop_on_transfer=False)
+            self._collect()
+            done.extend(self._pending)
+            self._pending = []
+        return sorted(done, key=lambda c: (c.time, c.id))
+
+    # ------------------------------------------------------------------ internals
+    def _run_to(self, t: float) -> None:
+        """Bring ns-3 to ``t``, keeping the completions met on the way for the engine."""
+        while self.net.now < t - 1e-12:
+            self.net.run_until(t)
+            self._collect()
+
+    def _collect(self) -> None:
+        for tid, when in self.net.take_done():
+            self._pending.append(Completion(tid, when))
+            self._inflight -= 1
+        self._report()
+
+    def _report(self, force: bool = False) -> None:
+        if self._progress is None:
+            return
+        now = time.perf_counter()
+        if not force and now - self._t_last < self._progress_every:
+            return
+        self._t_last = now
+        n = self.net
+        print(f"[run-ns3] simulated {n.now * 1e3:.3f} ms in {now - self._t_wall0:.1f} s wall; "
+              f"flows done {n.flows_done:,}, {n.net_bytes_done / 1e9:.3f} GB through the fabric, "
+              f"{self._inflight} collectives in flight", file=self._progress, flush=True)
+
+    def ideal_durations(self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, fluid: np.ndarray) -> np.ndarray:
+        """Each flow alone on an idle path: NVLink latency + bytes / NVLink busbw for fluid
+        flows; for packets: propagation + store-and-forward of one packet per extra hop +
+        bytes (with per-packet header overhead) / bottleneck rate."""
+        out = np.empty(len(src))
+        p = self.params
+        if p.transport == "rdma":
+            payload, hdr = p.udp_payload, 30
+        else:
+            payload, hdr = p.tcp_payload, 54 + 12
+        nvbw = self.system.nvlink_busbw
+        for i in range(len(src)):
+            b = float(nbytes[i])
+            if fluid[i]:
+                out[i] = self.system.nvlink_latency_s + b / nvbw
+                continue
+            key = (int(src[i]), int(dst[i]))
+            path = self._path_cache.get(key)
+            if path is None:
+                path = self._path_cache[key] = self.fabric.path_delay(*key)
+            delay, hops, rate = path
+            pkts = max(1, math.ceil(b / payload))
+            wire = (b + pkts * hdr) * 8
+            out[i] = delay + wire / rate + max(0, hops - 1) * (min(b, payload) + hdr) * 8 / rate
+        return out
+
+    def stats(self) -> dict[str, float]:
+        """Figures for RunResult.extras and the benchmark."""
+        self._report(force=True)
+        n = self.net
+        return {
+            "ns3_wall_s": time.perf_counter() - self._t_wall0,
+            "ns3_cpu_s": time.process_time() - self._cpu0,
+            "ns3_sim_time_s": n.now,
+            "flows": n.flows_done,
+            "fabric_bytes": n.net_bytes_done,
+            "nvlink_bytes": n.bytes_done - n.net_bytes_done,
+            "late_submits": self._late_submits,
+            "transport": self.params.transport,
+            "mtu": self.params.mtu,
+            "topology": self.fabric.description,
+        }

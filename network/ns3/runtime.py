@@ -1,0 +1,39 @@
+"""Loading ns-3 and trainsim's C++ core, once per process.
+
+``from ns import ns`` costs 10-35 s of cppyy JIT work, and C++ classes can be defined only
+once per interpreter, so the loaded module is cached here (the one piece of module state
+in the package; ns-3 itself is a process-wide singleton anyway). Everything else in the
+package receives the handle from :func:`load`.
+"""
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+_SOURCE = Path(__file__).with_name("tsim.cpp")
+
+
+@functools.cache
+def load() -> Any:
+    """Import ns-3, compile ``tsim.cpp`` into it and return ``cppyy.gbl`` (C++ global namespace)."""
+    import os
+    import sys
+
+    # cppyy prints harmless JIT warnings about ns-3's static initialisers to fd 2; keep
+    # them off the user's terminal while importing.
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        sys.stderr.flush()
+        os.dup2(devnull, 2)
+        from ns import ns  # noqa: F401  (loads every ns-3 library and header)
+        import cppyy
+
+        cppyy.cppdef(_SOURCE.read_text())
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+    return cppyy.gbl

@@ -1,0 +1,274 @@
+"""The packet network as data: hosts (NICs), switches, links and ECMP next hops.
+
+Pure Python (no ns-3), so that topologies can be built, read and checked cheaply; the
+ns-3 world (:mod:`network.ns3.world`) instantiates a :class:`Fabric` link by link.
+
+Node ids: hosts first (``0..num_hosts-1``; host ``h`` is a NIC), then switches. With one
+NIC per GPU, host ``h`` is GPU rank ``h``. Link rates are bits/s, delays seconds.
+
+Built-in layouts (docs/ns3.md draws them):
+
+- ``rail``: NIC ``i`` of every node hangs off leaf ``i`` (one leaf per rail); leaves are
+  joined by spines. Rail-aligned traffic (the same NIC index on both ends) never leaves
+  its leaf, which is why NCCL rings and DP groups of one TP rank are cheap there.
+- ``fat-tree``: one top-of-rack leaf per ``nodes_per_rack`` nodes (all their NICs), joined
+  by spines.
+
+In both, each leaf has one uplink to each spine, and the uplinks of a leaf together
+carry ``downlink capacity / oversubscription``.
+"""
+from __future__ import annotations
+
+import math
+import re
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+from network.system import SystemConfig
+from workload_gen.errors import ConfigError, FormatError
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    a: int
+    b: int
+    rate_bps: float
+    delay_s: float
+    kind: str
+    """``nic`` (host-leaf), ``fabric`` (switch-switch) or ``nvlink`` (GPU-NVSwitch, only when
+    the NVSwitch is simulated in ns-3)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Fabric:
+    num_hosts: int
+    gpus_per_node: int
+    nics_per_node: int
+    switch_names: tuple[str, ...]
+    """Name of switch ``num_hosts + i`` (``leaf3``, ``spine0``, ``nvsw1``, ...)."""
+    links: tuple[Link, ...]
+    description: str = ""
+
+    @property
+    def num_nodes_total(self) -> int:
+        return self.num_hosts + len(self.switch_names)
+
+    def node_name(self, n: int) -> str:
+        return f"nic{n}" if n < self.num_hosts else self.switch_names[n - self.num_hosts]
+
+    def host_of_rank(self, rank: int) -> int:
+        """The NIC a GPU sends through (GPU i of a node -> NIC i*nics/gpus, as on DGX)."""
+        node, local = divmod(rank, self.gpus_per_node)
+        return node * self.nics_per_node + local * self.nics_per_node // self.gpus_per_node
+
+    def adjacency(self) -> list[list[tuple[int, int]]]:
+        """Per node: (neighbour, link index), in link order (= ns-3 interface order)."""
+        adj: list[list[tuple[int, int]]] = [[] for _ in range(self.num_nodes_total)]
+        for i, ln in enumerate(self.links):
+            adj[ln.a].append((ln.b, i))
+            adj[ln.b].append((ln.a, i))
+        return adj
+
+    def next_hops(self) -> list[list[list[int]]]:
+        """ECMP tables: ``table[node][dst_host]`` = ns-3 interface indices on shortest paths.
+
+        BFS from each destination host over switches only (hosts never forward). Interface
+        ``k`` of a node is its k-th link in link order plus one (ns-3's interface 0 is the
+        loopback). Unreachable destinations get an empty list.
+        """
+        adj = self.adjacency()
+        n_all, h = self.num_nodes_total, self.num_hosts
+        table: list[list[list[int]]] = [[[] for _ in range(h)] for _ in range(n_all)]
+        iface_of = [{link: k + 1 for k, (_, link) in enumerate(nbrs)} for nbrs in adj]
+        for dst in range(h):
+            dist = [-1] * n_all
+            dist[dst] = 0
+            q = deque([dst])
+            while q:
+                u = q.popleft()
+                if u != dst and u < h:
+                    continue  # hosts are endpoints, not transit
+                for v, _ in adj[u]:
+                    if dist[v] < 0:
+                        dist[v] = dist[u] + 1
+                        q.append(v)
+            for u in range(n_all):
+                if u == dst or dist[u] < 0 or (u < h and len(adj[u]) == 1):
+                    continue  # single-NIC hosts need no table
+                table[u][dst] = [iface_of[u][link] for v, link in adj[u] if dist[v] == dist[u] - 1 and (v >= h or v == dst)]
+        return table
+
+    def path_delay(self, src: int, dst: int) -> tuple[float, int, float]:
+        """(propagation seconds, hops, bottleneck bits/s) of one shortest src->dst path."""
+        adj = self.adjacency()
+        prev: dict[int, tuple[int, int]] = {src: (-1, -1)}
+        q = deque([src])
+        while q:
+            u = q.popleft()
+            if u == dst:
+                break
+            if u != src and u < self.num_hosts:
+                continue
+            for v, link in adj[u]:
+                if v not in prev:
+                    prev[v] = (u, link)
+                    q.append(v)
+        if dst not in prev:
+            return math.inf, 0, 0.0
+        delay, hops, rate, u = 0.0, 0, math.inf, dst
+        while u != src:
+            p, link = prev[u]
+            delay += self.links[link].delay_s
+            rate = min(rate, self.links[link].rate_bps)
+            hops += 1
+            u = p
+        return delay, hops, rate
+
+
+def _uplink_rate(down_bps: float, oversubscription: float, spines: int) -> float:
+    return down_bps / oversubscription / spines
+
+
+def build_fabric(
+    system: SystemConfig,
+    world_size: int,
+    topology: str | None = None,
+    *,
+    oversubscription: float | None = None,
+    spines: int | None = None,
+    nodes_per_rack: int | None = None,
+    nvswitch: bool = False,
+) -> Fabric:
+    """A rail-optimized or fat-tree fabric for ``world_size`` GPUs of ``system``.
+
+    Link rate: every NIC runs at ``nic_bw * nic_efficiency`` (the achievable rate of
+    SystemConfig; the wire headers ns-3 adds on top cost another ~0.3% at MTU 9000), and
+    switch links are sized from it. spines: default one per rail (rail) or 8 (fat-tree),
+    never more than the leaf has downlinks. nvswitch: put each node's NVSwitch into ns-3
+    (GPU-switch links at ``nvlink_busbw``) instead of the fluid model.
+    """
+    topo = topology or system.topology
+    if topo not in ("rail", "fat-tree"):
+        raise ConfigError("topology", topo, "valid: rail, fat-tree, or a SimAI topology file")
+    over = system.oversubscription if oversubscription is None else float(oversubscription)
+    if over < 1:
+        raise ConfigError("oversubscription", over, "must be >= 1 (1 = non-blocking)")
+    gpn, nics = system.gpus_per_node, system.nics_per_node
+    if world_size < 1:
+        raise ConfigError("world_size", world_size, "must be >= 1")
+    nodes = -(-world_size // gpn)
+    hosts = nodes * nics
+    nic_bps = system.nic_bw * system.nic_efficiency * 8
+    delay = system.link_latency_s
+    names: list[str] = []
+    links: list[Link] = []
+
+    def switch(name: str) -> int:
+        names.append(name)
+        return hosts + len(names) - 1
+
+    if topo == "rail":
+        leaves = [switch(f"leaf{r}") for r in range(nics)]
+        for h in range(hosts):
+            links.append(Link(h, leaves[h % nics], nic_bps, delay, "nic"))
+        down = nodes
+    else:
+        per_rack = nodes_per_rack or max(1, 32 // nics)
+        racks = -(-nodes // per_rack)
+        leaves = [switch(f"tor{k}") for k in range(racks)]
+        for h in range(hosts):
+            links.append(Link(h, leaves[(h // nics) // per_rack], nic_bps, delay, "nic"))
+        down = per_rack * nics
+    if len(leaves) > 1:
+        n_sp = spines or (nics if topo == "rail" else 8)
+        n_sp = max(1, min(n_sp, down))
+        up = _uplink_rate(down * nic_bps, over, n_sp)
+        sp = [switch(f"spine{k}") for k in range(n_sp)]
+        for lf in leaves:
+            for s in sp:
+                links.append(Link(lf, s, up, delay, "fabric"))
+    if nvswitch:
+        if nics != gpn:
+            raise ConfigError("nvswitch", True, "the in-ns-3 NVSwitch needs one NIC per GPU (nics_per_node == gpus_per_node)")
+        nv_bps = system.nvlink_busbw * 8
+        for node in range(nodes):
+            s = switch(f"nvsw{node}")
+            for g in range(gpn):
+                links.append(Link(node * gpn + g, s, nv_bps, system.nvlink_latency_s / 2, "nvlink"))
+    desc = (f"{topo}: {nodes} nodes x {gpn} GPUs, {hosts} NICs at {nic_bps / 1e9:g} Gb/s, "
+            f"{len(leaves)} leaves, oversubscription {over:g}" + (", NVSwitch in ns-3" if nvswitch else ""))
+    return Fabric(hosts, gpn, nics, tuple(names), tuple(links), desc)
+
+
+_RATE = re.compile(r"^([0-9.eE+-]+)\s*([KMGT]?)(bps|b/s)$", re.IGNORECASE)
+_DELAY = re.compile(r"^([0-9.eE+-]+)\s*(ns|us|ms|s)$")
+_RATE_MUL = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+_DELAY_MUL = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+def read_simai_topology(path: str | Path, *, nvswitch: bool = False) -> Fabric:
+    """Read SimAI's topology file (the output of its gen_Topo scripts).
+
+    Line 1: ``nodes gpus_per_server nvswitches switches links gpu_type`` (nodes counts
+    everything); line 2: the ids of all switches, NVSwitches first; then one
+    ``src dst rate delay error_rate`` line per link (rate like ``400Gbps``, delay like
+    ``0.0005ms``). GPUs are ids ``0..gpus-1``. Links touching an NVSwitch are kept only
+    with ``nvswitch=True``; otherwise intra-node traffic goes to the fluid model.
+    """
+    p = Path(path)
+    try:
+        lines = [ln.split() for ln in p.read_text().splitlines()]
+    except OSError as exc:
+        raise ConfigError("topology", str(p), f"cannot read: {exc.strerror}") from None
+    lines = [ln for ln in lines]
+    if len(lines) < 2 or len(lines[0]) < 5:
+        raise FormatError(str(p), 1, "expected 'nodes gpus_per_server nvswitches switches links [gpu_type]'")
+    try:
+        total, gps, n_nv, n_sw, n_links = (int(x) for x in lines[0][:5])
+    except ValueError:
+        raise FormatError(str(p), 1, f"expected five integers, got {' '.join(lines[0][:5])!r}") from None
+    gpus = total - n_nv - n_sw
+    if gpus < 1 or gps < 1 or gpus % gps:
+        raise FormatError(str(p), 1, f"{gpus} GPUs (nodes - nvswitches - switches) is not a positive multiple of gpus_per_server {gps}")
+    try:
+        switch_ids = [int(x) for x in lines[1]]
+    except ValueError:
+        raise FormatError(str(p), 2, "expected the switch ids as integers") from None
+    if len(switch_ids) != n_nv + n_sw or sorted(switch_ids) != list(range(gpus, total)):
+        raise FormatError(str(p), 2, f"expected the {n_nv + n_sw} ids {gpus}..{total - 1} of the switches")
+    nv_ids = set(range(gpus, gpus + n_nv))
+    # Renumber: GPUs keep 0..gpus-1; switches follow in id order (NVSwitches last if kept).
+    keep_sw = [s for s in range(gpus, total) if s not in nv_ids] + (sorted(nv_ids) if nvswitch else [])
+    new_id = {s: gpus + i for i, s in enumerate(keep_sw)}
+    names = tuple(("nvsw" if s in nv_ids else "sw") + str(s) for s in keep_sw)
+    links: list[Link] = []
+    body = lines[2:]
+    for k, parts in enumerate(body, start=3):
+        if not parts:
+            continue
+        if len(parts) < 4:
+            raise FormatError(str(p), k, "expected 'src dst rate delay [error_rate]'")
+        try:
+            a, b = int(parts[0]), int(parts[1])
+        except ValueError:
+            raise FormatError(str(p), k, f"src/dst must be integers, got {parts[0]!r} {parts[1]!r}") from None
+        m, d = _RATE.match(parts[2]), _DELAY.match(parts[3])
+        if not m:
+            raise FormatError(str(p), k, f"rate {parts[2]!r}: expected a number with bps, Kbps, Mbps, Gbps or Tbps")
+        if not d:
+            raise FormatError(str(p), k, f"delay {parts[3]!r}: expected a number with ns, us, ms or s")
+        if not (0 <= a < total and 0 <= b < total):
+            raise FormatError(str(p), k, f"node id out of range 0..{total - 1}")
+        rate = float(m.group(1)) * _RATE_MUL[m.group(2).upper()]
+        delay = float(d.group(1)) * _DELAY_MUL[d.group(2)]
+        if a in nv_ids or b in nv_ids:
+            if not nvswitch:
+                continue
+            kind = "nvlink"
+        else:
+            kind = "nic" if (a < gpus or b < gpus) else "fabric"
+        links.append(Link(new_id.get(a, a), new_id.get(b, b), rate, delay, kind))
+    if len(body) and sum(1 for ln in body if ln) != n_links:
+        raise FormatError(str(p), 1, f"header says {n_links} links, the file has {sum(1 for ln in body if ln)}")
+    return Fabric(gpus, gps, gps, names, tuple(links), f"SimAI topology {p.name}: {gpus} GPUs, {len(keep_sw)} switches")

@@ -1,0 +1,166 @@
+"""One ns-3 simulation: a :class:`Fabric` instantiated with a transport; flows in, times out.
+
+The boundary with C++ (network/ns3/tsim.cpp) is crossed per collective (a whole flow
+graph as numpy arrays), per clock advance and per bulk read of results, never per packet
+or per flow.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from network.ns3 import runtime
+from network.ns3.params import TransportParams
+from network.ns3.topology import Fabric
+
+SWITCH_END = 0xFFFFFFFF
+"""Fluid-model endpoint meaning "the node's NVSwitch" (NVLS flows)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LinkReport:
+    """Totals of one direction of one link over a run."""
+
+    src: str
+    dst: str
+    rate_bps: float
+    tx_bytes: int
+    peak_queue_bytes: int
+    drops: int
+
+
+class PacketNetwork:
+    """A live ns-3 world. Only one exists at a time (ns-3's simulator is process-wide);
+    building a new one destroys the previous simulation."""
+
+    def __init__(self, fabric: Fabric, params: TransportParams, *, nvlink_bps: float,
+                 nvlink_latency_s: float, num_gpus: int) -> None:
+        g = runtime.load()
+        self._g = g
+        g.ns3.Simulator.Destroy()
+        self.fabric = fabric
+        self.params = params
+        w = g.tsim.World()
+        P = w.P
+        P.transport = 0 if params.transport == "rdma" else 1
+        P.mtu = params.mtu
+        P.nvlinkBps = float(nvlink_bps)
+        P.nvlinkLatency = float(nvlink_latency_s)
+        P.cnpInterval = params.cnp_interval_s
+        P.rateDecreaseInterval = params.rate_decrease_interval_s
+        P.alphaInterval = params.alpha_interval_s
+        P.rpTimer = params.rp_timer_s
+        P.g = params.ewma_gain
+        P.fastRecoveryTimes = params.fast_recovery_times
+        P.byteCounter = params.byte_counter_bytes
+        P.rateAi = params.rate_ai_bps
+        P.rateHai = params.rate_hai_bps
+        P.minRate = params.min_rate_bps
+        P.tcpBuffer = params.tcp_buffer_bytes
+        gpn = fabric.gpus_per_node
+        servers = max(1, -(-num_gpus // gpn))
+        w.Init(fabric.num_hosts, len(fabric.switch_names), gpn, servers)
+        buffer_pkts = int(min(2**31 - 1, params.switch_buffer_bytes // params.mtu))
+        for ln in fabric.links:
+            kmin, kmax, pmax = params.thresholds(ln.rate_bps)
+            kmin_p = max(1.0, kmin / params.mtu)
+            kmax_p = max(kmin_p + 1.0, kmax / params.mtu)
+            w.AddLink(ln.a, ln.b, ln.rate_bps, ln.delay_s, kmin_p, kmax_p, pmax, buffer_pkts)
+        for node, per_dst in enumerate(fabric.next_hops()):
+            if not any(per_dst):
+                continue
+            ptr = np.zeros(fabric.num_hosts + 1, dtype=np.int32)
+            np.cumsum([len(x) for x in per_dst], out=ptr[1:])
+            ifs = np.fromiter((i for x in per_dst for i in x), dtype=np.uint32, count=int(ptr[-1]))
+            w.SetNextHopsBulk(node, ptr, ifs if ifs.size else np.zeros(1, dtype=np.uint32))
+        w.Start()
+        self._w = w
+        self._flow_graphs = 0
+
+    # ---------------------------------------------------------------- flows in
+    def add_flows(self, transfer_id: int, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray,
+                  parent_ptr: np.ndarray, parent_idx: np.ndarray, fluid: np.ndarray) -> int:
+        """Add one collective's flows at the current time; roots start now.
+
+        src/dst: ns-3 host ids for network flows; GPU ranks (or :data:`SWITCH_END`) for
+        fluid (NVLink) flows. Returns the global id of the first flow.
+        """
+        n = int(src.shape[0])
+        s = np.ascontiguousarray(src, dtype=np.uint32)
+        d = np.ascontiguousarray(dst, dtype=np.uint32)
+        b = np.ascontiguousarray(nbytes, dtype=np.float64)
+        pp = np.ascontiguousarray(parent_ptr, dtype=np.int32)
+        pi = np.ascontiguousarray(parent_idx, dtype=np.int32)
+        fl = np.ascontiguousarray(fluid, dtype=np.uint8)
+        if pi.size == 0:
+            pi = np.zeros(1, dtype=np.int32)
+        if n == 0:
+            s = d = np.zeros(1, dtype=np.uint32)
+            b = np.zeros(1)
+            fl = np.zeros(1, dtype=np.uint8)
+        return int(self._w.AddTransfer(int(transfer_id), n, s, d, b, pp, pi, fl))
+
+    # ---------------------------------------------------------------- clock
+    @property
+    def now(self) -> float:
+        return float(self._w.Now())
+
+    def run_until(self, t: float, stop_on_transfer: bool = True) -> None:
+        """Run to ``t`` (s), or to the first transfer completion when ``stop_on_transfer``."""
+        self._w.stopOnTransfer = stop_on_transfer
+        self._w.RunUntil(float(t))
+
+    def take_done(self) -> list[tuple[int, float]]:
+        """Transfers completed since the last call: (engine transfer id, time s)."""
+        w = self._w
+        out = [(int(w.DoneId(i)), float(w.DoneTime(i))) for i in range(int(w.NumDone()))]
+        w.ConsumeDone()
+        return out
+
+    def pending_transfers(self) -> int:
+        return int(self._w.PendingTransfers())
+
+    def lower_bound_next_completion(self) -> float:
+        return float(self._w.LowerBoundNextCompletion())
+
+    @property
+    def flows_done(self) -> int:
+        return int(self._w.flowsDone)
+
+    @property
+    def net_bytes_done(self) -> int:
+        return int(self._w.netBytesDone)
+
+    @property
+    def bytes_done(self) -> int:
+        return int(self._w.bytesDone)
+
+    # ---------------------------------------------------------------- results
+    def _read(self, method: str, cols: int) -> np.ndarray:
+        vec = self._g.std.vector["double"]()
+        getattr(self._w, method)(vec)
+        n = int(vec.size())
+        if n == 0:
+            return np.zeros((0, cols))
+        view = vec.data()
+        view.reshape((n,))
+        return np.frombuffer(view, dtype=np.float64, count=n).copy().reshape(-1, cols)
+
+    def flow_table(self) -> np.ndarray:
+        """Per flow: src, dst, bytes, start_s, finish_s, fluid (1.0 for NVLink flows)."""
+        return self._read("FlowTable", 6)
+
+    def link_reports(self) -> list[LinkReport]:
+        arr = self._read("LinkTable", 3)
+        out = []
+        for i, ln in enumerate(self.fabric.links):
+            for side, (a, b) in enumerate(((ln.a, ln.b), (ln.b, ln.a))):
+                tx, peak, drops = arr[2 * i + side]
+                out.append(LinkReport(self.fabric.node_name(a), self.fabric.node_name(b), ln.rate_bps,
+                                      int(tx), int(peak), int(drops)))
+        return out
+
+    def close(self) -> None:
+        """Free ns-3's state (the next PacketNetwork would do it too)."""
+        self._g.ns3.Simulator.Destroy()
