@@ -34,6 +34,7 @@ import json
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 from pathlib import Path
 
 from formats.kernel_classes import COMM, OTHER, classify_cpu_op, classify_kernel, group_from_description
@@ -220,19 +221,26 @@ def _rank_of(data: dict, path: Path, default: int) -> int:
 
 
 # --- the CPU op tree ----------------------------------------------------------------
-@dataclass(slots=True)
 class _Node:
-    ev: dict
-    name: str
-    start: float
-    end: float
-    children: list[_Node] = field(default_factory=list)
-    parent: _Node | None = None
+    """One X event of a thread with its place in the call tree (plain slots: built per event)."""
+
+    __slots__ = ("ev", "name", "start", "end", "children", "parent")
+
+    def __init__(self, ev: dict, name: str, start: float, end: float) -> None:
+        self.ev = ev
+        self.name = name
+        self.start = start
+        self.end = end
+        self.children: list[_Node] = []
+        self.parent: _Node | None = None
 
 
 def _build_forest(events: list[dict]) -> list[_Node]:
     """Nest the X events of one thread by time containment (Chrome-trace semantics)."""
-    nodes = [_Node(e, e.get("name", ""), float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0.0))) for e in events]
+    nodes = []
+    for e in events:
+        ts = float(e["ts"])
+        nodes.append(_Node(e, e.get("name", ""), ts, ts + float(e.get("dur", 0.0))))
     nodes.sort(key=lambda n: (n.start, -n.end))
     roots: list[_Node] = []
     stack: list[_Node] = []
@@ -262,8 +270,9 @@ def _label_layer(name: str) -> int | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class _Ctx:
+class _Ctx(NamedTuple):
+    """What the enclosing ranges say about an op (a NamedTuple: _replace is cheap per node)."""
+
     layer: int | None = None
     phase: str = "fwd"
     step: int = -1
@@ -323,16 +332,16 @@ def _walk(roots: list[_Node], ctx: _Ctx, visit) -> None:
         cat = node.ev.get("cat", "")
         m = _STEP_RE.match(name)
         if m:
-            c = replace(c, step=int(m.group(1)))
+            c = c._replace(step=int(m.group(1)))
         elif _OPT_RE.search(name) and "zero_grad" not in name and cat in ("user_annotation", "cpu_op", "python_function"):
-            c = replace(c, optimizer=True, phase="iter", layer=None)
+            c = c._replace(optimizer=True, phase="iter", layer=None)
         elif name.startswith(_BWD_NODE):
             seq = (node.ev.get("args") or {}).get("Sequence number")
-            c = replace(c, phase="bwd", seq=seq if isinstance(seq, int) else None)
+            c = c._replace(phase="bwd", seq=seq if isinstance(seq, int) else None)
         elif cat == "user_annotation" and not c.optimizer and c.phase == "fwd":
             lay = _label_layer(name)
             if lay is not None:
-                c = replace(c, layer=lay)
+                c = c._replace(layer=lay)
         if visit(node, c):
             continue
         todo.extend((ch, c) for ch in reversed(node.children))
