@@ -152,8 +152,10 @@ class _Emitter:
              overlappable: bool = False, peer: int = 0) -> CollectiveOp:
         return CollectiveOp(name, 0, phase, kind, group, size, int(nbytes), overlappable, peer)
 
-    def tp_coll(self, name: str, phase: Phase, kind: CollKind, nbytes: int) -> CollectiveOp:
-        return self.coll(name, phase, kind, Group.TP, self.key.tp, nbytes, self.key.tp_comm_overlap)
+    def tp_coll(self, name: str, phase: Phase, kind: CollKind, nbytes: int, async_default: bool = False) -> CollectiveOp:
+        """A TP collective; overlappable with --tp-comm-overlap, or always where Megatron
+        issues it asynchronously anyway (``async_default``, see :meth:`linear`)."""
+        return self.coll(name, phase, kind, Group.TP, self.key.tp, nbytes, self.key.tp_comm_overlap or async_default)
 
     def add(self, fwd_ops: list[Op], bwd_block: list[Op]) -> None:
         self.fwd.extend(fwd_ops)
@@ -212,14 +214,20 @@ class _Emitter:
         if tp_on and mode == "row":
             kind = CollKind.REDUCE_SCATTER if key.sp else CollKind.ALL_REDUCE
             fwd.append(self.tp_coll(f"{name}_{'rs' if key.sp else 'ar'}", FWD, kind, m * n * B))
+        # Megatron-Core's column-parallel backward (LinearWithGradAccumulationAndAsync-
+        # Communication) is asynchronous even without --tp-comm-overlap: the re-gather of X
+        # for wgrad runs under the dgrad GEMM, and the dgrad's reduce-scatter (all-reduce
+        # without SP) under the wgrad GEMM. Those two are marked overlappable; the engine
+        # overlaps an overlappable collective with the next GEMM. The row-parallel gather
+        # of dY must finish before the dgrad GEMM, so it blocks.
         if tp_on and key.sp:
             # row: gather dY (the reduce-scatter's backward); col: re-gather X for wgrad.
             nbytes = m * n * B if mode == "row" else m * k * B
-            bwd.append(self.tp_coll(f"{name}_ag_bwd", BWD_I, CollKind.ALL_GATHER, nbytes))
+            bwd.append(self.tp_coll(f"{name}_ag_bwd", BWD_I, CollKind.ALL_GATHER, nbytes, async_default=mode == "col"))
         bwd.append(self.compute(name, BWD_I, OpKind.GEMM, (m, k, n), costs.gemm(m, k, n, bi, B)))
         if tp_on and mode == "col":
             kind = CollKind.REDUCE_SCATTER if key.sp else CollKind.ALL_REDUCE
-            bwd.append(self.tp_coll(f"{name}_{'rs' if key.sp else 'ar'}_bwd", BWD_I, kind, m * k * B))
+            bwd.append(self.tp_coll(f"{name}_{'rs' if key.sp else 'ar'}_bwd", BWD_I, kind, m * k * B, async_default=True))
         bwd.append(self.compute(name, BWD_W, OpKind.GEMM, (k, n, m), costs.wgrad_gemm(k, n, m, bi, key.grad_bytes)))
         self.add(fwd, bwd)
 

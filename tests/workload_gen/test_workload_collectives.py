@@ -41,7 +41,14 @@ def test_tp_with_sp_gathers_before_column_and_scatters_after_row_parallel():
     assert _kinds(bwd) == [("fc2_ag_bwd", AG), ("fc1_ag_bwd", AG), ("fc1_rs_bwd", RS),
                            ("proj_ag_bwd", AG), ("qkv_ag_bwd", AG), ("qkv_rs_bwd", RS)]
     assert {op.bytes for op in colls(fwd + bwd)} == {b * s * h * 2}  # the full gathered buffer
-    assert all(op.group == Group.TP and op.group_size == 8 and not op.overlappable for op in colls(fwd + bwd))
+    assert all(op.group == Group.TP and op.group_size == 8 for op in colls(fwd + bwd))
+    # Without --tp-comm-overlap only what Megatron-Core issues asynchronously may overlap:
+    # the column layers' input re-gather (under dgrad) and dgrad reduce-scatter (under wgrad).
+    overlappable = {op.name for op in colls(fwd + bwd) if op.overlappable}
+    assert overlappable == {"fc1_ag_bwd", "fc1_rs_bwd", "qkv_ag_bwd", "qkv_rs_bwd"}
+    names = [(op.name, op.phase) for op in bwd]
+    assert names[names.index(("qkv_ag_bwd", Phase.BWD_INPUT)) + 1] == ("qkv", Phase.BWD_INPUT)
+    assert names[names.index(("qkv_rs_bwd", Phase.BWD_INPUT)) + 1] == ("qkv", Phase.BWD_WEIGHT)
     # SP shards norms and residuals over the sequence.
     norm = [op for op in fwd if op.name == "input_norm"][0]
     assert norm.shape == (b * s // 8, h)
