@@ -7,9 +7,9 @@ Public API (no torch on this import path; only ``compute_profile.measure`` impor
 - ``ProfileDB``: the SQLite kernel-time database.
 
 Note: the function ``attach`` shadows the submodule of the same name as an attribute of
-this package; import the module's other names with ``from compute_profile.attach import ...``.
+this package; import the module's other names with ``from compute_profile.attaching import ...``.
 """
-from compute_profile.attach import Coverage, TimeResolver, attach
+from compute_profile.attaching import Coverage, TimeResolver, attach
 from compute_profile.db import ProfileDB, ProfileRow
 from compute_profile.estimator import estimate_time
 

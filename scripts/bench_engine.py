@@ -15,7 +15,7 @@ import argparse
 import sys
 import time
 
-from compute_profile.attach import attach
+from compute_profile.attaching import attach
 from engine import simulate
 from network.system import SYSTEMS
 from workload_gen.builder import build

@@ -20,11 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import compute_profile  # noqa: E402,F401  (loads the attach module)
+import compute_profile.attaching as attach_mod  # noqa: E402
 from compute_profile.estimator import load_params  # noqa: E402
-
-# The package attribute `compute_profile.attach` is the function; the module is in sys.modules.
-attach_mod = sys.modules["compute_profile.attach"]
 
 
 def scaled_params(gpu: str, f: float):

@@ -165,7 +165,7 @@ def test_attach_on_a_built_workload_covers_every_op():
 
 
 def test_fast_copy_equals_the_constructor():
-    from compute_profile.attach import _with_time
+    from compute_profile.attaching import _with_time
     op = gemm("qkv", 128, 256, 512, Phase.RECOMPUTE, layer=7)
     a = _with_time(op, 2.5e-4, TimeSource.SCALED)
     assert a == op.with_time(2.5e-4, TimeSource.SCALED)

@@ -82,7 +82,7 @@ def test_tp_exposed_equals_the_analytical_backends_formula_on_a_built_workload()
     asynchronously in a column-parallel backward, which run under the next GEMM; so a
     stage's exposed TP time is m x (blocking times + max(0, async time - its GEMM's time))
     + the tail's, each from the backend's formula."""
-    from compute_profile.attach import attach
+    from compute_profile.attaching import attach
     from network.analytical import AnalyticalBackend
     from network.system import SYSTEMS
     from workload_gen.builder import build

@@ -8,7 +8,7 @@ from network.system import SYSTEMS
 from workload_gen.builder import build
 from workload_gen.model_presets import get_preset
 from workload_gen.parallel_config import ParallelConfig
-from compute_profile.attach import attach
+from compute_profile.attaching import attach
 
 BW = 1e10
 CASES = {

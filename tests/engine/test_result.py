@@ -5,7 +5,7 @@ from dataclasses import replace
 import pytest
 
 from _build import SYSTEM, LinearBackend, workload
-from compute_profile.attach import attach
+from compute_profile.attaching import attach
 from engine import simulate
 from network.system import SYSTEMS
 from workload_gen.builder import build
