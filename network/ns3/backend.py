@@ -22,7 +22,12 @@ from typing import TextIO
 
 import numpy as np
 
+from pathlib import Path
+
 from engine.backend import Completion, Transfer
+from network.analytical import AnalyticalBackend
+from network.busbw import Link
+from network.efficiency import EfficiencyTable
 from network.ns3.params import TransportParams
 from network.ns3.topology import Fabric, build_fabric
 from network.ns3.world import SWITCH_END, PacketNetwork
@@ -71,6 +76,7 @@ class Ns3Backend:
         channels: int | str = "auto",
         progress: TextIO | None = None,
         progress_every_s: float = 5.0,
+        efficiency: EfficiencyTable | str | Path | None = None,
     ) -> None:
         self.system = system
         self.world_size = world_size
@@ -81,7 +87,12 @@ class Ns3Backend:
         self.nvswitch = nvswitch or any(ln.kind == "nvlink" for ln in self.fabric.links)
         self.algorithm = algorithm
         self.channels = channels
-        self.net = PacketNetwork(self.fabric, self.params, nvlink_bps=system.nvlink_busbw * 8,
+        # NCCL's fixed per-call cost and NVLink derating come from the same efficiency
+        # table as the analytical backend's (docs/ns3.md, "Agreement with run-analytical").
+        self._analytical = AnalyticalBackend(system, world_size, efficiency=efficiency)
+        nv_peak = self._analytical.efficiency.curve(Link.NVLINK).peak_fraction
+        self.nvlink_rate = system.nvlink_busbw * nv_peak
+        self.net = PacketNetwork(self.fabric, self.params, nvlink_bps=self.nvlink_rate * 8,
                                  nvlink_latency_s=system.nvlink_latency_s, num_gpus=world_size)
         self.transfers: list[TransferFlows] = []
         self._pending: list[Completion] = []
@@ -115,7 +126,8 @@ class Ns3Backend:
         fluid = intra if not self.nvswitch else has_switch_end
         s_ns = np.where(fluid, np.where(src < 0, SWITCH_END, src), self._host[np.maximum(src, 0)])
         d_ns = np.where(fluid, np.where(dst < 0, SWITCH_END, dst), self._host[np.maximum(dst, 0)])
-        first = self.net.add_flows(transfer.id, s_ns, d_ns, graph.bytes, graph.parent_ptr, graph.parent_idx, fluid)
+        first = self.net.add_flows(transfer.id, s_ns, d_ns, graph.bytes, graph.parent_ptr, graph.parent_idx, fluid,
+                                   self.start_overhead(transfer))
         self._inflight += 1
         ideal = self.ideal_durations(s_ns, d_ns, graph.bytes, fluid)
         self.transfers.append(TransferFlows(transfer.id, op.name, op.group.value, first,
@@ -186,6 +198,17 @@ class Ns3Backend:
               f"flows done {n.flows_done:,}, {n.net_bytes_done / 1e9:.3f} GB through the fabric, "
               f"{self._inflight} collectives in flight", file=self._progress, flush=True)
 
+    def start_overhead(self, transfer: Transfer) -> float:
+        """Fixed software cost of one collective call (launch, protocol set-up): the
+        efficiency table's ``half_time_s`` for the fabric the analytical backend would
+        route it over. Packets and NVLink transfers then take their simulated time."""
+        op = transfer.op
+        if len(transfer.ranks) < 2 or op.bytes <= 0:
+            return 0.0
+        an = self._analytical
+        link = an.path(op.kind, op.group, an.shape(transfer.ranks), op.bytes).link
+        return an.efficiency.curve(link).half_time_s
+
     def ideal_durations(self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, fluid: np.ndarray) -> np.ndarray:
         """Each flow alone on an idle path: NVLink latency + bytes / NVLink busbw for fluid
         flows; for packets: propagation + store-and-forward of one packet per extra hop +
@@ -196,7 +219,7 @@ class Ns3Backend:
             payload, hdr = p.udp_payload, 30
         else:
             payload, hdr = p.tcp_payload, 54 + 12
-        nvbw = self.system.nvlink_busbw
+        nvbw = self.nvlink_rate
         for i in range(len(src)):
             b = float(nbytes[i])
             if fluid[i]:

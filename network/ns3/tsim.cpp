@@ -543,7 +543,8 @@ class World
                         const double* bytes,
                         const int32_t* parPtr,
                         const int32_t* parIdx,
-                        const uint8_t* fluidFlag)
+                        const uint8_t* fluidFlag,
+                        double startDelay)
     {
         int32_t base = int32_t(flows.size());
         int32_t dense = int32_t(transferLeft.size());
@@ -587,7 +588,14 @@ class World
         {
             if (flows[base + i].pending == 0)
             {
-                StartFlow(base + int32_t(i));
+                if (startDelay > 0)
+                {
+                    Simulator::Schedule(CeilTime(startDelay), &World::StartFlow, this, base + int32_t(i));
+                }
+                else
+                {
+                    StartFlow(base + int32_t(i));
+                }
             }
         }
         return base;

@@ -80,11 +80,13 @@ class PacketNetwork:
 
     # ---------------------------------------------------------------- flows in
     def add_flows(self, transfer_id: int, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray,
-                  parent_ptr: np.ndarray, parent_idx: np.ndarray, fluid: np.ndarray) -> int:
+                  parent_ptr: np.ndarray, parent_idx: np.ndarray, fluid: np.ndarray,
+                  start_delay_s: float = 0.0) -> int:
         """Add one collective's flows at the current time; roots start now.
 
         src/dst: ns-3 host ids for network flows; GPU ranks (or :data:`SWITCH_END`) for
-        fluid (NVLink) flows. Returns the global id of the first flow.
+        fluid (NVLink) flows. start_delay_s: the roots start this much later (a fixed
+        per-collective software cost). Returns the global id of the first flow.
         """
         n = int(src.shape[0])
         s = np.ascontiguousarray(src, dtype=np.uint32)
@@ -99,7 +101,7 @@ class PacketNetwork:
             s = d = np.zeros(1, dtype=np.uint32)
             b = np.zeros(1)
             fl = np.zeros(1, dtype=np.uint8)
-        return int(self._w.AddTransfer(int(transfer_id), n, s, d, b, pp, pi, fl))
+        return int(self._w.AddTransfer(int(transfer_id), n, s, d, b, pp, pi, fl, float(start_delay_s)))
 
     # ---------------------------------------------------------------- clock
     @property

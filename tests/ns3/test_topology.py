@@ -1,0 +1,73 @@
+"""Topologies as data (no ns-3): link counts, rates, ECMP tables, the SimAI file reader."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from network.ns3.topology import build_fabric, read_simai_topology
+from network.system import load_system
+from workload_gen.errors import ConfigError, FormatError
+
+H100 = load_system("h100")
+
+
+def test_rail_fabric_counts_and_oversubscribed_uplinks():
+    fab = build_fabric(H100, 32, "rail", oversubscription=2)
+    nodes, nics = 4, 8
+    nic_bps = H100.nic_bw * H100.nic_efficiency * 8
+    assert fab.num_hosts == nodes * nics
+    nic_links = [ln for ln in fab.links if ln.kind == "nic"]
+    up = [ln for ln in fab.links if ln.kind == "fabric"]
+    # 8 leaves x 4 spines: spines default to one per rail but never exceed a leaf's 4 downlinks
+    assert len(nic_links) == 32 and len(up) == 8 * 4
+    # each leaf's uplinks together carry its downlink capacity / 2
+    assert sum(ln.rate_bps for ln in up if ln.a == fab.num_hosts) == pytest.approx(nodes * nic_bps / 2)
+    # rail: NIC i of every node on leaf i
+    assert {ln.b for ln in nic_links if ln.a % nics == 3} == {fab.num_hosts + 3}
+
+
+def test_ecmp_table_lists_every_spine_for_cross_leaf_destinations():
+    fab = build_fabric(H100, 64, "rail")  # 8 nodes: 8 leaves, 8 spines
+    table = fab.next_hops()
+    leaf0 = fab.num_hosts
+    assert len(table[leaf0][9]) == 8  # host 9 hangs off leaf 1: any of the 8 spines
+    assert len(table[leaf0][8]) == 1  # host 8 is on leaf 0 itself
+    spine0 = fab.num_hosts + 8
+    assert len(table[spine0][9]) == 1  # down to leaf 1 only
+    assert table[0] == [[] for _ in range(64)]  # single-NIC hosts need no table
+
+
+def test_fat_tree_racks_and_nvswitch_option():
+    sysc = replace(H100, gpus_per_node=2, nics_per_node=2)
+    fab = build_fabric(sysc, 8, "fat-tree", nodes_per_rack=1, spines=2, nvswitch=True)
+    names = fab.switch_names
+    assert sum(n.startswith("tor") for n in names) == 4 and sum(n.startswith("spine") for n in names) == 2
+    assert sum(n.startswith("nvsw") for n in names) == 4
+    assert sum(ln.kind == "nvlink" for ln in fab.links) == 8
+
+
+def test_simai_topology_file(tmp_path):
+    # 4 GPUs in 2 servers, 2 NVSwitches (ids 4, 5), 2 leaves (6, 7), 1 spine (8)
+    lines = ["9 2 2 3 10 H100", "4 5 6 7 8",
+             "0 4 2880Gbps 0.000025ms 0", "1 4 2880Gbps 0.000025ms 0", "2 5 2880Gbps 0.000025ms 0",
+             "3 5 2880Gbps 0.000025ms 0", "0 6 400Gbps 0.0005ms 0", "2 6 400Gbps 0.0005ms 0",
+             "1 7 400Gbps 0.0005ms 0", "3 7 400Gbps 0.0005ms 0", "6 8 800Gbps 0.0005ms 0", "7 8 800Gbps 0.0005ms 0"]
+    p = tmp_path / "topo.txt"
+    p.write_text("\n".join(lines) + "\n")
+    fab = read_simai_topology(p)
+    assert fab.num_hosts == 4 and fab.gpus_per_node == 2
+    assert len(fab.links) == 6  # NVSwitch links go to the fluid model
+    assert fab.links[0].rate_bps == 400e9 and fab.links[0].delay_s == pytest.approx(0.5e-6)
+    assert len(read_simai_topology(p, nvswitch=True).links) == 10
+    delay, hops, rate = fab.path_delay(0, 1)
+    assert hops == 4 and delay == pytest.approx(2e-6) and rate == 400e9
+
+
+def test_simai_topology_errors_name_the_line(tmp_path):
+    p = tmp_path / "bad.txt"
+    p.write_text("5 2 0 1 2 H100\n4\n0 4 400Gbps 0.0005ms 0\n1 4 fast 0.0005ms 0\n")
+    with pytest.raises(FormatError, match=r"bad.txt:4: rate 'fast'"):
+        read_simai_topology(p)
+    with pytest.raises(ConfigError, match="oversubscription"):
+        build_fabric(H100, 16, "rail", oversubscription=0.5)
