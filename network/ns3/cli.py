@@ -126,6 +126,8 @@ def _body(argv: list[str] | None) -> int:
 
     args = build_parser().parse_args(argv)
     t0 = time.perf_counter()
+    if args.topology not in (None, "rail", "fat-tree") and not Path(args.topology).is_file():
+        raise ConfigError("topology", args.topology, "valid: rail, fat-tree, or an existing SimAI topology file")
     system = load_system(args.system)
     if args.oversubscription is not None:
         system = replace(system, oversubscription=args.oversubscription)
