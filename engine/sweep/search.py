@@ -9,8 +9,9 @@ Enumeration (all combinations, then validated by the same constructors users hit
 - micro-batch: 1, 2, 4; recompute: none, selective, full;
 - distributed optimizer, gradient/parameter overlap, and TP communication overlap
   (Transformer Engine's userbuffers) on: Megatron's recommended settings at scale.
-The memory model prunes before any simulation (it needs only the workload build), and
-the survivors are simulated with the analytical backend.
+The memory model prunes before any simulation (it needs only the workload build); for
+each layout only the lightest recompute setting that fits is kept, since recomputation
+never makes an iteration faster. The survivors are simulated with the analytical backend.
 """
 from __future__ import annotations
 
@@ -106,12 +107,19 @@ def search(model: ModelConfig, base: ParallelConfig, system: SystemConfig, *, pr
     capacity = system.gpu_spec.memory_bytes
     fitting: list[tuple[ParallelConfig, Any, int]] = []
     over = 0
+    # Recomputation only adds work, so for one layout the lightest recompute that fits
+    # dominates the heavier ones: none < selective < full. Layouts come grouped that way.
+    settled: set[ParallelConfig] = set()
     for par in layouts:
+        lighter = replace(par, recompute="none")
+        if lighter in settled:
+            continue
         workload = build(model, par)
         reserved = max(m.reserved_peak for m in estimate_memory(workload))
         if reserved > capacity:
             over += 1
             continue
+        settled.add(lighter)
         fitting.append((par, workload, reserved))
     done: list[Candidate] = []
     peak = system.gpu_spec.peak_flops.get(base.dtype, 0.0)
