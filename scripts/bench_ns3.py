@@ -1,0 +1,80 @@
+"""Benchmark of the ns-3 backend: wall and CPU seconds per simulated GB.
+
+Two cases from issue 6: (1) a whole small iteration (GPT-1.3B, 4 layers, 16 H100 GPUs in
+2 nodes, TP 8 inside each node, DP 2 across) through the engine, every rank simulated;
+(2) one all-reduce of 1 GiB over 128 H100 GPUs (16 nodes, rail fabric). "GB" counts bytes
+that crossed the packet network (fabric GB) and, separately, all bytes including NVLink
+(the fluid model, which is nearly free). The ns-3 import/JIT (10-40 s) is reported apart.
+
+    python scripts/bench_ns3.py [--transport rdma|dctcp] [--mtu 9000] [--algorithm auto|ring]
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+
+
+def _report(name: str, wall: float, cpu: float, stats: dict, sim_s: float) -> None:
+    fab = stats["fabric_bytes"] / 1e9
+    tot = (stats["fabric_bytes"] + stats["nvlink_bytes"]) / 1e9
+    print(f"{name}: simulated {sim_s * 1e3:.3f} ms, {stats['flows']:,} flows, {fab:.3f} fabric GB + "
+          f"{tot - fab:.3f} NVLink GB; wall {wall:.2f} s, CPU {cpu:.2f} s -> "
+          f"{cpu / fab:.2f} CPU s per fabric GB, {cpu / tot:.2f} CPU s per GB moved, {wall / fab:.2f} wall s per fabric GB")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--transport", default="rdma", choices=("rdma", "dctcp"))
+    ap.add_argument("--mtu", type=int, default=9000)
+    ap.add_argument("--algorithm", default="auto")
+    args = ap.parse_args(argv)
+
+    t = time.perf_counter()
+    from network.ns3 import runtime
+
+    runtime.load()
+    print(f"ns-3 import + tsim.cpp JIT: {time.perf_counter() - t:.1f} s (once per process)")
+
+    from engine import simulate
+    from engine.backend import Transfer
+    from engine.pipeline import attach_compute
+    from network.ns3.backend import Ns3Backend
+    from network.ns3.params import TransportParams
+    from network.system import load_system
+    from workload_gen import build
+    from workload_gen.model_presets import get_preset
+    from workload_gen.parallel_config import ParallelConfig
+    from workload_gen.records import CollectiveOp, CollKind, Group, Phase
+
+    params = TransportParams(transport=args.transport, mtu=args.mtu)
+    h100 = load_system("h100")
+
+    # (1) the 16-GPU iteration
+    from dataclasses import replace
+
+    model = replace(get_preset("gpt3-1.3b"), num_layers=4)
+    par = ParallelConfig(tp=8, world_size=16, micro_batch=1, global_batch=8, seq_length=2048)
+    workload, _ = attach_compute(build(model, par), h100.gpu, None)
+    w0, c0 = time.perf_counter(), time.process_time()
+    be = Ns3Backend(h100, 16, params=params, algorithm=args.algorithm)
+    res = simulate(workload, h100, be, timeline=False, all_ranks=True)
+    _report("16-GPU GPT-1.3B (4 layers) iteration, TP8 x DP2", time.perf_counter() - w0, time.process_time() - c0,
+            be.stats(), res.iteration_time_s)
+    be.net.close()
+
+    # (2) 128-GPU all-reduce of 1 GiB
+    w0, c0 = time.perf_counter(), time.process_time()
+    be = Ns3Backend(h100, 128, params=params, algorithm=args.algorithm)
+    op = CollectiveOp("grads", 0, Phase.ITERATION, CollKind.ALL_REDUCE, Group.DP, 128, 1 << 30)
+    be.submit(Transfer(0, op, tuple(range(128))), 0.0)
+    done = be.advance_until(math.inf)
+    _report(f"128-GPU all-reduce of 1 GiB ({be.transfers[0].name}, {args.algorithm})", time.perf_counter() - w0,
+            time.process_time() - c0, be.stats(), done[0].time)
+    be.net.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
