@@ -30,7 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--format", choices=("native", "simai"), default="native",
                      help="native (trainsim text, all stages) or simai (SimAI/AICB text, one stage)")
     out.add_argument("--stage", type=int, default=0, metavar="N", help="pipeline stage for --format simai (default 0)")
-    out.add_argument("--gpu", metavar="NAME", help="attach compute times for this GPU (needed by --format simai)")
+    out.add_argument("--gpu", metavar="NAME",
+                     help=f"attach compute times for this GPU (--format simai needs times: default {SIMAI_DEFAULT_GPU})")
     out.add_argument("--profile", metavar="DB", help="kernel-time SQLite database for --gpu (default: roofline estimates only)")
     out.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
     return p
@@ -68,6 +69,9 @@ def summary(w: Workload) -> str:
     return "\n".join(lines)
 
 
+SIMAI_DEFAULT_GPU = "h100"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
 
@@ -79,6 +83,10 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError("stage", args.stage, f"valid: 0..{par.pp - 1} (pp={par.pp})")
         workload = build(model, par)
         coverage = None
+        if args.format == "simai" and not args.gpu:
+            # SimAI's format carries compute times; without --gpu use the estimator's default GPU.
+            args.gpu = SIMAI_DEFAULT_GPU
+            print(f"--format simai: compute times for --gpu {SIMAI_DEFAULT_GPU} (pass --gpu to choose)", file=sys.stderr)
         if args.gpu:
             from compute_profile import attach  # lazy: only with --gpu
 

@@ -227,3 +227,19 @@ def test_forward_dp_all_gather_goes_to_the_weight_grad_column() -> None:
     assert len(hits) == w.parallel.num_microbatches
     assert all(r.wg_comm.token == "ALLGATHER" and r.group("wg") == SimaiGroup.DP for r in hits)
     assert all(r.fwd_comm.kind is None for r in hits)
+
+
+def test_gen_workload_simai_without_gpu_uses_the_default_gpu(tmp_path):
+    """The issue's command, `--format simai` with no --gpu, must work: times come from the
+    estimator for the default GPU, and the file reads back with every record timed."""
+    from formats.simai_reader import read_simai
+    from workload_gen.cli import SIMAI_DEFAULT_GPU, main
+
+    out = tmp_path / "w.txt"
+    argv = ["--model", "gpt3-125m", "--tp", "2", "--pp", "2", "--world-size", "8", "--global-batch", "8",
+            "--micro-batch", "1", "--seq-length", "1024", "--sp", "--format", "simai", "-q", "-o", str(out)]
+    assert main(argv) == 0
+    sim = read_simai(out)
+    assert SIMAI_DEFAULT_GPU == "h100"
+    assert sim.header.tp == 2 and sim.header.pp == 2 and sim.header.ga == 8 // (1 * 2)
+    assert sum(r.fwd_compute_ns for r in sim.records) > 0
