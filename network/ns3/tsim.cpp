@@ -367,6 +367,8 @@ class World
     {
         numHosts = nHosts;
         gpusPerNode = gpn;
+        RngSeedManager::SetSeed(1);
+        RngSeedManager::SetRun(1);
         nodes.Create(nHosts + nSwitches);
         firstNodeId = nodes.Get(0)->GetId(); // ids restart only after Simulator::Destroy
         Config::SetDefault("ns3::TcpL4Protocol::SocketType", TypeIdValue(TcpDctcp::GetTypeId()));
@@ -477,6 +479,9 @@ class World
                                      "LinkDelay",
                                      TimeValue(Seconds(delay)));
                 QueueDiscContainer qd = tch.Install(dev);
+                // RED's marking coin: a fixed stream per port, so runs repeat exactly even
+                // when several simulations share one process.
+                DynamicCast<RedQueueDisc>(qd.Get(0))->AssignStreams(int64_t(2 * idx + side));
                 qd.Get(0)->TraceConnectWithoutContext("BytesInQueue",
                                                       MakeCallback(&LinkStat::OnQueue, st));
                 qd.Get(0)->TraceConnectWithoutContext("Drop", MakeCallback(&LinkStat::OnDrop, st));

@@ -131,3 +131,46 @@ def test_per_flow_ecmp_spreads_flows_over_spines(ns3_runtime):
     assert len(used) >= 4
     assert (net.flow_table()[:, 4] > 0).all()
     net.close()
+
+
+def test_runs_repeat_exactly_in_one_process(ns3_runtime):
+    """Same inputs, same flow finish times (RED's random marking uses fixed streams)."""
+    a = _run_flows("rdma", [0, 1, 2], [8, 8, 8], [5_000_000] * 3)[1]
+    b = _run_flows("rdma", [0, 1, 2], [8, 8, 8], [5_000_000] * 3)[1]
+    assert np.array_equal(a, b)
+
+
+def test_nvswitch_in_ns3_agrees_with_the_nvlink_fluid_model(ns3_runtime):
+    """A TP ring all-reduce inside one node: packets through a simulated NVSwitch vs the
+    fluid model (both at nvlink_busbw). The fluid model charges every step's NVLink
+    latency; the packet run overlaps part of it with the next chunk, hence 20%."""
+    op = CollectiveOp("tp", 0, Phase.FWD, CollKind.ALL_REDUCE, Group.TP, 8, 16 << 20)
+    t = {}
+    for nvswitch in (False, True):
+        be = Ns3Backend(H100, 16, nvswitch=nvswitch, algorithm="ring", efficiency=IDEAL)
+        be.submit(Transfer(0, op, tuple(range(8))), 0.0)
+        t[nvswitch] = be.advance_until(math.inf)[0].time
+        assert be.stats()["fabric_bytes"] == (op.bytes * 2 * 7 // 8 * 8 if nvswitch else 0)
+        be.net.close()
+    ring = 2 * 7 / 8 * op.bytes / H100.nvlink_busbw
+    assert t[False] == pytest.approx(ring + 14 * H100.nvlink_latency_s, rel=0.01)
+    assert t[True] == pytest.approx(t[False], rel=0.20)
+
+
+def test_simai_topology_file_drives_the_backend(ns3_runtime, tmp_path):
+    from network.ns3.topology import read_simai_topology
+
+    lines = ["9 2 2 3 10 H100", "4 5 6 7 8",
+             "0 4 2880Gbps 0.000025ms 0", "1 4 2880Gbps 0.000025ms 0", "2 5 2880Gbps 0.000025ms 0",
+             "3 5 2880Gbps 0.000025ms 0", "0 6 400Gbps 0.0005ms 0", "2 6 400Gbps 0.0005ms 0",
+             "1 7 400Gbps 0.0005ms 0", "3 7 400Gbps 0.0005ms 0", "6 8 800Gbps 0.0005ms 0", "7 8 800Gbps 0.0005ms 0"]
+    p = tmp_path / "topo.txt"
+    p.write_text("\n".join(lines) + "\n")
+    sysc = replace(H100, gpus_per_node=2, nics_per_node=2)
+    be = Ns3Backend(sysc, 4, fabric=read_simai_topology(p), efficiency=IDEAL)
+    nbytes = 8 << 20
+    op = CollectiveOp("dp", 0, Phase.ITERATION, CollKind.ALL_REDUCE, Group.DP, 2, nbytes)
+    be.submit(Transfer(0, op, (0, 2)), 0.0)  # GPU 0 and GPU 2 share leaf 6 at 400 Gb/s
+    t = be.advance_until(math.inf)[0].time
+    assert t == pytest.approx(nbytes / (400e9 / 8), rel=0.03)
+    be.net.close()
