@@ -33,10 +33,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from compute_profile.gpu_specs import GpuSpec, get_gpu
 from workload_gen.errors import ConfigError
+from workload_gen.yaml_file import read_yaml_mapping
 from workload_gen.records import ComputeOp, OpKind, Phase
 
 PARAMS_PATH = Path(__file__).resolve().parent / "data" / "estimator_params.yaml"
@@ -160,9 +159,8 @@ def params_from_dict(gpu: str, raw: dict[str, Any], src: str = "estimator parame
 
 @lru_cache(maxsize=4)
 def _load_yaml(path: str) -> dict[str, Any]:
-    with open(path, encoding="utf-8") as fh:
-        data = yaml.safe_load(fh)
-    if not isinstance(data, dict) or "defaults" not in data:
+    data = read_yaml_mapping(path, "'defaults' and 'gpus' sections")
+    if "defaults" not in data:
         raise ConfigError("defaults", None, "the estimator parameter file needs a 'defaults' mapping", path)
     return data
 

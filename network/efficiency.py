@@ -21,10 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from network.busbw import Link
 from workload_gen.errors import ConfigError
+from workload_gen.yaml_file import read_yaml_mapping
 
 DEFAULT_TABLE = Path(__file__).resolve().parent / "data" / "efficiency.yaml"
 
@@ -99,12 +98,7 @@ def load_efficiency(system_name: str, path: str | Path | None = None) -> Efficie
     """
     p = Path(path) if path is not None else DEFAULT_TABLE
     where = str(p)
-    try:
-        data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError("efficiency", where, f"not valid YAML: {exc}".splitlines()[0]) from None
-    if not isinstance(data, dict):
-        raise ConfigError("efficiency", where, "expected a mapping with 'default' and 'systems'")
+    data = read_yaml_mapping(p, "'default' and 'systems' curves")
     base = _curves(data.get("default"), where)
     systems = data.get("systems") or {}
     raw_default = data.get("default") or {}

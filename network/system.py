@@ -12,10 +12,9 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
 from compute_profile.gpu_specs import GpuSpec, get_gpu
 from workload_gen.errors import ConfigError
+from workload_gen.yaml_file import read_yaml_mapping
 
 GBPS = 1e9  # GB/s (decimal), as vendor sheets quote NVLink
 GBIT = 1e9 / 8  # Gb/s, as NICs are quoted
@@ -159,11 +158,5 @@ def load_system(spec: str) -> SystemConfig:
         return SYSTEMS[spec]
     path = Path(spec)
     if path.suffix in (".yaml", ".yml") or path.exists():
-        try:
-            data = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as exc:
-            raise ConfigError("system", spec, f"not valid YAML: {exc}".splitlines()[0]) from None
-        if not isinstance(data, dict):
-            raise ConfigError("system", spec, "the YAML must be a mapping of system fields")
-        return system_from_dict(data, source=spec)
+        return system_from_dict(read_yaml_mapping(path, "system fields (and base: <preset>)"), source=spec)
     return get_system(spec)

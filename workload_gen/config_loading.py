@@ -273,23 +273,10 @@ def configs_from_dict(data: Mapping[str, Any] | None, source: str | None = None)
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:
-    """Read a run YAML; syntax errors become one-line FormatErrors with the line number."""
-    import yaml  # local: keeps `import workload_gen` light
+    """Read a run YAML (model/parallel/training sections)."""
+    from workload_gen.yaml_file import read_yaml_mapping
 
-    from workload_gen.errors import FormatError
-
-    text = Path(path).read_text(encoding="utf-8")
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        raise FormatError(str(path), line, f"invalid YAML: {getattr(exc, 'problem', exc)}") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise FormatError(str(path), 1, "expected a mapping with model/parallel/training sections")
-    return data
+    return read_yaml_mapping(path, "model/parallel/training sections")
 
 
 def load_config_file(path: str | Path) -> tuple[ModelConfig, ParallelConfig]:

@@ -33,9 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from workload_gen.errors import ConfigError
+from workload_gen.yaml_file import read_yaml_mapping
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,10 +69,7 @@ class SweepSpec:
 
 def load_spec(path: str | Path) -> SweepSpec:
     p = Path(path)
-    try:
-        data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError("spec", str(p), f"not valid YAML: {str(exc).splitlines()[0]}") from None
+    data = read_yaml_mapping(p, "base, grid, filters and output")
     return spec_from_dict(data, source=str(p), base_dir=p.parent)
 
 

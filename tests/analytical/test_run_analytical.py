@@ -139,11 +139,11 @@ def test_efficiency_table_option(tmp_path):
 
 @pytest.mark.parametrize("argv, needle", [
     (["--model", "gpt3-125m", "--tp", "5"], "tp"),
-    (["--efficiency", str(DATA / "simai" / "busbw.yaml")], "efficiency"),
+    (["--efficiency", str(DATA / "simai" / "busbw.yaml")], "busbw.yaml:2: invalid YAML"),
     (["--profile", "/nonexistent/profile.sqlite"], "profile"),
     (["--gpu", "nosuchgpu"], "gpu"),
     (["--model", "nosuchmodel"], "model"),
-    (["--system", str(DATA / "real" / "README.md")], "system"),
+    (["--system", str(DATA / "real" / "README.md")], "README.md:3: invalid YAML"),
 ])
 def test_bad_config_exits_2_and_writes_nothing(tmp_path, capsys, argv, needle):
     out = tmp_path / "run"
