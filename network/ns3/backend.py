@@ -247,6 +247,8 @@ class Ns3Backend:
             "fabric_bytes": n.net_bytes_done,
             "nvlink_bytes": n.bytes_done - n.net_bytes_done,
             "late_submits": self._late_submits,
+            "ip_drops": n.ip_drops,
+            "queue_drops": sum(r.drops for r in n.link_reports()),
             "transport": self.params.transport,
             "mtu": self.params.mtu,
             "topology": self.fabric.description,

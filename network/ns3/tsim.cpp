@@ -274,6 +274,71 @@ struct LinkStat
     }
 };
 
+// ---------------------------------------------------------------------------------------
+// Switch egress queue: FIFO that marks ECN-capable packets (CE) with probability rising
+// linearly from 0 at Kmin to Pmax at Kmax bytes of instantaneous queue, and 1 above Kmax
+// (DCQCN's RED-style marking; Kmin = Kmax gives DCTCP's step). It never drops: packets that
+// are not ECN-capable (TCP handshakes, pure ACKs) pass unmarked, and the buffer is deep,
+// which is what a PFC-protected RoCE fabric guarantees. ns-3's RED would drop those.
+class EcnQueueDisc : public QueueDisc
+{
+  public:
+    static TypeId GetTypeId()
+    {
+        static TypeId tid =
+            TypeId("tsim::EcnQueueDisc").SetParent<QueueDisc>().SetGroupName("TrafficControl");
+        return tid;
+    }
+
+    EcnQueueDisc()
+        : QueueDisc(QueueDiscSizePolicy::NO_LIMITS)
+    {
+        m_uv = CreateObject<UniformRandomVariable>();
+    }
+
+    double m_kmin{0}, m_kmax{0}, m_pmax{1};
+    uint32_t m_limitPkts{1000000};
+    Ptr<UniformRandomVariable> m_uv;
+
+    void SetStream(int64_t s)
+    {
+        m_uv->SetStream(s);
+    }
+
+  private:
+    bool DoEnqueue(Ptr<QueueDiscItem> item) override
+    {
+        double q = double(GetInternalQueue(0)->GetNBytes());
+        double p = q < m_kmin ? 0.0 : (q >= m_kmax ? 1.0 : m_pmax * (q - m_kmin) / (m_kmax - m_kmin));
+        if (p > 0 && (p >= 1.0 || m_uv->GetValue() < p))
+        {
+            Mark(item, "ecn threshold");
+        }
+        bool ok = GetInternalQueue(0)->Enqueue(item);
+        return ok;
+    }
+
+    Ptr<QueueDiscItem> DoDequeue() override
+    {
+        return GetInternalQueue(0)->Dequeue();
+    }
+
+    bool CheckConfig() override
+    {
+        if (GetNInternalQueues() == 0)
+        {
+            Ptr<InternalQueue> q = CreateObject<DropTailQueue<QueueDiscItem>>();
+            q->SetMaxSize(QueueSize(QueueSizeUnit::PACKETS, m_limitPkts));
+            AddInternalQueue(q);
+        }
+        return true;
+    }
+
+    void InitializeParams() override
+    {
+    }
+};
+
 class World;
 
 inline void
@@ -378,6 +443,12 @@ class World
         Config::SetDefault("ns3::TcpSocket::InitialCwnd", UintegerValue(10));
         Config::SetDefault("ns3::TcpSocket::ConnTimeout", TimeValue(MilliSeconds(5)));
         Config::SetDefault("ns3::TcpSocketBase::MinRto", TimeValue(MilliSeconds(5)));
+        // ns-3's 200 ms delayed-ACK timer stalls a DCTCP flow whose window fell to one
+        // segment for 200 ms at a time; a datacenter stack acknowledges within microseconds.
+        Config::SetDefault("ns3::TcpSocket::DelAckTimeout", TimeValue(MicroSeconds(20)));
+        // ns-3 starts the RTO at 1 s until the first RTT sample; a lost SYN-ACK would stall
+        // a flow for a whole second of a millisecond-scale iteration.
+        Config::SetDefault("ns3::RttEstimator::InitialEstimation", TimeValue(MilliSeconds(1)));
         Config::SetDefault("ns3::TcpSocketBase::ClockGranularity", TimeValue(MicroSeconds(10)));
         Config::SetDefault("ns3::TcpSocketBase::Sack", BooleanValue(false));
         Config::SetDefault("ns3::TcpSocketBase::UseEcn", StringValue("On"));
@@ -409,13 +480,13 @@ class World
     }
 
     // Adds a full-duplex link; returns its index. Switch egress ports get an ECN-marking
-    // RED queue (Kmin/Kmax in packets, pmax) deep enough that nothing is dropped.
+    // queue (Kmin/Kmax in bytes, pmax) deep enough that nothing is dropped.
     uint32_t AddLink(uint32_t a,
                      uint32_t b,
                      double bps,
                      double delay,
-                     double kminPkts,
-                     double kmaxPkts,
+                     double kminBytes,
+                     double kmaxBytes,
                      double pmax,
                      uint32_t bufferPkts)
     {
@@ -454,34 +525,16 @@ class World
             else
             {
                 pdev->GetQueue()->SetMaxSize(QueueSize(QueueSizeUnit::PACKETS, 2));
-                TrafficControlHelper tch;
-                tch.SetRootQueueDisc("ns3::RedQueueDisc",
-                                     "MaxSize",
-                                     QueueSizeValue(QueueSize(QueueSizeUnit::PACKETS, bufferPkts)),
-                                     "MinTh",
-                                     DoubleValue(kminPkts),
-                                     "MaxTh",
-                                     DoubleValue(kmaxPkts),
-                                     "LInterm",
-                                     DoubleValue(1.0 / pmax),
-                                     "QW",
-                                     DoubleValue(1.0),
-                                     "UseEcn",
-                                     BooleanValue(true),
-                                     "UseHardDrop",
-                                     BooleanValue(false),
-                                     "Gentle",
-                                     BooleanValue(false),
-                                     "MeanPktSize",
-                                     UintegerValue(P.mtu),
-                                     "LinkBandwidth",
-                                     DataRateValue(DataRate(uint64_t(bps))),
-                                     "LinkDelay",
-                                     TimeValue(Seconds(delay)));
-                QueueDiscContainer qd = tch.Install(dev);
-                // RED's marking coin: a fixed stream per port, so runs repeat exactly even
-                // when several simulations share one process.
-                DynamicCast<RedQueueDisc>(qd.Get(0))->AssignStreams(int64_t(2 * idx + side));
+                Ptr<EcnQueueDisc> q = CreateObject<EcnQueueDisc>();
+                q->m_kmin = kminBytes;
+                q->m_kmax = std::max(kmaxBytes, kminBytes + 1.0);
+                q->m_pmax = pmax;
+                q->m_limitPkts = bufferPkts;
+                // a fixed random stream per port, so runs repeat exactly even when several
+                // simulations share one process
+                q->SetStream(int64_t(2 * idx + side));
+                nodes.Get(n)->GetObject<TrafficControlLayer>()->SetRootQueueDiscOnDevice(dev, q);
+                QueueDiscContainer qd(q);
                 qd.Get(0)->TraceConnectWithoutContext("BytesInQueue",
                                                       MakeCallback(&LinkStat::OnQueue, st));
                 qd.Get(0)->TraceConnectWithoutContext("Drop", MakeCallback(&LinkStat::OnDrop, st));
@@ -514,8 +567,28 @@ class World
         }
     }
 
+    uint64_t ipDrops{0};
+    std::map<int, uint64_t> ipDropReasons;
+
+    void OnIpDrop(const Ipv4Header&, Ptr<const Packet>, Ipv4L3Protocol::DropReason r, Ptr<Ipv4>, uint32_t)
+    {
+        ipDrops++;
+        ipDropReasons[int(r)]++;
+    }
+
+    uint64_t IpDropsFor(int reason)
+    {
+        return ipDropReasons[reason];
+    }
+
     void Start()
     {
+        for (uint32_t i = 0; i < nodes.GetN(); i++)
+        {
+            nodes.Get(i)->GetObject<Ipv4L3Protocol>()->TraceConnectWithoutContext(
+                "Drop",
+                MakeCallback(&World::OnIpDrop, this));
+        }
         for (uint32_t h = 0; h < numHosts; h++)
         {
             Ptr<Node> n = nodes.Get(h);
@@ -892,11 +965,11 @@ class World
             return;
         }
         int32_t id = it->second;
-        uint64_t& sent = tcpSent[id];
-        const Flow& f = flows[id];
-        while (sent < f.bytes && s->GetTxAvailable() > 0)
+        uint64_t sent = tcpSent[id];
+        uint64_t total = flows[id].bytes;
+        while (sent < total && s->GetTxAvailable() > 0)
         {
-            uint32_t n = uint32_t(std::min<uint64_t>(f.bytes - sent, s->GetTxAvailable()));
+            uint32_t n = uint32_t(std::min<uint64_t>(total - sent, s->GetTxAvailable()));
             int r = s->Send(Create<Packet>(n));
             if (r <= 0)
             {
@@ -904,7 +977,8 @@ class World
             }
             sent += uint64_t(r);
         }
-        if (sent >= f.bytes)
+        tcpSent[id] = sent;
+        if (sent >= total)
         {
             FlowSent(id);
         }

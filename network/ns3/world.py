@@ -64,9 +64,7 @@ class PacketNetwork:
         buffer_pkts = int(min(2**31 - 1, params.switch_buffer_bytes // params.mtu))
         for ln in fabric.links:
             kmin, kmax, pmax = params.thresholds(ln.rate_bps)
-            kmin_p = max(1.0, kmin / params.mtu)
-            kmax_p = max(kmin_p + 1.0, kmax / params.mtu)
-            w.AddLink(ln.a, ln.b, ln.rate_bps, ln.delay_s, kmin_p, kmax_p, pmax, buffer_pkts)
+            w.AddLink(ln.a, ln.b, ln.rate_bps, ln.delay_s, kmin, kmax, pmax, buffer_pkts)
         for node, per_dst in enumerate(fabric.next_hops()):
             if not any(per_dst):
                 continue
@@ -133,6 +131,11 @@ class PacketNetwork:
     @property
     def net_bytes_done(self) -> int:
         return int(self._w.netBytesDone)
+
+    @property
+    def ip_drops(self) -> int:
+        """Packets IPv4 dropped anywhere (no route, TTL): 0 in a healthy run."""
+        return int(self._w.ipDrops)
 
     @property
     def bytes_done(self) -> int:
