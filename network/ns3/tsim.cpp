@@ -1201,12 +1201,30 @@ class World
     {
         double now = Simulator::Now().GetSeconds();
         std::unordered_map<int32_t, double> lb;
+        std::unordered_map<int32_t, double> fluidRem;
+        for (size_t sv = 0; sv < fluid.size(); sv++)
+        {
+            for (const auto& ff : fluid[sv])
+            {
+                fluidRem[ff.flow] = ff.rem - ff.rate * (now - fluidLast[sv]);
+            }
+        }
         for (int32_t i : active)
         {
             const Flow& f = flows[i];
-            double rem = double(f.bytes) - double(f.rcvd);
-            double rate = f.fluid ? P.nvlinkBps / 8.0
-                                  : std::min(hostLineBps[f.src], hostLineBps[f.dst]) / 8.0;
+            double rem, rate;
+            if (f.fluid)
+            {
+                auto it = fluidRem.find(i);
+                rem = it == fluidRem.end() ? 0.0 : it->second; // 0 while in its start latency
+                rate = P.nvlinkBps / 8.0;
+            }
+            else
+            {
+                // A packet already on the last wire lands sooner than a full packet time.
+                rem = double(f.bytes) - double(f.rcvd) - double(P.mtu);
+                rate = std::min(hostLineBps[f.src], hostLineBps[f.dst]) / 8.0;
+            }
             double t = now + std::max(0.0, rem) / rate;
             auto it = lb.find(f.transfer);
             if (it == lb.end() || t > it->second)

@@ -174,3 +174,23 @@ def test_simai_topology_file_drives_the_backend(ns3_runtime, tmp_path):
     t = be.advance_until(math.inf)[0].time
     assert t == pytest.approx(nbytes / (400e9 / 8), rel=0.03)
     be.net.close()
+
+
+def test_base_protocol_lower_bound_and_advance_to_agree_with_advance_until(ns3_runtime):
+    """An engine that only uses next_completion_time/advance_to must see the same finish:
+    the lower bound never passes the real completion, and advance_to(t) reports it."""
+    op = CollectiveOp("grad", 0, Phase.ITERATION, CollKind.ALL_REDUCE, Group.DP, 2, 8 << 20)
+    be = Ns3Backend(H100, 16, efficiency=IDEAL)
+    be.submit(Transfer(0, op, (0, 8)), 0.0)
+    expected = be.advance_until(math.inf)[0].time
+    be = Ns3Backend(H100, 16, efficiency=IDEAL)
+    be.submit(Transfer(0, op, (0, 8)), 0.0)
+    done, steps = [], 0
+    while not done:
+        t = be.next_completion_time()
+        assert t <= expected + 1e-9
+        done = be.advance_to(t)
+        steps += 1
+    assert done[0].time == pytest.approx(expected, abs=1e-9) and steps < 200
+    assert be.next_completion_time() == math.inf
+    be.net.close()
