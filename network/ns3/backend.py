@@ -124,6 +124,9 @@ class Ns3Backend:
         has_switch_end = (src < 0) | (dst < 0)
         # NVLS flows (an NVSwitch end) always use the fluid model: ns-3 switches do not reduce.
         fluid = intra if not self.nvswitch else has_switch_end
+        if (has_switch_end & ~intra).any():
+            raise ValueError(f"{graph.algorithm} expansion of {op.name!r} has an NVSwitch endpoint on an "
+                             "inter-node flow; the packet network cannot carry it")
         s_ns = np.where(fluid, np.where(src < 0, SWITCH_END, src), self._host[np.maximum(src, 0)])
         d_ns = np.where(fluid, np.where(dst < 0, SWITCH_END, dst), self._host[np.maximum(dst, 0)])
         first = self.net.add_flows(transfer.id, s_ns, d_ns, graph.bytes, graph.parent_ptr, graph.parent_idx, fluid,
