@@ -26,7 +26,7 @@ from collectives.registry import ALGORITHMS, OPS
 from collectives.timing import LinkModel, Timing, evaluate
 from formats.atomic import atomic_write
 from network.system import SYSTEMS, SystemConfig, load_system
-from workload_gen.cli_errors import run_cli
+from workload_gen.cli_errors import OneLineParser, run_cli
 from workload_gen.errors import ConfigError
 from workload_gen.placement import Placement
 
@@ -70,7 +70,7 @@ def parse_ranks(text: str) -> list[int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="expand-collective", description=(
+    p = OneLineParser(prog="expand-collective", description=(
         "Expand a collective (or every collective of a workload) into the point-to-point flows NCCL "
         "would put on the wires; write them as CSV and print a summary with the contention-free time."))
     src = p.add_mutually_exclusive_group(required=True)

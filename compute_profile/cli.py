@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from compute_profile.db import ProfileDB
-from workload_gen.cli_errors import run_cli
+from workload_gen.cli_errors import OneLineParser, run_cli
 from workload_gen.config_loading import add_config_arguments, configs_from_args
 from workload_gen.errors import ConfigError
 
@@ -29,7 +29,7 @@ def _replace_arg(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="compute-profile",
         description="Kernel-time database for trainsim: measure op shapes with torch, import AICB/AIOB "
                     "profiles, CSV and traces, and show what a database covers. Times in seconds.",

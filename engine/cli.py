@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from workload_gen.cli_errors import run_cli
+from workload_gen.cli_errors import OneLineParser, run_cli
 from workload_gen.errors import ConfigError
 
 GIB = 2**30
@@ -36,7 +36,7 @@ OUTPUT_FILES = ("summary.json", "layers.csv", "trace.json", "EndToEnd.csv", "run
 def build_parser() -> argparse.ArgumentParser:
     from workload_gen.config_loading import add_config_arguments
 
-    ap = argparse.ArgumentParser(
+    ap = OneLineParser(
         prog="run-analytical",
         description="Simulate one training iteration (analytical network backend): iteration time, "
                     "breakdown, memory, timeline.",
@@ -275,6 +275,21 @@ def summary_table(summary: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+_SIMAI_FLAGS = {"gpus": None, "gpus_per_node": None, "nvlink_busbw": None, "nic_busbw": None, "nics_per_node": None,
+                "dp_overlap": 0.0, "tp_overlap": 0.0, "ep_overlap": 0.0, "pp_overlap": 1.0}
+
+
+def _reject_simai_flags(args: argparse.Namespace) -> None:
+    """SimAI's cluster flags only describe SimAI files; elsewhere they would be silently
+    ignored, so refuse them and point at the way to describe a cluster."""
+    for name, default in _SIMAI_FLAGS.items():
+        value = getattr(args, name)
+        if value != default:
+            flag = "--" + name.replace("_", "-")
+            raise ConfigError(flag, value, "only applies to SimAI workload files; describe the cluster with "
+                              "--system NAME|YAML (and --world-size) instead")
+
+
 def _body(argv: list[str] | None) -> int:
     from network.system import load_system
 
@@ -291,6 +306,8 @@ def _body(argv: list[str] | None) -> int:
         raise ConfigError("workload", str(wpath), "give a workload file or model/parallel flags (-c, --model, --tp, ...), not both")
     if wpath is not None and not wpath.is_file():
         raise ConfigError("workload", str(wpath), "no such file")
+    if wpath is None or not _is_simai(wpath):
+        _reject_simai_flags(args)
     if args.accounting == "simai" and wpath is not None and _is_simai(wpath):
         summary, files = _simai_accounting_outputs(args, wpath, system)
     else:

@@ -6,12 +6,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from workload_gen.cli_errors import run_cli
+from workload_gen.cli_errors import OneLineParser, run_cli
 from workload_gen.errors import ConfigError
 
 
 def _trace_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
+    ap = OneLineParser(
         prog="diff-trace",
         description="Compare a simulated iteration (run-analytical output) with a measured one (PyTorch "
                     "profiler/Kineto trace): iteration time, per-category totals, per-layer compute, the largest "
@@ -64,7 +64,7 @@ def diff_trace_main(argv: list[str] | None = None) -> int:
 
 
 def _workload_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
+    ap = OneLineParser(
         prog="diff-workload",
         description="Compare two workload files structurally (trainsim native or SimAI/AICB text): collective "
                     "counts and sizes per group, op counts and FLOPs per layer; each difference is located and, "

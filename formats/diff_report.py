@@ -76,12 +76,12 @@ def write_outputs(d: TraceDiff, pred: Timeline, meas: Timeline, out: str | Path)
     out = Path(out)
     paths = [out / n for n in ("diff.json", "diff.csv", "diff_layers.csv", "diff_mismatches.csv", "timeline.png")]
     write_text_atomic(paths[0], json.dumps(to_json(d), indent=1, sort_keys=False) + "\n")
-    cat_rows = [["category", "predicted_s", "measured_s", "diff_s", "error"]]
+    cat_rows = [["category", "predicted_s", "measured_s", "diff_s", "error_frac"]]
     for r in (d.iteration, *d.categories):
         cat_rows.append([r.key, f"{r.predicted_s:.9g}", f"{r.measured_s:.9g}", f"{r.diff_s:.9g}",
                          "" if r.error is None else f"{r.error:.6g}"])
     write_text_atomic(paths[1], _csv(cat_rows))
-    lay_rows = [["layer", "phase", "predicted_s", "measured_s", "diff_s", "error"]]
+    lay_rows = [["layer", "phase", "predicted_s", "measured_s", "diff_s", "error_frac"]]
     for lay, ph, r in d.layers:
         lay_rows.append([lay, ph, f"{r.predicted_s:.9g}", f"{r.measured_s:.9g}", f"{r.diff_s:.9g}",
                          "" if r.error is None else f"{r.error:.6g}"])

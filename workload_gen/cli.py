@@ -10,14 +10,14 @@ import argparse
 import sys
 from collections import defaultdict
 
-from workload_gen.cli_errors import run_cli
+from workload_gen.cli_errors import OneLineParser, run_cli
 from workload_gen.config_loading import add_config_arguments, configs_from_args
 from workload_gen.errors import ConfigError
 from workload_gen.records import CollectiveOp, ComputeOp, Workload
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="gen-workload",
         description="Generate the per-stage workload (compute ops and collectives) of one Megatron-LM "
                     "training iteration. Give a YAML run file (-c), short flags, or Megatron-LM's own flags.",

@@ -6,8 +6,10 @@ all commands.
 """
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable
+from typing import NoReturn
 
 from workload_gen.errors import TrainsimError
 
@@ -22,3 +24,11 @@ def run_cli(body: Callable[[], int]) -> int:
     except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
         print(f"error: {exc.filename}: {exc.strerror}", file=sys.stderr)
         return 2
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argparse parser whose usage errors are one line (and exit code 2), like every
+    other bad-input error; ``--help`` still prints the full usage."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {self.prog}: {message} (see {self.prog} --help)\n")

@@ -6,11 +6,11 @@ import sys
 import time
 from pathlib import Path
 
-from workload_gen.cli_errors import run_cli
+from workload_gen.cli_errors import OneLineParser, run_cli
 
 
 def _sweep_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="sweep", description=(
+    p = OneLineParser(prog="sweep", description=(
         "Simulate every point of a grid over model/parallel/training/system fields (analytical backend); "
         "one table row per point, invalid points kept with their reason."))
     p.add_argument("spec", help="sweep spec YAML (see engine/sweep/grid.py or docs/sweep.md)")
@@ -35,6 +35,9 @@ def sweep_main(argv: list[str] | None = None) -> int:
         from engine.sweep.table import write_table
         from workload_gen.errors import ConfigError
 
+        for flag, value in (("--workers", args.workers), ("--batch-size", args.batch_size)):
+            if value is not None and value < 1:
+                raise ConfigError(flag, value, "must be a positive integer")
         spec = load_spec(args.spec)
         out = Path(args.output) if args.output else spec.output
         if out.suffix not in (".csv", ".parquet"):
@@ -67,7 +70,7 @@ def sweep_main(argv: list[str] | None = None) -> int:
 def _search_parser() -> argparse.ArgumentParser:
     from workload_gen.config_loading import add_config_arguments
 
-    p = argparse.ArgumentParser(prog="search", description=(
+    p = OneLineParser(prog="search", description=(
         "Find the fastest valid parallel layout for a model on --world-size GPUs of --system "
         "at a given global batch and sequence length."))
     add_config_arguments(p)
@@ -83,7 +86,10 @@ def search_main(argv: list[str] | None = None) -> int:
         from engine.sweep.search import explain, search
         from network.system import load_system
         from workload_gen.config_loading import configs_from_args
+        from workload_gen.errors import ConfigError
 
+        if args.top_k < 1:
+            raise ConfigError("--top-k", args.top_k, "must be a positive integer")
         model, base = configs_from_args(args)
         system = load_system(args.system)
         t0 = time.perf_counter()

@@ -102,6 +102,8 @@ def spec_from_dict(data: Any, source: str = "<spec>", base_dir: Path | None = No
             raise ConfigError(f"grid[{i}].zip", lengths, "zipped axes must have equal lengths", source)
         blocks.append((mode, tuple(parsed)))
     names = [n for _, axes in blocks for n, _ in axes]
+    for name in names:
+        _check_axis(name, source)
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise ConfigError("grid", dup[0], "an axis may appear in only one block", source)
@@ -118,6 +120,30 @@ def spec_from_dict(data: Any, source: str = "<spec>", base_dir: Path | None = No
     return SweepSpec(base=base, blocks=tuple(blocks), filters=tuple(str(f) for f in filters), output=out, source=source)
 
 
+def _known_fields() -> dict[str, tuple[str, ...]]:
+    """The fields a grid axis may address, per top-level section."""
+    from dataclasses import fields
+
+    from network.system import SystemConfig
+    from workload_gen.config_loading import LAYOUT_KEYS, MODEL_KEYS, TRAINING_KEYS
+
+    par = LAYOUT_KEYS + TRAINING_KEYS + ("num_layers_per_virtual_pipeline_stage",)
+    return {"model": MODEL_KEYS + ("preset",), "parallel": par, "training": par,
+            "system": tuple(f.name for f in fields(SystemConfig)) + ("base",)}
+
+
+def _check_axis(name: str, source: str) -> None:
+    """A typo in an axis would make every point invalid; catch it when the spec is read."""
+    known = _known_fields()
+    section, _, leaf = name.partition(".")
+    if section not in known:
+        raise ConfigError("grid", name, f"axes start with one of {', '.join(known)}", source)
+    if leaf and leaf not in known[section]:
+        raise ConfigError("grid", name, f"unknown {section} field '{leaf}'; valid: {', '.join(known[section])}", source)
+    if not leaf and section != "model" and section != "system":
+        raise ConfigError("grid", name, f"name a field, e.g. {section}.{known[section][0]}", source)
+
+
 def set_dotted(mapping: dict[str, Any], dotted: str, value: Any) -> None:
     """Set ``a.b.c`` in a nested mapping; a string at ``a`` (a preset name) becomes ``{name: ...}``."""
     parts = dotted.split(".")
@@ -126,7 +152,7 @@ def set_dotted(mapping: dict[str, Any], dotted: str, value: Any) -> None:
         child = node.get(part)
         if isinstance(child, str):
             # A preset name addressed by field: keep the preset as the base of the mapping.
-            child = {"name" if part == "model" else "base": child}
+            child = {"preset" if part == "model" else "base": child}
         elif child is None:
             child = {}
         elif not isinstance(child, dict):

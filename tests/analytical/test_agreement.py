@@ -32,6 +32,8 @@ GROUPS = [tuple(range(2)), tuple(range(8)), tuple(range(16)), (0, 8, 16, 24), (0
 @pytest.mark.parametrize("kind", list(CollKind))
 @pytest.mark.parametrize("nbytes", [4096, MiB, 3 * MiB, 64 * MiB, 2**30])
 def test_algorithm_choice_is_the_expanders(system, ranks, kind, nbytes):
+    """Both ask collectives.auto; this pins the two placement views (GroupShape and the
+    expander's GroupLayout) to the same nodes and GPUs per node."""
     sysc = get_system(system)
     if kind is CollKind.SEND_RECV:
         ranks = ranks[:2]
@@ -41,8 +43,31 @@ def test_algorithm_choice_is_the_expanders(system, ranks, kind, nbytes):
 
 
 @pytest.mark.parametrize("nodes,per_node", [(1, 8), (2, 1), (3, 4), (8, 1), (13, 2), (64, 8), (100, 1)])
-def test_tree_height_is_the_expanders(nodes, per_node):
-    assert node_tree_height(nodes) + per_node - 1 == cf.tree_height(nodes, per_node)
+def test_tree_height_is_the_built_trees(nodes, per_node):
+    """The analytical height (arithmetic) equals the height of the trees the expander
+    actually builds (collectives.algorithms.tree walks its parent arrays)."""
+    from collectives.algorithms.tree import tree_allreduce_height
+
+    assert node_tree_height(nodes) + per_node - 1 == tree_allreduce_height(nodes, per_node)
+
+
+@pytest.mark.parametrize("nodes,height", [(1, 0), (2, 1), (4, 2), (8, 3), (16, 4)])
+def test_node_tree_height_by_hand(nodes, height):
+    """A binary tree over 2^k nodes is k edges deep (NCCL's double binary tree)."""
+    assert node_tree_height(nodes) == height
+
+
+@pytest.mark.parametrize("system, ranks, kind, nbytes, algo", [
+    ("a100", tuple(range(8)), CollKind.ALL_REDUCE, 2**30, "ring"),        # no NVLS on A100
+    ("h100", tuple(range(8)), CollKind.ALL_REDUCE, 2**30, "nvls"),        # NVLink SHARP in the node
+    ("h100", tuple(range(0, 64, 8)), CollKind.ALL_REDUCE, 2**30, "ring"),  # one GPU per node: no NVLS
+    ("a100", tuple(range(0, 64, 8)), CollKind.ALL_REDUCE, 2 * MiB, "tree"),  # small, across nodes
+    ("h100", tuple(range(16)), CollKind.ALL_REDUCE, 64 * MiB, "nvls_tree"),
+    ("h100", tuple(range(8)), CollKind.ALL_GATHER, 2**30, "ring"),
+    ("h100", tuple(range(8)), CollKind.ALL_TO_ALL, MiB, "alltoall"),
+])
+def test_algorithm_choice_by_hand(system, ranks, kind, nbytes, algo):
+    assert choose_algorithm(kind, nbytes, GroupShape.from_ranks(ranks, 8), get_system(system)) == algo
 
 
 CASES = [  # system, kind, ranks, bytes

@@ -58,3 +58,18 @@ def test_bad_specs_name_the_field(raw, field):
         spec_from_dict({"base": BASE, **raw}, source="s.yaml")
     assert err.value.field == field
     assert "s.yaml" in str(err.value)
+
+
+@pytest.mark.parametrize("axis", ["parallel.tpp", "training.micro_batches", "modle.num_layers", "system.nic_speed", "parallel"])
+def test_axis_typos_are_caught_when_the_spec_is_read(axis):
+    with pytest.raises(ConfigError) as err:
+        spec_from_dict({"base": BASE, "grid": [{"product": {axis: [1, 2]}}]}, source="s.yaml")
+    assert err.value.field == "grid" and err.value.value == axis
+
+
+def test_a_model_field_swept_on_a_preset_overrides_the_preset():
+    from workload_gen.config_loading import configs_from_dict
+
+    pts = expand(spec_from_dict({"base": BASE, "grid": [{"product": {"model.num_layers": [6, 12]}}]}))
+    model, _ = configs_from_dict(pts[0].config)
+    assert model.num_layers == 6 and model.hidden_size == 768  # the rest is gpt3-125m's

@@ -91,3 +91,11 @@ def test_bad_spec_exits_2_with_one_line(tmp_path, capsys):
     assert sweep_main([str(path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "bad.yaml" in err[0] and "equal lengths" in err[0]
+
+
+@pytest.mark.parametrize("flags, needle", [(["--batch-size", "0"], "--batch-size"), (["--workers", "-1"], "--workers")])
+def test_bad_execution_flags_exit_2(tmp_path, capsys, flags, needle):
+    spec = _spec(tmp_path, [{"product": {"parallel.tp": [1, 2]}}])
+    assert sweep_main([str(spec), *flags, "--quiet"]) == 2
+    assert needle in capsys.readouterr().err
+    assert not list(tmp_path.glob("out.csv*"))
