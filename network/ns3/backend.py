@@ -15,7 +15,6 @@ Units: seconds, bytes.
 from __future__ import annotations
 
 import math
-import sys
 import time
 from dataclasses import dataclass
 from typing import TextIO

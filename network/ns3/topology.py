@@ -221,7 +221,6 @@ def read_simai_topology(path: str | Path, *, nvswitch: bool = False) -> Fabric:
         lines = [ln.split() for ln in p.read_text().splitlines()]
     except OSError as exc:
         raise ConfigError("topology", str(p), f"cannot read: {exc.strerror}") from None
-    lines = [ln for ln in lines]
     if len(lines) < 2 or len(lines[0]) < 5:
         raise FormatError(str(p), 1, "expected 'nodes gpus_per_server nvswitches switches links [gpu_type]'")
     try:
