@@ -33,6 +33,16 @@ DEFAULT_SYSTEM = "h100"
 OUTPUT_FILES = ("summary.json", "layers.csv", "trace.json", "EndToEnd.csv", "run.png")
 
 
+def add_run_arguments(ap: argparse.ArgumentParser) -> None:
+    """The inputs and outputs every simulating command shares (run-analytical, run-ns3)."""
+    ap.add_argument("workload", nargs="?", metavar="WORKLOAD",
+                    help="workload file: native (gen-workload) or SimAI/AICB text; omit to generate from flags")
+    ap.add_argument("--system", default=DEFAULT_SYSTEM, metavar="NAME|YAML",
+                    help=f"system preset (a100, h100, h200, h20, b200) or YAML file; default {DEFAULT_SYSTEM}")
+    ap.add_argument("--out", metavar="DIR", help="output directory (created); without it only stdout")
+    ap.add_argument("--json", action="store_true", help="print summary.json to stdout instead of the table")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from workload_gen.config_loading import add_config_arguments
 
@@ -45,12 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
                "workload_analytical.txt --gpus 9216 --gpus-per-node 8 --nvlink-busbw 360 --nic-busbw 48.5 "
                "--nics-per-node 8 --out run",
     )
-    ap.add_argument("workload", nargs="?", metavar="WORKLOAD",
-                    help="workload file: native (gen-workload) or SimAI/AICB text; omit to generate from flags")
-    ap.add_argument("--system", default=DEFAULT_SYSTEM, metavar="NAME|YAML",
-                    help=f"system preset (a100, h100, h200, h20, b200) or YAML file; default {DEFAULT_SYSTEM}")
-    ap.add_argument("--out", metavar="DIR", help="output directory (created); without it only stdout")
-    ap.add_argument("--json", action="store_true", help="print summary.json to stdout instead of the table")
+    add_run_arguments(ap)
     ap.add_argument("--accounting", choices=("event", "simai"), default="event",
                     help="event: our discrete-event simulation (default); simai: SimAI_analytical's own report "
                          "(SimAI files only)")
@@ -85,7 +90,7 @@ def _is_simai(path: Path) -> bool:
     return bool(first) and first[0] in POLICIES
 
 
-def _has_model_flags(args: argparse.Namespace) -> bool:
+def has_model_flags(args: argparse.Namespace) -> bool:
     return bool(getattr(args, "config", None) or getattr(args, "model", None)) or any(
         v is not None for k, v in vars(args).items() if k.startswith(("m_", "p_")))
 
@@ -172,7 +177,7 @@ def _header_dict(header: Any) -> dict[str, Any]:
     return {k: getattr(header, k) for k in names if isinstance(getattr(header, k), (int, float, str, type(None)))}
 
 
-def _load_workload(args: argparse.Namespace, path: Path, system: Any) -> tuple[Any, Any]:
+def load_workload(args: argparse.Namespace, path: Path, system: Any) -> tuple[Any, Any]:
     """A workload from a file (native or SimAI) and the system to run it on."""
     if _is_simai(path):
         from formats.simai_reader import read_simai
@@ -188,7 +193,7 @@ def _load_workload(args: argparse.Namespace, path: Path, system: Any) -> tuple[A
     return read_native(path), system
 
 
-def _event_outputs(args: argparse.Namespace, result: Any) -> tuple[dict[str, Any], dict[str, str | bytes]]:
+def event_outputs(args: argparse.Namespace, result: Any) -> tuple[dict[str, Any], dict[str, str | bytes]]:
     from formats.chrome_trace import trace_json
     from formats.endtoend_csv import render_endtoend_csv, totals_from_breakdown
     from formats.run_outputs import layers_csv, summary_dict
@@ -216,7 +221,7 @@ def _event_outputs(args: argparse.Namespace, result: Any) -> tuple[dict[str, Any
     return summary, files
 
 
-def _write_outputs(out: Path, files: dict[str, str | bytes]) -> None:
+def write_outputs(out: Path, files: dict[str, str | bytes]) -> None:
     from formats.atomic import atomic_write
 
     if out.exists() and not out.is_dir():
@@ -302,7 +307,7 @@ def _body(argv: list[str] | None) -> int:
 
         overrides = read_busbw_yaml(args.busbw)
     wpath = Path(args.workload) if args.workload else None
-    if wpath is not None and _has_model_flags(args):
+    if wpath is not None and has_model_flags(args):
         raise ConfigError("workload", str(wpath), "give a workload file or model/parallel flags (-c, --model, --tp, ...), not both")
     if wpath is not None and not wpath.is_file():
         raise ConfigError("workload", str(wpath), "no such file")
@@ -314,7 +319,7 @@ def _body(argv: list[str] | None) -> int:
         from engine.pipeline import run_workload
 
         if wpath is not None:
-            workload, system = _load_workload(args, wpath, system)
+            workload, system = load_workload(args, wpath, system)
         else:
             from workload_gen import build
             from workload_gen.config_loading import configs_from_args
@@ -326,10 +331,10 @@ def _body(argv: list[str] | None) -> int:
                   else f"SimAI accounting on {system.name}")
         result = run_workload(workload, system, profile=args.profile, gpu=args.gpu, timeline=not args.no_trace,
                               busbw_overrides=overrides, efficiency=args.efficiency, accounting=args.accounting)
-        summary, files = _event_outputs(args, result)
+        summary, files = event_outputs(args, result)
     if args.out:
         out = Path(args.out)
-        _write_outputs(out, files)
+        write_outputs(out, files)
         _progress(f"wrote {', '.join(n for n in OUTPUT_FILES if n in files)} to {out}/")
     if args.json:
         sys.stdout.write(files["summary.json"] if isinstance(files["summary.json"], str) else "")

@@ -19,28 +19,24 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from workload_gen.cli_errors import run_cli
+from workload_gen.cli_errors import OneLineParser, run_cli
 from workload_gen.errors import ConfigError
 
-DEFAULT_SYSTEM = "h100"
 
 
 def build_parser() -> argparse.ArgumentParser:
     from workload_gen.config_loading import add_config_arguments
 
-    ap = argparse.ArgumentParser(
+    from engine.cli import add_run_arguments
+
+    ap = OneLineParser(
         prog="run-ns3",
         description="Simulate one training iteration with every collective's flows on an ns-3 packet network "
                     "(congestion, ECMP collisions, oversubscription).",
         epilog="Example: run-ns3 --model gpt3-1.3b --num-layers 4 --tp 8 --world-size 16 --global-batch 16 "
                "--system h100 --out run",
     )
-    ap.add_argument("workload", nargs="?", metavar="WORKLOAD",
-                    help="workload file: native (gen-workload) or SimAI/AICB text; omit to generate from flags")
-    ap.add_argument("--system", default=DEFAULT_SYSTEM, metavar="NAME|YAML",
-                    help=f"system preset (a100, h100, h200, h20, b200) or YAML file; default {DEFAULT_SYSTEM}")
-    ap.add_argument("--out", metavar="DIR", help="output directory (created); without it only stdout")
-    ap.add_argument("--json", action="store_true", help="print summary.json to stdout instead of the table")
+    add_run_arguments(ap)
     ap.add_argument("--profile", metavar="DB", help="compute profile database (compute-profile); default: estimates")
     ap.add_argument("--gpu", metavar="NAME", help="GPU whose compute times to use; default the system's")
     ap.add_argument("--efficiency", metavar="YAML",
@@ -70,16 +66,16 @@ def _progress(msg: str) -> None:
 
 
 def _workload(args: argparse.Namespace, system: Any) -> tuple[Any, Any]:
-    from engine.cli import _has_model_flags, _load_workload
+    from engine.cli import has_model_flags, load_workload
 
     wpath = Path(args.workload) if args.workload else None
-    if wpath is not None and _has_model_flags(args):
+    if wpath is not None and has_model_flags(args):
         raise ConfigError("workload", str(wpath), "give a workload file or model/parallel flags (-c, --model, --tp, ...), not both")
     if wpath is not None:
         if not wpath.is_file():
             raise ConfigError("workload", str(wpath), "no such file")
         args.gpus = args.gpus_per_node = args.nvlink_busbw = args.nic_busbw = args.nics_per_node = None
-        return _load_workload(args, wpath, system)
+        return load_workload(args, wpath, system)
     from workload_gen import build
     from workload_gen.config_loading import configs_from_args
 
@@ -119,7 +115,7 @@ def make_backend(args: argparse.Namespace, system: Any, world_size: int) -> Any:
 
 def _body(argv: list[str] | None) -> int:
     from engine import simulate
-    from engine.cli import OUTPUT_FILES, _event_outputs, _write_outputs, summary_table
+    from engine.cli import OUTPUT_FILES, event_outputs, write_outputs, summary_table
     from engine.pipeline import attach_compute
     from network.system import load_system
     from workload_gen.records import ComputeOp
@@ -144,12 +140,12 @@ def _body(argv: list[str] | None) -> int:
     result.extras.update(backend.stats())
     if coverage is not None:
         result.extras["compute_coverage"] = coverage
-    summary, files = _event_outputs(args, result)
+    summary, files = event_outputs(args, result)
     if args.out:
         from network.ns3.outputs import write_ns3_outputs
 
         out = Path(args.out)
-        _write_outputs(out, files)
+        write_outputs(out, files)
         extra = write_ns3_outputs(backend, out, result.iteration_time_s)
         _progress(f"wrote {', '.join([*(n for n in OUTPUT_FILES if n in files), *extra])} to {out}/")
     if args.json:
