@@ -2,7 +2,7 @@
 
 - throughput (tokens/s) vs GPU count, best valid point per GPU count;
 - MFU heat-map over (TP, PP), best valid point per cell;
-- Pareto front of peak memory vs throughput.
+- Pareto front of peak memory vs throughput per GPU.
 Each plot is drawn only when the table has the columns (and at least two values) it needs.
 """
 from __future__ import annotations
@@ -71,7 +71,9 @@ def write_plots(frame, out_stem: Path) -> list[Path]:
         plt.close(fig)
         written.append(path)
     if "peak_memory_gib" in ok and len(ok) > 1:
-        pts = list(zip(ok["peak_memory_gib"].tolist(), ok["tokens_per_s"].tolist()))
+        # Per GPU, so that points of different cluster sizes compare.
+        per_gpu = ok["tokens_per_s"] / ok["gpus"] if "gpus" in ok else ok["tokens_per_s"]
+        pts = list(zip(ok["peak_memory_gib"].tolist(), per_gpu.tolist()))
         front = pareto_front(pts)
         fig, ax = plt.subplots(figsize=(6, 4))
         ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=10, alpha=0.4, label="points")
@@ -80,7 +82,7 @@ def write_plots(frame, out_stem: Path) -> list[Path]:
         ax.step(fx, fy, "r-", where="post", label="Pareto front")
         ax.scatter(fx, fy, color="red", s=18)
         ax.set_xlabel("peak memory per GPU (GiB)")
-        ax.set_ylabel("tokens/s")
+        ax.set_ylabel("tokens/s per GPU" if "gpus" in ok else "tokens/s")
         ax.set_title("Memory vs throughput")
         ax.legend()
         path = out_stem.with_name(out_stem.name + "_pareto.png")
