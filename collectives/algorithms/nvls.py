@@ -79,41 +79,11 @@ def build_nvls_tree(ctx: Context, b: FlowBuilder) -> str:
 
 
 def _head_tree(t: Template, par: dict[int, int], c: int, partial: list[int], heads: list[int]) -> dict:
-    """Like tree.add_up_down, but a head's up flow (and the root's down flows) also wait
-    for that node's partial sum from its switch."""
+    """The tree among node heads: tree.add_up_down, where a head's up flow (and the root's
+    down flows) also wait for that node's partial sum from its switch."""
     part_of = dict(zip(heads, partial))
-    kids: dict[int, list[int]] = {x: [] for x in par}
     root = next(x for x, p in par.items() if p < 0)
-    for x, p in par.items():
-        if p >= 0:
-            kids[p].append(x)
-    height: dict[int, int] = {}
-    order: list[int] = []
-
-    def visit(x: int) -> int:
-        h = 0
-        for y in kids[x]:
-            h = max(h, visit(y) + 1)
-        height[x] = h
-        order.append(x)
-        return h
-
-    H = visit(root)
-    up: dict[int, int] = {}
-    for x in order:
-        if x != root:
-            up[x] = t.edge(x, par[x], c, 2 + height[x], [part_of[x]] + [up[y] for y in kids[x]])
-    into_root = [part_of[root]] + [up[y] for y in kids[root]]
-    down: dict[int, int] = {}
-    frontier, depth = [root], 0
-    while frontier:
-        nxt = []
-        for x in frontier:
-            for y in kids[x]:
-                down[y] = t.edge(x, y, c, 2 + H + depth, into_root if x == root else [down[x]])
-                nxt.append(y)
-        frontier, depth = nxt, depth + 1
-    return {"up": up, "down": down, "into_root": into_root, "root": root, "height": H}
+    return add_up_down(t, par, c, root_extra=[part_of[root]], step0=2, own_input=part_of)
 
 
 __all__ = ["build_nvls", "build_nvls_tree", "add_up_down"]

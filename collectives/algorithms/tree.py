@@ -82,12 +82,14 @@ def tree_allreduce_height(nodes: int, per_node: int) -> int:
     # deepest path: down the node tree to a node, then along its chain
     return max(hs) + per_node - 1
 
-def add_up_down(t: Template, par: dict[int, int], channel: int, root_extra=(), step0: int = 0) -> dict[str, dict]:
+def add_up_down(t: Template, par: dict[int, int], channel: int, root_extra=(), step0: int = 0,
+                own_input: dict[int, int] | None = None) -> dict[str, dict]:
     """Add up (reduce) and down (broadcast) edges of one rank tree to ``t``.
 
     Returns the edges by rank: ``up[x]`` (x -> parent) and ``down[y]`` (parent -> y), and
     ``into_root`` (the up edges into the root). ``root_extra`` are template edges the root's
-    down flows must also wait for.
+    down flows must also wait for. ``own_input[x]``, when given, is an edge a rank's up flow
+    must wait for besides its children (NVLS-tree: the node's partial sum from its switch).
     """
     kids: dict[int, list[int]] = {x: [] for x in par}
     root = -1
@@ -111,7 +113,8 @@ def add_up_down(t: Template, par: dict[int, int], channel: int, root_extra=(), s
     up: dict[int, int] = {}
     for x in order:  # post-order: children before parents
         if x != root:
-            up[x] = t.edge(x, par[x], channel, step0 + height[x], [up[y] for y in kids[x]])
+            own = [own_input[x]] if own_input is not None else []
+            up[x] = t.edge(x, par[x], channel, step0 + height[x], own + [up[y] for y in kids[x]])
     into_root = [up[y] for y in kids[root]] + list(root_extra)
     down: dict[int, int] = {}
     frontier, depth = [root], 0
