@@ -43,6 +43,17 @@ def add_run_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--json", action="store_true", help="print summary.json to stdout instead of the table")
 
 
+def add_simai_cluster_arguments(ap: argparse.ArgumentParser) -> argparse._ArgumentGroup:
+    """SimAI's cluster flags, for SimAI workload files (run-analytical, run-ns3)."""
+    s = ap.add_argument_group("SimAI cluster flags (for SimAI files; GB = 2^30 bytes)")
+    s.add_argument("--gpus", type=int, metavar="N", help="SimAI -g: total GPUs (default: the file's all_gpus)")
+    s.add_argument("--gpus-per-node", type=int, metavar="N", help="SimAI -g_p_s (default: the system's)")
+    s.add_argument("--nvlink-busbw", type=float, metavar="GB/s", help="SimAI -nv: NVLink bus bandwidth")
+    s.add_argument("--nic-busbw", type=float, metavar="GB/s", help="SimAI -nic: bandwidth of one NIC")
+    s.add_argument("--nics-per-node", type=int, metavar="N", help="SimAI -n_p_s")
+    return s
+
+
 def build_parser() -> argparse.ArgumentParser:
     from workload_gen.config_loading import add_config_arguments
 
@@ -65,12 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--efficiency", metavar="YAML", help="collective efficiency table (default network/data/efficiency.yaml)")
     ap.add_argument("--no-plot", action="store_true", help="skip run.png (saves ~0.5 s of matplotlib)")
     ap.add_argument("--no-trace", action="store_true", help="skip the timeline (trace.json, layers from the workload)")
-    s = ap.add_argument_group("SimAI cluster flags (for SimAI files; GB = 2^30 bytes)")
-    s.add_argument("--gpus", type=int, metavar="N", help="SimAI -g: total GPUs (default: the file's all_gpus)")
-    s.add_argument("--gpus-per-node", type=int, metavar="N", help="SimAI -g_p_s (default: the system's)")
-    s.add_argument("--nvlink-busbw", type=float, metavar="GB/s", help="SimAI -nv: NVLink bus bandwidth")
-    s.add_argument("--nic-busbw", type=float, metavar="GB/s", help="SimAI -nic: bandwidth of one NIC")
-    s.add_argument("--nics-per-node", type=int, metavar="N", help="SimAI -n_p_s")
+    s = add_simai_cluster_arguments(ap)
     for flag, default in (("dp", 0.0), ("tp", 0.0), ("ep", 0.0), ("pp", 1.0)):
         s.add_argument(f"--{flag}-overlap", type=float, default=default, metavar="RATIO",
                        help=f"SimAI -{flag}_o, --accounting simai only (default {default})")
@@ -82,7 +88,7 @@ def _progress(msg: str) -> None:
     print(f"[run-analytical] {msg}", file=sys.stderr, flush=True)
 
 
-def _is_simai(path: Path) -> bool:
+def is_simai(path: Path) -> bool:
     from formats.simai_text import POLICIES
 
     with path.open("r", errors="replace") as fh:
@@ -179,7 +185,7 @@ def _header_dict(header: Any) -> dict[str, Any]:
 
 def load_workload(args: argparse.Namespace, path: Path, system: Any) -> tuple[Any, Any]:
     """A workload from a file (native or SimAI) and the system to run it on."""
-    if _is_simai(path):
+    if is_simai(path):
         from formats.simai_reader import read_simai
         from formats.simai_convert import simai_to_workload
 
@@ -284,11 +290,11 @@ _SIMAI_FLAGS = {"gpus": None, "gpus_per_node": None, "nvlink_busbw": None, "nic_
                 "dp_overlap": 0.0, "tp_overlap": 0.0, "ep_overlap": 0.0, "pp_overlap": 1.0}
 
 
-def _reject_simai_flags(args: argparse.Namespace) -> None:
+def reject_simai_flags(args: argparse.Namespace) -> None:
     """SimAI's cluster flags only describe SimAI files; elsewhere they would be silently
     ignored, so refuse them and point at the way to describe a cluster."""
     for name, default in _SIMAI_FLAGS.items():
-        value = getattr(args, name)
+        value = getattr(args, name, default)
         if value != default:
             flag = "--" + name.replace("_", "-")
             raise ConfigError(flag, value, "only applies to SimAI workload files; describe the cluster with "
@@ -311,9 +317,9 @@ def _body(argv: list[str] | None) -> int:
         raise ConfigError("workload", str(wpath), "give a workload file or model/parallel flags (-c, --model, --tp, ...), not both")
     if wpath is not None and not wpath.is_file():
         raise ConfigError("workload", str(wpath), "no such file")
-    if wpath is None or not _is_simai(wpath):
-        _reject_simai_flags(args)
-    if args.accounting == "simai" and wpath is not None and _is_simai(wpath):
+    if wpath is None or not is_simai(wpath):
+        reject_simai_flags(args)
+    if args.accounting == "simai" and wpath is not None and is_simai(wpath):
         summary, files = _simai_accounting_outputs(args, wpath, system)
     else:
         from engine.pipeline import run_workload

@@ -27,7 +27,7 @@ from workload_gen.errors import ConfigError
 def build_parser() -> argparse.ArgumentParser:
     from workload_gen.config_loading import add_config_arguments
 
-    from engine.cli import add_run_arguments
+    from engine.cli import add_run_arguments, add_simai_cluster_arguments
 
     ap = OneLineParser(
         prog="run-ns3",
@@ -57,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("--nvswitch", action="store_true",
                    help="simulate each node's NVSwitch in ns-3 (default: exact NVLink fluid model, much cheaper)")
     n.add_argument("--algorithm", default="auto", metavar="NAME", help="collective algorithm for every collective (default auto)")
+    add_simai_cluster_arguments(ap)
     add_config_arguments(ap)
     return ap
 
@@ -66,15 +67,16 @@ def _progress(msg: str) -> None:
 
 
 def _workload(args: argparse.Namespace, system: Any) -> tuple[Any, Any]:
-    from engine.cli import has_model_flags, load_workload
+    from engine.cli import has_model_flags, is_simai, load_workload, reject_simai_flags
 
     wpath = Path(args.workload) if args.workload else None
     if wpath is not None and has_model_flags(args):
         raise ConfigError("workload", str(wpath), "give a workload file or model/parallel flags (-c, --model, --tp, ...), not both")
+    if wpath is not None and not wpath.is_file():
+        raise ConfigError("workload", str(wpath), "no such file")
+    if wpath is None or not is_simai(wpath):
+        reject_simai_flags(args)
     if wpath is not None:
-        if not wpath.is_file():
-            raise ConfigError("workload", str(wpath), "no such file")
-        args.gpus = args.gpus_per_node = args.nvlink_busbw = args.nic_busbw = args.nics_per_node = None
         return load_workload(args, wpath, system)
     from workload_gen import build
     from workload_gen.config_loading import configs_from_args

@@ -44,3 +44,24 @@ def test_bad_topology_file_is_one_line_and_exit_2(tmp_path, capsys):
     assert rc == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "topology" in err[0] and "Traceback" not in err[0]
+
+
+def test_simai_file_with_simai_cluster_flags(ns3_runtime, tmp_path):
+    """SimAI's micro benchmark (two TP-8 all-reduces, 16 and 64 MiB) on -g 16 GPUs of 8 per
+    node: every TP group stays inside a node, so no byte crosses the fabric, and the
+    exposed TP time is the two all-reduces."""
+    from pathlib import Path
+
+    micro = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "simai" / "microAllReduce.txt"
+    out = tmp_path / "micro"
+    assert ns3_main([str(micro), "--gpus", "16", "--gpus-per-node", "8", "--no-plot", "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["extras"]["fabric_bytes"] == 0
+    assert summary["breakdown_s"]["exposed_tp"] > 0
+    # SimAI's ns columns: two records of 556000 (fwd) + 1 (input grad) + 1 (weight grad)
+    assert summary["breakdown_s"]["compute"] == pytest.approx(2 * (556_000 + 1 + 1) * 1e-9, rel=1e-9)
+
+
+def test_simai_flags_on_a_generated_workload_are_refused(capsys):
+    assert ns3_main([*ARGS, "--gpus", "7"]) == 2
+    assert "--gpus" in capsys.readouterr().err
