@@ -64,8 +64,15 @@ def simulate(
     total = sim.run()
     reps = sim.representatives()
     breakdowns = tuple(sim.breakdown(R, total) for R in reps)
-    # The critical stage: the one whose representative finished last (ties: lowest stage).
-    critical = max(range(len(reps)), key=lambda s: (reps[s].end, -s))
+    # The critical stage is the bottleneck: the one busiest with its own work (compute,
+    # exposed communication, optimizer), so that an unbalanced pipeline reports the stage
+    # that sets the pace rather than a light stage that mostly waits for it. Equal loads
+    # (to 1e-9 of the iteration) go to the stage that finished last, then the lowest.
+    def load(s: int) -> float:
+        b = breakdowns[s]
+        return round((total - b.bubble_s - b.other_s) / total, 9) if total > 0 else 0.0
+
+    critical = max(range(len(reps)), key=lambda s: (load(s), reps[s].end, -s))
     extras = {
         "level": "pass" if memo else "op",
         "ranks_simulated": len(sim.ranks),

@@ -275,7 +275,8 @@ def summary_table(summary: dict[str, Any]) -> str:
         cap = summary.get("gpu_memory_bytes") or 0
         lines.append("peak memory per stage: allocated / reserved (GiB)" + (f", GPU has {cap / GIB:.1f}" if cap else ""))
         for i, (a, r) in enumerate(zip(summary["peak_memory_bytes"], summary["reserved_memory_bytes"])):
-            lines.append(f"  stage {i:<3d} {a / GIB:8.2f} / {r / GIB:8.2f}")
+            over = "  DOES NOT FIT" if cap and r > cap else ""
+            lines.append(f"  stage {i:<3d} {a / GIB:8.2f} / {r / GIB:8.2f}{over}")
     cov = summary.get("compute_coverage")
     if isinstance(cov, dict):
         shares = [f"{k} {cov[k]:.0%}" for k in ("measured", "scaled", "estimated", "imported")

@@ -83,7 +83,8 @@ class RunResult:
     """"analytical", "ns3" or "simai-accounting"."""
     iteration_time_s: float
     breakdown: Breakdown
-    """Of the critical (slowest) stage's representative rank."""
+    """Of the critical stage's representative rank: the bottleneck, i.e. the stage with the
+    most work of its own (compute, exposed communication, optimizer); see extras['critical_stage']."""
     stage_breakdowns: tuple[Breakdown, ...]
     memory: tuple[MemoryEstimate, ...]
     intervals: tuple[Interval, ...]
