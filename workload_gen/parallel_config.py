@@ -219,7 +219,9 @@ def check_against_model(model: ModelConfig, par: ParallelConfig) -> None:
     elif model.num_layers % stages:
         raise ConfigError(
             "pp", par.pp,
-            f"num_layers={model.num_layers} is not divisible by pp*vpp={par.pp}*{par.vpp}={stages}",
+            f"num_layers={model.num_layers} is not divisible by pp*vpp={par.pp}*{par.vpp}={stages}"
+            + ("; or give the first/last stage fewer layers (--first-stage-layers, --last-stage-layers)"
+               if par.vpp == 1 and par.pp > 2 else ""),
         )
     else:
         per_chunk_min = model.num_layers // stages
