@@ -41,6 +41,13 @@ def add_run_arguments(ap: argparse.ArgumentParser) -> None:
                     help=f"system preset (a100, h100, h200, h20, b200) or YAML file; default {DEFAULT_SYSTEM}")
     ap.add_argument("--out", metavar="DIR", help="output directory (created); without it only stdout")
     ap.add_argument("--json", action="store_true", help="print summary.json to stdout instead of the table")
+    ap.add_argument("--profile", metavar="DB", help="compute profile database (compute-profile); default: estimates")
+    ap.add_argument("--gpu", metavar="NAME", help="GPU whose compute times to use; default the system's")
+    ap.add_argument("--efficiency", metavar="YAML",
+                    help="collective efficiency table (default network/data/efficiency.yaml); run-ns3 uses its "
+                         "half_time_s as each call's fixed start cost and its NVLink peak_fraction to derate NVLink")
+    ap.add_argument("--no-plot", action="store_true", help="skip run.png (saves ~0.5 s of matplotlib)")
+    ap.add_argument("--no-trace", action="store_true", help="skip the timeline (trace.json, layers from the workload)")
 
 
 def add_simai_cluster_arguments(ap: argparse.ArgumentParser) -> argparse._ArgumentGroup:
@@ -70,12 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--accounting", choices=("event", "simai"), default="event",
                     help="event: our discrete-event simulation (default); simai: SimAI_analytical's own report "
                          "(SimAI files only)")
-    ap.add_argument("--profile", metavar="DB", help="compute profile database (compute-profile); default: estimates")
-    ap.add_argument("--gpu", metavar="NAME", help="GPU whose compute times to use; default the system's")
     ap.add_argument("--busbw", metavar="YAML", help="bus-bandwidth overrides in SimAI's busbw.yaml format (GB/s)")
-    ap.add_argument("--efficiency", metavar="YAML", help="collective efficiency table (default network/data/efficiency.yaml)")
-    ap.add_argument("--no-plot", action="store_true", help="skip run.png (saves ~0.5 s of matplotlib)")
-    ap.add_argument("--no-trace", action="store_true", help="skip the timeline (trace.json, layers from the workload)")
     s = add_simai_cluster_arguments(ap)
     for flag, default in (("dp", 0.0), ("tp", 0.0), ("ep", 0.0), ("pp", 1.0)):
         s.add_argument(f"--{flag}-overlap", type=float, default=default, metavar="RATIO",

@@ -23,11 +23,9 @@ from workload_gen.cli_errors import OneLineParser, run_cli
 from workload_gen.errors import ConfigError
 
 
-
 def build_parser() -> argparse.ArgumentParser:
-    from workload_gen.config_loading import add_config_arguments
-
     from engine.cli import add_run_arguments, add_simai_cluster_arguments
+    from workload_gen.config_loading import add_config_arguments
 
     ap = OneLineParser(
         prog="run-ns3",
@@ -37,13 +35,6 @@ def build_parser() -> argparse.ArgumentParser:
                "--system h100 --out run",
     )
     add_run_arguments(ap)
-    ap.add_argument("--profile", metavar="DB", help="compute profile database (compute-profile); default: estimates")
-    ap.add_argument("--gpu", metavar="NAME", help="GPU whose compute times to use; default the system's")
-    ap.add_argument("--efficiency", metavar="YAML",
-                    help="collective efficiency table: its half_time_s is each call's fixed start cost and its "
-                         "NVLink peak_fraction derates NVLink (default network/data/efficiency.yaml)")
-    ap.add_argument("--no-plot", action="store_true", help="skip run.png")
-    ap.add_argument("--no-trace", action="store_true", help="skip the timeline (trace.json)")
     n = ap.add_argument_group("network (ns-3)")
     n.add_argument("--topology", metavar="rail|fat-tree|FILE",
                    help="rail-optimized leaves, ToR-per-rack fat-tree, or a SimAI topology file; default the system's")
