@@ -5,7 +5,7 @@ from typing import Literal
 
 from engine.backend import NetworkBackend
 from engine.memory import estimate_memory
-from engine.result import RunResult
+from engine.result import MemoryEstimate, RunResult
 from engine.schedules import SCHEDULES, default_schedule
 from engine.sim import Simulator
 from engine.timeline import Timeline
@@ -35,6 +35,7 @@ def simulate(
     all_ranks: bool = False,
     schedule: str | None = None,
     level: Literal["auto", "op", "pass"] = "auto",
+    memory: tuple[MemoryEstimate, ...] | None = None,
 ) -> RunResult:
     """Simulate one training iteration.
 
@@ -45,6 +46,8 @@ def simulate(
         forced on for a backend that does not declare ``contention_free = True``.
     schedule: pipeline schedule name (see ``engine.schedules.SCHEDULES``); default
         "1f1b", or "interleaved" when vpp > 1.
+    memory: the workload's estimate_memory(), when the caller already has it (sweeps
+        check memory before simulating), so it is not computed twice.
     level: "pass" memoises each (stage, chunk, direction) pass (contention-free backends
         with one rank per stage only); "op" simulates every op as an event; "auto" picks
         "pass" whenever it is exact.
@@ -93,7 +96,7 @@ def simulate(
         iteration_time_s=total,
         breakdown=breakdowns[critical],
         stage_breakdowns=breakdowns,
-        memory=estimate_memory(workload),
+        memory=memory if memory is not None else estimate_memory(workload),
         intervals=Timeline(sim.timeline_parts()) if timeline else (),
         extras=extras,
     )

@@ -60,6 +60,7 @@ def run_workload(
     busbw_overrides: Any = None,
     efficiency: EfficiencyTable | str | Path | None = None,
     attach: bool | None = None,
+    memory: tuple[Any, ...] | None = None,
 ) -> RunResult:
     """Simulate an existing workload (generated, read from a file, or converted from SimAI).
 
@@ -79,13 +80,12 @@ def run_workload(
         workload, coverage = attach_compute(workload, gpu or sysc.gpu, profile)
     if accounting == "simai":
         result = simai_accounting_run(workload, sysc)
-        if coverage is not None:
-            result.extras["compute_coverage"] = coverage
-        return result
-    backend = make_backend(sysc, workload.parallel.world_size, busbw_overrides=busbw_overrides, efficiency=efficiency)
-    from engine import simulate
+    else:
+        from engine import simulate
 
-    result = simulate(workload, sysc, backend, timeline=timeline)
+        backend = make_backend(sysc, workload.parallel.world_size, busbw_overrides=busbw_overrides,
+                               efficiency=efficiency)
+        result = simulate(workload, sysc, backend, timeline=timeline, memory=memory)
     if coverage is not None:
         result.extras["compute_coverage"] = coverage
     return result

@@ -61,7 +61,7 @@ def evaluate_config(config: dict[str, Any]) -> dict[str, Any]:
             row.update(status="invalid",
                        reason=f"memory: reserved {reserved / GIB:.1f} GiB > {system.gpu} capacity {capacity / GIB:.1f} GiB")
             return row
-        result = run_workload(workload, system, timeline=False, attach=True)
+        result = run_workload(workload, system, timeline=False, attach=True, memory=memory)
     except TrainsimError as exc:
         row.update(status="invalid", reason=str(exc))
         return row

@@ -105,7 +105,7 @@ def search(model: ModelConfig, base: ParallelConfig, system: SystemConfig, *, pr
 
     layouts, reasons = enumerate_layouts(model, base, system)
     capacity = system.gpu_spec.memory_bytes
-    fitting: list[tuple[ParallelConfig, Any, int]] = []
+    fitting: list[tuple[ParallelConfig, Any, Any, int]] = []
     over = 0
     # Recomputation only adds work, so for one layout the lightest recompute that fits
     # dominates the heavier ones: none < selective < full. Layouts come grouped that way.
@@ -115,17 +115,18 @@ def search(model: ModelConfig, base: ParallelConfig, system: SystemConfig, *, pr
         if lighter in settled:
             continue
         workload = build(model, par)
-        reserved = max(m.reserved_peak for m in estimate_memory(workload))
+        memory = estimate_memory(workload)
+        reserved = max(m.reserved_peak for m in memory)
         if reserved > capacity:
             over += 1
             continue
         settled.add(lighter)
-        fitting.append((par, workload, reserved))
+        fitting.append((par, workload, memory, reserved))
     done: list[Candidate] = []
     peak = system.gpu_spec.peak_flops.get(base.dtype, 0.0)
-    for i, (par, workload, reserved) in enumerate(fitting):
+    for i, (par, workload, memory, reserved) in enumerate(fitting):
         try:
-            res = run_workload(workload, system, timeline=False, attach=True)
+            res = run_workload(workload, system, timeline=False, attach=True, memory=memory)
         except TrainsimError:
             continue
         t = res.iteration_time_s
