@@ -157,15 +157,10 @@ def test_nvswitch_in_ns3_agrees_with_the_nvlink_fluid_model(ns3_runtime):
     assert t[True] == pytest.approx(t[False], rel=0.20)
 
 
-def test_simai_topology_file_drives_the_backend(ns3_runtime, tmp_path):
+def test_simai_topology_file_drives_the_backend(ns3_runtime, simai_topology_file):
     from network.ns3.topology import read_simai_topology
 
-    lines = ["9 2 2 3 10 H100", "4 5 6 7 8",
-             "0 4 2880Gbps 0.000025ms 0", "1 4 2880Gbps 0.000025ms 0", "2 5 2880Gbps 0.000025ms 0",
-             "3 5 2880Gbps 0.000025ms 0", "0 6 400Gbps 0.0005ms 0", "2 6 400Gbps 0.0005ms 0",
-             "1 7 400Gbps 0.0005ms 0", "3 7 400Gbps 0.0005ms 0", "6 8 800Gbps 0.0005ms 0", "7 8 800Gbps 0.0005ms 0"]
-    p = tmp_path / "topo.txt"
-    p.write_text("\n".join(lines) + "\n")
+    p = simai_topology_file
     sysc = replace(H100, gpus_per_node=2, nics_per_node=2)
     be = Ns3Backend(sysc, 4, fabric=read_simai_topology(p), efficiency=IDEAL)
     nbytes = 8 << 20

@@ -47,14 +47,8 @@ def test_fat_tree_racks_and_nvswitch_option():
     assert sum(ln.kind == "nvlink" for ln in fab.links) == 8
 
 
-def test_simai_topology_file(tmp_path):
-    # 4 GPUs in 2 servers, 2 NVSwitches (ids 4, 5), 2 leaves (6, 7), 1 spine (8)
-    lines = ["9 2 2 3 10 H100", "4 5 6 7 8",
-             "0 4 2880Gbps 0.000025ms 0", "1 4 2880Gbps 0.000025ms 0", "2 5 2880Gbps 0.000025ms 0",
-             "3 5 2880Gbps 0.000025ms 0", "0 6 400Gbps 0.0005ms 0", "2 6 400Gbps 0.0005ms 0",
-             "1 7 400Gbps 0.0005ms 0", "3 7 400Gbps 0.0005ms 0", "6 8 800Gbps 0.0005ms 0", "7 8 800Gbps 0.0005ms 0"]
-    p = tmp_path / "topo.txt"
-    p.write_text("\n".join(lines) + "\n")
+def test_simai_topology_file(simai_topology_file):
+    p = simai_topology_file
     fab = read_simai_topology(p)
     assert fab.num_hosts == 4 and fab.gpus_per_node == 2
     assert len(fab.links) == 6  # NVSwitch links go to the fluid model
