@@ -50,6 +50,10 @@ def add_run_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--no-trace", action="store_true", help="skip the timeline (trace.json, layers from the workload)")
 
 
+SIMAI_OVERLAP_DEFAULTS = {"dp_overlap": 0.0, "tp_overlap": 0.0, "ep_overlap": 0.0, "pp_overlap": 1.0}
+"""SimAI_analytical's -dp_o -tp_o -ep_o -pp_o defaults."""
+
+
 def add_simai_cluster_arguments(ap: argparse.ArgumentParser) -> argparse._ArgumentGroup:
     """SimAI's cluster flags, for SimAI workload files (run-analytical, run-ns3)."""
     s = ap.add_argument_group("SimAI cluster flags (for SimAI files; GB = 2^30 bytes)")
@@ -79,7 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "(SimAI files only)")
     ap.add_argument("--busbw", metavar="YAML", help="bus-bandwidth overrides in SimAI's busbw.yaml format (GB/s)")
     s = add_simai_cluster_arguments(ap)
-    for flag, default in (("dp", 0.0), ("tp", 0.0), ("ep", 0.0), ("pp", 1.0)):
+    for name, default in SIMAI_OVERLAP_DEFAULTS.items():
+        flag = name.removesuffix("_overlap")
         s.add_argument(f"--{flag}-overlap", type=float, default=default, metavar="RATIO",
                        help=f"SimAI -{flag}_o, --accounting simai only (default {default})")
     add_config_arguments(ap)
@@ -290,7 +295,7 @@ def summary_table(summary: dict[str, Any]) -> str:
 
 
 _SIMAI_FLAGS = {"gpus": None, "gpus_per_node": None, "nvlink_busbw": None, "nic_busbw": None, "nics_per_node": None,
-                "dp_overlap": 0.0, "tp_overlap": 0.0, "ep_overlap": 0.0, "pp_overlap": 1.0}
+                **SIMAI_OVERLAP_DEFAULTS}
 
 
 def reject_simai_flags(args: argparse.Namespace) -> None:
