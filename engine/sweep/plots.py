@@ -30,6 +30,7 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
 
 def write_plots(frame, out_stem: Path) -> list[Path]:
     import matplotlib
+    import numpy as np
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -59,7 +60,7 @@ def write_plots(frame, out_stem: Path) -> list[Path]:
         im = ax.imshow(pivot.values, cmap="viridis", origin="lower", aspect="auto")
         ax.set_xticks(range(len(pivot.columns)), [str(c) for c in pivot.columns])
         ax.set_yticks(range(len(pivot.index)), [str(i) for i in pivot.index])
-        for (r, c), v in __import__("numpy").ndenumerate(pivot.values):
+        for (r, c), v in np.ndenumerate(pivot.values):
             if v == v:
                 ax.text(c, r, f"{v:.2f}", ha="center", va="center", color="white", fontsize=8)
         ax.set_xlabel("TP")
