@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from formats.simai_reader import is_simai_file
 from workload_gen.cli_errors import OneLineParser, run_cli
 from workload_gen.errors import ConfigError
 
@@ -93,14 +94,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _progress(msg: str) -> None:
     print(f"[run-analytical] {msg}", file=sys.stderr, flush=True)
-
-
-def is_simai(path: Path) -> bool:
-    from formats.simai_text import POLICIES
-
-    with path.open("r", errors="replace") as fh:
-        first = fh.readline().split()
-    return bool(first) and first[0] in POLICIES
 
 
 def has_model_flags(args: argparse.Namespace) -> bool:
@@ -192,7 +185,7 @@ def _header_dict(header: Any) -> dict[str, Any]:
 
 def load_workload(args: argparse.Namespace, path: Path, system: Any) -> tuple[Any, Any]:
     """A workload from a file (native or SimAI) and the system to run it on."""
-    if is_simai(path):
+    if is_simai_file(path):
         from formats.simai_reader import read_simai
         from formats.simai_convert import simai_to_workload
 
@@ -325,9 +318,9 @@ def _body(argv: list[str] | None) -> int:
         raise ConfigError("workload", str(wpath), "give a workload file or model/parallel flags (-c, --model, --tp, ...), not both")
     if wpath is not None and not wpath.is_file():
         raise ConfigError("workload", str(wpath), "no such file")
-    if wpath is None or not is_simai(wpath):
+    if wpath is None or not is_simai_file(wpath):
         reject_simai_flags(args)
-    if args.accounting == "simai" and wpath is not None and is_simai(wpath):
+    if args.accounting == "simai" and wpath is not None and is_simai_file(wpath):
         summary, files = _simai_accounting_outputs(args, wpath, system)
     else:
         from engine.pipeline import run_workload

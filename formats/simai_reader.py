@@ -165,6 +165,14 @@ def parse_simai(text: str, path: str = "<string>", *, require_parallel: bool = T
     return SimaiWorkload(header=header, records=tuple(records), source=path)
 
 
+def is_simai_file(path: str | os.PathLike[str]) -> bool:
+    """Whether a workload file is SimAI/AICB text (its first word is a SimAI policy),
+    as opposed to our native format; every command that takes either asks this."""
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        first = fh.readline().split()
+    return bool(first) and first[0] in POLICIES
+
+
 def read_simai(path: str | os.PathLike[str], *, require_parallel: bool = True) -> SimaiWorkload:
     """Read a SimAI/AICB workload file (see the module docstring for what is accepted)."""
     p = Path(path)

@@ -60,19 +60,13 @@ class WorkloadSummary:
     """Model and parallel fields (native files; SimAI files do not carry them)."""
 
 
-def _is_simai(path: Path) -> bool:
-    with path.open(encoding="utf-8", errors="replace") as fh:
-        first = fh.readline().split()
-    from formats.simai_text import POLICIES
-
-    return bool(first) and first[0] in POLICIES
-
-
 def load_summary(path: str | Path) -> WorkloadSummary:
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(2, "No such file", str(p))
-    return _simai_summary(p) if _is_simai(p) else _native_summary(p)
+    from formats.simai_reader import is_simai_file
+
+    return _simai_summary(p) if is_simai_file(p) else _native_summary(p)
 
 
 def _native_summary(p: Path) -> WorkloadSummary:

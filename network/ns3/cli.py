@@ -58,14 +58,15 @@ def _progress(msg: str) -> None:
 
 
 def _workload(args: argparse.Namespace, system: Any) -> tuple[Any, Any]:
-    from engine.cli import has_model_flags, is_simai, load_workload, reject_simai_flags
+    from engine.cli import has_model_flags, load_workload, reject_simai_flags
+    from formats.simai_reader import is_simai_file
 
     wpath = Path(args.workload) if args.workload else None
     if wpath is not None and has_model_flags(args):
         raise ConfigError("workload", str(wpath), "give a workload file or model/parallel flags (-c, --model, --tp, ...), not both")
     if wpath is not None and not wpath.is_file():
         raise ConfigError("workload", str(wpath), "no such file")
-    if wpath is None or not is_simai(wpath):
+    if wpath is None or not is_simai_file(wpath):
         reject_simai_flags(args)
     if wpath is not None:
         return load_workload(args, wpath, system)
