@@ -24,6 +24,7 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from collectives.closed_form import bus_factor
 from formats.kernel_classes import group_from_description
 from workload_gen.errors import FormatError
 from workload_gen.records import CollKind
@@ -35,17 +36,6 @@ _KINDS = {
     "batched_isend_irecv": CollKind.SEND_RECV,
 }
 REQUIRED = ("comm_type", "comm_group", "comm_group_size", "msg_size", "stage", "_elapsed_time", "algbw", "busbw")
-
-
-def bus_factor(kind: CollKind, n: int) -> float:
-    """nccl-tests' bus-bandwidth factor: busbw = algbw * factor."""
-    if n <= 1:
-        return 0.0
-    if kind is CollKind.ALL_REDUCE:
-        return 2 * (n - 1) / n
-    if kind in (CollKind.ALL_GATHER, CollKind.REDUCE_SCATTER, CollKind.ALL_TO_ALL):
-        return (n - 1) / n
-    return 1.0
 
 
 @dataclass(frozen=True, slots=True)

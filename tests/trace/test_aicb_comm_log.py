@@ -6,7 +6,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from formats.aicb_comm_log import bus_factor, per_iteration_totals, read_aicb_comm_log, summarize
+from collectives.closed_form import bus_factor
+from formats.aicb_comm_log import per_iteration_totals, read_aicb_comm_log, summarize
 from workload_gen.errors import FormatError
 from workload_gen.records import CollKind
 
