@@ -145,14 +145,17 @@ def load_simulated(path: str | Path, stage: int | None = None) -> Timeline:
 
 # --- the measured side ----------------------------------------------------------------
 def _group_sizes(par: dict) -> dict[str, int]:
+    """Group sizes of the simulated run's layout (placement.group_size), {} if unreadable."""
+    from workload_gen.errors import ConfigError
+    from workload_gen.parallel_config import ParallelConfig
+    from workload_gen.placement import group_size
+    from workload_gen.records import Group
+
     try:
-        tp, pp, cp = int(par.get("tp", 1)), int(par.get("pp", 1)), int(par.get("cp", 1))
-        world = int(par.get("world_size", tp * pp * cp))
-        ep = int(par.get("ep", 1))
-    except (TypeError, ValueError):
+        layout = ParallelConfig(**par)
+    except (TypeError, ConfigError):
         return {}
-    dp = world // (tp * pp * cp)
-    return {"tp": tp, "cp": cp, "pp": pp, "dp": dp * cp, "ep": ep}
+    return {g.value: group_size(layout, g) for g in (Group.TP, Group.CP, Group.PP, Group.DP, Group.EP)}
 
 
 def measured_timeline(trace: KinetoTrace, rank: int | None = None, step: int | None = None,
