@@ -7,7 +7,6 @@ before simulating, since it is cheap and such points need no timing.
 """
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any
 
 from network.system import SystemConfig, load_system, system_from_dict
@@ -19,15 +18,10 @@ GIB = 2**30
 SUMMARY_COLUMNS = ("iteration_time_s", "tokens_per_s", "tflops_per_gpu", "mfu")
 
 
-@lru_cache(maxsize=64)
-def _preset_system(name: str) -> SystemConfig:
-    return load_system(name)
-
-
 def system_of(config: dict[str, Any]) -> SystemConfig:
     spec = config.get("system", "h100")
     if isinstance(spec, str):
-        return _preset_system(spec)
+        return load_system(spec)
     if isinstance(spec, dict):
         return system_from_dict(spec, source="sweep system")
     raise TrainsimError(f"system={spec!r} must be a preset name or a mapping of system fields")
