@@ -17,7 +17,7 @@ always belong to the same algorithm. It is a simplified NCCL tuner:
 """
 from __future__ import annotations
 
-from network.system import SystemConfig
+from workload_gen.system import SystemConfig
 
 MiB = 1 << 20
 

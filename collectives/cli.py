@@ -25,10 +25,10 @@ from collectives.protocol import PROTOCOLS
 from collectives.registry import ALGORITHMS, OPS
 from collectives.timing import LinkModel, Timing, evaluate
 from formats.atomic import atomic_write
-from network.system import SYSTEMS, SystemConfig, load_system
 from workload_gen.cli_errors import OneLineParser, run_cli
 from workload_gen.errors import ConfigError
 from workload_gen.placement import Placement
+from workload_gen.system import SYSTEMS, SystemConfig, load_system
 
 _UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4,
           "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4,
@@ -75,10 +75,13 @@ def build_parser() -> argparse.ArgumentParser:
         "would put on the wires; write them as CSV and print a summary with the contention-free time."))
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--op", choices=OPS, help="collective to expand")
-    src.add_argument("-w", "--workload", help="native workload file: expand every collective in it")
+    src.add_argument("-w", "--workload",
+                     help="workload file (native or SimAI/AICB text): expand every collective in it")
     p.add_argument("--size", help="bytes, NCCL convention (e.g. 1GiB, 512MB, 123)")
     p.add_argument("--ranks", default=None, help="group: a count N (ranks 0..N-1) or a list 0,8,16")
     p.add_argument("--gpus-per-node", type=int, default=None, help="GPUs per node (default: the system's)")
+    p.add_argument("--gpus", type=int, default=None, metavar="N",
+                   help="SimAI workload files: total GPUs (default: the header's all_gpus)")
     p.add_argument("--system", default="h100", help=f"preset ({', '.join(SYSTEMS)}) or YAML (default h100)")
     p.add_argument("--algo", default="auto", help=f"auto or one of: {', '.join(ALGORITHMS.names())}")
     p.add_argument("--channels", default="auto", help=f"auto or 1..{MAX_CHANNELS}")
@@ -167,8 +170,9 @@ def collectives_of(workload, gpus_per_node: int):
 
 
 def _workload(args, system: SystemConfig, links: LinkModel) -> int:
-    from formats.native import read_native  # lazily: only this mode needs the workload reader
-    w = read_native(args.workload)
+    from formats.workload_files import read_workload  # lazily: only this mode needs the reader
+
+    w = read_workload(args.workload, gpus=args.gpus)
     gpn = system.gpus_per_node
     placement = Placement(w.parallel.world_size, gpn)
     cache: dict[tuple, tuple[FlowGraph, Timing]] = {}

@@ -20,10 +20,10 @@ from collectives.layout import MAX_CHANNELS, GroupLayout
 from collectives.protocol import auto_protocol, get_protocol
 from collectives.pxn import apply_pxn
 from collectives.registry import ALGORITHMS, OPS
-from network.system import SystemConfig
 from workload_gen.errors import ConfigError
 from workload_gen.placement import Placement
 from workload_gen.records import CollKind
+from workload_gen.system import SystemConfig
 
 MiB = 1024 * 1024
 

@@ -34,7 +34,7 @@ import numpy as np
 
 from collectives.flowgraph import FlowGraph, gather_csr
 from collectives.protocol import get_protocol
-from network.system import SystemConfig
+from workload_gen.system import SystemConfig
 
 
 @dataclass(frozen=True, slots=True)

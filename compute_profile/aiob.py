@@ -47,9 +47,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from compute_profile.db import ProfileRow
-from compute_profile.gpu_specs import get_gpu
 from compute_profile.keys import profile_phase, shape_key
 from workload_gen.errors import FormatError
+from workload_gen.gpu_specs import get_gpu
 from workload_gen.records import ComputeOp, OpKind, Phase, Workload
 
 AIOB_SECTIONS: dict[str, tuple[OpKind, tuple[str, ...], Phase]] = {

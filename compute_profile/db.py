@@ -34,7 +34,7 @@ class ProfileRow:
     """One stored kernel time with its provenance."""
 
     gpu: str
-    """GPU spec name (compute_profile.gpu_specs), e.g. ``h200``, or ``cpu``."""
+    """GPU spec name (workload_gen.gpu_specs), e.g. ``h200``, or ``cpu``."""
     kind: str
     """OpKind value."""
     shape_key: str

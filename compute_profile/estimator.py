@@ -33,10 +33,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from compute_profile.gpu_specs import GpuSpec, get_gpu
 from workload_gen.errors import ConfigError
-from workload_gen.yaml_file import read_yaml_mapping
+from workload_gen.gpu_specs import GpuSpec, get_gpu
 from workload_gen.records import ComputeOp, OpKind, Phase
+from workload_gen.yaml_file import read_yaml_mapping
 
 PARAMS_PATH = Path(__file__).resolve().parent / "data" / "estimator_params.yaml"
 

@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from compute_profile.db import ProfileRow
-from compute_profile.gpu_specs import GPUS, get_gpu
-from compute_profile.keys import profile_phase, shape_key
 from compute_profile.kernels import adam_bench, build_bench  # no torch at import: it is passed in
+from compute_profile.keys import profile_phase, shape_key
 from workload_gen.errors import ConfigError
+from workload_gen.gpu_specs import GPUS, get_gpu
 from workload_gen.records import ComputeOp, OpKind, Phase, Workload
 
 MEASURED_DTYPES = frozenset({"bf16", "fp16", "fp32"})

@@ -3,27 +3,21 @@ from __future__ import annotations
 
 from typing import Literal
 
-from engine.backend import NetworkBackend
 from engine.memory import estimate_memory
-from engine.result import MemoryEstimate, RunResult
 from engine.schedules import SCHEDULES, default_schedule
 from engine.sim import Simulator
 from engine.timeline import Timeline
-from network.system import SystemConfig
+from network.backend import NetworkBackend
+from network.registry import create_backend
 from workload_gen.errors import ConfigError
 from workload_gen.records import Workload
+from workload_gen.run_result import MemoryEstimate, RunResult
+from workload_gen.system import SystemConfig
 
-BACKEND_NAMES = ("analytical",)
 
-
-def _resolve_backend(backend: str | NetworkBackend, system: SystemConfig, world_size: int) -> tuple[NetworkBackend, str]:
-    if isinstance(backend, str):
-        if backend == "analytical":
-            from network.analytical import AnalyticalBackend
-
-            return AnalyticalBackend(system, world_size), "analytical"
-        raise ConfigError("backend", backend, f"valid: {', '.join(BACKEND_NAMES)}, or a NetworkBackend object")
-    return backend, str(getattr(backend, "name", type(backend).__name__))
+def _resolve_backend(backend: str | NetworkBackend, system: SystemConfig, world_size: int) -> NetworkBackend:
+    """A backend object: given, or created by its registered name (network.registry)."""
+    return create_backend(backend, system, world_size) if isinstance(backend, str) else backend
 
 
 def simulate(
@@ -39,7 +33,8 @@ def simulate(
 ) -> RunResult:
     """Simulate one training iteration.
 
-    backend: "analytical" or any object meeting :class:`engine.backend.NetworkBackend`.
+    backend: a registered backend name (network.registry.backend_names()) or any object
+        meeting :class:`network.backend.NetworkBackend`.
     timeline: keep every op's interval (``RunResult.intervals``, an immutable sequence of
         Interval built on first use, see engine.timeline); off for sweeps.
     all_ranks: simulate every rank with no symmetry shortcut (the packet-level mode);
@@ -53,8 +48,9 @@ def simulate(
         "pass" whenever it is exact.
     """
     par = workload.parallel
-    net, name = _resolve_backend(backend, system, par.world_size)
-    contention_free = bool(getattr(net, "contention_free", False))
+    net = _resolve_backend(backend, system, par.world_size)
+    name = net.name
+    contention_free = net.contention_free
     every_rank = all_ranks or not contention_free
     if level not in ("auto", "op", "pass"):
         raise ConfigError("level", level, "valid: auto, op, pass")

@@ -1,4 +1,9 @@
-"""``run-analytical``: simulate one training iteration with the analytical network backend.
+"""``run-analytical`` and ``run-ns3``: one run command, parameterised by the network backend.
+
+The backend is a registered kind (network.registry): it adds its own flags (``--busbw``
+for analytical; the fabric and transport for ns-3), builds itself from them, and writes
+its own extra files (fct.csv, links.csv for ns-3). Everything else is shared: the
+workload (a file or model/parallel flags), the system, compute times, the outputs.
 
 Three ways in:
 
@@ -66,34 +71,51 @@ def add_simai_cluster_arguments(ap: argparse.ArgumentParser) -> argparse._Argume
     return s
 
 
-def build_parser() -> argparse.ArgumentParser:
+RUN_COMMANDS = {
+    "analytical": ("run-analytical",
+                   "Simulate one training iteration (analytical network backend): iteration time, "
+                   "breakdown, memory, timeline.",
+                   "Examples: run-analytical --out run | run-analytical --model gpt3-175b --tp 8 --pp 8 "
+                   "--world-size 1024 --global-batch 1536 --system h100 --out run | run-analytical "
+                   "workload_analytical.txt --gpus 9216 --gpus-per-node 8 --nvlink-busbw 360 --nic-busbw 48.5 "
+                   "--nics-per-node 8 --out run"),
+    "ns3": ("run-ns3",
+            "Simulate one training iteration with every collective's flows on an ns-3 packet network "
+            "(congestion, ECMP collisions, oversubscription).",
+            "Example: run-ns3 --model gpt3-1.3b --num-layers 4 --tp 8 --world-size 16 --global-batch 16 "
+            "--system h100 --out run"),
+}
+"""Backend name -> (program name, description, examples) of its run command."""
+
+ACCOUNTING_BACKEND = "analytical"
+"""``--accounting simai`` replaces the network model by SimAI's own busbw tables, so only
+the analytical command offers it (a packet backend would be ignored)."""
+
+
+def build_parser(backend: str = "analytical") -> argparse.ArgumentParser:
+    from network.registry import backend_kind
     from workload_gen.config_loading import add_config_arguments
 
-    ap = OneLineParser(
-        prog="run-analytical",
-        description="Simulate one training iteration (analytical network backend): iteration time, "
-                    "breakdown, memory, timeline.",
-        epilog="Examples: run-analytical --out run | run-analytical --model gpt3-175b --tp 8 --pp 8 "
-               "--world-size 1024 --global-batch 1536 --system h100 --out run | run-analytical "
-               "workload_analytical.txt --gpus 9216 --gpus-per-node 8 --nvlink-busbw 360 --nic-busbw 48.5 "
-               "--nics-per-node 8 --out run",
-    )
+    prog, description, epilog = RUN_COMMANDS.get(backend, (f"run-{backend}", backend_kind(backend).description, ""))
+    ap = OneLineParser(prog=prog, description=description, epilog=epilog)
     add_run_arguments(ap)
-    ap.add_argument("--accounting", choices=("event", "simai"), default="event",
-                    help="event: our discrete-event simulation (default); simai: SimAI_analytical's own report "
-                         "(SimAI files only)")
-    ap.add_argument("--busbw", metavar="YAML", help="bus-bandwidth overrides in SimAI's busbw.yaml format (GB/s)")
+    if backend == ACCOUNTING_BACKEND:
+        ap.add_argument("--accounting", choices=("event", "simai"), default="event",
+                        help="event: our discrete-event simulation (default); simai: SimAI_analytical's own report "
+                             "(SimAI files only)")
+    backend_kind(backend).add_arguments(ap)
     s = add_simai_cluster_arguments(ap)
-    for name, default in SIMAI_OVERLAP_DEFAULTS.items():
-        flag = name.removesuffix("_overlap")
-        s.add_argument(f"--{flag}-overlap", type=float, default=default, metavar="RATIO",
-                       help=f"SimAI -{flag}_o, --accounting simai only (default {default})")
+    if backend == ACCOUNTING_BACKEND:
+        for name, default in SIMAI_OVERLAP_DEFAULTS.items():
+            flag = name.removesuffix("_overlap")
+            s.add_argument(f"--{flag}-overlap", type=float, default=default, metavar="RATIO",
+                           help=f"SimAI -{flag}_o, --accounting simai only (default {default})")
     add_config_arguments(ap)
     return ap
 
 
-def _progress(msg: str) -> None:
-    print(f"[run-analytical] {msg}", file=sys.stderr, flush=True)
+def _progress(msg: str, prog: str = "run-analytical") -> None:
+    print(f"[{prog}] {msg}", file=sys.stderr, flush=True)
 
 
 def has_model_flags(args: argparse.Namespace) -> bool:
@@ -103,7 +125,7 @@ def has_model_flags(args: argparse.Namespace) -> bool:
 
 def _simai_system(args: argparse.Namespace, base: Any, all_gpus: int | None) -> tuple[Any, int]:
     """Our SystemConfig from SimAI's cluster flags over the --system preset; and the GPU count."""
-    from network.system import system_from_dict
+    from workload_gen.system import system_from_dict
 
     over: dict[str, Any] = {}
     if args.gpus_per_node is not None:
@@ -124,7 +146,7 @@ def _simai_system(args: argparse.Namespace, base: Any, all_gpus: int | None) -> 
 
 
 def _simai_cluster(args: argparse.Namespace, system: Any, gpus: int) -> Any:
-    from network.simai_accounting import SimaiCluster
+    from engine.simai_accounting import SimaiCluster
 
     return SimaiCluster(
         gpus=gpus, gpus_per_server=system.gpus_per_node,
@@ -137,9 +159,9 @@ def _simai_cluster(args: argparse.Namespace, system: Any, gpus: int) -> Any:
 
 def _simai_accounting_outputs(args: argparse.Namespace, path: Path, system: Any) -> tuple[dict[str, Any], dict[str, str | bytes]]:
     """SimAI_analytical's report for a SimAI file: summary.json, EndToEnd.csv, layers.csv."""
+    from engine.simai_accounting import simai_accounting
     from formats.endtoend_csv import render_endtoend_csv
     from formats.simai_reader import read_simai
-    from network.simai_accounting import simai_accounting
 
     sw = read_simai(path)
     system, gpus = _simai_system(args, system, sw.header.all_gpus)
@@ -183,20 +205,18 @@ def _header_dict(header: Any) -> dict[str, Any]:
     return {k: getattr(header, k) for k in names if isinstance(getattr(header, k), (int, float, str, type(None)))}
 
 
-def load_workload(args: argparse.Namespace, path: Path, system: Any) -> tuple[Any, Any]:
-    """A workload from a file (native or SimAI) and the system to run it on."""
-    if is_simai_file(path):
-        from formats.simai_reader import read_simai
-        from formats.simai_convert import simai_to_workload
+def load_workload(args: argparse.Namespace, path: Path, system: Any, prog: str = "run-analytical") -> tuple[Any, Any]:
+    """A workload from a file (native or SimAI, formats.workload_files) and the system to run it on."""
+    from formats.workload_files import open_workload
 
-        sw = read_simai(path)
-        system, gpus = _simai_system(args, system, sw.header.all_gpus)
-        _progress(f"read SimAI workload {path} ({len(sw.records)} records) for {gpus} GPUs")
-        return simai_to_workload(sw, gpus=gpus), system
-    from formats.native import read_native
-
-    _progress(f"read workload {path}")
-    return read_native(path), system
+    wf = open_workload(path)
+    if wf.format == "simai":
+        assert wf.simai is not None
+        system, gpus = _simai_system(args, system, wf.header_gpus)
+        _progress(f"read SimAI workload {path} ({len(wf.simai.records)} records) for {gpus} GPUs", prog)
+        return wf.to_workload(gpus), system
+    _progress(f"read workload {path}", prog)
+    return wf.to_workload(), system
 
 
 def event_outputs(args: argparse.Namespace, result: Any) -> tuple[dict[str, Any], dict[str, str | bytes]]:
@@ -302,17 +322,16 @@ def reject_simai_flags(args: argparse.Namespace) -> None:
                               "--system NAME|YAML (and --world-size) instead")
 
 
-def _body(argv: list[str] | None) -> int:
-    from network.system import load_system
+def _body(argv: list[str] | None, backend_name: str) -> int:
+    from network.registry import backend_kind
+    from workload_gen.system import load_system
 
-    args = build_parser().parse_args(argv)
+    kind = backend_kind(backend_name)
+    prog = RUN_COMMANDS.get(backend_name, (f"run-{backend_name}",))[0]
+    args = build_parser(backend_name).parse_args(argv)
+    accounting = getattr(args, "accounting", "event")
     t0 = time.perf_counter()
-    system = load_system(args.system)
-    overrides = None
-    if args.busbw:
-        from network.busbw_overrides import read_busbw_yaml
-
-        overrides = read_busbw_yaml(args.busbw)
+    system = kind.configure(args, load_system(args.system))
     wpath = Path(args.workload) if args.workload else None
     if wpath is not None and has_model_flags(args):
         raise ConfigError("workload", str(wpath), "give a workload file or model/parallel flags (-c, --model, --tp, ...), not both")
@@ -320,39 +339,56 @@ def _body(argv: list[str] | None) -> int:
         raise ConfigError("workload", str(wpath), "no such file")
     if wpath is None or not is_simai_file(wpath):
         reject_simai_flags(args)
-    if args.accounting == "simai" and wpath is not None and is_simai_file(wpath):
+    net = None
+    if accounting == "simai" and wpath is not None and is_simai_file(wpath):
         summary, files = _simai_accounting_outputs(args, wpath, system)
     else:
         from engine.pipeline import run_workload
 
         if wpath is not None:
-            workload, system = load_workload(args, wpath, system)
+            workload, system = load_workload(args, wpath, system, prog)
         else:
             from workload_gen import build
             from workload_gen.config_loading import configs_from_args
 
             model, par = configs_from_args(args)
-            _progress(f"building workload: {model.name}, {par.world_size} GPUs")
+            _progress(f"building workload: {model.name}, {par.world_size} GPUs", prog)
             workload = build(model, par)
-        _progress(f"simulating on {system.name} (analytical backend)" if args.accounting == "event"
-                  else f"SimAI accounting on {system.name}")
-        result = run_workload(workload, system, profile=args.profile, gpu=args.gpu, timeline=not args.no_trace,
-                              busbw_overrides=overrides, efficiency=args.efficiency, accounting=args.accounting)
+        if accounting == "simai":
+            _progress(f"SimAI accounting on {system.name}", prog)
+            result = run_workload(workload, system, profile=args.profile, gpu=args.gpu, accounting="simai")
+        else:
+            net = kind.from_args(args, system, workload.parallel.world_size, sys.stderr)
+            _progress(f"simulating on {system.name} ({kind.name} backend)", prog)
+            result = run_workload(workload, system, profile=args.profile, gpu=args.gpu, timeline=not args.no_trace,
+                                  backend=net)
+            result.extras.update(kind.report(net))
         summary, files = event_outputs(args, result)
-    if args.out:
-        out = Path(args.out)
-        write_outputs(out, files)
-        _progress(f"wrote {', '.join(n for n in OUTPUT_FILES if n in files)} to {out}/")
-    if args.json:
-        sys.stdout.write(files["summary.json"] if isinstance(files["summary.json"], str) else "")
-    else:
-        sys.stdout.write(summary_table(summary))
-    _progress(f"done in {time.perf_counter() - t0:.2f} s")
+    try:
+        if args.out:
+            out = Path(args.out)
+            write_outputs(out, files)
+            extra = kind.write_outputs(net, out, result.iteration_time_s) if net is not None else []
+            _progress(f"wrote {', '.join([*(n for n in OUTPUT_FILES if n in files), *extra])} to {out}/", prog)
+        if args.json:
+            sys.stdout.write(files["summary.json"] if isinstance(files["summary.json"], str) else "")
+        else:
+            sys.stdout.write(summary_table(summary))
+    finally:
+        if net is not None:
+            kind.finish(net, sys.stderr)
+    _progress(f"done in {time.perf_counter() - t0:.2f} s", prog)
     return 0
 
 
 def analytical_main(argv: list[str] | None = None) -> int:
-    return run_cli(lambda: _body(argv))
+    """``run-analytical``."""
+    return run_cli(lambda: _body(argv, "analytical"))
+
+
+def ns3_main(argv: list[str] | None = None) -> int:
+    """``run-ns3``."""
+    return run_cli(lambda: _body(argv, "ns3"))
 
 
 main: Callable[[list[str] | None], int] = analytical_main

@@ -44,11 +44,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from engine.result import MemoryEstimate
 from engine.schedules import SCHEDULES, default_schedule
 from workload_gen.model_config import ModelConfig
 from workload_gen.parallel_config import ParallelConfig
 from workload_gen.records import Workload
+from workload_gen.run_result import MemoryEstimate
 
 RESERVED_FACTOR = 1.06
 

@@ -2,40 +2,33 @@
 
 Sweeps call :func:`run_analytical` thousands of times, so it does only what a result
 needs: build, attach, simulate. No files, no plots, no pandas or torch imports. The
-analytical backend and the efficiency table are cached per (system, world size), as
-they are pure functions of those.
+network backend is asked for by name (network.registry); the shipped efficiency table is
+read once per system.
 
 Units: seconds, bytes.
 """
 from __future__ import annotations
 
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from engine.result import RunResult
-from network.analytical import AnalyticalBackend
-from network.efficiency import EfficiencyTable, load_efficiency
-from network.system import SystemConfig, load_system
+from network.backend import NetworkBackend
+from network.registry import create_backend
 from workload_gen.errors import ConfigError
 from workload_gen.model_config import ModelConfig
 from workload_gen.parallel_config import ParallelConfig
 from workload_gen.records import Workload
+from workload_gen.run_result import RunResult
+from workload_gen.system import SystemConfig, load_system
 
 ACCOUNTINGS = ("event", "simai")
 
 
-@lru_cache(maxsize=32)
-def _default_efficiency(system_name: str) -> EfficiencyTable:
-    return load_efficiency(system_name)
-
-
 def make_backend(system: SystemConfig, world_size: int, *, busbw_overrides: Any = None,
-                 efficiency: EfficiencyTable | str | Path | None = None) -> AnalyticalBackend:
-    """An analytical backend; the shipped efficiency table is read once per system."""
-    if efficiency is None:
-        efficiency = _default_efficiency(system.name)
-    return AnalyticalBackend(system, world_size, busbw_overrides=busbw_overrides, efficiency=efficiency)
+                 efficiency: Any = None) -> NetworkBackend:
+    """The analytical backend (by its registered name); the shipped efficiency table is
+    read once per system and process."""
+    return create_backend("analytical", system, world_size, busbw_overrides=busbw_overrides, efficiency=efficiency)
 
 
 def _system(system: SystemConfig | str) -> SystemConfig:
@@ -58,15 +51,18 @@ def run_workload(
     timeline: bool = True,
     accounting: str = "event",
     busbw_overrides: Any = None,
-    efficiency: EfficiencyTable | str | Path | None = None,
+    efficiency: Any = None,
     attach: bool | None = None,
     memory: tuple[Any, ...] | None = None,
+    backend: NetworkBackend | None = None,
 ) -> RunResult:
     """Simulate an existing workload (generated, read from a file, or converted from SimAI).
 
     Compute times are attached unless every compute op already has one (``attach=None``),
     e.g. a SimAI file carries its own. ``accounting="simai"`` gives SimAI_analytical's
-    report instead of the event simulation (:func:`simai_accounting_run`).
+    report instead of the event simulation (:func:`simai_accounting_run`). ``backend``: a
+    network backend already built (e.g. run-ns3's); default the analytical one, with
+    ``busbw_overrides`` and ``efficiency`` (a table, a YAML path, or None for the shipped one).
     """
     if accounting not in ACCOUNTINGS:
         raise ConfigError("accounting", accounting, f"valid: {', '.join(ACCOUNTINGS)}")
@@ -83,9 +79,9 @@ def run_workload(
     else:
         from engine import simulate
 
-        backend = make_backend(sysc, workload.parallel.world_size, busbw_overrides=busbw_overrides,
-                               efficiency=efficiency)
-        result = simulate(workload, sysc, backend, timeline=timeline, memory=memory)
+        net = backend if backend is not None else make_backend(
+            sysc, workload.parallel.world_size, busbw_overrides=busbw_overrides, efficiency=efficiency)
+        result = simulate(workload, sysc, net, timeline=timeline, memory=memory)
     if coverage is not None:
         result.extras["compute_coverage"] = coverage
     return result
@@ -96,16 +92,16 @@ GIB = 2**30
 
 def simai_accounting_run(workload: Workload, system: SystemConfig, cluster: Any = None) -> RunResult:
     """SimAI_analytical's report for our workload: exported to SimAI records (stage 0, as
-    SimAI simulates rank 0 only) and accounted by network.simai_accounting.
+    SimAI simulates rank 0 only) and accounted by engine.simai_accounting.
 
     For users comparing with SimAI: comm fully exposed (SimAI's default overlap ratios),
     SimAI's bubble formula and its busbw tables. ``cluster`` defaults to the system's
     figures (GB = 2^30). Memory is still ours; there is no timeline.
     """
     from engine import estimate_memory
-    from engine.result import Breakdown
+    from engine.simai_accounting import SimaiCluster, simai_accounting
     from formats.simai_convert import workload_to_simai
-    from network.simai_accounting import SimaiCluster, simai_accounting
+    from workload_gen.run_result import Breakdown
 
     par = workload.parallel
     if cluster is None:
@@ -134,7 +130,7 @@ def run_analytical(
     timeline: bool = True,
     accounting: str = "event",
     busbw_overrides: Any = None,
-    efficiency: EfficiencyTable | str | Path | None = None,
+    efficiency: Any = None,
 ) -> RunResult:
     """Build the workload for (model, parallel), attach compute times, simulate on ``system``."""
     from workload_gen import build

@@ -40,16 +40,16 @@ of the iteration is bubble (pp > 1) or other.
 """
 from __future__ import annotations
 
-from engine.backend import NetworkBackend, Transfer
 from engine.entities import INF, Comm, Future, RankState
 from engine.loop import COMPLETION, EventLoop
 from engine.passes import PassProfile, profile_pass
 from engine.program import PassSpec, build_plans
-from engine.result import Breakdown, Interval
 from engine.schedules import SCHEDULES, Step
 from engine.timeline import Block
+from network.backend import NetworkBackend, Transfer
 from workload_gen.placement import group_ranks
 from workload_gen.records import CollectiveOp, ComputeOp, Group, OpKind, Workload
+from workload_gen.run_result import Breakdown, Interval
 
 EV_COMPUTE_DONE = 0
 EV_FUTURE_DONE = 1
@@ -103,7 +103,7 @@ class Simulator:
         self._memo_dur: dict[tuple, float] = {}
         self._probe_t = 0.0
         # A contention-free backend may answer single queries in closed form.
-        self._closed_form = getattr(backend, "collective_time", None) if memo else None
+        self._closed_form = backend.collective_time if memo else None
         self._profiles: dict[tuple[int, int, bool], PassProfile] = {}
         self.events = 0
         self.transfers = 0
@@ -476,19 +476,15 @@ class Simulator:
             self._run(R)
         backend = self.backend
         inflight = self._inflight
-        # Optional capability for backends that cannot know their next completion without
-        # running (packet simulators): advance_until(t) runs the network up to t or up to
-        # its first completion, whichever is earlier, and returns the completions there.
-        until = getattr(backend, "advance_until", None)
+        # advance_until(t): the network runs up to t or up to its first completion, whichever
+        # is earlier, and returns the completions there (a packet backend cannot know its
+        # next completion without running; a closed-form one answers from its heap).
+        until = backend.advance_until
         events = 0
         while True:
             te = loop.peek_time()
             if inflight:
-                if until is not None:
-                    done = until(te)
-                else:
-                    tb = backend.next_completion_time()
-                    done = backend.advance_to(tb) if tb <= te and tb != INF else ()
+                done = until(te)
                 if done:
                     for c in done:
                         # Network completions at time t go before the queue's events at t.

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from engine.passes import PassProfile
-from engine.result import Interval
+from workload_gen.run_result import Interval
 
 
 class Block:

@@ -2,7 +2,7 @@
 
 Schema (notes/TRACE_SCHEMA.md, mirrored in docs/analytical.md): one process per pipeline
 stage (pid = stage), one thread per stream (tid = index in :data:`STREAMS`), one
-complete event ("ph": "X") per :class:`engine.result.Interval`. ts/dur are microseconds
+complete event ("ph": "X") per :class:`workload_gen.run_result.Interval`. ts/dur are microseconds
 (Chrome's convention) rounded to 1e-3 us, so reading back gives the intervals to 1e-9 s.
 """
 from __future__ import annotations
@@ -11,9 +11,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from engine.result import Interval, RunResult
 from formats.atomic import atomic_write
 from workload_gen.errors import FormatError
+from workload_gen.run_result import Interval, RunResult
 
 STREAMS: tuple[str, ...] = ("compute", "tp", "cp", "ep", "etp", "dp", "edp", "pp", "emb")
 _TID = {s: i for i, s in enumerate(STREAMS)}

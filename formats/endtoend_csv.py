@@ -98,7 +98,7 @@ def write_endtoend_csv(
 
     ``layer_rows``: one mapping per layer row with ``name`` and the keys in
     :data:`LAYER_KEYS` (us, and GB/s for algbw/busbw); missing keys are written as 0.
-    :meth:`network.simai_accounting.SimaiLayerRow.as_dict` gives exactly this shape.
+    :meth:`engine.simai_accounting.SimaiLayerRow.as_dict` gives exactly this shape.
 
     ``name`` fills the "File name" cell; ``run_name`` SimAI's second per-layer column.
     """

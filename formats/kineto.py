@@ -34,8 +34,8 @@ import json
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
-from typing import NamedTuple
 from pathlib import Path
+from typing import NamedTuple
 
 from formats.kernel_classes import COMM, OTHER, classify_cpu_op, classify_kernel, group_from_description
 from workload_gen.errors import FormatError

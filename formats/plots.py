@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.result import RunResult
 from formats.atomic import atomic_write
 from formats.run_outputs import breakdown_dict
+from workload_gen.run_result import RunResult
 
 _PHASE_COLORS = {"fwd": "#4C72B0", "bwd-input": "#DD8452", "bwd-weight": "#C44E52", "recompute": "#8172B3",
                  "iter": "#937860"}

@@ -21,9 +21,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from engine.result import Breakdown, RunResult
 from formats.atomic import atomic_write, write_text_atomic
 from workload_gen.records import ComputeOp, Group, Phase, Workload
+from workload_gen.run_result import Breakdown, RunResult
 
 GROUPS: tuple[str, ...] = tuple(g.value for g in Group)
 _HW_PHASES = (Phase.FWD, Phase.BWD_INPUT, Phase.BWD_WEIGHT, Phase.RECOMPUTE)

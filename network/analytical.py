@@ -12,21 +12,23 @@ Units: seconds, bytes, bytes/s.
 """
 from __future__ import annotations
 
+import argparse
 import heapq
 import math
 from pathlib import Path
+from typing import Any, TextIO
 
-from engine.backend import Completion, Transfer
+from network.backend import Completion, Transfer
 from network.busbw import CollectivePath, GroupShape, algorithm_factor, collective_path
 from network.busbw_overrides import BusbwOverrides, read_busbw_yaml
-from network.efficiency import IDEAL, EfficiencyTable, load_efficiency
-from network.system import SystemConfig
+from network.efficiency import IDEAL, EfficiencyTable, load_efficiency, shipped_efficiency
 from workload_gen.errors import ConfigError
 from workload_gen.records import CollectiveOp, CollKind, Group
+from workload_gen.system import SystemConfig
 
 
 class AnalyticalBackend:
-    """Closed-form :class:`engine.backend.NetworkBackend`; also answers single queries."""
+    """Closed-form :class:`network.backend.NetworkBackend`; also answers single queries."""
 
     contention_free = True
     name = "analytical"
@@ -99,3 +101,48 @@ class AnalyticalBackend:
             finish, tid = heapq.heappop(heap)
             done.append(Completion(tid, finish))
         return done
+
+    def advance_until(self, t: float) -> list[Completion]:
+        """Completions at the next finish time if that is by ``t``; finish times are known
+        in closed form, so nothing needs to run."""
+        heap = self._heap
+        if not heap or heap[0][0] > t:
+            return []
+        return self.advance_to(heap[0][0])
+
+
+class AnalyticalKind:
+    """The registered ``analytical`` kind (network.registry): closed forms, no contention."""
+
+    name = "analytical"
+    description = "analytical network backend: closed-form bus-bandwidth collective times"
+
+    def create(self, system: SystemConfig, world_size: int, *,
+               busbw_overrides: BusbwOverrides | str | Path | None = None,
+               efficiency: EfficiencyTable | str | Path | None = None) -> AnalyticalBackend:
+        if efficiency is None:
+            efficiency = shipped_efficiency(system.name)
+        return AnalyticalBackend(system, world_size, busbw_overrides=busbw_overrides, efficiency=efficiency)
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--busbw", metavar="YAML",
+                            help="bus-bandwidth overrides in SimAI's busbw.yaml format (GB/s)")
+
+    def configure(self, args: argparse.Namespace, system: SystemConfig) -> SystemConfig:
+        return system
+
+    def from_args(self, args: argparse.Namespace, system: SystemConfig, world_size: int,
+                  progress: TextIO | None) -> AnalyticalBackend:
+        return self.create(system, world_size, busbw_overrides=args.busbw, efficiency=args.efficiency)
+
+    def write_outputs(self, backend: object, out: Path, iteration_time_s: float) -> list[str]:
+        return []
+
+    def report(self, backend: object) -> dict[str, Any]:
+        return {}
+
+    def finish(self, backend: object, progress: TextIO | None) -> None:
+        return None
+
+
+ANALYTICAL = AnalyticalKind()

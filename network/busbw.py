@@ -21,12 +21,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+
 from collectives.auto import choose
 from collectives.closed_form import bus_factor as algorithm_factor
 from collectives.closed_form import node_tree_height
-from network.system import SystemConfig
 from workload_gen.records import CollKind
-
+from workload_gen.system import SystemConfig
 
 
 class Link(StrEnum):

@@ -18,6 +18,7 @@ curve costs an 8-rail ring, which no NCCL measurement shows. Units: bytes, bytes
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,13 @@ def _curves(data: Any, where: str) -> dict[str, Curve]:
             raise ConfigError(f"efficiency.{link}", params, "expected keys peak_fraction, half_time_s", where)
         out[link] = Curve(**{k: float(v) for k, v in params.items()})
     return out
+
+
+@lru_cache(maxsize=32)
+def shipped_efficiency(system_name: str) -> EfficiencyTable:
+    """The shipped table for a system, read once per process (sweeps build thousands of
+    backends; the file never changes while we run)."""
+    return load_efficiency(system_name)
 
 
 def load_efficiency(system_name: str, path: str | Path | None = None) -> EfficiencyTable:

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from network.busbw import GroupShape, algorithm_factor, collective_path
-from network.system import SystemConfig
 from workload_gen.records import CollKind
+from workload_gen.system import SystemConfig
 
 _AICB_KINDS = {
     "CommType.all_reduce": CollKind.ALL_REDUCE,

@@ -38,15 +38,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"ns-3 import + tsim.cpp JIT: {time.perf_counter() - t:.1f} s (once per process)")
 
     from engine import simulate
-    from engine.backend import Transfer
     from engine.pipeline import attach_compute
+    from network.backend import Transfer
     from network.ns3.backend import Ns3Backend
     from network.ns3.params import TransportParams
-    from network.system import load_system
     from workload_gen import build
     from workload_gen.model_presets import get_preset
     from workload_gen.parallel_config import ParallelConfig
     from workload_gen.records import CollectiveOp, CollKind, Group, Phase
+    from workload_gen.system import load_system
 
     params = TransportParams(transport=args.transport, mtu=args.mtu)
     h100 = load_system("h100")

@@ -13,10 +13,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from engine.simai_accounting import SimaiCluster, simai_accounting  # noqa: E402
 from formats.simai_convert import simai_to_workload, workload_to_simai  # noqa: E402
 from formats.simai_reader import read_simai  # noqa: E402
 from formats.simai_writer import write_simai  # noqa: E402
-from network.simai_accounting import SimaiCluster, simai_accounting  # noqa: E402
 
 EXAMPLE = REPO / ".." / "shared" / "data" / "simai" / "workload_analytical.txt"
 

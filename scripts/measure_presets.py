@@ -37,7 +37,8 @@ def main() -> int:
     ap.add_argument("--repeats", default="10")
     ap.add_argument("--dry-run", action="store_true")
     args = ap.parse_args()
-    from compute_profile.cli import build_parser, main as cp_main
+    from compute_profile.cli import build_parser
+    from compute_profile.cli import main as cp_main
     chosen = [(label, a) for label, a in CONFIGS if not args.only or args.only in label]
     t0 = time.perf_counter()
     for label, argv in chosen:

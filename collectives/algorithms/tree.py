@@ -28,6 +28,7 @@ from collectives.common import Context, chunk_count, nested_split
 from collectives.flowgraph import FlowBuilder
 from collectives.registry import ALGORITHMS
 
+
 def btree_parents(N: int) -> list[int]:
     """Parent of each node in tree 0 (-1 for the root, node 0)."""
     par = [-1] * N

@@ -84,9 +84,9 @@ def search_main(argv: list[str] | None = None) -> int:
 
     def body() -> int:
         from engine.sweep.search import explain, search
-        from network.system import load_system
         from workload_gen.config_loading import configs_from_args
         from workload_gen.errors import ConfigError
+        from workload_gen.system import load_system
 
         if args.top_k < 1:
             raise ConfigError("--top-k", args.top_k, "must be a positive integer")

@@ -124,8 +124,8 @@ def _known_fields() -> dict[str, tuple[str, ...]]:
     """The fields a grid axis may address, per top-level section."""
     from dataclasses import fields
 
-    from network.system import SystemConfig
     from workload_gen.config_loading import LAYOUT_KEYS, MODEL_KEYS, TRAINING_KEYS
+    from workload_gen.system import SystemConfig
 
     par = LAYOUT_KEYS + TRAINING_KEYS + ("num_layers_per_virtual_pipeline_stage",)
     return {"model": MODEL_KEYS + ("preset",), "parallel": par, "training": par,

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from network.system import SystemConfig, load_system, system_from_dict
 from workload_gen.errors import TrainsimError
+from workload_gen.system import SystemConfig, load_system, system_from_dict
 
 GIB = 2**30
 

@@ -20,10 +20,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from engine.sweep.point import GIB
-from network.system import SystemConfig
 from workload_gen.errors import ConfigError, TrainsimError
 from workload_gen.model_config import ModelConfig
 from workload_gen.parallel_config import ParallelConfig, check_against_model
+from workload_gen.system import SystemConfig
 
 
 @dataclass(frozen=True, slots=True)

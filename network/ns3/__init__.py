@@ -2,7 +2,7 @@
 
 Public surface: :class:`Ns3Backend` (an engine NetworkBackend), :func:`build_fabric` and
 :func:`read_simai_topology` (topologies), :class:`TransportParams` (DCQCN/DCTCP knobs),
-and the ``run-ns3`` CLI (network/ns3/cli.py). Importing this package does not import
+and ``NS3``, the registered backend kind behind ``run-ns3`` (network/ns3/kind.py). Importing this package does not import
 ns-3; the first :class:`Ns3Backend` does (10-40 s of cppyy JIT, once per process).
 See docs/ns3.md.
 """

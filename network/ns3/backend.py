@@ -1,4 +1,4 @@
-"""The packet-level :class:`engine.backend.NetworkBackend`: every flow of every collective in ns-3.
+"""The packet-level :class:`network.backend.NetworkBackend`: every flow of every collective in ns-3.
 
 While a run is in ns-3 mode, ns-3's scheduler is the clock of the network: the engine
 asks ``advance_until(t)`` (its next own event), the network runs to ``t`` or stops at the
@@ -17,21 +17,21 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TextIO
 
 import numpy as np
 
-from pathlib import Path
-
-from engine.backend import Completion, Transfer
 from network.analytical import AnalyticalBackend
+from network.backend import Completion, Transfer
 from network.busbw import Link
 from network.efficiency import EfficiencyTable
 from network.ns3.params import TransportParams
 from network.ns3.topology import Fabric, build_fabric
 from network.ns3.world import SWITCH_END, PacketNetwork
-from network.system import SystemConfig
 from workload_gen.placement import Placement
+from workload_gen.records import CollectiveOp
+from workload_gen.system import SystemConfig
 
 HORIZON_S = 1.0
 """When the engine has nothing scheduled, ns-3 runs in slices of this much simulated time
@@ -108,6 +108,18 @@ class Ns3Backend:
         self._gpn = gpn
 
     # ------------------------------------------------------------------ engine protocol
+    def collective_time(self, op: CollectiveOp, ranks: tuple[int, ...]) -> float:
+        """The same flows on an idle fabric: the expander's contention-free timing plus the
+        per-call start cost. The engine does not ask a packet backend this (it is not
+        contention-free); it is here for callers that want the uncongested reference."""
+        from collectives import expand
+        from collectives.timing import contention_free_time
+
+        if len(ranks) < 2 or op.bytes <= 0:
+            return 0.0
+        graph = expand(op.kind, op.bytes, ranks, self.placement, self.algorithm, self.channels, system=self.system)
+        return self.start_overhead(Transfer(-1, op, tuple(ranks))) + contention_free_time(graph, self.system)
+
     def submit(self, transfer: Transfer, now: float) -> None:
         from collectives import expand
 

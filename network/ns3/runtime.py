@@ -27,8 +27,8 @@ def load() -> Any:
     try:
         sys.stderr.flush()
         os.dup2(devnull, 2)
-        from ns import ns  # noqa: F401  (loads every ns-3 library and header)
         import cppyy
+        from ns import ns  # noqa: F401  (loads every ns-3 library and header)
 
         cppyy.cppdef(_SOURCE.read_text())
     finally:

@@ -18,9 +18,9 @@ from collectives.timing import contention_free_time
 from network.analytical import AnalyticalBackend
 from network.busbw import GroupShape, choose_algorithm, collective_path, node_tree_height
 from network.efficiency import EfficiencyTable
-from network.system import get_system
 from workload_gen.placement import Placement
 from workload_gen.records import CollectiveOp, CollKind, Group, Phase
+from workload_gen.system import get_system
 
 MiB = 1 << 20
 GROUPS = [tuple(range(2)), tuple(range(8)), tuple(range(16)), (0, 8, 16, 24), (0, 1, 8, 9, 16, 17),

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from engine.backend import Transfer
 from network.analytical import AnalyticalBackend
+from network.backend import Transfer
 from network.busbw_overrides import read_busbw_yaml
 from network.efficiency import EfficiencyTable, load_efficiency
 from network.efficiency_fit import fit_nic_half_bytes, fit_nvlink, read_aicb_log, read_ratio_column
-from network.system import get_system
 from workload_gen.errors import FormatError
 from workload_gen.records import CollectiveOp, CollKind, Group, Phase
+from workload_gen.system import get_system
 
 DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 S = 64 * 2**20  # 64 MiB
@@ -191,7 +191,7 @@ def test_backend_protocol_orders_completions():
 
 def test_system_yaml_with_fewer_nics_and_oversubscription(tmp_path):
     """4 NICs for 8 GPUs on a 2:1 oversubscribed fabric: a GPU owns half a NIC, halved again."""
-    from network.system import load_system
+    from workload_gen.system import load_system
 
     y = tmp_path / "sys.yaml"
     y.write_text("base: h100\nnics_per_node: 4\noversubscription: 2\n")

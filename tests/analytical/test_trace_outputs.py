@@ -6,14 +6,23 @@ import json
 
 import pytest
 
-from engine.result import Breakdown, Interval, MemoryEstimate, RunResult
 from formats.chrome_trace import STREAMS, read_chrome_trace, write_chrome_trace
 from formats.run_outputs import hardware_flops_per_iteration, summary_dict, write_layers_csv
-from network.system import get_system
 from workload_gen.model_config import ModelConfig
 from workload_gen.parallel_config import ParallelConfig
-from workload_gen.records import (ChunkProgram, CollectiveOp, CollKind, ComputeOp, Group, OpKind, Phase,
-                                  StageProgram, Workload)
+from workload_gen.records import (
+    ChunkProgram,
+    CollectiveOp,
+    CollKind,
+    ComputeOp,
+    Group,
+    OpKind,
+    Phase,
+    StageProgram,
+    Workload,
+)
+from workload_gen.run_result import Breakdown, Interval, MemoryEstimate, RunResult
+from workload_gen.system import get_system
 
 
 def tiny_run() -> RunResult:

@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import pytest
+from cp_fixtures import SHARED_DATA
 
 from compute_profile.aiob import AIOB_SECTIONS, parse_aiob, rows_from_aiob
 from workload_gen.builder import build
 from workload_gen.errors import FormatError
 from workload_gen.model_presets import PRESETS
 from workload_gen.parallel_config import ParallelConfig
-
-from cp_fixtures import SHARED_DATA
 
 EXAMPLE = SHARED_DATA / "aicb" / "aiob_inputs_Example.txt"
 

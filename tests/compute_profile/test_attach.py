@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import pytest
+from cp_fixtures import elementwise, gemm, make_workload
 
 from compute_profile import Coverage, ProfileDB, ProfileRow, attach, estimate_time
 from compute_profile.estimator import explain, load_params
 from compute_profile.keys import shape_key
 from workload_gen.records import ComputeOp, OpKind, Phase, TimeSource
-
-from cp_fixtures import elementwise, gemm, make_workload
 
 GPU = "h100-sxm"
 
@@ -180,6 +179,6 @@ def test_analytical_path_never_imports_torch():
     code = ("import sys, compute_profile, compute_profile.cli, compute_profile.measure, compute_profile.aiob; "
             "from compute_profile import attach; "
             "import engine.cli, engine.api, engine.pipeline, engine.sweep.cli, network.analytical, workload_gen.cli, "
-            "collectives.cli, formats.diff_cli, formats.run_outputs; "
+            "collectives.cli, formats.cli, formats.run_outputs; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pytest
+from cp_fixtures import SHARED_DATA
 
 from compute_profile.cli import main
 from compute_profile.db import ProfileDB
@@ -9,8 +10,6 @@ from compute_profile.measure import collect_cases
 from workload_gen.builder import build
 from workload_gen.model_config import ModelConfig
 from workload_gen.parallel_config import ParallelConfig
-
-from cp_fixtures import SHARED_DATA
 
 TINY = ["--num-layers", "2", "--hidden-size", "128", "--num-attention-heads", "4", "--seq-length", "64",
         "--vocab-size", "512", "--world-size", "1", "--global-batch", "2", "--swiglu", "--normalization", "rmsnorm",

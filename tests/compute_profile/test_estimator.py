@@ -4,17 +4,21 @@ from __future__ import annotations
 import math
 
 import pytest
+from cp_fixtures import gemm
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compute_profile.estimator import (
-    attention_efficiency, estimate_time, explain, gemm_efficiency, load_params, params_from_dict,
+    attention_efficiency,
+    estimate_time,
+    explain,
+    gemm_efficiency,
+    load_params,
+    params_from_dict,
 )
-from compute_profile.gpu_specs import GPUS, GpuSpec, get_gpu
 from workload_gen.errors import ConfigError
+from workload_gen.gpu_specs import GPUS, GpuSpec, get_gpu
 from workload_gen.records import ComputeOp, OpKind, Phase
-
-from cp_fixtures import gemm
 
 # A toy GPU and parameter set, so the hand computation below pins the formula rather than
 # whatever the tuned YAML numbers are today.

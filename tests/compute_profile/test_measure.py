@@ -3,12 +3,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from cp_fixtures import elementwise, gemm, make_workload
 
 from compute_profile.kernels import adam_bench, build_bench, gemm_bench
 from compute_profile.measure import collect_cases, measure_workload, time_bench
 from workload_gen.records import ComputeOp, OpKind, Phase
-
-from cp_fixtures import elementwise, gemm, make_workload
 
 CPU = torch.device("cpu")
 

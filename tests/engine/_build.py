@@ -8,13 +8,22 @@ from __future__ import annotations
 import heapq
 import math
 
-from engine.backend import Completion, Transfer
-from network.system import SYSTEMS
+from network.backend import Completion, Transfer
 from workload_gen.model_config import ModelConfig
 from workload_gen.parallel_config import ParallelConfig
 from workload_gen.records import (
-    ChunkProgram, CollKind, CollectiveOp, ComputeOp, Group, OpKind, Phase, StageProgram, TimeSource, Workload,
+    ChunkProgram,
+    CollectiveOp,
+    CollKind,
+    ComputeOp,
+    Group,
+    OpKind,
+    Phase,
+    StageProgram,
+    TimeSource,
+    Workload,
 )
+from workload_gen.system import SYSTEMS
 
 SYSTEM = SYSTEMS["h100"]
 
@@ -33,6 +42,9 @@ class LinearBackend:
     def time(self, op: CollectiveOp) -> float:
         return self.latency + op.bytes / self.bw
 
+    def collective_time(self, op: CollectiveOp, ranks: tuple[int, ...]) -> float:
+        return self.time(op)
+
     def submit(self, transfer: Transfer, now: float) -> None:
         self.submitted.append((transfer, now))
         heapq.heappush(self._heap, (now + self.time(transfer.op), transfer.id))
@@ -46,6 +58,10 @@ class LinearBackend:
             ft, i = heapq.heappop(self._heap)
             out.append(Completion(i, ft))
         return out
+
+    def advance_until(self, t: float) -> list[Completion]:
+        first = self.next_completion_time()
+        return self.advance_to(first) if first <= t else []
 
 
 def cop(name: str, layer: int, phase: Phase, t: float, kind: OpKind = OpKind.GEMM) -> ComputeOp:

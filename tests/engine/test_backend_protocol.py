@@ -1,12 +1,13 @@
-"""The engine drives any NetworkBackend through the pull protocol, and packet-style
-backends through the optional advance_until."""
+"""The engine drives any NetworkBackend through the pull protocol (packet-style backends
+answer advance_until by running); the protocol declares everything the engine uses, and
+backends are found by registered name."""
 import math
 
 import pytest
-
 from _build import SYSTEM, LinearBackend, workload
+
 from engine import simulate
-from engine.backend import Completion
+from network.backend import Completion
 
 CASE = dict(pp=2, vpp=2, m=4, tp=2, dp=2, layers_per_chunk=2, tp_bytes=10**8, pp_bytes=10**8,
             dp_bytes=(10**9,), overlap_grad=True, opt_time=0.05, emb_bytes=10**8)
@@ -74,3 +75,50 @@ class PastBackend(LinearBackend):
 def test_a_completion_in_the_past_is_caught():
     with pytest.raises(AssertionError, match="backwards"):
         simulate(workload(m=2, tp=2, tp_bytes=10**8), SYSTEM, PastBackend(bw=1e10, contention_free=False))
+
+
+def _protocol_members(proto: type) -> set[str]:
+    """Methods and attributes a Protocol declares (typing has no public helper in 3.11)."""
+    own = {k for k in vars(proto) if not k.startswith("_")}
+    return own | set(getattr(proto, "__annotations__", {}))
+
+
+@pytest.mark.parametrize("name", ["analytical", "ns3"])
+def test_every_registered_backend_meets_the_whole_protocol(name):
+    """What the engine calls is declared, and both built-in backends define all of it
+    (the engine no longer probes with getattr)."""
+    import importlib
+    import inspect
+
+    from network.backend import BackendKind, NetworkBackend
+    from network.registry import backend_kind
+
+    kind = backend_kind(name)
+    assert kind.name == name
+    assert _protocol_members(BackendKind) <= set(dir(kind))
+    create = inspect.signature(type(kind).create)
+    assert list(create.parameters)[:3] == ["self", "system", "world_size"]
+    cls = {"analytical": "network.analytical:AnalyticalBackend", "ns3": "network.ns3.backend:Ns3Backend"}[name]
+    mod, _, attr = cls.partition(":")
+    backend_cls = getattr(importlib.import_module(mod), attr)  # the class: no ns-3 is loaded
+    assert _protocol_members(NetworkBackend) <= set(dir(backend_cls))
+    assert backend_cls.name == name
+
+
+def test_unknown_backend_name_lists_the_registered_ones():
+    from network.registry import backend_names
+    from workload_gen.errors import ConfigError
+
+    assert backend_names()[:2] == ("analytical", "ns3")
+    with pytest.raises(ConfigError, match="valid: analytical, ns3"):
+        simulate(workload(m=1), SYSTEM, "nosuch")
+
+
+def test_a_backend_by_name_is_the_analytical_closed_form():
+    from network.registry import create_backend
+
+    w = workload(m=2, tp=2, tp_bytes=10**8)
+    by_name = simulate(w, SYSTEM, "analytical")
+    by_object = simulate(w, SYSTEM, create_backend("analytical", SYSTEM, w.parallel.world_size))
+    assert by_name.iteration_time_s == by_object.iteration_time_s
+    assert by_name.backend == "analytical"

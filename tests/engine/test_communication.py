@@ -1,8 +1,8 @@
 """Exposed communication equals the backend's closed form where nothing hides it, and
 vanishes where compute hides it."""
 import pytest
-
 from _build import SYSTEM, LinearBackend, workload
+
 from engine import simulate
 
 BW, LAT = 1e10, 5e-6
@@ -84,12 +84,12 @@ def test_tp_exposed_equals_the_analytical_backends_formula_on_a_built_workload()
     + the tail's, each from the backend's formula."""
     from compute_profile.attaching import attach
     from network.analytical import AnalyticalBackend
-    from network.system import SYSTEMS
     from workload_gen.builder import build
     from workload_gen.model_presets import get_preset
     from workload_gen.parallel_config import ParallelConfig
     from workload_gen.placement import group_ranks
     from workload_gen.records import CollectiveOp, Group
+    from workload_gen.system import SYSTEMS
 
     par = ParallelConfig(world_size=32, tp=4, pp=2, sp=True, global_batch=16, micro_batch=1, seq_length=1024)
     w, _ = attach(build(get_preset("gpt3-350m"), par), "h100-sxm")

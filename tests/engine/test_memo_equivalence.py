@@ -1,14 +1,14 @@
 """Pass-level memoisation gives exactly the op-level event simulation, and the
 representative ranks give exactly the all-ranks simulation, on a contention-free network."""
 import pytest
-
 from _build import SYSTEM, LinearBackend, workload
+
+from compute_profile.attaching import attach
 from engine import simulate
-from network.system import SYSTEMS
 from workload_gen.builder import build
 from workload_gen.model_presets import get_preset
 from workload_gen.parallel_config import ParallelConfig
-from compute_profile.attaching import attach
+from workload_gen.system import SYSTEMS
 
 BW = 1e10
 CASES = {

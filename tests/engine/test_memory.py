@@ -4,8 +4,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-
 from _build import model, workload
+
 from engine import estimate_memory
 from engine.memory import layer_activation_bytes
 from workload_gen.builder import build

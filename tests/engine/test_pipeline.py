@@ -1,7 +1,7 @@
 """The pipeline bubble emerges from the event simulation and matches the closed forms."""
 import pytest
-
 from _build import SYSTEM, LinearBackend, workload
+
 from engine import simulate
 
 

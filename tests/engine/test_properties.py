@@ -1,10 +1,10 @@
 """Random small workloads: memoised passes, op-level events and all ranks agree, and every
 stage's parts sum to the iteration time."""
 import pytest
+from _build import SYSTEM, LinearBackend, workload
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from _build import SYSTEM, LinearBackend, workload
 from engine import simulate
 
 

@@ -3,16 +3,16 @@ timeline contents, and one-line errors for bad input."""
 from dataclasses import replace
 
 import pytest
-
 from _build import SYSTEM, LinearBackend, workload
+
 from compute_profile.attaching import attach
 from engine import simulate
-from network.system import SYSTEMS
 from workload_gen.builder import build
 from workload_gen.errors import ConfigError
 from workload_gen.model_presets import get_preset
 from workload_gen.parallel_config import ParallelConfig
 from workload_gen.records import ComputeOp
+from workload_gen.system import SYSTEMS
 
 
 def _sum(bd):

@@ -11,15 +11,15 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from engine.backend import Transfer
 from network.analytical import AnalyticalBackend
+from network.backend import Transfer
 from network.efficiency import EfficiencyTable
 from network.ns3.backend import Ns3Backend
 from network.ns3.params import TransportParams
 from network.ns3.topology import build_fabric
 from network.ns3.world import PacketNetwork
-from network.system import load_system
 from workload_gen.records import CollectiveOp, CollKind, Group, Phase
+from workload_gen.system import load_system
 
 H100 = load_system("h100")
 IDEAL = EfficiencyTable.ideal()

@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-from engine.cli import analytical_main
-from network.ns3.cli import main as ns3_main
+from engine.cli import analytical_main, ns3_main
 
 ARGS = ["--model", "gpt3-1.3b", "--num-layers", "2", "--tp", "8", "--world-size", "16", "--global-batch", "4",
         "--micro-batch", "1", "--seq-length", "1024", "--system", "h100", "--no-plot"]

@@ -6,7 +6,16 @@ from pathlib import Path
 from workload_gen.model_config import ModelConfig
 from workload_gen.parallel_config import ParallelConfig
 from workload_gen.records import (
-    ChunkProgram, CollectiveOp, CollKind, ComputeOp, Group, OpKind, Phase, StageProgram, TimeSource, Workload,
+    ChunkProgram,
+    CollectiveOp,
+    CollKind,
+    ComputeOp,
+    Group,
+    OpKind,
+    Phase,
+    StageProgram,
+    TimeSource,
+    Workload,
 )
 
 DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"

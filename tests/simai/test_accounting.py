@@ -5,13 +5,12 @@ import csv
 from pathlib import Path
 
 import pytest
+from simai_testdata import DATA
 
+from engine.simai_accounting import SimaiCluster, load_ratio_table, simai_accounting
 from formats.endtoend_csv import SUMMARY_HEADER, write_endtoend_csv
 from formats.simai_reader import parse_simai, read_simai
-from network.simai_accounting import SimaiCluster, load_ratio_table, simai_accounting
 from workload_gen.errors import ConfigError
-
-from simai_testdata import DATA
 
 GIB = 2**30
 OFFICIAL_US = {"total": 7_545_619, "compute": 4_542_795, "dp": 40_332, "dp_ep": 1_067_010, "tp": 326_686,

@@ -5,16 +5,15 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from simai_testdata import DATA, REFERENCE_FILES, toy_workload
 
+from engine.simai_accounting import SimaiCluster, simai_accounting
 from formats.simai_convert import simai_to_workload, workload_to_simai
 from formats.simai_reader import read_simai
 from formats.simai_text import SimaiGroup
 from formats.simai_writer import write_simai
-from network.simai_accounting import SimaiCluster, simai_accounting
 from workload_gen.errors import ConfigError
 from workload_gen.records import CollectiveOp, ComputeOp, Group, Phase
-
-from simai_testdata import DATA, REFERENCE_FILES, toy_workload
 
 SIMAI_GROUP = {Group.TP: SimaiGroup.TP, Group.EP: SimaiGroup.EP, Group.DP: SimaiGroup.DP, Group.EDP: SimaiGroup.DP_EP}
 
@@ -214,6 +213,7 @@ def test_forward_dp_all_gather_goes_to_the_weight_grad_column() -> None:
     from dataclasses import replace
 
     from simai_testdata import _k
+
     from workload_gen.records import CollKind
 
     w = toy_workload()

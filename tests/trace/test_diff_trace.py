@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from formats.cli import diff_trace_main
 from formats.diff import diff_timelines
-from formats.diff_cli import diff_trace_main
 from formats.timeline import load_measured, load_simulated
 
 MS = 1e3  # us per ms

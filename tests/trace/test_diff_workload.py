@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from formats.diff_cli import diff_workload_main
+from formats.cli import diff_workload_main
 from formats.native import write_native
 from formats.workload_diff import diff_workloads, load_summary
 from workload_gen.builder import build

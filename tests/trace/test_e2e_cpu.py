@@ -34,7 +34,7 @@ import pytest
 from compute_profile.db import ProfileDB
 from compute_profile.trace_import import rows_from_trace
 from engine.cli import analytical_main
-from formats.diff_cli import diff_trace_main
+from formats.cli import diff_trace_main
 from formats.kineto import read_kineto
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -160,8 +160,9 @@ def test_uneven_first_and_last_stages():
              global_batch=64, seq_length=4096)
     assert [len(st.chunks[0].layers) for st in w.stages] == [3] + [4] * 14 + [2]
     _check_programs(w)
-    from workload_gen.config_loading import add_config_arguments, configs_from_args
     import argparse
+
+    from workload_gen.config_loading import add_config_arguments, configs_from_args
     p = argparse.ArgumentParser()
     add_config_arguments(p)
     _, par = configs_from_args(p.parse_args(

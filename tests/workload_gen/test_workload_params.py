@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 from wg_helpers import make
 
-from workload_gen.model_presets import PRESETS, PUBLISHED_PARAMS, get_preset
 from workload_gen.errors import ConfigError
+from workload_gen.model_presets import PRESETS, PUBLISHED_PARAMS, get_preset
 from workload_gen.params import active_params, param_split, total_params
 
 

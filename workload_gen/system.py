@@ -12,8 +12,8 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from compute_profile.gpu_specs import GpuSpec, get_gpu
 from workload_gen.errors import ConfigError
+from workload_gen.gpu_specs import GpuSpec, get_gpu
 from workload_gen.yaml_file import read_yaml_mapping
 
 GBPS = 1e9  # GB/s (decimal), as vendor sheets quote NVLink
@@ -25,7 +25,7 @@ class SystemConfig:
     name: str
     source: str = ""
     gpu: str
-    """Key into compute_profile.gpu_specs (e.g. h100-sxm)."""
+    """Key into workload_gen.gpu_specs (e.g. h100-sxm)."""
     gpus_per_node: int = 8
     nvlink_bw: float
     """Per-GPU NVLink bandwidth, one direction, bytes/s (vendor figure / 2)."""

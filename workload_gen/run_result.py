@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from network.system import SystemConfig
 from workload_gen.records import Workload
+from workload_gen.system import SystemConfig
 
 
 @dataclass(frozen=True, slots=True)

@@ -179,7 +179,7 @@ def load_ratio_table(name: str) -> tuple[tuple[float, ...], ...]:
     comma does not make an extra cell (C++ getline), which never matters because the
     column it would be is unreachable.
     """
-    text = resources.files("network.data.simai_ratio").joinpath(f"{name}_ratio.csv").read_text(encoding="utf-8")
+    text = resources.files("engine.data.simai_ratio").joinpath(f"{name}_ratio.csv").read_text(encoding="utf-8")
     rows = list(csv.reader(text.splitlines()))[1:]
     table = []
     for row in rows:

@@ -1,0 +1,107 @@
+"""The one interface between the engine and any network backend.
+
+Pull-shaped (STYLE.md section 3) so that both kinds of backend fit: the analytical one
+computes finish times in closed form, the ns-3 one runs its own scheduler up to the
+requested time and reports the flows that completed. The engine owns the clock; a
+backend never calls back into the engine.
+
+Units: seconds, bytes.
+"""
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, TextIO
+
+from workload_gen.records import CollectiveOp
+from workload_gen.system import SystemConfig
+
+
+@dataclass(frozen=True, slots=True)
+class Transfer:
+    """One instance of a collective (or a point-to-point send) on the wire."""
+
+    id: int
+    """Unique per engine run; assigned by the engine in submission order."""
+    op: CollectiveOp
+    ranks: tuple[int, ...]
+    """Global ranks taking part, in ring order. For SEND_RECV: (src, dst)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    id: int
+    time: float
+    """Finish time, seconds since the start of the iteration."""
+
+
+class NetworkBackend(Protocol):
+    """Everything the engine asks of a network model; nothing is discovered by ``getattr``.
+
+    A new backend implements these members and registers a :class:`BackendKind` under a
+    name (:mod:`network.registry`); the engine only ever sees this protocol.
+    """
+
+    name: str
+    """Stable short name, reported in RunResult.backend and summary.json."""
+    contention_free: bool
+    """True when concurrent transfers never slow each other (closed-form backends). The
+    engine then simulates one representative rank per stage and may memoise passes; when
+    False it simulates every rank, because congestion breaks the symmetry."""
+
+    def collective_time(self, op: CollectiveOp, ranks: tuple[int, ...]) -> float:
+        """Seconds ``op`` takes on these global ranks (ring order; (src, dst) for send/recv)
+        on an otherwise idle network. The engine asks this only of a contention-free
+        backend, to time a pass once and reuse it."""
+
+    def submit(self, transfer: Transfer, now: float) -> None:
+        """Start a transfer at time ``now`` (all members have reached it)."""
+
+    def next_completion_time(self) -> float:
+        """Earliest finish among the transfers in flight; ``math.inf`` if idle."""
+
+    def advance_to(self, t: float) -> list[Completion]:
+        """Move the network's clock to ``t``; return transfers finished by then, in time order."""
+
+    def advance_until(self, t: float) -> list[Completion]:
+        """Run up to ``t`` or up to the first completion, whichever is earlier, and return the
+        completions found there (empty when none by ``t``). A closed-form backend answers
+        from its next completion time; a packet backend, which cannot know its next
+        completion without running, runs its own scheduler."""
+
+
+class BackendKind(Protocol):
+    """A registered kind of network backend: how to make one, and its command-line face.
+
+    ``run-analytical`` and ``run-ns3`` are one command (engine/cli.py) parameterised by a
+    BackendKind, so a third backend brings its own flags and extra outputs here instead of
+    a copy of the command.
+    """
+
+    name: str
+    description: str
+    """One line for ``--help``."""
+
+    def create(self, system: SystemConfig, world_size: int, **options: Any) -> NetworkBackend:
+        """A backend for ``world_size`` GPUs of ``system``; options are backend-specific."""
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """Add this backend's own command-line flags (a group of them) to the run command."""
+
+    def configure(self, args: argparse.Namespace, system: SystemConfig) -> SystemConfig:
+        """The system after this backend's flags (e.g. ``--oversubscription``); validates them."""
+
+    def from_args(self, args: argparse.Namespace, system: SystemConfig, world_size: int,
+                  progress: TextIO | None) -> NetworkBackend:
+        """The backend the parsed flags describe."""
+
+    def write_outputs(self, backend: NetworkBackend, out: Path, iteration_time_s: float) -> list[str]:
+        """Write backend-specific files into the run directory; return their names."""
+
+    def report(self, backend: NetworkBackend) -> dict[str, Any]:
+        """Backend statistics for summary.json's extras (flows, bytes, CPU seconds...)."""
+
+    def finish(self, backend: NetworkBackend, progress: TextIO | None) -> None:
+        """After the run: a closing progress line (if any) and release what the backend
+        holds (a simulator instance, threads)."""

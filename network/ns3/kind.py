@@ -1,0 +1,110 @@
+"""The registered ``ns3`` backend kind (network.registry): its flags, its fabric, its files.
+
+``run-ns3`` is the shared run command (engine/cli.py) with this kind: the flags below
+describe the fabric and the transport, :meth:`Ns3Kind.from_args` builds the Ns3Backend
+they describe (validating a SimAI topology file against the workload), and
+:meth:`Ns3Kind.write_outputs` adds fct.csv and links.csv to the run directory.
+"""
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, TextIO
+
+from workload_gen.errors import ConfigError
+from workload_gen.system import SystemConfig
+
+NAMED_TOPOLOGIES = ("rail", "fat-tree")
+
+
+class Ns3Kind:
+    name = "ns3"
+    description = "ns-3 packet-level network: congestion, ECMP collisions, oversubscription"
+
+    def create(self, system: SystemConfig, world_size: int, **options: Any) -> Any:
+        from network.ns3.backend import Ns3Backend
+
+        return Ns3Backend(system, world_size, **options)
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        n = parser.add_argument_group("network (ns-3)")
+        n.add_argument("--topology", metavar="rail|fat-tree|FILE",
+                       help="rail-optimized leaves, ToR-per-rack fat-tree, or a SimAI topology file; "
+                            "default the system's")
+        n.add_argument("--oversubscription", type=float, metavar="R",
+                       help="leaf uplink oversubscription (1 = non-blocking); default the system's")
+        n.add_argument("--spines", type=int, metavar="N", help="spine switches (default: one per rail; 8 for fat-tree)")
+        n.add_argument("--nodes-per-rack", type=int, metavar="N",
+                       help="fat-tree: nodes under one ToR (default 32 NICs' worth)")
+        n.add_argument("--transport", choices=("rdma", "dctcp"), default="rdma",
+                       help="rdma: paced UDP with DCQCN on a lossless fabric (default); dctcp: ns-3 TCP DCTCP with ECN")
+        n.add_argument("--mtu", type=int, default=9000, metavar="BYTES",
+                       help="IP MTU (default 9000; cost grows ~6x at 1500)")
+        n.add_argument("--nvswitch", action="store_true",
+                       help="simulate each node's NVSwitch in ns-3 (default: exact NVLink fluid model, much cheaper)")
+        n.add_argument("--algorithm", default="auto", metavar="NAME",
+                       help="collective algorithm for every collective (default auto)")
+
+    def configure(self, args: argparse.Namespace, system: SystemConfig) -> SystemConfig:
+        topo = args.topology
+        if topo not in (None, *NAMED_TOPOLOGIES) and not Path(topo).is_file():
+            raise ConfigError("topology", topo, "valid: rail, fat-tree, or an existing SimAI topology file")
+        if args.spines is not None and args.spines < 1:
+            raise ConfigError("spines", args.spines, "must be a positive integer")
+        if args.nodes_per_rack is not None and args.nodes_per_rack < 1:
+            raise ConfigError("nodes-per-rack", args.nodes_per_rack, "must be a positive integer")
+        if args.oversubscription is not None:
+            system = replace(system, oversubscription=args.oversubscription)
+        if topo in NAMED_TOPOLOGIES:
+            system = replace(system, topology=topo)
+        return system
+
+    def from_args(self, args: argparse.Namespace, system: SystemConfig, world_size: int,
+                  progress: TextIO | None) -> Any:
+        """The Ns3Backend the flags describe (a topology file is checked against the workload)."""
+        from network.ns3.params import TransportParams
+        from network.ns3.topology import read_simai_topology
+
+        fabric = None
+        topo = args.topology
+        if topo not in (None, *NAMED_TOPOLOGIES):
+            fabric = read_simai_topology(Path(topo), nvswitch=args.nvswitch)
+            if fabric.gpus_per_node != system.gpus_per_node:
+                raise ConfigError("topology", topo, f"has {fabric.gpus_per_node} GPUs per server; the system has "
+                                  f"{system.gpus_per_node} (use a matching --system)")
+            if fabric.num_hosts < world_size:
+                raise ConfigError("topology", topo, f"has {fabric.num_hosts} GPUs; the workload needs {world_size}")
+            topo = None
+        if progress is not None:
+            print("[run-ns3] loading ns-3 (10-40 s of cppyy JIT on first use)", file=progress, flush=True)
+        backend = self.create(system, world_size, fabric=fabric, topology=topo, spines=args.spines,
+                              nodes_per_rack=args.nodes_per_rack,
+                              params=TransportParams(transport=args.transport, mtu=args.mtu),
+                              nvswitch=args.nvswitch, algorithm=args.algorithm, progress=progress,
+                              efficiency=args.efficiency)
+        if progress is not None:
+            print(f"[run-ns3] fabric: {backend.fabric.description}; transport {args.transport}, MTU {args.mtu}",
+                  file=progress, flush=True)
+        return backend
+
+    def write_outputs(self, backend: Any, out: Path, iteration_time_s: float) -> list[str]:
+        from network.ns3.outputs import write_ns3_outputs
+
+        return write_ns3_outputs(backend, out, iteration_time_s)
+
+    def report(self, backend: Any) -> dict[str, Any]:
+        return backend.stats()
+
+    def finish(self, backend: Any, progress: TextIO | None) -> None:
+        """The cost line (flows, GB through the fabric, CPU seconds per GB), then close ns-3."""
+        if progress is not None:
+            st = backend.stats()
+            gb = st["fabric_bytes"] / 1e9
+            print(f"[run-ns3] ns-3: {st['flows']:,} flows, {gb:.3f} GB through the fabric, "
+                  f"{st['ns3_cpu_s']:.1f} CPU s" + (f" ({st['ns3_cpu_s'] / gb:.1f} CPU s per GB)" if gb > 0 else ""),
+                  file=progress, flush=True)
+        backend.net.close()
+
+
+NS3 = Ns3Kind()
