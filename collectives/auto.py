@@ -18,8 +18,7 @@ always belong to the same algorithm. It is a simplified NCCL tuner:
 from __future__ import annotations
 
 from workload_gen.system import SystemConfig
-
-MiB = 1 << 20
+from workload_gen.units import MiB
 
 
 def choose(op: str, nbytes: float, nodes: int, max_per_node: int, system: SystemConfig | None) -> str:

@@ -25,8 +25,6 @@ from workload_gen.placement import Placement
 from workload_gen.records import CollKind
 from workload_gen.system import SystemConfig
 
-MiB = 1024 * 1024
-
 _ALIASES = {"all-reduce": "allreduce", "all_reduce": "allreduce", "all-gather": "allgather",
             "all_gather": "allgather", "reduce-scatter": "reducescatter", "reduce_scatter": "reducescatter",
             "all-to-all": "alltoall", "all_to_all": "alltoall", "send": "sendrecv", "recv": "sendrecv",

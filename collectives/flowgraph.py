@@ -97,9 +97,6 @@ class FlowGraph:
     def id(self) -> np.ndarray:
         return np.arange(self.num_flows, dtype=np.int64)
 
-    @property
-    def num_edges(self) -> int:
-        return int(self.parent_idx.shape[0])
 
     @property
     def total_bytes(self) -> int:

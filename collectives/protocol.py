@@ -20,9 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from workload_gen.errors import ConfigError
-
-KiB = 1024
-MiB = 1024 * KiB
+from workload_gen.units import KiB, MiB
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from workload_gen.errors import ConfigError
+from workload_gen.registry import Registry
 
 OPS = ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv", "broadcast", "reduce")
 """Operations the expander knows: records.CollKind values plus ``reduce``."""
@@ -24,29 +24,17 @@ class Algorithm:
     summary: str
 
 
-class Registry:
-    def __init__(self, what: str) -> None:
-        self.what = what
-        self._items: dict[str, Algorithm] = {}
+class AlgorithmRegistry(Registry[Algorithm]):
+    """Collective algorithms; each declares the operations it implements."""
 
-    def register(self, name: str, ops: tuple[str, ...], summary: str):
-        def deco(fn):
-            if name in self._items:
-                raise ValueError(f"{self.what} {name!r} registered twice")
-            self._items[name] = Algorithm(name, ops, fn, summary)
+    def register_algorithm(self, name: str, ops: tuple[str, ...], summary: str) -> Callable:
+        def deco(fn: Callable) -> Callable:
+            self.add(name, Algorithm(name, ops, fn, summary))
             return fn
         return deco
 
-    def get(self, name: str) -> Algorithm:
-        if name not in self._items:
-            raise ConfigError("algorithm", name, f"unknown {self.what}; valid: auto, {', '.join(self.names())}")
-        return self._items[name]
-
-    def names(self) -> list[str]:
-        return sorted(self._items)
-
     def for_op(self, op: str) -> list[str]:
-        return [n for n in self.names() if op in self._items[n].ops]
+        return [name for name, algo in self if op in algo.ops]
 
 
-ALGORITHMS = Registry("collective algorithm")
+ALGORITHMS = AlgorithmRegistry("collective algorithm", "algorithm", extra_valid=("auto",))

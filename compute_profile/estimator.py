@@ -295,6 +295,3 @@ def estimate_time(op: ComputeOp, gpu: GpuSpec | str, params: EstimatorParams | N
     return explain(op, gpu, params).time_s
 
 
-def is_memory_bound(op: ComputeOp, gpu: GpuSpec | str, params: EstimatorParams | None = None) -> bool:
-    """Whether the roofline's memory term dominates: attach then scales by bytes, not FLOPs."""
-    return explain(op, gpu, params).memory_bound

@@ -3,10 +3,14 @@
 Static state, per parameter held by the rank (``StageProgram.params``, already sharded
 by TP/EP/PP):
 
-- weights: 2 bytes (bf16/fp16/fp8 training keeps bf16 weights), 4 for fp32;
-- gradients: 4 bytes, fp32 main grads (Megatron-LM turns on
-  ``accumulate_allreduce_grads_in_fp32`` for bf16; the distributed optimizer
-  reduce-scatters inside this full buffer, so it is not sharded);
+- weights: ``ParallelConfig.param_bytes`` (2 for bf16/fp16/fp8 training, which keeps bf16
+  weights; 4 for fp32);
+- gradients: ``ParallelConfig.grad_bytes``, the main-grad buffer's dtype, the same bytes
+  the workload's DP reduction moves: 4 (fp32) when gradients are accumulated and reduced
+  in fp32 (Megatron-LM's default for bf16, ``--accumulate-allreduce-grads-in-fp32``), 2
+  for fp16 training and for bf16 with that turned off (Megatron-Core's DDP allocates the
+  grad buffer in the parameter dtype then). The distributed optimizer reduce-scatters
+  inside this full buffer, so it is not sharded;
 - optimizer states: Adam's fp32 master copy + m + v = 12 bytes (8 for fp32 training,
   whose weights are the master copy); the distributed optimizer shards them over
   dp*cp for dense parameters and over the expert-DP group for expert parameters.
@@ -83,9 +87,8 @@ def layer_activation_bytes(
     a = model.num_attention_heads
     sp_div = t if par.sp else 1  # SP shards the replicated parts over TP
     if model.multi_latent_attention:
-        qk_dim = model.qk_head_dim + model.qk_pos_emb_head_dim
-        q_w, k_w, v_w = a * qk_dim, a * qk_dim, a * model.v_head_dim
-        o_w = a * model.v_head_dim
+        q_w, k_w, v_w = a * model.qk_dim, a * model.qk_dim, a * model.v_dim
+        o_w = a * model.v_dim
         latent = (model.q_lora_rank or 0) + model.kv_lora_rank + model.qk_pos_emb_head_dim
     else:
         d = model.head_dim
@@ -208,7 +211,6 @@ def estimate_memory(
     """One :class:`MemoryEstimate` per pipeline stage (its rank's peak, in bytes)."""
     par = workload.parallel
     sched = schedule or default_schedule(par.vpp)
-    w_bytes = 4 if par.dtype == "fp32" else 2
     opt_bytes = 8 if par.dtype == "fp32" else 12
     out = []
     for prog in workload.stages:
@@ -227,8 +229,8 @@ def estimate_memory(
         acts += max(p[1] for p in parts.values())
         out.append(MemoryEstimate(
             stage=prog.stage,
-            weights=w_bytes * prog.params,
-            gradients=4 * prog.params,
+            weights=par.param_bytes * prog.params,
+            gradients=par.grad_bytes * prog.params,
             optimizer_states=int(round(opt)),
             activations=int(round(acts)),
             temporary=int(round(_temporary(workload, prog.stage))),

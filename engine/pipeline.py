@@ -20,6 +20,7 @@ from workload_gen.parallel_config import ParallelConfig
 from workload_gen.records import Workload
 from workload_gen.run_result import RunResult
 from workload_gen.system import SystemConfig, load_system
+from workload_gen.units import GiB as GIB
 
 ACCOUNTINGS = ("event", "simai")
 
@@ -87,7 +88,6 @@ def run_workload(
     return result
 
 
-GIB = 2**30
 
 
 def simai_accounting_run(workload: Workload, system: SystemConfig, cluster: Any = None) -> RunResult:
@@ -120,21 +120,11 @@ def simai_accounting_run(workload: Workload, system: SystemConfig, cluster: Any 
                      extras={"simai_totals_us": acc.totals_us(), "simai_layers": [r.as_dict() for r in acc.layers]})
 
 
-def run_analytical(
-    model: ModelConfig,
-    parallel: ParallelConfig,
-    system: SystemConfig | str,
-    *,
-    profile: str | Path | None = None,
-    gpu: str | None = None,
-    timeline: bool = True,
-    accounting: str = "event",
-    busbw_overrides: Any = None,
-    efficiency: Any = None,
-) -> RunResult:
-    """Build the workload for (model, parallel), attach compute times, simulate on ``system``."""
+def run_analytical(model: ModelConfig, parallel: ParallelConfig, system: SystemConfig | str,
+                   **options: Any) -> RunResult:
+    """Build the workload for (model, parallel), attach compute times, simulate on
+    ``system``; ``options`` are :func:`run_workload`'s (profile, gpu, timeline, accounting,
+    busbw_overrides, efficiency, backend)."""
     from workload_gen import build
 
-    workload = build(model, parallel)
-    return run_workload(workload, system, profile=profile, gpu=gpu, timeline=timeline, accounting=accounting,
-                        busbw_overrides=busbw_overrides, efficiency=efficiency, attach=True)
+    return run_workload(build(model, parallel), system, attach=True, **options)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from workload_gen.errors import ConfigError
+from workload_gen.registry import Registry
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,31 +28,7 @@ class Step:
 Schedule = Callable[[int, int, int, int], tuple[Step, ...]]
 
 
-class Registry:
-    """Name -> schedule; a second registration of a name is a bug and raises."""
-
-    def __init__(self, family: str) -> None:
-        self.family = family
-        self._items: dict[str, Schedule] = {}
-
-    def register(self, name: str) -> Callable[[Schedule], Schedule]:
-        def deco(fn: Schedule) -> Schedule:
-            if name in self._items:
-                raise ValueError(f"{self.family} {name!r} registered twice")
-            self._items[name] = fn
-            return fn
-        return deco
-
-    def get(self, name: str) -> Schedule:
-        if name not in self._items:
-            raise ConfigError("schedule", name, f"unknown {self.family}; valid: {', '.join(self.names())}")
-        return self._items[name]
-
-    def names(self) -> list[str]:
-        return sorted(self._items)
-
-
-SCHEDULES = Registry("pipeline schedule")
+SCHEDULES: Registry[Schedule] = Registry("pipeline schedule", "schedule")
 
 
 @SCHEDULES.register("1f1b")

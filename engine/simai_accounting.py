@@ -47,6 +47,7 @@ from formats.simai_reader import check_runnable
 from formats.simai_text import Column, SimaiGroup, SimaiRecord, SimaiWorkload
 from workload_gen.errors import ConfigError
 from workload_gen.records import CollKind
+from workload_gen.units import GiB as GIB
 
 _FLOAT = struct.Struct("f")
 
@@ -61,7 +62,6 @@ def F32(x: float) -> float:  # noqa: N802 - reads like the C type it stands for
     return _FLOAT.unpack(_FLOAT.pack(x))[0]
 
 
-GIB = 1024 * 1024 * 1024
 """SimAI's "GB" (its ``GBps`` macro is 1/2^30)."""
 FREQ = 1000.0
 """SimAI's ticks (ns) per reported unit (us)."""

@@ -5,10 +5,6 @@ and for ``--no-plot`` runs.
 """
 from __future__ import annotations
 
-from pathlib import Path
-
-from formats.atomic import atomic_write
-from formats.run_outputs import breakdown_dict
 from workload_gen.run_result import RunResult
 
 _PHASE_COLORS = {"fwd": "#4C72B0", "bwd-input": "#DD8452", "bwd-weight": "#C44E52", "recompute": "#8172B3",
@@ -27,7 +23,7 @@ def render_run_png(result: RunResult, *, max_stages: int = 32) -> bytes:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    parts = breakdown_dict(result.breakdown)
+    parts = result.breakdown.as_dict()
     t_iter = result.iteration_time_s
     stages = sorted({iv.stage for iv in result.intervals})[:max_stages]
     fig, (ax_b, ax_t) = plt.subplots(
@@ -88,7 +84,3 @@ def _merge_spans(spans: list[tuple[float, float]], gap: float) -> list[tuple[flo
     return [(a, b) for a, b in out]
 
 
-def write_run_png(result: RunResult, path: str | Path, *, max_stages: int = 32) -> None:
-    data = render_run_png(result, max_stages=max_stages)
-    with atomic_write(path, "wb", encoding=None) as fh:
-        fh.write(data)

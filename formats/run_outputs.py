@@ -6,11 +6,8 @@ breakdown_s{compute, exposed_<group>..., bubble, optimizer, other}, stage_breakd
 peak_memory_bytes[stage], reserved_memory_bytes[stage], memory_breakdown_bytes[stage],
 compute_coverage, backend, accounting, units, config{model, parallel, system}``.
 
-Model FLOPs (``tflops_per_gpu``, ``mfu``) are workload_gen.flops's count: Megatron's
-72*B*s*l*h^2*(1 + s/(6h) + V/(12*l*h)) for GPT, generalised to GQA, SwiGLU, MLA and MoE,
-without recompute (PaLM's MFU convention). MFU = that / (iteration time * dense peak * GPUs).
-Hardware FLOPs (``hardware_tflops_per_gpu``) are summed from the workload's own ops,
-recompute included: what the GPUs actually executed.
+The headline figures (throughput, TFLOP/s, MFU) come from workload_gen.metrics, their one
+home, shared with the sweep table and search.
 """
 from __future__ import annotations
 
@@ -18,15 +15,11 @@ import csv
 import dataclasses
 import io
 import json
-from pathlib import Path
 from typing import Any
 
-from formats.atomic import atomic_write, write_text_atomic
-from workload_gen.records import ComputeOp, Group, Phase, Workload
-from workload_gen.run_result import Breakdown, RunResult
-
-GROUPS: tuple[str, ...] = tuple(g.value for g in Group)
-_HW_PHASES = (Phase.FWD, Phase.BWD_INPUT, Phase.BWD_WEIGHT, Phase.RECOMPUTE)
+from workload_gen.metrics import headline
+from workload_gen.records import ComputeOp
+from workload_gen.run_result import RunResult
 
 UNITS = {
     "time": "s", "memory": "bytes", "tokens_per_s": "tokens/s",
@@ -35,39 +28,6 @@ UNITS = {
     "hardware_flops_per_iteration": "FLOP", "busbw": "bytes/s",
     "compute_coverage": "measured/scaled/estimated/imported: fractions of compute time; *_s: seconds",
 }
-
-
-def model_flops(workload: Workload) -> float | None:
-    """Model FLOPs per iteration (workload_gen.flops); None for a workload without a model
-    (a SimAI import: its architecture is unknown)."""
-    if workload.params_total <= 0:
-        return None
-    from workload_gen.flops import model_flops_per_iteration as _mf
-
-    return _mf(workload.model, workload.parallel)
-
-
-def hardware_flops_per_iteration(workload: Workload) -> float:
-    """All GPUs together, one iteration, summed from the ops (recompute included)."""
-    par = workload.parallel
-    ranks_per_stage = par.world_size // par.pp
-    total = 0.0
-    for st in workload.stages:
-        per_mb = 0.0
-        for ch in st.chunks:
-            for op in ch.forward + ch.backward:
-                if isinstance(op, ComputeOp) and op.phase in _HW_PHASES:
-                    per_mb += op.flops
-        total += per_mb * par.num_microbatches * ranks_per_stage
-    return total
-
-
-def breakdown_dict(b: Breakdown) -> dict[str, float]:
-    out = {"compute": b.compute_s}
-    for g in GROUPS:
-        out[f"exposed_{g}"] = float(b.exposed_comm_s.get(g, 0.0))
-    out.update(bubble=b.bubble_s, optimizer=b.optimizer_s, other=b.other_s)
-    return out
 
 
 def _jsonable(obj: Any) -> Any:
@@ -106,28 +66,20 @@ def summary_dict(result: RunResult, *, coverage: Any = None, accounting: str = "
     wl = result.workload
     par = wl.parallel
     spec = result.system.gpu_spec
-    t = result.iteration_time_s
-    flops = model_flops(wl)
-    hw = hardware_flops_per_iteration(wl)
-    gpu_s = t * par.world_size
-    per_gpu = flops / gpu_s if flops and gpu_s > 0 else None
-    try:
-        peak = spec.peak(par.dtype)
-    except Exception:  # noqa: BLE001 - a dtype the GPU lacks: no MFU rather than no summary
-        peak = 0.0
+    h = headline(result)
     cov = coverage if coverage is not None else result.extras.get("compute_coverage")
     return {
         "units": UNITS,
-        "iteration_time_s": t,
-        "tokens_per_s": result.tokens_per_s if t > 0 else 0.0,
+        "iteration_time_s": h.iteration_time_s,
+        "tokens_per_s": h.tokens_per_s,
         # None when the workload has no model (a SimAI import: the architecture is unknown)
-        "tflops_per_gpu": per_gpu / 1e12 if per_gpu is not None else None,
-        "mfu": per_gpu / peak if peak and per_gpu is not None else None,
-        "model_flops_per_iteration": flops,
-        "hardware_tflops_per_gpu": hw / gpu_s / 1e12 if gpu_s > 0 and hw > 0 else None,
-        "hardware_flops_per_iteration": hw,
-        "breakdown_s": breakdown_dict(result.breakdown),
-        "stage_breakdowns_s": [breakdown_dict(b) for b in result.stage_breakdowns],
+        "tflops_per_gpu": h.tflops_per_gpu,
+        "mfu": h.mfu,
+        "model_flops_per_iteration": h.model_flops_per_iteration,
+        "hardware_tflops_per_gpu": h.hardware_tflops_per_gpu,
+        "hardware_flops_per_iteration": h.hardware_flops_per_iteration,
+        "breakdown_s": result.breakdown.as_dict(),
+        "stage_breakdowns_s": [b.as_dict() for b in result.stage_breakdowns],
         "peak_memory_bytes": [m.allocated_peak for m in result.memory],
         "reserved_memory_bytes": [m.reserved_peak for m in result.memory],
         "memory_breakdown_bytes": [
@@ -153,10 +105,6 @@ def summary_dict(result: RunResult, *, coverage: Any = None, accounting: str = "
 
 def summary_json(result: RunResult, **kw: Any) -> str:
     return json.dumps(summary_dict(result, **kw), indent=2, sort_keys=False) + "\n"
-
-
-def write_summary(result: RunResult, path: str | Path, **kw: Any) -> None:
-    write_text_atomic(path, summary_json(result, **kw))
 
 
 LAYER_COLUMNS = ("stage", "layer", "phase", "microbatches", "compute_s", "comm_s", "exposed_comm_s", "comm_bytes",
@@ -217,6 +165,3 @@ def layers_csv(result: RunResult) -> str:
     return buf.getvalue()
 
 
-def write_layers_csv(result: RunResult, path: str | Path) -> None:
-    with atomic_write(path) as fh:
-        fh.write(layers_csv(result))

@@ -9,13 +9,8 @@ import os
 
 from formats.atomic import write_text_atomic
 from formats.simai_convert import AICB_UPDATE_NS, workload_to_simai
-from formats.simai_text import SimaiWorkload, render_simai
+from formats.simai_text import render_simai
 from workload_gen.records import Workload
-
-
-def write_simai_workload(simai: SimaiWorkload, path: str | os.PathLike[str]) -> None:
-    """Write SimAI records as they are (e.g. a file read with :func:`formats.simai_reader.read_simai`)."""
-    write_text_atomic(path, render_simai(simai))
 
 
 def write_simai(workload: Workload, path: str | os.PathLike[str], stage: int = 0, *, update_ns: int = AICB_UPDATE_NS) -> None:

@@ -18,11 +18,13 @@ import math
 from pathlib import Path
 from typing import Any, TextIO
 
+from collectives.closed_form import bus_factor as algorithm_factor
 from network.backend import Completion, Transfer
-from network.busbw import CollectivePath, GroupShape, algorithm_factor, collective_path
+from network.busbw import CollectivePath, collective_path
 from network.busbw_overrides import BusbwOverrides, read_busbw_yaml
 from network.efficiency import IDEAL, EfficiencyTable, load_efficiency, shipped_efficiency
 from workload_gen.errors import ConfigError
+from workload_gen.placement import GroupShape
 from workload_gen.records import CollectiveOp, CollKind, Group
 from workload_gen.system import SystemConfig
 

@@ -6,10 +6,11 @@ how many latency steps". Everything here is arithmetic on a :class:`GroupShape` 
 nodes spanned, GPUs of the group per node) and a :class:`SystemConfig`.
 
 Agreement with the collectives expander: the algorithm choice is the expander's own
-``auto`` rule (:mod:`collectives.auto`) and the bus factor and tree heights are
-:mod:`collectives.closed_form`'s, imported (both are numpy-free; ``collectives`` loads
-its expander lazily). The times are those closed forms with K -> infinity (ideal
-pipelining); tests/analytical/test_agreement.py pins them to the flow timing.
+``auto`` rule (:mod:`collectives.auto`) and the bus factor, step counts and tree heights
+are :mod:`collectives.closed_form`'s, imported (both are numpy-free; ``collectives`` loads
+its expander lazily). The times are the closed forms with K -> infinity (ideal
+pipelining); tests/analytical/test_agreement.py pins them to the tests' oracle and to the
+flow timing.
 
 Conventions (nccl-tests): S is the full buffer (``CollectiveOp.bytes``); bus bandwidth
 is the rate at which each rank moves its share, so the bandwidth term is
@@ -23,8 +24,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from collectives.auto import choose
-from collectives.closed_form import bus_factor as algorithm_factor
-from collectives.closed_form import node_tree_height
+from collectives.closed_form import latency_steps, node_tree_height
+from workload_gen.placement import GroupShape
 from workload_gen.records import CollKind
 from workload_gen.system import SystemConfig
 
@@ -35,24 +36,6 @@ class Link(StrEnum):
     NVLINK = "nvlink"
     NVLS = "nvls"
     NIC = "nic"
-
-
-@dataclass(frozen=True, slots=True)
-class GroupShape:
-    """Where a group's ranks sit: the only placement facts the closed forms need."""
-
-    n: int
-    nodes: int
-    per_node: int
-    """Largest number of the group's ranks on one node (Megatron groups are uniform)."""
-
-    @classmethod
-    def from_ranks(cls, ranks: tuple[int, ...] | list[int], gpus_per_node: int) -> GroupShape:
-        counts: dict[int, int] = {}
-        for r in ranks:
-            node = r // gpus_per_node
-            counts[node] = counts.get(node, 0) + 1
-        return cls(n=len(ranks), nodes=len(counts), per_node=max(counts.values()) if counts else 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,9 +104,6 @@ def collective_path(kind: CollKind, shape: GroupShape, system: SystemConfig, nby
         busbw, link = (system.nvls_busbw, Link.NVLS) if system.nvls_busbw < net else (net, Link.NIC)
         return CollectivePath(algo, busbw, 2 * lat_nv + 2 * node_tree_height(nodes) * lat_net, link)
     busbw, link = _ring_busbw(shape, system)
-    if algo == "tree":
-        # NCCL's double binary tree: chain of k inside a node below the node tree.
-        height = node_tree_height(nodes) + k - 1
-        return CollectivePath(algo, busbw, 2 * height * step, link)
-    steps = 2 * (n - 1) if kind is CollKind.ALL_REDUCE else n - 1  # ring, and the broadcast chain
-    return CollectivePath(algo, busbw, steps * step, link)
+    # ring, the broadcast chain, and NCCL's double binary tree (a chain of k inside a node
+    # below the node tree): step counts from collectives.closed_form
+    return CollectivePath(algo, busbw, latency_steps(kind, algo, n, nodes, k) * step, link)

@@ -17,8 +17,7 @@ from pathlib import Path
 
 from workload_gen.errors import FormatError
 from workload_gen.records import CollKind, Group
-
-GIB = 2**30
+from workload_gen.units import GiB as GIB
 
 _GROUPS: dict[str, tuple[Group, ...]] = {
     "TP": (Group.TP, Group.CP, Group.ETP), "DP": (Group.DP, Group.EDP), "EP": (Group.EP,),

@@ -26,7 +26,9 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from network.busbw import GroupShape, algorithm_factor, collective_path
+from collectives.closed_form import bus_factor as algorithm_factor
+from network.busbw import collective_path
+from workload_gen.placement import GroupShape
 from workload_gen.records import CollKind
 from workload_gen.system import SystemConfig
 

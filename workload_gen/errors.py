@@ -37,5 +37,3 @@ class FormatError(TrainsimError):
         super().__init__(f"{loc}: {message}")
 
 
-class InfeasibleError(TrainsimError):
-    """A valid configuration that cannot run, e.g. it does not fit in memory."""

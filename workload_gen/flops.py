@@ -38,10 +38,7 @@ def forward_flops_per_sequence(model: ModelConfig, seq_length: int, causal: bool
     s = seq_length
     total = 0.0
     cache: dict[bool, float] = {}
-    if model.multi_latent_attention:
-        d_qk, d_v = model.qk_head_dim + model.qk_pos_emb_head_dim, model.v_head_dim
-    else:
-        d_qk = d_v = model.head_dim
+    d_qk, d_v = model.qk_dim, model.v_dim
     attn = 2.0 * s * s * model.num_attention_heads * (d_qk + d_v) * (0.5 if causal else 1.0)
     for layer in range(model.num_layers):
         moe = model.is_moe_layer(layer)

@@ -9,10 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from workload_gen.errors import ConfigError
+from workload_gen.units import GB, TFLOPS, GiB
 
-T = 1e12
-GB = 1e9
-GIB = 2**30
+T = TFLOPS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -87,7 +86,7 @@ GPUS: dict[str, GpuSpec] = {
         # ~200 GF/s, fp32 ~80 GF/s, stream add ~20 GB/s.
         source="nominal single-thread AVX-512 x86 CI core (measured torch CPU kernels), not a datasheet",
         peak_flops={"bf16": 220 * 1e9, "fp32": 90 * 1e9, "tf32": 90 * 1e9},
-        hbm_bw=20 * GB, memory_bytes=8 * GIB, sm_count=1,
+        hbm_bw=20 * GB, memory_bytes=8 * GiB, sm_count=1,
     ),
 }
 

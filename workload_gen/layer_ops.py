@@ -291,9 +291,9 @@ class _Emitter:
                 self.norm("q_norm", T_sp, m.q_lora_rank)
             self.norm("kv_norm", T_sp, m.kv_lora_rank)
             if m.q_lora_rank:
-                self.linear("q_up", T, m.q_lora_rank, a * (dn + dr), "col")
+                self.linear("q_up", T, m.q_lora_rank, a * m.qk_dim, "col")
             else:
-                self.linear("q_proj", T, h, a * (dn + dr), "col")
+                self.linear("q_proj", T, h, a * m.qk_dim, "col")
             self.linear("kv_up", T, m.kv_lora_rank, a * (dn + dv), "col")
             if tp > 1 and key.sp:
                 # The shared rotary key k_pe (dr per token) is gathered from the sequence shards.
@@ -301,7 +301,7 @@ class _Emitter:
                 self.add([self.tp_coll("k_pe_ag", FWD, CollKind.ALL_GATHER, nbytes)],
                          [self.tp_coll("k_pe_rs_bwd", BWD_I, CollKind.REDUCE_SCATTER, nbytes)])
             self.rope("rope", T, (a + 1) * dr)
-            self.core_attention(a, a, dn + dr, dv)
+            self.core_attention(a, a, m.qk_dim, m.v_dim)
             self.linear("proj", T, a * dv, h, "row")
         else:
             g, d = m.kv_heads // tp, m.head_dim

@@ -110,6 +110,17 @@ class ModelConfig:
         return self.num_query_groups if self.num_query_groups is not None else self.num_attention_heads
 
     @property
+    def qk_dim(self) -> int:
+        """Width of one head's query and key vectors: head_dim, or for MLA the non-rotary
+        plus the rotary part (qk_head_dim + qk_pos_emb_head_dim, DeepSeek-V2 section 2.1)."""
+        return self.qk_head_dim + self.qk_pos_emb_head_dim if self.multi_latent_attention else self.head_dim
+
+    @property
+    def v_dim(self) -> int:
+        """Width of one head's value (and attention output) vector: head_dim, or MLA's v_head_dim."""
+        return self.v_head_dim if self.multi_latent_attention else self.head_dim
+
+    @property
     def ffn(self) -> int:
         return self.ffn_hidden_size if self.ffn_hidden_size is not None else 4 * self.hidden_size
 

@@ -72,7 +72,7 @@ def attention_tensors(model: ModelConfig) -> tuple[ParamTensor, ...]:
     h, a = model.hidden_size, model.num_attention_heads
     ts: list[ParamTensor] = list(_norm(model, "input_norm", h))
     if model.multi_latent_attention:
-        dqk = model.qk_head_dim + model.qk_pos_emb_head_dim
+        dqk = model.qk_dim
         if model.q_lora_rank:
             ts += _linear(model, "q_down", h, model.q_lora_rank, "dup")
             ts += _norm(model, "q_norm", model.q_lora_rank)

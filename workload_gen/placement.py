@@ -31,16 +31,28 @@ class Placement:
     def num_nodes(self) -> int:
         return -(-self.world_size // self.gpus_per_node)
 
-    def nodes_spanned(self, ranks: tuple[int, ...] | list[int]) -> int:
-        return len({self.node_of(r) for r in ranks})
+    def shape(self, ranks: tuple[int, ...] | list[int]) -> GroupShape:
+        return GroupShape.from_ranks(ranks, self.gpus_per_node)
 
-    def gpus_per_node_in(self, ranks: tuple[int, ...] | list[int]) -> int:
-        """Largest number of the group's ranks sharing one node."""
+
+@dataclass(frozen=True, slots=True)
+class GroupShape:
+    """Where a group's ranks sit: the only placement facts the closed forms and the
+    algorithm choice need (the one place that counts them)."""
+
+    n: int
+    nodes: int
+    """Nodes the group spans."""
+    per_node: int
+    """Largest number of the group's ranks on one node (Megatron groups are uniform)."""
+
+    @classmethod
+    def from_ranks(cls, ranks: tuple[int, ...] | list[int], gpus_per_node: int) -> GroupShape:
         counts: dict[int, int] = {}
         for r in ranks:
-            n = self.node_of(r)
-            counts[n] = counts.get(n, 0) + 1
-        return max(counts.values())
+            node = r // gpus_per_node
+            counts[node] = counts.get(node, 0) + 1
+        return cls(n=len(ranks), nodes=len(counts), per_node=max(counts.values()) if counts else 0)
 
 
 def _dense_coords(par: ParallelConfig, rank: int) -> tuple[int, int, int, int]:

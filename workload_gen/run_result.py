@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from workload_gen.records import Workload
+from workload_gen.records import Group, Workload
 from workload_gen.system import SystemConfig
 
 
@@ -48,6 +48,15 @@ class Breakdown:
     optimizer_s: float
     other_s: float = 0.0
     """Idle time not attributable to the pipeline bubble (waiting for other ranks)."""
+
+    def as_dict(self) -> dict[str, float]:
+        """Flat parts in a fixed order (compute, exposed_<group> for every group, bubble,
+        optimizer, other): summary.json's breakdown_s and the sweep table's columns."""
+        out = {"compute": self.compute_s}
+        for g in Group:
+            out[f"exposed_{g.value}"] = float(self.exposed_comm_s.get(g.value, 0.0))
+        out.update(bubble=self.bubble_s, optimizer=self.optimizer_s, other=self.other_s)
+        return out
 
 
 @dataclass(frozen=True, slots=True)

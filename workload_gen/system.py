@@ -14,10 +14,10 @@ from typing import Any, Literal
 
 from workload_gen.errors import ConfigError
 from workload_gen.gpu_specs import GpuSpec, get_gpu
+from workload_gen.units import GB, GBIT
 from workload_gen.yaml_file import read_yaml_mapping
 
-GBPS = 1e9  # GB/s (decimal), as vendor sheets quote NVLink
-GBIT = 1e9 / 8  # Gb/s, as NICs are quoted
+GBPS = GB  # GB/s (decimal), as vendor sheets quote NVLink
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

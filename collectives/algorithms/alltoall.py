@@ -25,7 +25,7 @@ def _pair_bytes(ctx: Context, dst_pos: np.ndarray) -> np.ndarray:
     return blocks[dst_pos]
 
 
-@ALGORITHMS.register("alltoall", ("alltoall",), "direct all-to-all: every pair at once")
+@ALGORITHMS.register_algorithm("alltoall", ("alltoall",), "direct all-to-all: every pair at once")
 def build_direct(ctx: Context, b: FlowBuilder) -> str:
     n = ctx.layout.n
     i, j = np.nonzero(~np.eye(n, dtype=bool))
@@ -33,7 +33,7 @@ def build_direct(ctx: Context, b: FlowBuilder) -> str:
     return "step"
 
 
-@ALGORITHMS.register("pairwise", ("alltoall",), "pairwise exchange all-to-all in n-1 rounds")
+@ALGORITHMS.register_algorithm("pairwise", ("alltoall",), "pairwise exchange all-to-all in n-1 rounds")
 def build_pairwise(ctx: Context, b: FlowBuilder) -> str:
     n = ctx.layout.n
     R = Rounds(ctx, b, np.asarray(ctx.layout.ranks))
@@ -44,7 +44,7 @@ def build_pairwise(ctx: Context, b: FlowBuilder) -> str:
     return "step"
 
 
-@ALGORITHMS.register("p2p", ("sendrecv",), "point-to-point send/recv over all channels")
+@ALGORITHMS.register_algorithm("p2p", ("sendrecv",), "point-to-point send/recv over all channels")
 def build_p2p(ctx: Context, b: FlowBuilder) -> str:
     src, dst = ctx.layout.ranks
     C = ctx.channels

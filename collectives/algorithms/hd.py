@@ -50,7 +50,7 @@ def _hd(R: Rounds, parts: np.ndarray, nbytes: int, C: int, do_rs: bool, do_ag: b
             R.round(parts[i], parts[partner], _blocks_matching(i, j + 1, blocks))
 
 
-@ALGORITHMS.register("hd", ("allreduce", "reducescatter", "allgather"),
+@ALGORITHMS.register_algorithm("hd", ("allreduce", "reducescatter", "allgather"),
                      "recursive halving-doubling (Rabenseifner); non-power-of-two all-reduce folds ranks first")
 def build_hd(ctx: Context, b: FlowBuilder) -> str:
     L = ctx.layout

@@ -36,7 +36,7 @@ def _pieces(ctx: Context):
     return nested_split(ctx.nbytes, (C, K))
 
 
-@ALGORITHMS.register("nvls", ("allreduce",), "NVLink SHARP all-reduce inside one node (reduce + multicast in the NVSwitch)")
+@ALGORITHMS.register_algorithm("nvls", ("allreduce",), "NVLink SHARP all-reduce inside one node (reduce + multicast in the NVSwitch)")
 def build_nvls(ctx: Context, b: FlowBuilder) -> str:
     L = ctx.layout
     if L.num_nodes != 1:
@@ -51,7 +51,7 @@ def build_nvls(ctx: Context, b: FlowBuilder) -> str:
     return "all"
 
 
-@ALGORITHMS.register("nvls_tree", ("allreduce",), "NVLS inside nodes + double binary tree between node heads")
+@ALGORITHMS.register_algorithm("nvls_tree", ("allreduce",), "NVLS inside nodes + double binary tree between node heads")
 def build_nvls_tree(ctx: Context, b: FlowBuilder) -> str:
     L = ctx.layout
     if L.num_nodes == 1:

@@ -24,16 +24,13 @@ from __future__ import annotations
 import numpy as np
 
 from collectives.algorithms.pipeline import Template, emit
+from collectives.closed_form import ring_steps
 from collectives.common import Context, chunk_count, nested_split
 from collectives.flowgraph import FlowBuilder
 from collectives.registry import ALGORITHMS
 
 
-def ring_steps(op: str, n: int) -> int:
-    return 2 * (n - 1) if op == "allreduce" else n - 1
-
-
-@ALGORITHMS.register("ring", ("allreduce", "allgather", "reducescatter", "broadcast", "reduce"),
+@ALGORITHMS.register_algorithm("ring", ("allreduce", "allgather", "reducescatter", "broadcast", "reduce"),
                      "NCCL ring, one ring per channel, rail-aligned node crossings; chains for broadcast/reduce")
 def build_ring(ctx: Context, b: FlowBuilder) -> str:
     if ctx.op in ("broadcast", "reduce"):

@@ -129,7 +129,7 @@ def add_up_down(t: Template, par: dict[int, int], channel: int, root_extra=(), s
         frontier, depth = nxt, depth + 1
     return {"up": up, "down": down, "into_root": into_root, "root": root, "height": H}
 
-@ALGORITHMS.register("tree", ("allreduce",), "NCCL double binary tree across nodes, chains inside nodes")
+@ALGORITHMS.register_algorithm("tree", ("allreduce",), "NCCL double binary tree across nodes, chains inside nodes")
 def build_tree(ctx: Context, b: FlowBuilder) -> str:
     C = ctx.channels
     K = chunk_count(nested_split(ctx.nbytes, (C,)).max(), ctx.protocol)

@@ -79,6 +79,10 @@ def _search_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _pct(x: float | None) -> str:
+    return f"{x:.1%}" if x is not None else "-"
+
+
 def search_main(argv: list[str] | None = None) -> int:
     args = _search_parser().parse_args(argv)
 
@@ -109,7 +113,7 @@ def search_main(argv: list[str] | None = None) -> int:
         for i, c in enumerate(res.ranked[:args.top_k], 1):
             parts = sorted(((v, k) for k, v in c.breakdown if k != "compute"), reverse=True)[:2]
             costs = ", ".join(f"{k} {v:.3f}s" for v, k in parts if v > 0)
-            print(f"{i:>4}  {c.label():<36} {c.iteration_time_s:8.3f} {c.tokens_per_s:12.0f} {c.mfu:6.1%} "
+            print(f"{i:>4}  {c.label():<36} {c.iteration_time_s:8.3f} {c.tokens_per_s:12.0f} {_pct(c.mfu):>6} "
                   f"{c.reserved_bytes / 2**30:8.1f}  {costs}")
         if len(res.ranked) > 1:
             print()

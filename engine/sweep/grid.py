@@ -62,10 +62,6 @@ class SweepSpec:
     output: Path
     source: str
 
-    @property
-    def axis_names(self) -> tuple[str, ...]:
-        return tuple(name for _, axes in self.blocks for name, _ in axes)
-
 
 def load_spec(path: str | Path) -> SweepSpec:
     p = Path(path)

@@ -11,8 +11,7 @@ from typing import Any
 
 from workload_gen.errors import TrainsimError
 from workload_gen.system import SystemConfig, load_system, system_from_dict
-
-GIB = 2**30
+from workload_gen.units import GiB as GIB
 
 # The summary.json figures that become columns (scalars; per-stage lists are reduced to the max).
 SUMMARY_COLUMNS = ("iteration_time_s", "tokens_per_s", "tflops_per_gpu", "mfu")
@@ -31,9 +30,9 @@ def evaluate_config(config: dict[str, Any]) -> dict[str, Any]:
     """One row: status, reason, the resolved inputs, and every summary figure."""
     from engine.memory import estimate_memory
     from engine.pipeline import run_workload
-    from formats.run_outputs import breakdown_dict, model_flops
     from workload_gen import build
     from workload_gen.config_loading import configs_from_dict
+    from workload_gen.metrics import headline
 
     row: dict[str, Any] = {"status": "ok", "reason": ""}
     try:
@@ -59,17 +58,10 @@ def evaluate_config(config: dict[str, Any]) -> dict[str, Any]:
     except TrainsimError as exc:
         row.update(status="invalid", reason=str(exc))
         return row
-    t = result.iteration_time_s
-    flops = model_flops(result.workload) or 0.0
-    per_gpu = flops / (t * par.world_size)
-    peak_flops = system.gpu_spec.peak_flops.get(par.dtype, 0.0)
-    row.update(
-        iteration_time_s=t,
-        tokens_per_s=result.tokens_per_s,
-        tflops_per_gpu=per_gpu / 1e12,
-        mfu=per_gpu / peak_flops if peak_flops else float("nan"),
-    )
-    for part, seconds in breakdown_dict(result.breakdown).items():
+    h = headline(result)
+    row.update(iteration_time_s=h.iteration_time_s, tokens_per_s=h.tokens_per_s,
+               tflops_per_gpu=h.tflops_per_gpu, mfu=h.mfu)
+    for part, seconds in result.breakdown.as_dict().items():
         row[f"breakdown_s.{part}"] = seconds
     cov = result.extras.get("compute_coverage")
     if cov is not None:

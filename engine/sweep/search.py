@@ -32,7 +32,8 @@ class Candidate:
     reserved_bytes: int
     iteration_time_s: float = 0.0
     tokens_per_s: float = 0.0
-    mfu: float = 0.0
+    mfu: float | None = None
+    """None when the GPU has no peak for the dtype (workload_gen.metrics)."""
     breakdown: tuple[tuple[str, float], ...] = ()
 
     def label(self) -> str:
@@ -100,8 +101,8 @@ def enumerate_layouts(model: ModelConfig, base: ParallelConfig, system: SystemCo
 def search(model: ModelConfig, base: ParallelConfig, system: SystemConfig, *, progress=None) -> SearchResult:
     from engine.memory import estimate_memory
     from engine.pipeline import run_workload
-    from formats.run_outputs import breakdown_dict, model_flops
     from workload_gen import build
+    from workload_gen.metrics import headline
 
     layouts, reasons = enumerate_layouts(model, base, system)
     capacity = system.gpu_spec.memory_bytes
@@ -123,15 +124,14 @@ def search(model: ModelConfig, base: ParallelConfig, system: SystemConfig, *, pr
         settled.add(lighter)
         fitting.append((par, workload, memory, reserved))
     done: list[Candidate] = []
-    peak = system.gpu_spec.peak_flops.get(base.dtype, 0.0)
     for i, (par, workload, memory, reserved) in enumerate(fitting):
         try:
             res = run_workload(workload, system, timeline=False, attach=True, memory=memory)
         except TrainsimError:
             continue
-        t = res.iteration_time_s
-        mfu = (model_flops(res.workload) or 0.0) / (t * par.world_size) / peak if peak else 0.0
-        done.append(Candidate(par, reserved, t, res.tokens_per_s, mfu, tuple(breakdown_dict(res.breakdown).items())))
+        h = headline(res)
+        done.append(Candidate(par, reserved, h.iteration_time_s, h.tokens_per_s, h.mfu,
+                              tuple(res.breakdown.as_dict().items())))
         if progress:
             progress(i + 1, len(fitting))
     # Deterministic ranking: throughput, then less memory, then the label.

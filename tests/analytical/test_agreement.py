@@ -8,17 +8,18 @@ otherwise.
 """
 from __future__ import annotations
 
+import closed_form_oracle as oracle
 import pytest
 
-from collectives import closed_form as cf
 from collectives import expand
+from collectives.closed_form import node_tree_height
 from collectives.expander import choose_algorithm as d_choose
 from collectives.layout import GroupLayout
 from collectives.timing import contention_free_time
 from network.analytical import AnalyticalBackend
-from network.busbw import GroupShape, choose_algorithm, collective_path, node_tree_height
+from network.busbw import choose_algorithm, collective_path
 from network.efficiency import EfficiencyTable
-from workload_gen.placement import Placement
+from workload_gen.placement import GroupShape, Placement
 from workload_gen.records import CollectiveOp, CollKind, Group, Phase
 from workload_gen.system import get_system
 
@@ -94,10 +95,10 @@ def test_backend_time_is_the_closed_form(system, kind, ranks, nbytes):
     path = collective_path(kind, shape, sysc, nbytes)
     step = sysc.network_latency_s if shape.nodes > 1 else sysc.nvlink_latency_s
     algo = path.algorithm
-    want = cf.closed_form_time(kind.value, algo, nbytes, shape.n, path.busbw, step,
+    want = oracle.closed_form_time(kind.value, algo, nbytes, shape.n, path.busbw, step,
                                nodes=shape.nodes, per_node=shape.per_node)
     if algo == "nvls":  # the closed form takes one latency for the two switch hops
-        want = cf.nvls_time(nbytes, shape.n, path.busbw, sysc.nvlink_latency_s)
+        want = oracle.nvls_time(nbytes, shape.n, path.busbw, sysc.nvlink_latency_s)
     assert _ideal_time(system, kind, ranks, nbytes) == pytest.approx(want, rel=1e-12)
 
 
@@ -119,8 +120,8 @@ def test_nvls_within_the_pipeline_fill_of_the_flow_timing():
     k = int(g.chunk.max()) + 1
     flows = contention_free_time(g, sysc)
     ours = _ideal_time("h100", CollKind.ALL_REDUCE, ranks, nbytes)
-    assert ours == pytest.approx(cf.nvls_time(nbytes, 8, sysc.nvls_busbw, sysc.nvlink_latency_s), rel=1e-12)
-    assert flows == pytest.approx(cf.nvls_time(nbytes, 8, sysc.nvls_busbw, sysc.nvlink_latency_s, chunks=k), rel=1e-9)
+    assert ours == pytest.approx(oracle.nvls_time(nbytes, 8, sysc.nvls_busbw, sysc.nvlink_latency_s), rel=1e-12)
+    assert flows == pytest.approx(oracle.nvls_time(nbytes, 8, sysc.nvls_busbw, sysc.nvlink_latency_s, chunks=k), rel=1e-9)
 
 
 def test_tree_is_a_lower_bound_of_the_flow_timing():
@@ -133,7 +134,7 @@ def test_tree_is_a_lower_bound_of_the_flow_timing():
         g = expand("allreduce", nbytes, ranks, Placement(64, 8), algorithm="tree", system=sysc)
         b = AnalyticalBackend(sysc, 64, efficiency=EfficiencyTable.ideal())
         shape = GroupShape.from_ranks(ranks, 8)
-        ours = cf.closed_form_time("allreduce", "tree", nbytes, 8, collective_path(
+        ours = oracle.closed_form_time("allreduce", "tree", nbytes, 8, collective_path(
             CollKind.ALL_REDUCE, shape, sysc, 2 * MiB).busbw, sysc.network_latency_s, nodes=8, per_node=1)
         if nbytes == 2 * MiB:
             assert ours == pytest.approx(b.collective_time(

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from formats.chrome_trace import STREAMS, read_chrome_trace, write_chrome_trace
-from formats.run_outputs import hardware_flops_per_iteration, summary_dict, write_layers_csv
+from formats.run_outputs import layers_csv, summary_dict
+from workload_gen.metrics import hardware_flops_per_iteration
 from workload_gen.model_config import ModelConfig
 from workload_gen.parallel_config import ParallelConfig
 from workload_gen.records import (
@@ -99,7 +100,7 @@ def test_summary_figures_follow_their_definitions():
 def test_layers_csv_sums_the_timeline(tmp_path):
     run = tiny_run()
     path = tmp_path / "layers.csv"
-    write_layers_csv(run, path)
+    path.write_text(layers_csv(run))
     rows = list(csv.DictReader(path.open()))
     assert list(rows[0])[:8] == ["stage", "layer", "phase", "microbatches", "compute_s", "comm_s", "exposed_comm_s",
                                  "comm_bytes"]

@@ -12,6 +12,7 @@ of sizes).
 """
 from __future__ import annotations
 
+import closed_form_oracle as oracle
 import pytest
 
 from collectives import closed_form as cf
@@ -38,8 +39,8 @@ def test_ring_allreduce_inside_a_node(n, ch, S):
     g = expand("allreduce", S, range(n), Placement(8, 8), algorithm="ring", channels=ch)
     want = 2 * (n - 1) / n * S / NV + 2 * (n - 1) * LAT_NV
     assert _time(g) == pytest.approx(want, rel=REL)
-    assert cf.ring_time("allreduce", S, n, NV, LAT_NV) == pytest.approx(want, rel=REL)
-    assert cf.closed_form_time("allreduce", "ring", S, n, NV, LAT_NV) == pytest.approx(want, rel=REL)
+    assert oracle.ring_time("allreduce", S, n, NV, LAT_NV) == pytest.approx(want, rel=REL)
+    assert oracle.closed_form_time("allreduce", "ring", S, n, NV, LAT_NV) == pytest.approx(want, rel=REL)
 
 
 @pytest.mark.parametrize("op", ["allgather", "reducescatter"])
@@ -50,7 +51,7 @@ def test_ring_allgather_reducescatter_one_gpu_per_node(op, n):
     assert not g.is_intra_node.any()
     want = (n - 1) / n * S / NIC + (n - 1) * LAT_NET
     assert _time(g) == pytest.approx(want, rel=REL)
-    assert cf.ring_time(op, S, n, NIC, LAT_NET) == pytest.approx(want, rel=REL)
+    assert oracle.ring_time(op, S, n, NIC, LAT_NET) == pytest.approx(want, rel=REL)
 
 
 def test_hierarchical_ring_is_bound_by_the_nics_within_one_pass():
@@ -79,7 +80,7 @@ def test_tree_allreduce_inside_a_node_is_a_pipelined_chain(n):
     h = n - 1
     want = 2 * h * LAT_NV + (2 * h + K - 1) / K * 2 * (n - 1) / n * S / NV
     assert _time(g) == pytest.approx(want, rel=REL)
-    assert cf.closed_form_time("allreduce", "tree", S, n, NV, LAT_NV, chunks=K) == pytest.approx(want, rel=REL)
+    assert oracle.closed_form_time("allreduce", "tree", S, n, NV, LAT_NV, chunks=K) == pytest.approx(want, rel=REL)
 
 
 @pytest.mark.parametrize("nodes", [2, 5, 8])
@@ -95,7 +96,7 @@ def test_tree_allreduce_across_nodes_between_its_lane_bounds(nodes):
     f = 2 * (nodes - 1) / nodes
 
     def t_at(rate):  # per-lane rate -> busbw of the closed form: C * rate * f (a chunk S/(C K) per edge)
-        return cf.tree_time(S, nodes, ch * rate * f, LAT_NET, h, K)
+        return oracle.tree_time(S, nodes, ch * rate * f, LAT_NET, h, K)
 
     assert t_at(rates.max()) * (1 - REL) <= _time(g) <= t_at(rates.min()) * (1 + REL)
 
@@ -107,9 +108,9 @@ def test_nvls_allreduce(n, ch):
     K = int(g.chunk.max()) + 1
     want = 2 * LAT_NV + (1 + 1 / K) * 2 * (n - 1) / n * S / H100.nvls_busbw
     assert _time(g) == pytest.approx(want, rel=REL)
-    assert cf.nvls_time(S, n, H100.nvls_busbw, LAT_NV, chunks=K) == pytest.approx(want, rel=REL)
+    assert oracle.nvls_time(S, n, H100.nvls_busbw, LAT_NV, chunks=K) == pytest.approx(want, rel=REL)
     # with ideal pipelining the NVLS busbw is the system's figure
-    assert S * 2 * (n - 1) / n / (cf.nvls_time(S, n, H100.nvls_busbw, 0.0)) == pytest.approx(H100.nvls_busbw)
+    assert S * 2 * (n - 1) / n / (oracle.nvls_time(S, n, H100.nvls_busbw, 0.0)) == pytest.approx(H100.nvls_busbw)
 
 
 @pytest.mark.parametrize("n", [2, 4, 8])
@@ -119,7 +120,7 @@ def test_halving_doubling_power_of_two(n):
     rounds = n.bit_length() - 1
     want = 2 * (n - 1) / n * S / NV + 2 * rounds * LAT_NV
     assert _time(g) == pytest.approx(want, rel=REL)
-    assert cf.hd_time("allreduce", S, n, NV, LAT_NV) == pytest.approx(want, rel=REL)
+    assert oracle.hd_time("allreduce", S, n, NV, LAT_NV) == pytest.approx(want, rel=REL)
 
 
 @pytest.mark.parametrize("n", [3, 6, 7])
@@ -130,7 +131,7 @@ def test_halving_doubling_non_power_of_two_folds_in_and_out(n):
     rounds = p.bit_length() - 1
     want = 2 * (p - 1) / p * S / NV + 2 * rounds * LAT_NV + 2 * S / NV + 2 * LAT_NV
     assert _time(g) == pytest.approx(want, rel=REL)
-    assert cf.hd_time("allreduce", S, n, NV, LAT_NV) == pytest.approx(want, rel=REL)
+    assert oracle.hd_time("allreduce", S, n, NV, LAT_NV) == pytest.approx(want, rel=REL)
 
 
 @pytest.mark.parametrize("algo,steps", [("alltoall", 1), ("pairwise", None)])
@@ -140,7 +141,7 @@ def test_alltoall_inside_a_node(algo, steps):
     lat_terms = 1 if algo == "alltoall" else n - 1
     want = (n - 1) / n * S / NV + lat_terms * LAT_NV
     assert _time(g) == pytest.approx(want, rel=REL)
-    assert cf.closed_form_time("alltoall", algo, S, n, NV, LAT_NV) == pytest.approx(want, rel=REL)
+    assert oracle.closed_form_time("alltoall", algo, S, n, NV, LAT_NV) == pytest.approx(want, rel=REL)
 
 
 def test_broadcast_chain_one_channel():
@@ -149,7 +150,7 @@ def test_broadcast_chain_one_channel():
     K = int(g.chunk.max()) + 1
     want = (1 + (n - 2) / K) * S / NV + (n - 1) * LAT_NV
     assert _time(g) == pytest.approx(want, rel=REL)
-    assert cf.closed_form_time("broadcast", "ring", S, n, NV, LAT_NV, chunks=K) == pytest.approx(want, rel=REL)
+    assert oracle.closed_form_time("broadcast", "ring", S, n, NV, LAT_NV, chunks=K) == pytest.approx(want, rel=REL)
 
 
 def test_sendrecv_across_nodes():
@@ -157,7 +158,7 @@ def test_sendrecv_across_nodes():
     g = expand("sendrecv", S, (3, 11), Placement(16, 8), channels=2)
     # 2 channels share one NIC: the message sees one NIC
     assert _time(g) == pytest.approx(S / NIC + LAT_NET, rel=REL)
-    assert cf.p2p_time(S, NIC, LAT_NET) == pytest.approx(S / NIC + LAT_NET, rel=REL)
+    assert oracle.p2p_time(S, NIC, LAT_NET) == pytest.approx(S / NIC + LAT_NET, rel=REL)
 
 
 def test_bus_factors_are_nccl_tests():
@@ -174,3 +175,24 @@ def test_latency_steps():
     assert cf.latency_steps("allgather", "ring", 8) == 7
     assert cf.latency_steps("allreduce", "hd", 16) == 8
     assert cf.latency_steps("allreduce", "nvls", 8) == 2
+
+
+@pytest.mark.parametrize("algorithm,kinds", [
+    ("ring", ("allreduce", "allgather", "reducescatter")), ("tree", ("allreduce",)), ("nvls", ("allreduce",)),
+    ("hd", ("allreduce",)), ("alltoall", ("alltoall",)), ("pairwise", ("alltoall",)), ("p2p", ("sendrecv",)),
+])
+@pytest.mark.parametrize("n,nodes", [(2, 1), (8, 1), (16, 2), (24, 3), (64, 8), (128, 16), (96, 12)])
+def test_production_latency_steps_equal_the_oracles(algorithm, kinds, n, nodes):
+    """The production step counts (what the analytical backend charges) are the latency
+    terms of the independently written oracle: its time with S = 0 and latency = 1."""
+    if algorithm == "p2p":
+        n, nodes = 2, min(nodes, 2)
+    for kind in kinds:
+        expect = oracle.closed_form_time(kind, algorithm, 0.0, n, 1.0, 1.0, nodes=nodes)
+        assert cf.latency_steps(kind, algorithm, n, nodes=nodes) == round(expect)
+
+
+@pytest.mark.parametrize("nodes", [1, 2, 3, 5, 8, 13, 64, 100])
+@pytest.mark.parametrize("per_node", [1, 4, 8])
+def test_production_tree_height_equals_the_oracles(nodes, per_node):
+    assert cf.tree_height(nodes, per_node) == oracle.tree_height(nodes, per_node)

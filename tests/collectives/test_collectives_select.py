@@ -74,4 +74,4 @@ def test_refusals_name_the_field(kwargs, field):
 def test_registry_lists_every_algorithm_once():
     assert ALGORITHMS.names() == sorted(["ring", "tree", "nvls", "nvls_tree", "hd", "alltoall", "pairwise", "p2p"])
     with pytest.raises(ValueError):
-        ALGORITHMS.register("ring", ("allreduce",), "again")(lambda ctx, b: "step")
+        ALGORITHMS.register_algorithm("ring", ("allreduce",), "again")(lambda ctx, b: "step")

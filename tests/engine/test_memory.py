@@ -125,3 +125,32 @@ def test_peak_memory_within_5_percent_of_megatron_on_b200(row):
                          distributed_optimizer=True)
     peak = max(x.allocated_peak for x in estimate_memory(build(m, par)))
     assert peak / 2**30 == pytest.approx(float(row["real_mem_alloc_gib"]), rel=0.05)
+
+
+@pytest.mark.parametrize("dtype,reduce_in_fp32,grad_bytes", [
+    ("bf16", None, 4),    # Megatron forces fp32 main grads for bf16
+    ("bf16", False, 2),   # --no-grad-reduce-in-fp32 (NeMo's recipes): bf16 main grads
+    ("fp16", None, 2),    # fp16: the grad buffer is in the parameter dtype
+    ("fp16", True, 4),
+    ("fp32", None, 4),
+])
+def test_gradient_memory_follows_the_gradient_dtype(dtype, reduce_in_fp32, grad_bytes):
+    """Gradient memory is grad_bytes per parameter held, and the same bytes per element
+    that the workload's own DP gradient sync moves (the two used to disagree: memory
+    hard-coded 4 bytes)."""
+    from workload_gen.records import CollectiveOp, Group, Phase
+
+    m = replace(get_preset("gpt3-125m"), num_layers=2)
+    par = ParallelConfig(world_size=2, global_batch=2, micro_batch=1, seq_length=256, dtype=dtype,
+                         grad_reduce_in_fp32=reduce_in_fp32)
+    w = build(m, par)
+    (mem,) = estimate_memory(w)
+    params = w.stages[0].params
+    assert mem.gradients == grad_bytes * params
+    assert mem.weights == (4 if dtype == "fp32" else 2) * params
+    dp_sync = [op for _, _, op in w.ops() if isinstance(op, CollectiveOp) and op.phase is Phase.ITERATION
+               and op.group is Group.DP]
+    synced = sum(op.bytes for op in dp_sync)
+    # Without the distributed optimizer the DP sync is all-reduces over every gradient
+    # element (padded buckets aside): bytes per element == grad_bytes.
+    assert synced / params == pytest.approx(grad_bytes, rel=0.01)
