@@ -17,7 +17,8 @@ SimAI files take SimAI_analytical's cluster flags (``--gpus 9216 --gpus-per-node
 --nvlink-busbw 360 --nic-busbw 48.5 --nics-per-node 8``, GB/s with GB = 2^30 bytes), and
 ``--accounting simai`` reproduces SimAI's own report instead of our event simulation.
 Results go to DIR (summary.json, layers.csv, trace.json, EndToEnd.csv, run.png), all
-rendered in memory first and each written atomically; a readable table (or ``--json``,
+rendered in memory first and swapped in as one directory (a failure leaves the previous
+run whole; formats.atomic.write_directory); a readable table (or ``--json``,
 summary.json itself) goes to stdout, progress to stderr.
 """
 from __future__ import annotations
@@ -33,10 +34,19 @@ from typing import Any
 from formats.simai_reader import is_simai_file
 from workload_gen.cli_errors import OneLineParser, run_cli
 from workload_gen.errors import ConfigError
+from workload_gen.units import GiB as GIB
 
-GIB = 2**30
 DEFAULT_SYSTEM = "h100"
 OUTPUT_FILES = ("summary.json", "layers.csv", "trace.json", "EndToEnd.csv", "run.png")
+
+
+def known_output_files() -> tuple[str, ...]:
+    """Every name a run command or a built-in backend writes into --out (run-ns3 adds
+    fct.csv and links.csv). A rerun removes those it does not write; other files stay."""
+    from network.registry import BUILTIN_KINDS, backend_kind
+
+    extras = [f for name in BUILTIN_KINDS for f in backend_kind(name).output_files]
+    return (*OUTPUT_FILES, *dict.fromkeys(extras))
 
 
 def add_run_arguments(ap: argparse.ArgumentParser) -> None:
@@ -248,19 +258,27 @@ def event_outputs(args: argparse.Namespace, result: Any) -> tuple[dict[str, Any]
 
 
 def write_outputs(out: Path, files: dict[str, str | bytes]) -> None:
-    from formats.atomic import atomic_write
+    """Replace the run directory ``out`` as a whole with ``files`` (rendered in memory by the caller).
 
-    if out.exists() and not out.is_dir():
-        raise ConfigError("out", str(out), "exists and is not a directory")
-    for name in OUTPUT_FILES:
-        if name in files:
-            data = files[name]
-            with atomic_write(out / name, "wb" if isinstance(data, bytes) else "w",
-                              encoding=None if isinstance(data, bytes) else "utf-8") as fh:
-                fh.write(data)
-    for name in OUTPUT_FILES:
-        if name not in files:  # an earlier run's file here would contradict this run
-            (out / name).unlink(missing_ok=True)
+    Everything is written into a sibling temporary directory that is then swapped in
+    (formats.atomic.write_directory), so a failure part-way (disk full, file-size limit,
+    Ctrl-C, SIGTERM) leaves the previous run directory whole. Rule for what was there:
+    every name in :func:`known_output_files` (this command's files and every backend's
+    extras, e.g. run-ns3's fct.csv/links.csv) belongs to trainsim, and those this run does
+    not write disappear with the old directory; any other entry is the user's and is
+    moved over untouched. An entry with one of our names that is not a regular file (a
+    symlink, FIFO, device) is refused, not replaced. ``--out`` existing as anything but a
+    directory is a one-line ConfigError; a symlink to a directory is kept and the
+    directory it points to is replaced. The backend's extras (``kind.render_outputs``)
+    are part of ``files``, so they land in the same swap.
+    """
+    from formats.atomic import write_directory
+
+    known = known_output_files()
+    unknown = sorted(set(files) - set(known))
+    if unknown:
+        raise ValueError(f"write_outputs: {unknown} not in known_output_files()")
+    write_directory(out, {name: files[name] for name in known if name in files}, owned=known, field="out")
 
 
 def _fmt_s(x: float) -> str:
@@ -367,9 +385,10 @@ def _body(argv: list[str] | None, backend_name: str) -> int:
     try:
         if args.out:
             out = Path(args.out)
+            if net is not None:
+                files.update(kind.render_outputs(net, result.iteration_time_s))
             write_outputs(out, files)
-            extra = kind.write_outputs(net, out, result.iteration_time_s) if net is not None else []
-            _progress(f"wrote {', '.join([*(n for n in OUTPUT_FILES if n in files), *extra])} to {out}/", prog)
+            _progress(f"wrote {', '.join(n for n in known_output_files() if n in files)} to {out}/", prog)
         if args.json:
             sys.stdout.write(files["summary.json"] if isinstance(files["summary.json"], str) else "")
         else:

@@ -137,8 +137,10 @@ class AnalyticalKind:
                   progress: TextIO | None) -> AnalyticalBackend:
         return self.create(system, world_size, busbw_overrides=args.busbw, efficiency=args.efficiency)
 
-    def write_outputs(self, backend: object, out: Path, iteration_time_s: float) -> list[str]:
-        return []
+    output_files: tuple[str, ...] = ()
+
+    def render_outputs(self, backend: object, iteration_time_s: float) -> dict[str, str | bytes]:
+        return {}
 
     def report(self, backend: object) -> dict[str, Any]:
         return {}

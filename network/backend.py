@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol, TextIO
 
 from workload_gen.records import CollectiveOp
@@ -96,8 +95,12 @@ class BackendKind(Protocol):
                   progress: TextIO | None) -> NetworkBackend:
         """The backend the parsed flags describe."""
 
-    def write_outputs(self, backend: NetworkBackend, out: Path, iteration_time_s: float) -> list[str]:
-        """Write backend-specific files into the run directory; return their names."""
+    output_files: tuple[str, ...]
+    """Names of the files render_outputs may produce (the run directory owns them)."""
+
+    def render_outputs(self, backend: NetworkBackend, iteration_time_s: float) -> dict[str, str | bytes]:
+        """Backend-specific files for the run directory, rendered in memory, so the run
+        command writes them in the same all-or-nothing swap as the shared files."""
 
     def report(self, backend: NetworkBackend) -> dict[str, Any]:
         """Backend statistics for summary.json's extras (flows, bytes, CPU seconds...)."""

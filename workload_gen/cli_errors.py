@@ -15,15 +15,21 @@ from workload_gen.errors import TrainsimError
 
 
 def run_cli(body: Callable[[], int]) -> int:
-    """Run a command body; map ``TrainsimError`` (and unreadable files) to exit 2."""
+    """Run a command body; map ``TrainsimError`` and OS errors (unreadable files, a full
+    disk) to one line and exit 2, and Ctrl-C to one line and exit 130 (the shell's
+    convention for SIGINT). Outputs are swapped in whole, so either leaves earlier ones."""
     try:
         return body()
     except TrainsimError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
-        print(f"error: {exc.filename}: {exc.strerror}", file=sys.stderr)
+    except OSError as exc:  # unreadable input, disk full, file-size limit: the OS's own words
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
 
 
 class OneLineParser(argparse.ArgumentParser):

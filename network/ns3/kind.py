@@ -3,7 +3,7 @@
 ``run-ns3`` is the shared run command (engine/cli.py) with this kind: the flags below
 describe the fabric and the transport, :meth:`Ns3Kind.from_args` builds the Ns3Backend
 they describe (validating a SimAI topology file against the workload), and
-:meth:`Ns3Kind.write_outputs` adds fct.csv and links.csv to the run directory.
+:meth:`Ns3Kind.render_outputs` adds fct.csv and links.csv to the run directory.
 """
 from __future__ import annotations
 
@@ -88,10 +88,14 @@ class Ns3Kind:
                   file=progress, flush=True)
         return backend
 
-    def write_outputs(self, backend: Any, out: Path, iteration_time_s: float) -> list[str]:
-        from network.ns3.outputs import write_ns3_outputs
+    output_files: tuple[str, ...] = ("fct.csv", "links.csv")
+    """network.ns3.outputs.NS3_OUTPUT_FILES (a test checks they agree; importing that module
+    here would load numpy for every run command)."""
 
-        return write_ns3_outputs(backend, out, iteration_time_s)
+    def render_outputs(self, backend: Any, iteration_time_s: float) -> dict[str, str | bytes]:
+        from network.ns3.outputs import render_ns3_outputs
+
+        return dict(render_ns3_outputs(backend, iteration_time_s))
 
     def report(self, backend: Any) -> dict[str, Any]:
         return backend.stats()

@@ -3,16 +3,20 @@
 Units are in the column names (seconds, bytes, bits/s). Rows are in a stable order
 (flows by global id = submission order; links in fabric order, a->b then b->a), so two
 runs of the same inputs write identical files.
+
+They are added to the run directory after the shared outputs (engine.cli.write_outputs
+replaced it as a whole and removed any earlier fct.csv/links.csv), both rendered first and
+written together: each to a temporary file, renamed into place only once both are
+written, so a failure leaves neither half-written nor one new beside one old.
 """
 from __future__ import annotations
 
 import io
-from pathlib import Path
 
-import numpy as np
-
-from formats.atomic import write_text_atomic
 from network.ns3.backend import Ns3Backend
+
+NS3_OUTPUT_FILES = ("fct.csv", "links.csv")
+"""The files run-ns3 adds to a run directory (the ns3 kind declares them as output_files; a test checks they agree)."""
 
 
 def fct_csv(backend: Ns3Backend) -> str:
@@ -44,20 +48,8 @@ def links_csv(backend: Ns3Backend, duration_s: float | None = None) -> str:
     return buf.getvalue()
 
 
-def write_ns3_outputs(backend: Ns3Backend, out: str | Path, duration_s: float | None = None) -> list[str]:
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(out / "fct.csv", fct_csv(backend))
-    write_text_atomic(out / "links.csv", links_csv(backend, duration_s))
-    return ["fct.csv", "links.csv"]
+def render_ns3_outputs(backend: Ns3Backend, duration_s: float | None = None) -> dict[str, str]:
+    """fct.csv and links.csv, rendered in memory (name -> text)."""
+    return {"fct.csv": fct_csv(backend), "links.csv": links_csv(backend, duration_s)}
 
 
-def slowdowns(backend: Ns3Backend) -> np.ndarray:
-    """Per network flow: actual / ideal duration (1 = as if alone on the fabric)."""
-    table = backend.net.flow_table()
-    out = []
-    for tf in backend.transfers:
-        rows = table[tf.first_flow:tf.first_flow + len(tf.src_rank)]
-        ok = (rows[:, 5] == 0) & (rows[:, 4] >= 0) & (tf.ideal_s > 0)
-        out.append((rows[ok, 4] - rows[ok, 3]) / tf.ideal_s[ok])
-    return np.concatenate(out) if out else np.zeros(0)
