@@ -1,8 +1,8 @@
 """One ns-3 simulation: a :class:`Fabric` instantiated with a transport; flows in, times out.
 
-The boundary with C++ (network/ns3/tsim.cpp) is crossed per collective (a whole flow
-graph as numpy arrays), per clock advance and per bulk read of results, never per packet
-or per flow.
+The boundary with C++ (``World`` in network/ns3/tsim.cpp, which includes the tsim_*.h
+parts) is crossed per collective (a whole flow graph as numpy arrays), per clock advance
+and per bulk read of results, never per packet or per flow.
 """
 from __future__ import annotations
 
@@ -135,7 +135,7 @@ class PacketNetwork:
     @property
     def ip_drops(self) -> int:
         """Packets IPv4 dropped anywhere (no route, TTL): 0 in a healthy run."""
-        return int(self._w.ipDrops)
+        return int(self._w.IpDrops())
 
     @property
     def bytes_done(self) -> int:

@@ -1,0 +1,136 @@
+// trainsim ns-3 core, part 1 of 7: what every other part shares. The ns-3 and standard
+// headers, host addressing and port constants, the nanosecond rounding of delays, the
+// ECMP hash, the parameters handed over from Python (Params), one flow's record (Flow)
+// and the interface through which the transports report a flow sent or delivered
+// (FlowEvents).
+//
+// Units: seconds (double) for times, bits/s for link and NIC rates, bytes for sizes.
+#pragma once
+
+#include "ns3/core-module.h"
+#include "ns3/internet-module.h"
+#include "ns3/network-module.h"
+#include "ns3/point-to-point-module.h"
+#include "ns3/traffic-control-module.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+namespace tsim
+{
+using namespace ns3;
+
+static const uint32_t kBaseAddr = 0x0A000001; // host h has address 10.0.0.1 + h
+static const uint16_t kRdmaPort = 4791;       // RoCEv2's UDP port, for the receivers
+static const uint16_t kTcpPort = 5001;
+static const uint32_t kNvSwitchEnd = 0xFFFFFFFFu; // fluid flows: the node's NVSwitch as an end (NVLS)
+
+// ns-3 keeps time in integer nanoseconds: delays are rounded UP to the next nanosecond so
+// that an event never fires before the moment it waits for (rounding down would re-arm
+// the same event at the same instant forever).
+inline Time
+CeilTime(double seconds)
+{
+    return NanoSeconds(int64_t(std::ceil(seconds * 1e9 - 1e-6)));
+}
+
+inline uint64_t
+Mix64(uint64_t x)
+{
+    // splitmix64 finaliser: a cheap, well-spread hash for ECMP choices.
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    x ^= x >> 31;
+    return x;
+}
+
+// Key of a flow's (source host, source port): how receivers recognise a flow's packets.
+inline uint64_t
+SourcePortKey(uint32_t host, uint16_t port)
+{
+    return (uint64_t(host) << 16) | port;
+}
+
+// Parameters handed over from Python (network/ns3/params.py documents each one).
+struct Params
+{
+    int transport{0};              // 0 = rdma (paced UDP + DCQCN), 1 = dctcp
+    uint32_t mtu{9000};            // IP MTU, bytes
+    double nvlinkBps{0};           // fluid model: per-GPU NVLink port rate, bits/s
+    double nvlinkLatency{0};       // fluid model: start-up latency per flow, s
+    double cnpInterval{4e-6};      // receiver: min gap between CNPs of one flow, s
+    double rateDecreaseInterval{4e-6};
+    double alphaInterval{1e-6};    // ALPHA_RESUME_INTERVAL
+    double rpTimer{900e-6};        // RP_TIMER: rate increase period
+    double g{1.0 / 256};           // EWMA_GAIN
+    int fastRecoveryTimes{1};
+    uint64_t byteCounter{32768};   // bytes sent per byte-counter stage
+    double rateAi{50e6};           // bits/s
+    double rateHai{100e6};
+    double minRate{100e6};
+    uint32_t tcpBuffer{4 << 20};
+};
+
+// One point-to-point flow. Network flows run between ns-3 hosts; fluid (NVLink) flows
+// between GPU ranks of one server, or a GPU and kNvSwitchEnd.
+struct Flow
+{
+    uint32_t src{0}, dst{0};
+    uint64_t bytes{0};
+    int32_t transfer{-1}; // dense index of its collective in World's transfer tables
+    int32_t pending{0};   // parents not yet finished
+    std::vector<int32_t> children;     // start when this flow has been delivered
+    std::vector<int32_t> sendChildren; // same connection, next chunk: start once this one is sent
+    bool fluid{false};
+    bool sent{false};
+    double start{-1}, finish{-1}; // s; -1 until it happens
+    uint64_t rcvd{0};             // bytes delivered so far (network flows)
+    uint16_t srcPort{0};
+};
+
+// What a transport (or the fluid model) tells the flow bookkeeping about a flow.
+class FlowEvents
+{
+  public:
+    virtual ~FlowEvents() = default;
+    // The sender has handed the flow's last byte to its NIC (RDMA) or socket (TCP).
+    virtual void FlowSent(int32_t id) = 0;
+    // The receiver has every byte.
+    virtual void FlowDone(int32_t id) = 0;
+};
+
+// Every flow of the run by global id, and which flow a (source host, source port) belongs
+// to while it is in flight. World fills it; the transports look flows up in it.
+struct FlowRegistry
+{
+    std::vector<Flow> all;                              // global flow id -> flow
+    std::unordered_map<uint64_t, int32_t> bySourcePort; // SourcePortKey -> flow id
+
+    Flow& operator[](int32_t id)
+    {
+        return all[id];
+    }
+
+    const Flow& operator[](int32_t id) const
+    {
+        return all[id];
+    }
+
+    // The flow sending from (host, port), or -1 if none is in flight there.
+    int32_t FindBySource(uint32_t host, uint16_t port) const
+    {
+        auto it = bySourcePort.find(SourcePortKey(host, port));
+        return it == bySourcePort.end() ? -1 : it->second;
+    }
+};
+
+} // namespace tsim
