@@ -5,9 +5,9 @@ comes from an A100 MoE run), the measured counterpart of the collectives our wor
 emits, so the communication model can be checked and calibrated against it.
 
 Columns as AICB writes them: ``comm_type`` (``CommType.all_reduce``...), ``comm_group``
-(``CommGroup.tp_group``...), ``comm_group_size`` (``None`` when AICB did not record it),
-``msg_size`` (bytes; None-sized rows of a group whose size other rows state get that size), ``stage`` (``init.model_setup``, ``forward.MegatronColumnLinear``,
-...), ``dst``, ``src``, ``additional``, ``_elapsed_time`` (ms), ``algbw`` and ``busbw``
+(``CommGroup.tp_group``...), ``comm_group_size`` (``None`` when AICB did not record it; by
+default such a row gets the size the other rows of its group state), ``msg_size`` (bytes),
+``stage`` (``init.model_setup``, ``forward.MegatronColumnLinear``, ...), ``dst``, ``src``, ``additional``, ``_elapsed_time`` (ms), ``algbw`` and ``busbw``
 (GB/s, 1e9 bytes), ``count``. ``CommType.epoch_end`` rows separate iterations.
 
 AICB computes ``busbw`` with the factor of an 8-rank group whatever the group's size
@@ -15,12 +15,18 @@ AICB computes ``busbw`` with the factor of an 8-rank group whatever the group's 
 :attr:`CommRecord.busbw_Bps` recomputes it from the group size when the log has one and
 keeps AICB's figure as ``aicb_busbw_Bps``.
 
+This is the one reader of the log. Its users want different subsets (a per-group summary
+wants every call; the NVLink efficiency fit in network/efficiency_fit.py wants only
+calls whose bus factor and time are meaningful), so the filters are keyword parameters of
+:func:`read_aicb_comm_log`, all off by default, rather than a second reader.
+
 Units: bytes, seconds, bytes/s.
 """
 from __future__ import annotations
 
 import csv
 from collections import defaultdict
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -68,10 +74,43 @@ class CommRecord:
         head = self.stage.split(".", 1)[0]
         return {"forward": "fwd", "forward_step": "fwd", "backward": "bwd", "step": "iter", "init": "init"}.get(head, head)
 
+    @property
+    def is_init(self) -> bool:
+        """A set-up call (stage ``init.*``: model set-up before the first iteration), not training."""
+        return self.phase == "init"
 
-def read_aicb_comm_log(path: str | Path) -> tuple[CommRecord, ...]:
-    """Parse the log; FormatError naming the line for a malformed row."""
-    p = Path(path)
+
+def read_aicb_comm_log(path: str | Path, *, kinds: Collection[CollKind] | None = None, skip_init: bool = False,
+                       skip_empty: bool = False, fill_group_sizes: bool = True,
+                       require_group_size: bool = False) -> tuple[CommRecord, ...]:
+    """The log's collective calls, in log order, that pass the filters; FormatError naming the
+    line for a malformed row (every row is checked, also one a filter would drop).
+
+    With the defaults every call is returned. The filters:
+
+    * ``kinds``: keep only these collectives (None: all). A fit of a bus-bandwidth curve
+      takes only the collectives whose bus factor it models.
+    * ``skip_init``: drop the set-up calls (:attr:`CommRecord.is_init`); they run once, before
+      the first iteration, so they are not part of any training step.
+    * ``skip_empty``: drop zero-byte calls; their time is pure call overhead.
+    * ``fill_group_sizes``: give a call whose group size AICB left as None the size the other
+      calls of its group state, when they state exactly one (see :func:`_fill_group_sizes`).
+      Sizes come from every row of the log, whatever the other filters drop.
+    * ``require_group_size``: drop calls whose group size is still unknown (after the fill,
+      when it is on); without it the bus factor, and so ``busbw_Bps``, is unknown.
+    """
+    records = _read_all(Path(path))
+    if fill_group_sizes:
+        records = _fill_group_sizes(records)
+    return tuple(r for r in records
+                 if (kinds is None or r.kind in kinds)
+                 and not (skip_init and r.is_init)
+                 and not (skip_empty and r.bytes <= 0)
+                 and not (require_group_size and r.group_size is None))
+
+
+def _read_all(p: Path) -> list[CommRecord]:
+    """Every collective call of the log, group sizes as written."""
     with p.open(newline="", encoding="utf-8") as fh:
         reader = csv.DictReader(fh)
         missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
@@ -102,10 +141,10 @@ def read_aicb_comm_log(path: str | Path) -> tuple[CommRecord, ...]:
                 kind=_KINDS[ctype], group=group_from_description(row["comm_group"].removeprefix("CommGroup.")),
                 group_size=gsize, bytes=nbytes, stage=row["stage"], iteration=iteration,
                 elapsed_s=elapsed_ms * 1e-3, aicb_busbw_Bps=busbw * 1e9, line=line))
-    return _fill_group_sizes(out)
+    return out
 
 
-def _fill_group_sizes(records: list[CommRecord]) -> tuple[CommRecord, ...]:
+def _fill_group_sizes(records: list[CommRecord]) -> list[CommRecord]:
     """AICB leaves ``comm_group_size`` as None on some rows of a group whose size other rows
     give (MoE-layer TP calls); a group has one size in one run, so borrow it when unambiguous."""
     sizes: dict[str, set[int]] = defaultdict(set)
@@ -113,7 +152,7 @@ def _fill_group_sizes(records: list[CommRecord]) -> tuple[CommRecord, ...]:
         if r.group_size is not None:
             sizes[r.group].add(r.group_size)
     known = {g: next(iter(s)) for g, s in sizes.items() if len(s) == 1}
-    return tuple(replace(r, group_size=known.get(r.group)) if r.group_size is None else r for r in records)
+    return [replace(r, group_size=known.get(r.group)) if r.group_size is None else r for r in records]
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,10 +167,11 @@ class CommSummary:
 
 
 def summarize(records: tuple[CommRecord, ...] | list[CommRecord], *, skip_init: bool = True) -> list[CommSummary]:
-    """Per (collective, group, size): calls, total and median time, median busbw; stable order."""
+    """Per (collective, group, size): calls, total and median time, median busbw; stable order.
+    ``skip_init`` leaves out the set-up calls, as :func:`read_aicb_comm_log`'s filter of that name."""
     buckets: dict[tuple[str, str, int], list[CommRecord]] = defaultdict(list)
     for r in records:
-        if skip_init and r.iteration == 0:
+        if skip_init and r.is_init:
             continue
         buckets[(r.kind.value, r.group, r.bytes)].append(r)
     out = []

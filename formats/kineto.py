@@ -347,6 +347,12 @@ def _walk(roots: list[_Node], ctx: _Ctx, visit) -> None:
         todo.extend((ch, c) for ch in reversed(node.children))
 
 
+def _walk_forests(forests: list[list[_Node]], visit) -> None:
+    """:func:`_walk` every thread's tree, each from an empty context, in thread order."""
+    for roots in forests:
+        _walk(roots, _Ctx(), visit)
+
+
 _GEMM_OPS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::matmul")
 
 
@@ -378,164 +384,290 @@ def _split_bwd_gemm(node: _Node, fwd_dims: tuple[tuple[int, ...], ...]) -> list[
     return [(ch, role, (ch.end - ch.start) + (rest if role == "bwd-weight" else 0.0)) for ch, role in zip(mms, roles)]
 
 
-def parse_rank(data: dict, rank: int, path: str = "<trace>") -> RankTrace:
-    """Classify and attribute the work of one rank's trace (see the module docstring)."""
-    events = data["traceEvents"]
-    by_thread: dict[tuple, list[dict]] = defaultdict(list)
-    kernels: list[dict] = []
-    runtime_by_corr: dict[int, dict] = {}
+# --- one rank -------------------------------------------------------------------------
+# parse_rank reads a rank in four steps, each a named piece below:
+#   _split_events      CPU events per thread (to nest) and GPU kernels (to tie to launches);
+#   _ForwardIndex      pass 1 over the CPU trees: steps, and per autograd sequence number the
+#                      layer and inputs of the forward ops (backward work needs them);
+#   pass 2             CPU-only trace: _CpuOpCollector emits the ops;
+#                      GPU trace: _LaunchIndex remembers each launch's context, then
+#                      _kernel_op turns every kernel into an op;
+#   _finish            head layer index, time origin, order.
+_KERNEL_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+_RUNTIME_CATS = ("cuda_runtime", "cuda_driver", "hip_runtime")
+"""Runtime/driver calls: the CPU side of a kernel launch, carrying its ``correlation`` id."""
+_CPU_CATS = ("cpu_op", "user_annotation", "python_function", "")
+"""Ops and ranges that nest into the call tree (``Trace``, the profiler's own span of the
+whole session, is not one of them)."""
+
+
+@dataclass(slots=True)
+class _RankEvents:
+    """A trace's complete (``ph == "X"``) events, split by where they ran.
+
+    WHY the split: CPU events of one thread nest by time into a call tree that carries the
+    labels (step, layer, backward node); kernels run on GPU streams and are tied back to
+    that tree only through the correlation id of the runtime call that launched them.
+    """
+
+    cpu_by_thread: dict[tuple, list[dict]] = field(default_factory=lambda: defaultdict(list))
+    """(pid, tid) -> CPU ops, ranges and runtime calls, in trace order."""
+    kernels: list[dict] = field(default_factory=list)
+    """Kernels, memcpys and memsets, in trace order."""
+
+
+def _split_events(events: list) -> _RankEvents:
+    out = _RankEvents()
     for e in events:
         if not isinstance(e, dict) or e.get("ph") != "X" or "ts" not in e:
             continue
         cat = e.get("cat", "")
-        if cat in ("kernel", "gpu_memcpy", "gpu_memset"):
-            kernels.append(e)
-        elif cat in ("cuda_runtime", "cuda_driver", "hip_runtime"):
-            corr = (e.get("args") or {}).get("correlation")
-            if corr is not None:
-                runtime_by_corr[corr] = e
-            by_thread[(e.get("pid"), e.get("tid"))].append(e)
-        elif cat in ("cpu_op", "user_annotation", "python_function", "Trace") or cat == "":
-            if cat == "Trace":
-                continue
-            by_thread[(e.get("pid"), e.get("tid"))].append(e)
-    forests = {k: _build_forest(v) for k, v in by_thread.items()}
+        if cat in _KERNEL_CATS:
+            out.kernels.append(e)
+        elif cat in _RUNTIME_CATS or cat in _CPU_CATS:
+            out.cpu_by_thread[(e.get("pid"), e.get("tid"))].append(e)
+    return out
 
-    # Pass 1: forward ops' layers by autograd sequence number, steps, and runtime-call contexts.
-    seq_layer: dict[int, int | None] = {}
-    seq_fwd: dict[int, list[tuple[str, tuple[tuple[int, ...], ...], tuple[str, ...]]]] = defaultdict(list)
-    """Forward ops per autograd sequence number: (normalised name, input dims, concrete inputs)."""
 
-    def fwd_of(seq: int | None, bwd_name: str) -> tuple[tuple[tuple[int, ...], ...], tuple[str, ...]]:
-        """The forward op a backward node differentiates: same sequence number, and the
-        name that matches the node's (``AddmmBackward0`` <- ``aten::addmm``) when several share it."""
-        cands = seq_fwd.get(seq, []) if seq is not None else []
-        want = _norm_name(bwd_name)
-        for name, dims, conc in cands:
-            if name == want:
-                return dims, conc
-        return (cands[0][1], cands[0][2]) if cands else ((), ())
-    steps: dict[int, tuple[float, float]] = {}
-    launch_ctx: dict[int, tuple[_Ctx, _Node | None, _Node | None]] = {}
-    """correlation id -> (label context, outermost classified CPU op, innermost GEMM op) of a launch."""
+class _FwdOp(NamedTuple):
+    """A forward op as the backward nodes that differentiate it need it."""
 
-    def first_pass(node: _Node, c: _Ctx) -> bool:
+    name: str
+    """Normalised (:func:`_norm_name`), to match ``AddmmBackward0`` to ``aten::addmm``."""
+    input_dims: tuple[tuple[int, ...], ...]
+    concrete: tuple[str, ...]
+
+
+@dataclass(slots=True)
+class _ForwardIndex:
+    """Pass 1 over the CPU trees: the profiler steps, and what the forward pass says per
+    autograd sequence number.
+
+    WHY a pass of its own: a backward node carries no label, only the sequence number of
+    the forward op it differentiates, and records only its gradient's shape. Its layer, the
+    forward input shapes (which split a backward GEMM into input and weight gradient) and
+    the scalar arguments are known only once every forward op has been seen.
+    """
+
+    steps: dict[int, tuple[float, float]] = field(default_factory=dict)
+    """ProfilerStep number -> (start, end) of its CPU range, trace microseconds."""
+    layer_by_seq: dict[int, int | None] = field(default_factory=dict)
+    """The first labelled layer a forward op of this sequence number ran under."""
+    ops_by_seq: dict[int, list[_FwdOp]] = field(default_factory=lambda: defaultdict(list))
+    """Forward cpu_ops with recorded shapes, per sequence number, in visiting order."""
+
+    def visit(self, node: _Node, c: _Ctx) -> bool:
+        """Walk callback: record, never prune (every op of the tree is looked at)."""
         m = _STEP_RE.match(node.name)
         if m:
-            steps[int(m.group(1))] = (node.start, node.end)
-        args = node.ev.get("args") or {}
-        seq = args.get("Sequence number")
+            self.steps[int(m.group(1))] = (node.start, node.end)
+        seq = (node.ev.get("args") or {}).get("Sequence number")
         if c.phase == "fwd" and isinstance(seq, int) and node.ev.get("cat") == "cpu_op":
-            if seq not in seq_layer or seq_layer[seq] is None:
-                seq_layer[seq] = c.layer
-            if _dims(node.ev):
-                seq_fwd[seq].append((_norm_name(node.name), _dims(node.ev), _concrete(node.ev)))
+            if self.layer_by_seq.get(seq) is None:
+                self.layer_by_seq[seq] = c.layer
+            dims = _dims(node.ev)
+            if dims:
+                self.ops_by_seq[seq].append(_FwdOp(_norm_name(node.name), dims, _concrete(node.ev)))
         return False
 
-    for roots in forests.values():
-        _walk(roots, _Ctx(), first_pass)
-
-    has_gpu = bool(kernels)
-    ops: list[TraceOp] = []
-
-    def resolve(c: _Ctx) -> tuple[int | None, str]:
+    def attribute(self, c: _Ctx) -> tuple[int | None, str]:
+        """(layer, phase) of work under context ``c``: optimizer work belongs to no layer;
+        backward work takes the layer of its forward op."""
         if c.optimizer:
             return None, "iter"
         if c.phase == "bwd":
-            return (seq_layer.get(c.seq) if c.seq is not None else None), "bwd"
+            return (self.layer_by_seq.get(c.seq) if c.seq is not None else None), "bwd"
         return c.layer, "fwd"
 
-    # Pass 2.
-    def cpu_visit(node: _Node, c: _Ctx) -> bool:
-        cat = node.ev.get("cat", "")
-        if has_gpu:
-            if cat in ("cuda_runtime", "cuda_driver", "hip_runtime"):
-                corr = (node.ev.get("args") or {}).get("correlation")
-                owner = node.parent
-                classified = gemm = None
-                while owner is not None:
-                    if gemm is None and owner.name in _GEMM_OPS:
-                        gemm = owner  # the mm a backward GEMM kernel belongs to
-                    if classify_cpu_op(owner.name).category not in (OTHER,) or owner.name == "record_param_comms":
-                        classified = owner  # keep climbing: the outermost classified op wins
-                    owner = owner.parent
-                launch_ctx[corr] = (c, classified, gemm)
-            return False
-        if cat != "cpu_op" and not c.optimizer:
-            return False
-        layer, phase = resolve(c)
+    def forward_of(self, seq: int | None, bwd_name: str) -> tuple[tuple[tuple[int, ...], ...], tuple[str, ...]]:
+        """(input dims, concrete inputs) of the forward op a backward node differentiates:
+        same sequence number, and the name that matches the node's when several share it
+        (else the first); empty when the forward pass recorded none."""
+        cands = self.ops_by_seq.get(seq, []) if seq is not None else []
+        want = _norm_name(bwd_name)
+        for fwd in cands:
+            if fwd.name == want:
+                return fwd.input_dims, fwd.concrete
+        return (cands[0].input_dims, cands[0].concrete) if cands else ((), ())
+
+
+@dataclass(slots=True)
+class _CpuOpCollector:
+    """Pass 2 of a CPU-only trace: one op per unit of work.
+
+    WHY "outermost classified op, children not visited": on the CPU an op's time includes
+    its children's, so counting ``aten::linear`` and the ``aten::addmm`` inside it would
+    count the GEMM twice. Unclassified leaves are kept as ``other`` so that no time is lost;
+    unclassified ops with children are looked into. Everything under the optimizer is one op.
+    """
+
+    rank: int
+    fwd: _ForwardIndex
+    ops: list[TraceOp] = field(default_factory=list)
+
+    def visit(self, node: _Node, c: _Ctx) -> bool:
+        """Walk callback: True when ``node`` became op(s), so its subtree is not visited."""
         if c.optimizer:
-            # One op for the whole step; its "inputs" are the tensors Adam updates (one
-            # lerp_ of the first moment per parameter), so the import can count parameters.
-            updated = tuple(_dims(n.ev)[0] for n in _descendants(node) if n.name == "aten::lerp_" and _dims(n.ev))
-            ops.append(replace(_op(rank, node, OpKind.OPTIMIZER.value, "", "", None, "iter", c.step, "cpu"),
-                               input_dims=updated))
+            self.ops.append(self._optimizer_op(node, c))
             return True
+        if node.ev.get("cat", "") != "cpu_op":
+            return False
+        layer, phase = self.fwd.attribute(c)
         cls = classify_cpu_op(node.name)
         if cls.category == OTHER:
             if not node.children:
-                ops.append(_op(rank, node, OTHER, "", "", layer, phase, c.step, "cpu"))
+                self.ops.append(_op(self.rank, node, OTHER, "", "", layer, phase, c.step, "cpu"))
             return False
         if cls.category == COMM:
             nbytes, gsize, group = _comm_info(node.ev)
-            ops.append(replace(_op(rank, node, COMM, cls.coll.value, group, layer, "iter" if c.phase == "fwd" and layer is None else phase,
-                                   c.step, "cpu"), bytes=nbytes, group_size=gsize))
+            phase = "iter" if c.phase == "fwd" and layer is None else phase  # a collective outside any layer
+            self.ops.append(replace(_op(self.rank, node, COMM, cls.coll.value, group, layer, phase, c.step, "cpu"),
+                                    bytes=nbytes, group_size=gsize))
             return True
         if cls.category == OpKind.GEMM.value and phase == "bwd":
-            parts = _split_bwd_gemm(node, fwd_of(c.seq, node.name)[0])
+            parts = _split_bwd_gemm(node, self.fwd.forward_of(c.seq, node.name)[0])
             if parts:
                 for ch, role, dur in parts:
-                    ops.append(replace(_op(rank, ch, cls.category, "", "", layer, role, c.step, "cpu"),
-                                       end=(ch.start + dur) * US))
+                    self.ops.append(replace(_op(self.rank, ch, cls.category, "", "", layer, role, c.step, "cpu"),
+                                            end=(ch.start + dur) * US))
                 return True
-        op = _op(rank, node, cls.category, "", "", layer, phase, c.step, "cpu")
+        op = _op(self.rank, node, cls.category, "", "", layer, phase, c.step, "cpu")
         if phase == "bwd" and c.seq is not None:
-            dims, conc = fwd_of(c.seq, node.name)
+            dims, conc = self.fwd.forward_of(c.seq, node.name)
             op = replace(op, fwd_input_dims=dims, fwd_concrete=conc)
-        ops.append(op)
+        self.ops.append(op)
         return True
 
-    for roots in forests.values():
-        _walk(roots, _Ctx(), cpu_visit)
+    def _optimizer_op(self, node: _Node, c: _Ctx) -> TraceOp:
+        """One op for the whole step; its "inputs" are the tensors Adam updates (one
+        ``lerp_`` of the first moment per parameter), so the import can count parameters."""
+        updated = tuple(_dims(n.ev)[0] for n in _descendants(node) if n.name == "aten::lerp_" and _dims(n.ev))
+        return replace(_op(self.rank, node, OpKind.OPTIMIZER.value, "", "", None, "iter", c.step, "cpu"),
+                       input_dims=updated)
 
-    if has_gpu:
-        for k in kernels:
-            args = k.get("args") or {}
-            corr = args.get("correlation")
-            c, owner, gemm = launch_ctx.get(corr, (_Ctx(), None, None))
-            layer, phase = resolve(c)
-            kcls = classify_kernel(k.get("name", ""))
-            if c.optimizer:
-                category, coll = OpKind.OPTIMIZER.value, ""
-            elif kcls.category == COMM:
-                category, coll = COMM, kcls.coll.value
-            elif owner is not None and classify_cpu_op(owner.name).category not in (OTHER, COMM):
-                category, coll = classify_cpu_op(owner.name).category, ""
-            else:
-                category, coll = kcls.category, ""
-            if category == COMM and phase == "fwd" and layer is None:
-                phase = "iter"
-            step = c.step
-            stream = f"gpu{args.get('device', 0)}:{args.get('stream', 0)}"
-            node = _Node(k, k.get("name", ""), float(k["ts"]), float(k["ts"]) + float(k.get("dur", 0.0)))
-            op = _op(rank, node, category, coll, "", layer, phase, step, stream)
-            src = owner.ev if owner is not None else {}
-            if category == COMM:
-                nbytes, gsize, group = _comm_info(k if "In msg nelems" in args else src)
-                op = replace(op, bytes=nbytes, group_size=gsize, group=group)
-            op = replace(op, input_dims=_dims(src) if src else (), dtype=_dtype(src) if src else "",
-                         concrete=_concrete(src) if src else (), cpu_op=owner.name if owner is not None else "")
-            if phase == "bwd" and c.seq is not None and owner is not None:
-                dims, conc = fwd_of(c.seq, owner.name)
-                op = replace(op, fwd_input_dims=dims, fwd_concrete=conc)
-                if category == OpKind.GEMM.value and gemm is not None and gemm is not owner:
-                    # Which gradient this kernel computes: the role of its mm in the backward node.
-                    role = next((r for ch, r, _ in _split_bwd_gemm(owner, dims) if ch is gemm), None)
-                    if role is not None:
-                        op = replace(op, phase=role, input_dims=_dims(gemm.ev), cpu_op=gemm.name)
-            ops.append(op)
+
+class _Launch(NamedTuple):
+    """What the CPU tree says about one kernel launch (a runtime call)."""
+
+    ctx: _Ctx
+    """Label context at the runtime call."""
+    owner: _Node | None
+    """The outermost classified CPU op above the call (or ``record_param_comms``): it gives
+    the kernel's category when the kernel name alone would not (SDPA's kernels are attention),
+    and its inputs are the kernel's."""
+    gemm: _Node | None
+    """The innermost ``mm``-family op above the call: which of a backward GEMM node's two
+    ``mm`` launched the kernel."""
+
+
+_UNLAUNCHED = _Launch(_Ctx(), None, None)
+"""For a kernel whose launch the trace does not hold."""
+
+
+@dataclass(slots=True)
+class _LaunchIndex:
+    """Pass 2 of a GPU trace: the context of every runtime call, by correlation id.
+
+    WHY: a kernel event has no parent on the CPU; its correlation id is the only link to the
+    call tree, and so to its step, layer, phase and launching op. (A call without an id is
+    kept under ``None``, like any other key, as the reader always has.)
+    """
+
+    by_corr: dict[object, _Launch] = field(default_factory=dict)
+
+    def visit(self, node: _Node, c: _Ctx) -> bool:
+        """Walk callback: record runtime calls; never prune (calls sit at any depth)."""
+        if node.ev.get("cat", "") in _RUNTIME_CATS:
+            self.by_corr[(node.ev.get("args") or {}).get("correlation")] = _launch_of(node, c)
+        return False
+
+
+def _launch_of(call: _Node, c: _Ctx) -> _Launch:
+    owner = call.parent
+    classified = gemm = None
+    while owner is not None:
+        if gemm is None and owner.name in _GEMM_OPS:
+            gemm = owner
+        if classify_cpu_op(owner.name).category != OTHER or owner.name == "record_param_comms":
+            classified = owner  # keep climbing: the outermost classified op wins
+        owner = owner.parent
+    return _Launch(c, classified, gemm)
+
+
+def _kernel_category(name: str, launch: _Launch) -> tuple[str, str]:
+    """(category, CollKind value or ''): optimizer context first, then NCCL by kernel name,
+    then the launching op's class (it knows the math), then the kernel name's."""
+    kcls = classify_kernel(name)
+    if launch.ctx.optimizer:
+        return OpKind.OPTIMIZER.value, ""
+    if kcls.category == COMM:
+        return COMM, kcls.coll.value
+    if launch.owner is not None:
+        owner_category = classify_cpu_op(launch.owner.name).category
+        if owner_category not in (OTHER, COMM):
+            return owner_category, ""
+    return kcls.category, ""
+
+
+def _kernel_op(rank: int, k: dict, launch: _Launch, fwd: _ForwardIndex) -> TraceOp:
+    """One kernel as an op: timing and stream from the kernel, everything else from its launch."""
+    args = k.get("args") or {}
+    c, owner, gemm = launch
+    name = k.get("name", "")
+    layer, phase = fwd.attribute(c)
+    category, coll = _kernel_category(name, launch)
+    if category == COMM and phase == "fwd" and layer is None:
+        phase = "iter"  # a collective outside any layer
+    src = owner.ev if owner is not None else {}
+    nbytes = gsize = 0
+    group = ""
+    if category == COMM:
+        # Newer Kineto puts the message size on the NCCL kernel itself; else record_param_comms has it.
+        nbytes, gsize, group = _comm_info(k if "In msg nelems" in args else src)
+    input_dims = _dims(src) if src else ()
+    cpu_op = owner.name if owner is not None else ""
+    fwd_dims: tuple[tuple[int, ...], ...] = ()
+    fwd_conc: tuple[str, ...] = ()
+    if phase == "bwd" and c.seq is not None and owner is not None:
+        fwd_dims, fwd_conc = fwd.forward_of(c.seq, owner.name)
+        if category == OpKind.GEMM.value and gemm is not None and gemm is not owner:
+            # Which gradient this kernel computes: the role of its mm in the backward node.
+            role = next((r for ch, r, _ in _split_bwd_gemm(owner, fwd_dims) if ch is gemm), None)
+            if role is not None:
+                phase, input_dims, cpu_op = role, _dims(gemm.ev), gemm.name
+    ts = float(k["ts"])
+    return TraceOp(rank=rank, name=name, category=category, coll=coll, group=group, layer=layer, phase=phase,
+                   step=c.step, start=ts * US, end=(ts + float(k.get("dur", 0.0))) * US,
+                   stream=f"gpu{args.get('device', 0)}:{args.get('stream', 0)}",
+                   input_dims=input_dims, dtype=_dtype(src) if src else "", bytes=nbytes, group_size=gsize,
+                   cpu_op=cpu_op, concrete=_concrete(src) if src else (), fwd_input_dims=fwd_dims,
+                   fwd_concrete=fwd_conc)
+
+
+def parse_rank(data: dict, rank: int, path: str = "<trace>") -> RankTrace:
+    """Classify and attribute the work of one rank's trace (see the module docstring)."""
+    events = _split_events(data["traceEvents"])
+    forests = [_build_forest(v) for v in events.cpu_by_thread.values()]
+    fwd = _ForwardIndex()
+    _walk_forests(forests, fwd.visit)
+    steps = fwd.steps
+    if events.kernels:
+        # On a GPU the kernels are the work; the CPU ops only launched them.
+        launches = _LaunchIndex()
+        _walk_forests(forests, launches.visit)
+        ops = [_kernel_op(rank, k, launches.by_corr.get((k.get("args") or {}).get("correlation"), _UNLAUNCHED), fwd)
+               for k in events.kernels]
         steps = _gpu_step_windows(steps, ops)
+    else:
+        collector = _CpuOpCollector(rank, fwd)
+        _walk_forests(forests, collector.visit)
+        ops = collector.ops
+    return _finish(data, rank, path, "gpu" if events.kernels else "cpu", steps, ops)
 
+
+def _finish(data: dict, rank: int, path: str, device: str, steps: dict[int, tuple[float, float]],
+            ops: list[TraceOp]) -> RankTrace:
+    """Give head work its layer index, move time zero to the first step, order the ops."""
     labelled = [o.layer for o in ops if o.layer is not None and 0 <= o.layer < HEAD_LAYER]
     num_layers = max(labelled) + 1 if labelled else None
     if any(o.layer == HEAD_LAYER for o in ops):
@@ -547,7 +679,7 @@ def parse_rank(data: dict, rank: int, path: str = "<trace>") -> RankTrace:
     ops = sorted((replace(o, start=o.start - origin, end=o.end - origin) for o in ops),
                  key=lambda o: (o.start, o.end, o.stream, o.name))
     meta = {k: v for k, v in data.items() if k != "traceEvents" and isinstance(v, (str, int, float))}
-    return RankTrace(rank, path, "gpu" if has_gpu else "cpu", step_list, tuple(ops), num_layers, meta)
+    return RankTrace(rank, path, device, step_list, tuple(ops), num_layers, meta)
 
 
 def _descendants(node: _Node):

@@ -67,3 +67,23 @@ def test_malformed_log(tmp_path):
     (tmp_path / "b.csv").write_text(head + "CommType.teleport,CommGroup.tp_group,2,8,x,None,None,,0.1,0,0,1\n")
     with pytest.raises(FormatError, match=r"b.csv:2: comm_type"):
         read_aicb_comm_log(tmp_path / "b.csv")
+
+
+def test_filters_match_pandas():
+    """The reader's filters against an independent pandas selection of the same rows."""
+    df = pd.read_csv(LOG)  # reads AICB's "None" group sizes as NaN
+    calls = df[df.comm_type != "CommType.epoch_end"]
+    sel = calls[calls.comm_type.isin(["CommType.all_reduce", "CommType.all_gather"])
+                & ~calls.stage.str.startswith("init") & (calls.msg_size > 0) & calls.comm_group_size.notna()]
+    got = read_aicb_comm_log(LOG, kinds=(CollKind.ALL_REDUCE, CollKind.ALL_GATHER), skip_init=True, skip_empty=True,
+                             fill_group_sizes=False, require_group_size=True)
+    assert [r.line for r in got] == [i + 2 for i in sel.index]  # line 1 is the header
+    assert all(r.group_size is not None and not r.is_init for r in got)
+    # The fill gives TP rows without a size the TP group's one size (2); the EP group states
+    # no size anywhere, so its rows stay unknown and require_group_size drops them.
+    filled = read_aicb_comm_log(LOG, require_group_size=True)
+    assert len(filled) == len(calls) - (calls.comm_group == "CommGroup.ep_group").sum()
+    assert {r.group_size for r in filled if r.group == "tp"} == {2}
+    # Set-up calls are the ones before the first epoch_end.
+    assert [r.line for r in read_aicb_comm_log(LOG) if r.is_init] == [
+        r.line for r in read_aicb_comm_log(LOG) if r.iteration == 0]
