@@ -98,6 +98,20 @@ def build_parser() -> argparse.ArgumentParser:
     add_config_arguments(c)
     c.add_argument("--gpu", required=True, metavar="NAME")
     c.add_argument("--db", metavar="FILE", help="profile database (default: estimator only)")
+
+    k = sub.add_parser("calibrate", help="fit the compute model's declared parameters on measured runs",
+                       description="Fit only the parameters compute_profile/data/estimator_params.yaml declares "
+                                   "as fitted (prior, bounds, source) on tables of measured runs, and report the "
+                                   "step-time error in-sample and leave-one-model-out cross-validated, per GPU, "
+                                   "precision and model family, with the BF16->FP8 speed-ups and memory.",
+                       epilog="Example: compute-profile calibrate --data ../shared/data/real --out report.md")
+    k.add_argument("--data", required=True, metavar="DIR",
+                   help="directory with the measured-run tables (../shared/data/real)")
+    k.add_argument("--out", metavar="FILE", help="write the Markdown report here (default: stdout)")
+    k.add_argument("--write", action="store_true",
+                   help="store the fitted values in compute_profile/data/calibrated.yaml (used by every run)")
+    k.add_argument("--outer", type=int, default=2, metavar="N",
+                   help="full re-simulations of the references between surrogate fits (default 2)")
     return p
 
 
@@ -196,10 +210,36 @@ def _cmd_coverage(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    from compute_profile.estimator import CALIBRATED_PATH
+    from engine.calibration import calibrated_yaml, cross_validate, render_markdown
+    from formats.atomic import write_text_atomic
+    from formats.measured_runs import read_measured_dir
+
+    if args.outer < 1:
+        raise ConfigError("outer", args.outer, "must be >= 1")
+    runs = read_measured_dir(args.data)
+
+    def say(msg: str) -> None:
+        print(f"[calibrate] {msg}", file=sys.stderr, flush=True)
+
+    report = cross_validate(runs, outer=args.outer, progress=say)
+    text = render_markdown(report)
+    if args.out:
+        write_text_atomic(args.out, text)
+        say(f"wrote {args.out}")
+    else:
+        sys.stdout.write(text)
+    if args.write:
+        write_text_atomic(CALIBRATED_PATH, calibrated_yaml(report, args.data))
+        say(f"wrote {CALIBRATED_PATH}")
+    return 0
+
+
 COMMANDS = {
     "measure": _cmd_measure, "import-aiob": _cmd_import_aiob, "import-trace": _cmd_import_trace,
     "stats": _cmd_stats, "show": _cmd_show, "export-csv": _cmd_export, "import-csv": _cmd_import_csv,
-    "coverage": _cmd_coverage,
+    "coverage": _cmd_coverage, "calibrate": _cmd_calibrate,
 }
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import bisect
 import copy
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,8 @@ from workload_gen.records import ComputeOp, OpKind, Phase
 from workload_gen.yaml_file import read_yaml_mapping
 
 PARAMS_PATH = Path(__file__).resolve().parent / "data" / "estimator_params.yaml"
+CALIBRATED_PATH = Path(__file__).resolve().parent / "data" / "calibrated.yaml"
+"""Fitted values of the declared parameters (written by ``compute-profile calibrate --write``)."""
 
 TENSOR_KINDS = frozenset({OpKind.GEMM, OpKind.GROUPED_GEMM, OpKind.ATTENTION, OpKind.ROUTER})
 """Kinds whose FLOPs run on tensor cores at the op's dtype; the rest use the fp32 vector peak."""
@@ -55,7 +57,14 @@ class Tile:
 @dataclass(frozen=True, slots=True)
 class GemmParams:
     max_efficiency: float
+    """Best fraction of the dense bf16/fp16 peak a large GEMM sustains on this GPU."""
+    fp8_speedup: float
+    """FP8 GEMM FLOP/s over bf16 at the same shape (below the 2x of the datasheet peaks:
+    cuBLAS 12.9 reports 1.25-1.75x on Hopper)."""
     k_overhead: float
+    fp8_k_overhead: float
+    """The K-loop's fixed prologue/epilogue in K units for FP8 GEMMs: larger than bf16's,
+    because the loop itself runs faster while the fixed part does not."""
     grouped_efficiency: float
     memory_efficiency: float
     tiles: tuple[Tile, ...]
@@ -88,6 +97,12 @@ class EstimatorParams:
     mem_by_kind: tuple[tuple[str, float], ...]
     vector_flops_efficiency: float
     scaling_max_ratio: float
+    step_overhead_s: float = 0.0
+    """Fixed host-side work of one optimizer step (workload op ``step_overhead``)."""
+    overlap_slowdown: float = 0.0
+    """Fraction by which compute slows while a communication kernel runs beside it on the
+    same GPU (NCCL and userbuffers kernels take SMs and HBM bandwidth); the engine applies
+    it to the overlapped part of each compute op (workload meta)."""
 
     def launch_count(self, kind: str, phase: str) -> int:
         table = dict(self.launches)
@@ -116,6 +131,14 @@ def _positive(src: str, field: str, value: Any, upper: float | None = None) -> f
     return float(value)
 
 
+def _nonnegative(src: str, field: str, value: Any, upper: float | None = None) -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= 0 or math.isinf(value) or (
+            upper is not None and value > upper):
+        bound = f" and <= {upper}" if upper is not None else ""
+        raise ConfigError(field, value, f"must be a finite number >= 0{bound}", src)
+    return float(value)
+
+
 def params_from_dict(gpu: str, raw: dict[str, Any], src: str = "estimator parameters") -> EstimatorParams:
     """Build and validate one GPU's parameters from a merged mapping."""
     try:
@@ -132,7 +155,9 @@ def params_from_dict(gpu: str, raw: dict[str, Any], src: str = "estimator parame
             launches=tuple(sorted((str(k), int(v)) for k, v in raw.get("launches", {}).items())),
             gemm=GemmParams(
                 max_efficiency=_positive(src, "gemm.max_efficiency", g["max_efficiency"], 1.0),
+                fp8_speedup=_positive(src, "gemm.fp8_speedup", g.get("fp8_speedup", 2.0), 2.0),
                 k_overhead=float(g["k_overhead"]),
+                fp8_k_overhead=float(g.get("fp8_k_overhead", g["k_overhead"])),
                 grouped_efficiency=_positive(src, "gemm.grouped_efficiency", g["grouped_efficiency"], 1.0),
                 memory_efficiency=_positive(src, "gemm.memory_efficiency", g["memory_efficiency"], 1.0),
                 tiles=tiles,
@@ -152,28 +177,107 @@ def params_from_dict(gpu: str, raw: dict[str, Any], src: str = "estimator parame
             vector_flops_efficiency=_positive(src, "memory_bound.vector_flops_efficiency",
                                               mb["vector_flops_efficiency"], 1.0),
             scaling_max_ratio=float(raw.get("scaling", {}).get("max_ratio", 16.0)),
+            step_overhead_s=_nonnegative(src, "step_overhead_s", raw.get("step_overhead_s", 0.0)),
+            overlap_slowdown=_nonnegative(src, "overlap_slowdown", raw.get("overlap_slowdown", 0.0), 1.0),
         )
     except KeyError as exc:
         raise ConfigError(f"{gpu}.{exc.args[0]}", None, "is missing from the estimator parameters", src) from None
 
 
+@dataclass(frozen=True, slots=True)
+class DeclaredParameter:
+    """A parameter of the compute model that calibration may fit: where it lives in the
+    parameter file, its prior (the value used until calibrated), its bounds, and the
+    public source of the prior."""
+
+    path: str
+    """Dotted path in the parameter file, e.g. ``gpus.h100-sxm.gemm.max_efficiency``."""
+    prior: float
+    lower: float
+    upper: float
+    source: str
+
+
+def _unwrap(node: Any, path: str, declared: list[DeclaredParameter], src: str) -> Any:
+    """The plain mapping behind the annotated file: ``{value: V, source: S}`` is a constant
+    with its source, ``{prior: P, bounds: [lo, hi], source: S}`` a fitted parameter whose
+    value is P until calibrated; both become their number."""
+    if isinstance(node, dict):
+        if "prior" in node:
+            b = node.get("bounds")
+            if (not isinstance(b, list) or len(b) != 2 or not all(isinstance(x, (int, float)) for x in b)
+                    or not b[0] <= node["prior"] <= b[1]):
+                raise ConfigError(f"{path}.bounds", b, "needs [lower, upper] around the prior", src)
+            if not node.get("source"):
+                raise ConfigError(f"{path}.source", None, "a fitted parameter needs the source of its prior", src)
+            declared.append(DeclaredParameter(path, float(node["prior"]), float(b[0]), float(b[1]),
+                                              str(node["source"])))
+            return float(node["prior"])
+        if "value" in node and "source" in node:
+            return node["value"]
+        return {k: _unwrap(v, f"{path}.{k}" if path else str(k), declared, src) for k, v in node.items()}
+    return node
+
+
 @lru_cache(maxsize=4)
-def _load_yaml(path: str) -> dict[str, Any]:
+def _load_yaml(path: str) -> tuple[dict[str, Any], tuple[DeclaredParameter, ...]]:
     data = read_yaml_mapping(path, "'defaults' and 'gpus' sections")
     if "defaults" not in data:
         raise ConfigError("defaults", None, "the estimator parameter file needs a 'defaults' mapping", path)
-    return data
+    declared: list[DeclaredParameter] = []
+    plain = _unwrap(data, "", declared, path)
+    return plain, tuple(declared)
 
 
-@lru_cache(maxsize=64)
-def load_params(gpu: str, path: str | None = None) -> EstimatorParams:
-    """Parameters for ``gpu`` (a gpu_specs name or alias): defaults + that GPU's overrides.
+def declared_parameters(path: str | None = None) -> tuple[DeclaredParameter, ...]:
+    """Every parameter calibration may fit, in file order."""
+    return _load_yaml(str(path or PARAMS_PATH))[1]
+
+
+@lru_cache(maxsize=4)
+def calibrated_values(path: str | None = None) -> tuple[tuple[str, float], ...]:
+    """The fitted values ``compute-profile calibrate --write`` stored (path, value); empty
+    when the file does not exist (every fitted parameter is then at its prior)."""
+    p = Path(path) if path is not None else CALIBRATED_PATH
+    if not p.exists():
+        return ()
+    data = read_yaml_mapping(p, "a 'parameters' mapping of dotted paths to values")
+    values = data.get("parameters") or {}
+    if not isinstance(values, dict):
+        raise ConfigError("parameters", values, "must map dotted parameter paths to numbers", str(p))
+    return tuple((str(k), float(v)) for k, v in values.items())
+
+
+def _set_path(data: dict[str, Any], dotted: str, value: float, src: str) -> None:
+    head, *rest = dotted.split(".")
+    node = data
+    parts = [head, *rest]
+    for part in parts[:-1]:
+        if not isinstance(node.get(part), dict):
+            raise ConfigError("parameter", dotted, "no such parameter in the estimator parameter file", src)
+        node = node[part]
+    if parts[-1] not in node:
+        raise ConfigError("parameter", dotted, "no such parameter in the estimator parameter file", src)
+    node[parts[-1]] = value
+
+
+@lru_cache(maxsize=256)
+def load_params(gpu: str, path: str | None = None,
+                overrides: tuple[tuple[str, float], ...] | None = None) -> EstimatorParams:
+    """Parameters for ``gpu`` (a gpu_specs name or alias): defaults + that GPU's overrides,
+    with the fitted parameters at their calibrated values (``overrides=None``: the
+    shipped calibration, compute_profile/data/calibrated.yaml) or at the given ones
+    (calibration evaluating a candidate; ``()`` means every fitted parameter at its prior).
 
     A GPU without an override section gets the defaults (documented, not an error), so a
     user-defined GPU spec still has an estimate.
     """
     src = str(path or PARAMS_PATH)
-    data = _load_yaml(src)
+    plain, _ = _load_yaml(src)
+    values = calibrated_values() if overrides is None and path is None else (overrides or ())
+    data = copy.deepcopy(plain)
+    for dotted, value in values:
+        _set_path(data, dotted, value, src)
     name = get_gpu(gpu).name
     merged = _deep_merge(data["defaults"], (data.get("gpus") or {}).get(name) or {})
     return params_from_dict(name, merged, src)
@@ -256,12 +360,13 @@ class Estimate:
 
 def _compute_efficiency(op: ComputeOp, spec: GpuSpec, p: EstimatorParams) -> float:
     kind, s = op.kind, op.shape
+    g = p.gemm if op.dtype != "fp8" else replace(p.gemm, k_overhead=p.gemm.fp8_k_overhead)
     if kind is OpKind.GEMM and len(s) >= 3:
-        return gemm_efficiency(s[0], s[1], s[2], spec.sm_count, p.gemm)
+        return gemm_efficiency(s[0], s[1], s[2], spec.sm_count, g)
     if kind is OpKind.GROUPED_GEMM and len(s) >= 4:
-        return gemm_efficiency(s[1], s[2], s[3], spec.sm_count, p.gemm, groups=s[0])
+        return gemm_efficiency(s[1], s[2], s[3], spec.sm_count, g, groups=s[0])
     if kind is OpKind.ROUTER and len(s) >= 3:
-        return gemm_efficiency(s[0], s[2], s[1], spec.sm_count, p.gemm)
+        return gemm_efficiency(s[0], s[2], s[1], spec.sm_count, g)
     if kind is OpKind.ATTENTION and len(s) >= 5:
         causal = bool(s[5]) if len(s) > 5 else True
         backward = Phase(op.phase) in (Phase.BWD_INPUT, Phase.BWD_WEIGHT)
@@ -276,8 +381,20 @@ def explain(op: ComputeOp, gpu: GpuSpec | str, params: EstimatorParams | None = 
     spec = gpu if isinstance(gpu, GpuSpec) else get_gpu(gpu)
     p = params if params is not None else load_params(spec.name)
     kind = OpKind(op.kind)
+    if kind is OpKind.OPTIMIZER and op.shape[:1] == (0,):
+        # the step's fixed host work (workload op step_overhead): no kernel, a constant
+        return Estimate(p.step_overhead_s, 0.0, 0.0, p.step_overhead_s, 0.0, 0.0)
     eff_c = _compute_efficiency(op, spec, p)
-    peak = spec.peak(op.dtype) if kind in TENSOR_KINDS else spec.peak("fp32")
+    if kind not in TENSOR_KINDS:
+        peak = spec.peak("fp32")
+    elif op.dtype == "fp8":
+        # FP8 GEMMs: the GPU must have FP8 tensor cores (spec.peak raises otherwise); their
+        # rate is the bf16 rate of the same shape times the measured library speed-up,
+        # not the datasheet's 2x (cuBLAS 12.9 on Hopper: 1.25-1.75x).
+        spec.peak("fp8")
+        peak = spec.peak("bf16") * p.gemm.fp8_speedup
+    else:
+        peak = spec.peak(op.dtype)
     if kind in (OpKind.GEMM, OpKind.GROUPED_GEMM):
         eff_m = p.gemm.memory_efficiency
     elif kind is OpKind.ATTENTION:

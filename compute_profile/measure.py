@@ -197,7 +197,9 @@ def _measure(torch: Any, workload: Workload, gpu: str | None, device: str, repea
     cases = collect_cases(workload)
     todo, skipped = [], []
     for c in cases:
-        if c.dtype not in MEASURED_DTYPES:
+        if c.kind is OpKind.OPTIMIZER and not c.shape[0]:
+            skipped.append((c, "fixed host work of the step, not a kernel (estimator: step_overhead_s)"))
+        elif c.dtype not in MEASURED_DTYPES:
             skipped.append((c, f"dtype {c.dtype} not measured"))
         elif max_gflop is not None and c.flops > max_gflop * 1e9:
             skipped.append((c, f"{c.flops / 1e9:.1f} GFLOP > --max-gflop {max_gflop}"))

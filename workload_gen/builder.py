@@ -42,6 +42,8 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
+from workload_gen import costs
+
 from workload_gen.layer_ops import (
     LayerKey,
     Stamp,
@@ -79,7 +81,8 @@ def layer_key(model: ModelConfig, par: ParallelConfig) -> LayerKey:
         recompute_method=par.recompute_method, recompute_num_layers=par.recompute_num_layers,
         tp_comm_overlap=par.tp_comm_overlap, vocab_padded=padded_vocab(model, par),
         first_stage_layers=par.first_stage_layers, last_stage_layers=par.last_stage_layers,
-        overlap_p2p=par.vpp > 1 and par.overlap_p2p_comm,
+        overlap_p2p=par.vpp > 1 and par.overlap_p2p_comm, fp8_recipe=par.fp8_recipe,
+        attention_backend=par.attention_backend,
     )
 
 
@@ -104,6 +107,14 @@ def _stamp(stamps: tuple[Stamp, ...], layer: int) -> list[Op]:
     Positional construction from pre-extracted argument tuples is about twice as fast as
     reading each template's attributes (1.1 vs 2.5 us per op, measured)."""
     return [cls(name, layer, *rest) for cls, name, rest in stamps]
+
+
+def _layer_params(model: ModelConfig, par: ParallelConfig, stage: int) -> int:
+    """Parameters of the transformer layers one rank of ``stage`` holds (not the embedding
+    or the output layer, which stay bf16 under fp8): the weights Transformer Engine casts.
+    Norm weights are included; they are under 0.01% of a layer."""
+    return sum(n for chunk in range(par.vpp) for layer, n, _, _ in rank_tensors(model, par, stage, chunk)
+               if 0 <= layer < model.num_layers)
 
 
 @lru_cache(maxsize=32)
@@ -248,9 +259,25 @@ def _iteration_ops(model: ModelConfig, par: ParallelConfig, stage: int) -> tuple
         local = sum(n // sizes[g] for _, g, n, _ in buckets)
     else:
         local = stage_params(model, par, stage)[0]
+    held = stage_params(model, par, stage)[0]
+    # Megatron's optimizer step around Adam: the gradient norm over this rank's main-grad
+    # shard (read once; the clip rescale is fused into Adam), then zero_grad of the whole
+    # grad buffer (write once), then the step's fixed host work (optimizer bookkeeping,
+    # loss and grad-norm reductions' host syncs, timers): shape (0,) = no parameters, a fixed time
+    # from the compute profile's per-iteration constant (estimator: step_overhead_s).
+    ops.append(ComputeOp("grad_norm", -1, it, OpKind.ELEMENTWISE, (local, 1), "fp32", 2.0 * local,
+                         float(par.grad_bytes * local)))
     per_elem = 4 * 3 + par.grad_bytes + 4 * 3 + par.param_bytes
     ops.append(ComputeOp("optimizer", -1, it, OpKind.OPTIMIZER, (local,), "fp32",
                          ADAM_FLOPS_PER_PARAM * local, float(per_elem * local)))
+    ops.append(ComputeOp("zero_grad", -1, it, OpKind.ELEMENTWISE, (held, 1), "fp32", 0.0, float(par.grad_bytes * held)))
+    if par.dtype == "fp8":
+        # Transformer Engine casts each weight to fp8 (and its transpose) on the first
+        # micro-batch of the step and caches it for the others: once per iteration.
+        linear_params = _layer_params(model, par, stage)
+        ops.append(ComputeOp("fp8_weight_cast", -1, it, OpKind.ELEMENTWISE, (linear_params, 1), "bf16",
+                             3.0 * linear_params, costs.FP8_CAST_BYTES[par.fp8_recipe] * linear_params))
+    ops.append(ComputeOp("step_overhead", -1, it, OpKind.OPTIMIZER, (0,), "fp32", 0.0, 0.0))
     if par.distributed_optimizer:
         order = sorted(range(len(buckets)), key=lambda j: (buckets[j][0], buckets[j][3]))
         for j in order:

@@ -29,6 +29,8 @@ YAML schema (every key optional; see docs/workload.md)::
       global_batch: 512
       seq_length: 4096
       dtype: bf16                  # bf16 | fp16 | fp32 | fp8
+      fp8_recipe: delayed          # fp8 only: delayed | tensorwise | mxfp8 | blockwise
+      attention_backend: flash     # flash (fused kernel) | unfused (scores through memory)
       recompute: selective         # none | selective | full
       recompute_method: uniform    # uniform | block
       recompute_num_layers: null
@@ -339,6 +341,7 @@ _PAR_VALUE_FLAGS: tuple[tuple[tuple[str, ...], str, type, tuple[str, ...] | None
     (("--global-batch", "--global-batch-size"), "global_batch", int, None),
     (("--seq-length",), "seq_length", int, None),
     (("--dtype",), "dtype", str, ("bf16", "fp16", "fp32", "fp8")),
+    (("--fp8-recipe",), "fp8_recipe", str, ("delayed", "tensorwise", "mxfp8", "blockwise")),
     (("--recompute", "--recompute-granularity"), "recompute", str, ("none", "selective", "full")),
     (("--recompute-method",), "recompute_method", str, ("uniform", "block")),
     (("--recompute-num-layers",), "recompute_num_layers", int, None),
@@ -371,7 +374,7 @@ IGNORED_MEGATRON_FLAGS: dict[str, bool] = {
     "--data-cache-path": True, "--num-workers": True, "--distributed-backend": True,
     "--distributed-timeout-minutes": True, "--attention-dropout": True, "--hidden-dropout": True,
     "--norm-epsilon": True, "--rotary-base": True, "--rotary-percent": True,
-    "--rotary-scaling-factor": True, "--transformer-impl": True, "--attention-backend": True,
+    "--rotary-scaling-factor": True, "--transformer-impl": True,
     "--tensorboard-dir": True, "--wandb-project": True, "--wandb-exp-name": True,
     "--moe-router-load-balancing-type": True, "--moe-aux-loss-coeff": True,
     "--moe-z-loss-coeff": True, "--moe-grouped-gemm": False,
@@ -421,7 +424,12 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
             g.add_argument(*flags[1:], dest=f"p_{field}", action="store_const", const=True, help=argparse.SUPPRESS)
     g.add_argument("--bf16", dest="p_dtype", action="store_const", const="bf16", help="dtype bf16 (Megatron)")
     g.add_argument("--fp16", dest="p_dtype", action="store_const", const="fp16", help="dtype fp16 (Megatron)")
-    g.add_argument("--fp8-format", dest="p_fp8", metavar="FORMAT", help="Megatron FP8 training (dtype fp8)")
+    g.add_argument("--fp8-format", dest="p_fp8", metavar="FORMAT",
+                   help="Megatron FP8 training (dtype fp8); the format (e4m3, hybrid) does not change the timing")
+    g.add_argument("--attention-backend", dest="p_attention_backend", type=_attention_backend,
+                   metavar="flash|fused|auto|unfused|local",
+                   help="Megatron's attention implementation: flash, fused and auto never materialise the "
+                        "scores (attention_backend flash); unfused and local do (unfused)")
     g.add_argument("--moe-token-dispatcher-type", dest="dispatcher", choices=("alltoall",),
                    help="Megatron MoE token dispatcher; the workload models 'alltoall' (the only one accepted)")
     g.add_argument("--recompute-activations", dest="p_recompute", action="store_const", const="selective",
@@ -433,6 +441,15 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
             ig.add_argument(flag, dest=dest, help=argparse.SUPPRESS)
         else:
             ig.add_argument(flag, dest=dest, action="store_true", help=argparse.SUPPRESS)
+
+
+def _attention_backend(text: str) -> str:
+    """Megatron's --attention-backend choices onto ours (what matters for time and memory
+    is whether the s x s scores go through memory)."""
+    table = {"flash": "flash", "fused": "flash", "auto": "flash", "unfused": "unfused", "local": "unfused"}
+    if text not in table:
+        raise argparse.ArgumentTypeError(f"invalid choice {text!r} (flash, fused, auto, unfused, local)")
+    return table[text]
 
 
 def _moe_layer_freq(text: str) -> int | None:

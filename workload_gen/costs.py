@@ -55,3 +55,34 @@ def attention_bwd(batch: int, heads: int, kv_heads: int, sq: int, skv: int, d_qk
     kv = batch * skv * kv_heads * (d_qk + d_v)
     o = batch * sq * heads * d_v
     return 2.5 * f, float((2 * q + 2 * kv + 2 * o) * b + batch * heads * sq * 4)
+
+
+FP8_CAST_BYTES = {"delayed": 4.0, "tensorwise": 6.0, "mxfp8": 4.125, "blockwise": 4.0625}
+"""HBM bytes per element to quantize one bf16 GEMM input for Transformer Engine's FP8 GEMMs.
+
+The cast kernel reads the bf16 tensor (2 B) and writes it twice in fp8, row-wise for this
+GEMM and column-wise (transposed) for the backward GEMM that reuses it (1 + 1 B): 4 B,
+with the amax reduction fused in. Per recipe:
+- delayed: the scale comes from the amax history, so nothing more (4 B);
+- tensorwise (current scaling): the amax must be known before the cast, a second read
+  pass over the tensor (+2 B);
+- mxfp8: one e8m0 scale per 32 elements, in both directions (+2/32 B);
+- blockwise: one fp32 scale per 1x128 block in each direction (+2*4/128 B)."""
+
+
+def fp8_cast(rows: int, cols: int, recipe: str) -> tuple[float, float]:
+    """Quantize a [rows, cols] bf16 tensor for FP8 GEMMs: ~3 FLOPs per element (scale,
+    clamp, amax), memory-bound (see FP8_CAST_BYTES)."""
+    e = rows * cols
+    return 3.0 * e, FP8_CAST_BYTES[recipe] * e
+
+
+def attention_scores_bytes(batch: int, heads: int, sq: int, skv: int, backward: bool) -> float:
+    """HBM bytes of an unfused attention's score handling around its two batched GEMMs,
+    per score element (bf16 scores, 1-byte dropout mask), Megatron's fused
+    scale-mask-softmax then dropout:
+    forward: softmax reads the scores and writes the probabilities (2 + 2), dropout reads
+    them and writes the dropped probabilities and the mask (2 + 2 + 1): 9 B;
+    backward: dropout's backward reads the incoming gradient and the mask and writes
+    (2 + 1 + 2), softmax's reads it and the probabilities and writes dS (2 + 2 + 2): 11 B."""
+    return (11.0 if backward else 9.0) * batch * heads * sq * skv

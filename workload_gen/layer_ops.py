@@ -40,7 +40,7 @@ Collective sizes follow NCCL's convention (the full buffer, as nccl-tests report
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from workload_gen import costs
 from workload_gen.model_config import ModelConfig
@@ -75,6 +75,8 @@ class LayerKey:
     last_stage_layers: int | None = None
     overlap_p2p: bool = False
     """PP sends may overlap compute: interleaved schedule with overlap_p2p_comm."""
+    fp8_recipe: str = "delayed"
+    attention_backend: str = "flash"
 
 
 Stamp = tuple[type, str, tuple]
@@ -196,24 +198,43 @@ class _Emitter:
         self.add([self.compute(name, FWD, OpKind.ROPE, (rows, width), (3.0 * e, 2 * e * self.B))],
                  [self.compute(name, BWD_I, OpKind.ROPE, (rows, width), (3.0 * e, 2 * e * self.B))])
 
-    def linear(self, name: str, m: int, k: int, n: int, mode: str) -> None:
+    def linear(self, name: str, m: int, k: int, n: int, mode: str, fp8: bool = True) -> None:
         """One linear layer, C[m,n] = X[m,k] @ W[k,n] (n, k already divided by tp).
 
         mode 'col' (column-parallel: qkv, fc1, q/kv up, output layer), 'row'
         (row-parallel: proj, fc2) or 'local' (no TP communication: duplicated MLA down
         projections). Backward: dgrad dX[m,k] = dY[m,n] @ W^T (shape m,k,n), then wgrad
         dW[k,n] = X^T @ dY (shape k,n,m), with the TP collectives listed in the module doc.
+        ``fp8=False``: stays bf16 under fp8 training (Megatron's output layer is not a
+        Transformer Engine module).
         """
-        key, B, bi = self.key, self.B, self.gemm_in_bytes
+        key, B = self.key, self.B
+        quantized = key.dtype == "fp8" and fp8
+        bi = self.gemm_in_bytes if quantized else B
+        gemm_dtype = None if quantized else ("bf16" if key.dtype == "fp8" else None)
         tp_on = key.tp > 1 and mode != "local"
         fwd: list[Op] = []
         bwd: list[Op] = []
+        # With --tp-comm-overlap under fp8, Transformer Engine's userbuffers gather the GEMM
+        # input already quantized (the producer writes fp8 into the communication buffer),
+        # so the SP all-gathers move 1-byte elements; NCCL's gathers (no overlap) stay bf16.
+        ag_b = bi if quantized and key.tp_comm_overlap else B
         if tp_on and mode == "col" and key.sp:
-            fwd.append(self.tp_coll(f"{name}_ag", FWD, CollKind.ALL_GATHER, m * k * B))
-        fwd.append(self.compute(name, FWD, OpKind.GEMM, (m, n, k), costs.gemm(m, n, k, bi, B)))
+            fwd.append(self.tp_coll(f"{name}_ag", FWD, CollKind.ALL_GATHER, m * k * ag_b))
+        if quantized:
+            # Transformer Engine quantizes each GEMM input: X here (row- and column-wise, the
+            # latter for wgrad); in backward dY before dgrad (reused by wgrad). The weight's
+            # casts happen once per iteration (builder: fp8_weight_cast).
+            fwd.append(self.compute(f"{name}.fp8_cast", FWD, OpKind.ELEMENTWISE, (m, k),
+                                    costs.fp8_cast(m, k, key.fp8_recipe), dtype="bf16"))
+        fwd.append(self.compute(name, FWD, OpKind.GEMM, (m, n, k), costs.gemm(m, n, k, bi, B), gemm_dtype))
         if tp_on and mode == "row":
             kind = CollKind.REDUCE_SCATTER if key.sp else CollKind.ALL_REDUCE
-            fwd.append(self.tp_coll(f"{name}_{'rs' if key.sp else 'ar'}", FWD, kind, m * n * B))
+            # fp8 with userbuffers: the row-parallel GEMM writes its output into an fp8
+            # buffer that is reduce-scattered in pipelined chunks (NeMo's FP8 overlap
+            # configs set fp8_buf on proj_fprop and fc2_fprop), 1 byte per element
+            rs_b = 1 if quantized and key.tp_comm_overlap and key.sp else B
+            fwd.append(self.tp_coll(f"{name}_{'rs' if key.sp else 'ar'}", FWD, kind, m * n * rs_b))
         # Megatron-Core's column-parallel backward (LinearWithGradAccumulationAndAsync-
         # Communication) is asynchronous even without --tp-comm-overlap: the re-gather of X
         # for wgrad runs under the dgrad GEMM, and the dgrad's reduce-scatter (all-reduce
@@ -222,13 +243,17 @@ class _Emitter:
         # of dY must finish before the dgrad GEMM, so it blocks.
         if tp_on and key.sp:
             # row: gather dY (the reduce-scatter's backward); col: re-gather X for wgrad.
-            nbytes = m * n * B if mode == "row" else m * k * B
+            nbytes = m * n * ag_b if mode == "row" else m * k * ag_b
             bwd.append(self.tp_coll(f"{name}_ag_bwd", BWD_I, CollKind.ALL_GATHER, nbytes, async_default=mode == "col"))
-        bwd.append(self.compute(name, BWD_I, OpKind.GEMM, (m, k, n), costs.gemm(m, k, n, bi, B)))
+        if quantized:
+            bwd.append(self.compute(f"{name}.fp8_cast", BWD_I, OpKind.ELEMENTWISE, (m, n),
+                                    costs.fp8_cast(m, n, key.fp8_recipe), dtype="bf16"))
+        bwd.append(self.compute(name, BWD_I, OpKind.GEMM, (m, k, n), costs.gemm(m, k, n, bi, B), gemm_dtype))
         if tp_on and mode == "col":
             kind = CollKind.REDUCE_SCATTER if key.sp else CollKind.ALL_REDUCE
             bwd.append(self.tp_coll(f"{name}_{'rs' if key.sp else 'ar'}_bwd", BWD_I, kind, m * k * B, async_default=True))
-        bwd.append(self.compute(name, BWD_W, OpKind.GEMM, (k, n, m), costs.wgrad_gemm(k, n, m, bi, key.grad_bytes)))
+        bwd.append(self.compute(name, BWD_W, OpKind.GEMM, (k, n, m), costs.wgrad_gemm(k, n, m, bi, key.grad_bytes),
+                                gemm_dtype))
         self.add(fwd, bwd)
 
     def core_attention(self, heads: int, kv_heads: int, d_qk: int, d_v: int) -> None:
@@ -265,14 +290,52 @@ class _Emitter:
         elif cp > 1 and key.cp_comm == "all_gather":
             fwd_comm.append(self.coll("cp_kv_ag", FWD, CollKind.ALL_GATHER, Group.CP, cp, cp * kv_bytes))
             bwd_post.append(self.coll("cp_dkv_rs", BWD_I, CollKind.REDUCE_SCATTER, Group.CP, cp, cp * kv_bytes))
-        attn = self.compute("core_attn", FWD, OpKind.ATTENTION, shape, fwd_fb)
+        if key.attention_backend == "unfused":
+            attn_fwd, attn_bwd = self._unfused_attention(b, heads, s_l, s, d_qk, d_v)
+        else:
+            attn_fwd = [self.compute("core_attn", FWD, OpKind.ATTENTION, shape, fwd_fb)]
+            attn_bwd = [self.compute("core_attn", BWD_I, OpKind.ATTENTION, shape, bwd_fb)]
         recompute: list[Op] = []
         if key.recompute == "selective":
             # Megatron's selective recompute checkpoints core attention: its forward (and
             # the CP exchange feeding it) re-runs right before its backward.
-            recompute = [_as_recompute(op) for op in (*fwd_comm, attn, *fwd_post)]
-        self.add([*fwd_comm, attn, *fwd_post],
-                 [*recompute, *bwd_pre, self.compute("core_attn", BWD_I, OpKind.ATTENTION, shape, bwd_fb), *bwd_post])
+            recompute = [_as_recompute(op) for op in (*fwd_comm, *attn_fwd, *fwd_post)]
+        self.add([*fwd_comm, *attn_fwd, *fwd_post], [*recompute, *bwd_pre, *attn_bwd, *bwd_post])
+
+    def _unfused_attention(self, b: int, heads: int, sq: int, skv: int, d_qk: int,
+                           d_v: int) -> tuple[list[Op], list[Op]]:
+        """Attention with the scores in memory (Megatron's unfused path): two batched GEMMs
+        per direction over the whole s x s matrix (no causal skip: the mask is applied to
+        full scores), and the softmax/dropout traffic of costs.attention_scores_bytes.
+        Batched GEMMs are grouped_gemm ops, one group per (sequence, head)."""
+        B, g = self.B, b * heads
+        scores = (g, sq, skv, d_qk)     # S = Q K^T
+        context = (g, sq, d_v, skv)     # O = P V
+        sm = (b * heads * sq, skv)
+        e = float(b * heads * sq * skv)
+        fwd = [
+            self.compute("attn_scores", FWD, OpKind.GROUPED_GEMM, scores, costs.grouped_gemm(g, sq, skv, d_qk, B, B)),
+            self.compute("attn_softmax_dropout", FWD, OpKind.ELEMENTWISE, sm,
+                         (5.0 * e, costs.attention_scores_bytes(b, heads, sq, skv, False)), dtype="bf16"),
+            self.compute("attn_context", FWD, OpKind.GROUPED_GEMM, context, costs.grouped_gemm(g, sq, d_v, skv, B, B)),
+        ]
+        bwd = [
+            # dV = P^T dO and dP = dO V^T, then the softmax/dropout backward, then dQ = dS K, dK = dS^T Q
+            self.compute("attn_context", BWD_I, OpKind.GROUPED_GEMM, (g, skv, d_v, sq),
+                         costs.grouped_gemm(g, skv, d_v, sq, B, B)),
+            self.compute("attn_context", BWD_W, OpKind.GROUPED_GEMM, (g, sq, skv, d_v),
+                         costs.grouped_gemm(g, sq, skv, d_v, B, B)),
+            self.compute("attn_softmax_dropout", BWD_I, OpKind.ELEMENTWISE, sm,
+                         (4.0 * e, costs.attention_scores_bytes(b, heads, sq, skv, True)), dtype="bf16"),
+            self.compute("attn_scores", BWD_I, OpKind.GROUPED_GEMM, (g, sq, d_qk, skv),
+                         costs.grouped_gemm(g, sq, d_qk, skv, B, B)),
+            self.compute("attn_scores", BWD_W, OpKind.GROUPED_GEMM, (g, skv, d_qk, sq),
+                         costs.grouped_gemm(g, skv, d_qk, sq, B, B)),
+        ]
+        if self.key.dtype == "fp8":
+            fwd = [replace(op, dtype="bf16") for op in fwd]
+            bwd = [replace(op, dtype="bf16") for op in bwd]
+        return fwd, bwd
 
     # --- blocks ----------------------------------------------------------------------
     def attention_block(self) -> None:
@@ -465,7 +528,7 @@ def head_templates(model: ModelConfig, key: LayerKey) -> Templates:
     T, h, B, tp = e.T, model.hidden_size, e.B, key.tp
     vt = key.vocab_padded // tp
     e.norm("final_norm", e.T_sp, h)
-    e.linear("output", T, h, vt, "col")
+    e.linear("output", T, h, vt, "col", fp8=False)
     n = T * vt
     loss_fwd = [e.compute("loss", FWD, OpKind.LOSS, (T, vt), (5.0 * n, n * (B + 4)), "fp32")]
     if tp > 1:

@@ -22,6 +22,9 @@ def _divisors(n: int) -> str:
     return shown + (", ..." if len(ds) > 12 else "")
 
 
+FP8_RECIPES = ("delayed", "tensorwise", "mxfp8", "blockwise")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ParallelConfig:
     # --- layout ---------------------------------------------------------------
@@ -48,6 +51,16 @@ class ParallelConfig:
     global_batch: int = 8
     seq_length: int = 2048
     dtype: Dtype = "bf16"
+    fp8_recipe: Literal["delayed", "tensorwise", "mxfp8", "blockwise"] = "delayed"
+    """Transformer Engine's FP8 scaling recipe when dtype is fp8 (Megatron --fp8-recipe):
+    delayed (amax history, Hopper's default), tensorwise (current per-tensor scaling: one
+    more pass over each tensor for its amax), mxfp8 (Blackwell's 1x32 block scales) or
+    blockwise (DeepSeek-style 1x128/128x128 blocks). Sets the cast traffic of each FP8
+    GEMM input (workload_gen.costs.FP8_CAST_BYTES)."""
+    attention_backend: Literal["flash", "unfused"] = "flash"
+    """flash: a fused kernel that never writes the s x s scores (Megatron --attention-backend
+    flash, fused or auto; FlashAttention, cuDNN); unfused: scores and probabilities go
+    through memory (--attention-backend unfused or local; Megatron-LM before 2022)."""
     # --- memory savers ---------------------------------------------------------
     recompute: Literal["none", "selective", "full"] = "none"
     recompute_method: Literal["uniform", "block"] = "uniform"
@@ -105,6 +118,10 @@ class ParallelConfig:
             raise ConfigError("recompute", self.recompute, "valid: none, selective, full")
         if self.recompute_method not in ("uniform", "block"):
             raise ConfigError("recompute_method", self.recompute_method, "valid: uniform, block")
+        if self.fp8_recipe not in FP8_RECIPES:
+            raise ConfigError("fp8_recipe", self.fp8_recipe, f"valid: {', '.join(FP8_RECIPES)}")
+        if self.attention_backend not in ("flash", "unfused"):
+            raise ConfigError("attention_backend", self.attention_backend, "valid: flash, unfused")
         if self.cp_comm not in ("p2p", "all_gather", "a2a"):
             raise ConfigError("cp_comm", self.cp_comm, "valid: p2p, all_gather, a2a")
         if self.overlap_param_gather and not self.distributed_optimizer:

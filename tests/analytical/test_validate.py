@@ -1,50 +1,115 @@
-"""scripts/validate.py on the shared real data: the accuracy goals of issue 5.
+"""Accuracy on the measured runs of ../shared/data/real, judged out of sample.
 
-Goals: step time within 10% median absolute error, memory within 5%. The figures are
-in-sample for the estimator's A100/B200 caps (fitted by compute_profile on these rows);
-the memory model and the network are not fitted to them.
+The suite runs the calibration itself (about 20 s): the declared parameters are fitted on
+the runs, then every model family is left out in turn, refitted without it, and predicted
+by the full simulator. CI asserts the CROSS-VALIDATED figures (issue 12), not in-sample
+ones. The maximum error is reported, not asserted: the B200 rows still miss by up to
+~17% when their model is left out (docs/validation.md says why).
 """
 from __future__ import annotations
 
 import importlib.util
+import statistics
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "validate.py"
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT.parent / "shared" / "data" / "real"
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("trainsim_validate", SCRIPT)
+@pytest.fixture(scope="module")
+def report():
+    from engine.calibration import cross_validate
+    from formats.measured_runs import read_measured_dir
+
+    return cross_validate(read_measured_dir(DATA))
+
+
+def _cv_errors(preds):
+    return [abs(p.cross_validated_s / p.run.step_time_s - 1) for p in preds]
+
+
+def test_every_measured_run_is_used(report):
+    assert report.rows == 66  # 10 A100 + 12 B200 + 44 H100
+    assert report.folds == 14  # 10 GPT sizes, 2 B200 models, 2 H100 models
+    assert len(report.parameters) == 6
+
+
+def test_cross_validated_step_time_median_within_5_percent(report):
+    bf16 = [p for p in report.predictions if p.run.precision != "fp8"]
+    fp8 = [p for p in report.predictions if p.run.precision == "fp8"]
+    assert len(fp8) == 22
+    for name, preds in (("all", report.predictions), ("bf16/fp16", bf16), ("fp8", fp8)):
+        med = statistics.median(_cv_errors(preds))
+        assert med <= 0.05, f"{name}: cross-validated median |error| {med:.1%}"
+
+
+def test_cross_validated_fp8_speedup_within_5_percent(report):
+    """Per model, the cross-validated BF16->FP8 speed-up is within 5% of the measured one
+    (averaged over the model's GPU counts and its two NeMo releases, whose configs are
+    identical but whose measured speed-ups differ by up to 4%: a release effect no
+    configuration input carries). Every single pair stays within 8%; the per-pair table is
+    in docs/validation.md."""
+    from engine.calibration import speedups
+
+    pairs = speedups(report)
+    assert len(pairs) == 22
+    models = {key.split()[0] for key, *_ in pairs}
+    assert models == {"llama3.1-8b", "llama3.1-70b"}
+    for model in models:
+        mine = [(m, cv) for key, m, _, cv in pairs if key.startswith(model + " ")]
+        measured = statistics.mean(m for m, _ in mine)
+        predicted = statistics.mean(cv for _, cv in mine)
+        assert abs(predicted / measured - 1) <= 0.05, f"{model}: {predicted:.3f} vs measured {measured:.3f}"
+    for key, measured, _in_sample, cv in pairs:
+        assert abs(cv / measured - 1) <= 0.08, f"{key}: BF16->FP8 speed-up {cv:.3f} vs measured {measured:.3f}"
+
+
+def test_memory_median_within_1_5_percent(report):
+    errs = [abs(p.memory_allocated / p.run.mem_allocated - 1) for p in report.predictions if p.memory_allocated]
+    errs += [abs(p.memory_reserved / p.run.mem_reserved - 1) for p in report.predictions if p.memory_reserved]
+    assert len(errs) == 24
+    assert statistics.median(errs) <= 0.015
+
+
+def test_fitted_parameters_stay_inside_their_bounds(report):
+    for d in report.parameters:
+        assert d.lower <= report.fitted[d.path] <= d.upper
+        lo, hi = report.fold_values[d.path]
+        assert d.lower <= lo <= hi <= d.upper
+
+
+def test_the_shipped_calibration_is_this_fit(report):
+    """compute_profile/data/calibrated.yaml holds what calibrating on these runs gives
+    (to 2%: the optimiser's tolerance), so the shipped model is the reported one."""
+    from compute_profile.estimator import calibrated_values
+
+    shipped = dict(calibrated_values())
+    for d in report.parameters:
+        assert shipped[d.path] == pytest.approx(report.fitted[d.path], rel=0.02, abs=2e-3), d.path
+
+
+def test_validate_script_reports_every_row(capsys):
+    spec = importlib.util.spec_from_file_location("trainsim_validate", ROOT / "scripts" / "validate.py")
     mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up
+    sys.modules[spec.name] = mod
     assert spec.loader is not None
     spec.loader.exec_module(mod)
-    return mod
-
-
-def test_validate_meets_the_accuracy_goals(capsys):
-    v = _load()
-    groups = v.validate()
-    assert len(groups["step_time"]) == 22  # 10 A100 + 12 B200 rows
-    assert len(groups["memory"]) == 24     # allocated and reserved for the 12 B200 rows
-    med_t, max_t = v.stats(groups["step_time"])
-    med_m, max_m = v.stats(groups["memory"])
-    assert med_t <= 0.10, f"step time median |error| {med_t:.1%}"
-    assert med_m <= 0.05, f"memory median |error| {med_m:.1%}"
-    # guard rails, well outside today's figures (max 25% / 2.5%), so a regression shows
-    assert max_t < 0.40 and max_m < 0.10
-    # the printed report has a line per row and the summary lines
-    assert v.main([]) == 0
+    assert mod.main([]) == 0
     out = capsys.readouterr().out
-    assert out.count("step_time_s") == 22 and "median |error|" in out
+    assert out.count("step_time_s") == 66 and "median |error|" in out
 
 
 def test_measured_step_time_follows_megatrons_flop_formula():
     """Row 1 of the A100 table: 1.7B (h 2304, 24 layers), 32 GPUs, batch 512, 137 TFLOP/s."""
-    v = _load()
+    from formats.measured_runs import read_measured_runs
+
     f = 96 * 512 * 2048 * 24 * 2304**2 * (1 + 2048 / (6 * 2304) + 51200 / (16 * 24 * 2304))
-    case = v.a100_cases()[0]
-    assert case.step_s == f / (137e12 * 32)
-    assert (case.parallel.tp, case.parallel.pp) == (1, 1)
-    big = v.a100_cases()[-1]  # 1T: tp x pp = 512 -> TP 8 inside the node, PP 64
+    runs = read_measured_runs(DATA / "megatron_a100_2021_weak_scaling.csv")
+    assert runs[0].step_time_s == f / (137e12 * 32)
+    assert (runs[0].parallel.tp, runs[0].parallel.pp) == (1, 1)
+    big = runs[-1]  # 1T: tp x pp = 512 -> TP 8 inside the node, PP 64
     assert (big.parallel.tp, big.parallel.pp, big.parallel.dp) == (8, 64, 6)
+    assert runs[0].parallel.attention_backend == "unfused"  # 2021 stack: no fused attention yet

@@ -30,7 +30,8 @@ def test_measure_tiny_model_on_cpu_fills_db(measured_db, capsys):
     w = build(model, ParallelConfig(world_size=1, global_batch=2, seq_length=64))
     with ProfileDB(measured_db, create=False) as db:
         rows = db.rows()
-    assert len(rows) == len(collect_cases(w))
+    # every case but the step's fixed host work (no kernel to measure)
+    assert len(rows) == len([c for c in collect_cases(w) if c.name != "step_overhead"])
     assert {r.kind for r in rows} >= {"gemm", "attention", "norm", "elementwise", "rope", "embedding", "loss", "optimizer"}
     assert all(r.gpu == "cpu" and r.source == "measured" and r.min_s <= r.time_s <= r.max_s for r in rows)
 

@@ -158,9 +158,11 @@ def test_bad_parameter_file_value_is_named():
         params_from_dict("toy", raw)
 
 
-def test_h100_large_gemm_matches_published_cublas_range():
-    # Published bf16 cuBLAS throughput for 8192^3 on H100 SXM is roughly 650-800 TF/s.
+def test_h100_large_gemm_prior_matches_published_cublas_range():
+    """At its kernel-level prior (no step-time calibration) the model's 8192^3 bf16 GEMM on
+    H100 SXM sits in the commonly quoted 650-800 TF/s. The calibrated ceiling is lower
+    (docs/validation.md: it also absorbs what whole steps lose beyond single kernels)."""
     op = gemm("big", 8192, 8192, 8192)
-    tflops = op.flops / estimate_time(op, "h100") / 1e12
-    assert 600 < tflops < 820
+    tflops = op.flops / estimate_time(op, "h100", load_params("h100-sxm", overrides=())) / 1e12
+    assert 650 < tflops < 820
     assert math.isfinite(tflops)

@@ -80,7 +80,9 @@ def _attempt(mct, tmp_path: Path) -> tuple[int, dict, Path]:
     cov = summary["compute_coverage"]
     # Nearly all predicted compute time comes from the imported measurements; the rest
     # (the embedding dropout the torch model does not have) is estimated.
-    assert cov["imported_s"] / cov["total_s"] > 0.95
+    # Imported times cover all but the Megatron-only ops the torch loop lacks (gradient
+    # norm, grad-buffer zeroing, embedding dropout: estimated, ~8% of this tiny model).
+    assert cov["imported_s"] / cov["total_s"] > 0.90
     out = tmp_path / "diff"
     code = diff_trace_main([str(run_dir), str(trace), "--step", str(step), "--out", str(out),
                             "--fail-above", str(BOUND * 100)])

@@ -1,0 +1,348 @@
+"""Calibration of the compute model's declared parameters on measured runs, reported honestly.
+
+Only the parameters the parameter file declares as fitted (``{prior, bounds, source}``
+entries of compute_profile/data/estimator_params.yaml) move; everything else stays at its
+sourced value. The fit is maximum a posteriori: least squares on the log step-time errors
+(sigma 3%), rows weighted so that each GPU counts as much as any other, plus a Gaussian
+prior per parameter centred on its public kernel-level figure (sigma a quarter of its
+bounds' width), inside the bounds.
+
+The inner loop uses a surrogate that is exact for the compute the parameters touch: per
+run, the critical stage's GEMM time is sum(max(A_i / (g * f_i), M_i) + L_i) (A_i the op's
+compute time at efficiency 1, g the GPU's GEMM cap, f_i the FP8 speed-up for FP8 ops, M_i
+its memory time, L_i its launches); the pipeline bubble scales with the per-micro-batch
+compute; the optimizer step's fixed work adds once; the overlap slowdown adds its
+coefficient times the compute the reference run overlapped with communication. Exposed
+communication is held at the reference. After each fit the references are re-simulated
+in full (outer loop), and every figure reported comes from the FULL simulator.
+
+Cross-validation leaves one model family out at a time (each A100 GPT size, each B200
+model, each H100 model), refits every declared parameter on the rest and predicts the
+left-out runs with the full simulator: the figures that say how the model does on a
+model it was not fitted on. Memory has no fitted parameter, so its in-sample and
+cross-validated errors are the same numbers.
+
+Units: seconds, bytes.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from compute_profile.estimator import DeclaredParameter, declared_parameters, explain, load_params
+from formats.measured_runs import MeasuredRun
+from workload_gen import build
+from workload_gen.errors import ConfigError
+from workload_gen.gpu_specs import get_gpu
+from workload_gen.records import ComputeOp, OpKind, Workload
+from workload_gen.system import get_system
+
+LOG_SIGMA = 0.03
+"""Assumed spread of one measured step time around the model (log scale): run-to-run and
+release-to-release variation in the public tables is 1-3%."""
+
+_GEMM_KINDS = (OpKind.GEMM, OpKind.GROUPED_GEMM, OpKind.ROUTER)
+
+Theta = dict[str, float]
+
+
+@dataclass(slots=True)
+class _Reference:
+    """One run simulated at a reference theta, reduced to what the surrogate needs."""
+
+    run: MeasuredRun
+    gpu: str
+    time_s: float
+    theta: Theta
+    bubble_ratio: float
+    """Bubble / per-micro-batch compute of the critical stage (the bubble scales with it)."""
+    overlapped_s: float
+    """Compute time of the critical rank that ran beside communication (slowdown base)."""
+    gemm_a: np.ndarray = field(repr=False)
+    gemm_m: np.ndarray = field(repr=False)
+    gemm_l: np.ndarray = field(repr=False)
+    gemm_w: np.ndarray = field(repr=False)
+    gemm_fp8: np.ndarray = field(repr=False)
+    step_ops: int = 0
+
+
+def _overrides(theta: Theta) -> tuple[tuple[str, float], ...]:
+    return tuple(sorted(theta.items()))
+
+
+def _gpu_param(gpu: str) -> str:
+    return f"gpus.{gpu}.gemm.max_efficiency"
+
+
+def simulate_run(run: MeasuredRun, theta: Theta, timeline: bool = False) -> tuple[float, object]:
+    """Full simulation of one run with the compute model at ``theta``: (step time, result)."""
+    from compute_profile import attach
+    from engine.pipeline import run_workload
+
+    system = get_system(run.system)
+    params = load_params(system.gpu, overrides=_overrides(theta))
+    workload, cov = attach(build(run.model, run.parallel), system.gpu, None, params=params)
+    result = run_workload(workload, system, timeline=timeline, attach=False)
+    return result.iteration_time_s, result
+
+
+def _reference(run: MeasuredRun, theta: Theta) -> _Reference:
+    time_s, res = simulate_run(run, theta)
+    wl: Workload = res.workload
+    gpu = get_system(run.system).gpu
+    spec = get_gpu(gpu)
+    unit = load_params(gpu, overrides=_overrides({**theta, _gpu_param(gpu): 1.0, "defaults.gemm.fp8_speedup": 1.0}))
+    crit = int(res.extras.get("critical_stage", 0))
+    stage = wl.stages[crit]
+    nmb = wl.parallel.num_microbatches
+    a, m, lat, w, f8 = [], [], [], [], []
+    per_mb = 0.0
+    for ch in stage.chunks:
+        for op in (*ch.forward, *ch.backward):
+            if not isinstance(op, ComputeOp):
+                continue
+            per_mb += op.time_s or 0.0
+            if op.kind in _GEMM_KINDS:
+                e1 = explain(op, spec, unit)
+                a.append(e1.compute_s)
+                m.append(e1.memory_s)
+                lat.append(e1.launch_s)
+                w.append(nmb)
+                f8.append(op.dtype == "fp8")
+    step_ops = sum(1 for op in stage.iteration if isinstance(op, ComputeOp) and op.kind is OpKind.OPTIMIZER
+                   and op.shape[:1] == (0,))
+    bd = res.stage_breakdowns[crit] if crit < len(res.stage_breakdowns) else res.breakdown
+    per_mb_total = per_mb * nmb
+    ratio = bd.bubble_s / per_mb_total if per_mb_total > 0 else 0.0
+    overlapped = float(res.extras.get("overlapped_compute_s", [0.0] * (crit + 1))[crit]) \
+        if isinstance(res.extras.get("overlapped_compute_s"), list) else 0.0
+    return _Reference(run, gpu, time_s, dict(theta), ratio, overlapped, np.array(a), np.array(m), np.array(lat),
+                      np.array(w, dtype=float), np.array(f8, dtype=bool), step_ops)
+
+
+def _gemm_time(ref: _Reference, g: float, fp8: float) -> float:
+    rate = np.where(ref.gemm_fp8, g * fp8, g)
+    return float(np.sum(ref.gemm_w * (np.maximum(ref.gemm_a / rate, ref.gemm_m) + ref.gemm_l)))
+
+
+def _surrogate(ref: _Reference, theta: Theta, defaults: Theta) -> float:
+    def val(key: str) -> float:
+        return theta.get(key, defaults[key])
+
+    def ref_val(key: str) -> float:
+        return ref.theta.get(key, defaults[key])
+
+    gk = _gpu_param(ref.gpu)
+    g0 = ref.theta.get(gk, defaults.get(gk, math.nan))
+    g1 = theta.get(gk, defaults.get(gk, math.nan))
+    if math.isnan(g0):  # a GPU without a fitted cap: take its fixed one
+        g0 = g1 = load_params(ref.gpu).gemm.max_efficiency
+    f_key = "defaults.gemm.fp8_speedup"
+    d_gemm = _gemm_time(ref, g1, val(f_key)) - _gemm_time(ref, g0, ref_val(f_key))
+    s_key, o_key = "defaults.step_overhead_s", "defaults.overlap_slowdown"
+    d_step = ref.step_ops * (val(s_key) - ref_val(s_key))
+    d_overlap = ref.overlapped_s * (val(o_key) - ref_val(o_key))
+    return ref.time_s + d_gemm * (1.0 + ref.bubble_ratio) + d_step + d_overlap
+
+
+@dataclass(frozen=True, slots=True)
+class Fit:
+    theta: Theta
+    rows: int
+    parameters: tuple[str, ...]
+
+
+def _fit(refs: Sequence[_Reference], decl: Sequence[DeclaredParameter], start: Theta) -> Theta:
+    try:
+        from scipy.optimize import least_squares  # a well-kept bounded least-squares solver
+    except ModuleNotFoundError:
+        raise ConfigError("calibrate", "scipy", "is needed: pip install 'trainsim[calibrate]'") from None
+
+    names = [d.path for d in decl]
+    lo = np.array([d.lower for d in decl])
+    hi = np.array([d.upper for d in decl])
+    prior = np.array([d.prior for d in decl])
+    psig = (hi - lo) / 4
+    measured = np.array([r.run.step_time_s for r in refs])
+    gpus = [r.gpu for r in refs]
+    counts = {g: gpus.count(g) for g in set(gpus)}
+    weight = np.array([math.sqrt(len(refs) / (len(counts) * counts[g])) for g in gpus])
+    defaults = {d.path: d.prior for d in decl}
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        theta = dict(zip(names, x.tolist()))
+        pred = np.array([_surrogate(r, theta, defaults) for r in refs])
+        pred = np.maximum(pred, 1e-9)
+        return np.concatenate([weight * np.log(pred / measured) / LOG_SIGMA, (x - prior) / psig])
+
+    x0 = np.clip(np.array([start.get(n, defaults[n]) for n in names]), lo, hi)
+    sol = least_squares(residuals, x0, bounds=(lo, hi), x_scale=psig, method="trf")
+    return dict(zip(names, sol.x.tolist()))
+
+
+def calibrate(runs: Sequence[MeasuredRun], *, outer: int = 2, start: Theta | None = None,
+              progress: Callable[[str], None] | None = None) -> tuple[Theta, list[_Reference]]:
+    """Fit the declared parameters on ``runs``: surrogate fits with ``outer`` full
+    re-simulations of the references. Returns theta and the final references."""
+    decl = declared_parameters()
+    theta: Theta = dict(start) if start else {d.path: d.prior for d in decl}
+    refs = [_reference(r, theta) for r in runs]
+    for i in range(outer):
+        theta = _fit(refs, decl, theta)
+        refs = [_reference(r, theta) for r in runs]
+        if progress:
+            progress(f"outer round {i + 1}/{outer}: refitted {len(decl)} parameters on {len(runs)} runs")
+    return theta, refs
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    run: MeasuredRun
+    in_sample_s: float
+    cross_validated_s: float
+    prior_s: float
+    memory_allocated: float | None
+    memory_reserved: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class CalibrationReport:
+    parameters: tuple[DeclaredParameter, ...]
+    fitted: Theta
+    fold_values: dict[str, tuple[float, float]]
+    """Parameter -> (min, max) over the cross-validation folds."""
+    predictions: tuple[Prediction, ...]
+    folds: int
+
+    @property
+    def rows(self) -> int:
+        return len(self.predictions)
+
+
+def cross_validate(runs: Sequence[MeasuredRun], *, outer: int = 2,
+                   progress: Callable[[str], None] | None = None) -> CalibrationReport:
+    """Fit on all runs (in-sample) and leave each model family out in turn (cross-validated)."""
+    decl = declared_parameters()
+    prior_theta = {d.path: d.prior for d in decl}
+    if progress:
+        progress(f"fitting {len(decl)} declared parameters on {len(runs)} measured runs")
+    theta, refs = calibrate(runs, outer=outer, progress=progress)
+    families = sorted({r.family for r in runs})
+    cv: dict[int, float] = {}
+    values: dict[str, list[float]] = {d.path: [] for d in decl}
+    for k, fam in enumerate(families, 1):
+        train = [ref for ref in refs if ref.run.family != fam]
+        held = [i for i, r in enumerate(runs) if r.family == fam]
+        if not train:
+            raise ConfigError("runs", fam, "cross-validation needs runs of more than one model family")
+        fold = _fit(train, decl, theta)
+        for name, v in fold.items():
+            values[name].append(v)
+        for i in held:
+            cv[i] = simulate_run(runs[i], fold)[0]
+        if progress:
+            progress(f"fold {k}/{len(families)}: left out {fam} ({len(held)} runs)")
+    preds = []
+    for i, (run, ref) in enumerate(zip(runs, refs)):
+        mem = simulate_run(run, theta)[1].memory if run.mem_allocated is not None else None
+        preds.append(Prediction(
+            run, ref.time_s, cv[i], simulate_run(run, prior_theta)[0],
+            max(m.allocated_peak for m in mem) if mem else None,
+            max(m.reserved_peak for m in mem) if mem else None))
+    fold_values = {k: (min(v), max(v)) for k, v in values.items() if v}
+    return CalibrationReport(tuple(decl), theta, fold_values, tuple(preds), len(families))
+
+
+# --- reporting ----------------------------------------------------------------------------
+def _err(pred: float, meas: float) -> float:
+    return pred / meas - 1
+
+
+def error_stats(errors: Sequence[float]) -> tuple[float, float, float]:
+    """(median signed, median |e|, max |e|)."""
+    if not errors:
+        return (math.nan, math.nan, math.nan)
+    return statistics.median(errors), statistics.median(abs(e) for e in errors), max(abs(e) for e in errors)
+
+
+def groups(report: CalibrationReport) -> dict[str, list[Prediction]]:
+    """The row subsets the report tabulates: all, per GPU, per precision, per model family."""
+    out: dict[str, list[Prediction]] = {"all": list(report.predictions)}
+    for p in report.predictions:
+        r = p.run
+        out.setdefault(f"gpu {r.system}", []).append(p)
+        out.setdefault(f"precision {'fp8' if r.precision == 'fp8' else 'bf16/fp16'}", []).append(p)
+        out.setdefault(f"family {r.family}", []).append(p)
+    return out
+
+
+def speedups(report: CalibrationReport) -> list[tuple[str, float, float, float]]:
+    """(pair, measured, in-sample, cross-validated) BF16 -> FP8 step-time ratios."""
+    by_pair: dict[str, dict[str, Prediction]] = {}
+    for p in report.predictions:
+        by_pair.setdefault(p.run.pair, {})[p.run.precision] = p
+    out = []
+    for key, d in sorted(by_pair.items()):
+        if "bf16" in d and "fp8" in d:
+            b, f = d["bf16"], d["fp8"]
+            out.append((key, b.run.step_time_s / f.run.step_time_s, b.in_sample_s / f.in_sample_s,
+                        b.cross_validated_s / f.cross_validated_s))
+    return out
+
+
+def render_markdown(report: CalibrationReport) -> str:
+    lines = [f"Fitted {len(report.parameters)} declared parameters on {report.rows} measured runs; "
+             f"cross-validation leaves one model family out ({report.folds} folds). Every figure is the full "
+             "simulator's. Errors are predicted / measured - 1.", "",
+             "| parameter | prior | bounds | fitted (all runs) | range over folds | source of the prior |",
+             "|---|---|---|---|---|---|"]
+    for d in report.parameters:
+        lo, hi = report.fold_values.get(d.path, (math.nan, math.nan))
+        lines.append(f"| `{d.path}` | {d.prior:g} | [{d.lower:g}, {d.upper:g}] | {report.fitted[d.path]:.4g} | "
+                     f"{lo:.4g} - {hi:.4g} | {d.source} |")
+    lines += ["", "Step time, |error| median / max (signed median in brackets):", "",
+              "| rows | n | priors only | in-sample | cross-validated (leave one model out) |", "|---|---|---|---|---|"]
+    for name, preds in groups(report).items():
+        cells = []
+        for attr in ("prior_s", "in_sample_s", "cross_validated_s"):
+            med, mabs, mx = error_stats([_err(getattr(p, attr), p.run.step_time_s) for p in preds])
+            cells.append(f"{mabs:.1%} / {mx:.1%} ({med:+.1%})")
+        lines.append(f"| {name} | {len(preds)} | " + " | ".join(cells) + " |")
+    mem = [(p, p.memory_allocated, p.run.mem_allocated) for p in report.predictions if p.memory_allocated]
+    mem += [(p, p.memory_reserved, p.run.mem_reserved) for p in report.predictions if p.memory_reserved]
+    if mem:
+        med, mabs, mx = error_stats([_err(a, b) for _, a, b in mem if b])
+        lines += ["", f"Memory (allocated and reserved peaks, {len(mem)} figures; no fitted parameter, so in-sample = "
+                  f"cross-validated): median |error| {mabs:.1%}, max {mx:.1%} (signed median {med:+.1%})."]
+    sp = speedups(report)
+    if sp:
+        lines += ["", "BF16 -> FP8 speed-up (step-time ratio):", "",
+                  "| pair | measured | in-sample | cross-validated | cv error |", "|---|---|---|---|---|"]
+        for key, meas, ins, cvr in sp:
+            lines.append(f"| {key} | {meas:.3f} | {ins:.3f} | {cvr:.3f} | {cvr / meas - 1:+.1%} |")
+    lines += ["", "| run | measured s | priors only | in-sample | cross-validated |", "|---|---|---|---|---|"]
+    for p in report.predictions:
+        m = p.run.step_time_s
+        lines.append(f"| {p.run.label} | {m:.4g} | {_err(p.prior_s, m):+.1%} | {_err(p.in_sample_s, m):+.1%} | "
+                     f"{_err(p.cross_validated_s, m):+.1%} |")
+    return "\n".join(lines) + "\n"
+
+
+def calibrated_yaml(report: CalibrationReport, data: str) -> str:
+    """calibrated.yaml: the fitted values, with what they were fitted on and how well."""
+    med_cv = error_stats([_err(p.cross_validated_s, p.run.step_time_s) for p in report.predictions])
+    med_in = error_stats([_err(p.in_sample_s, p.run.step_time_s) for p in report.predictions])
+    lines = [
+        "# Written by `compute-profile calibrate --write`; do not edit by hand.",
+        f"# Fitted on {report.rows} measured runs from {data} ({report.folds} model families).",
+        f"# Step time |error| median/max: in-sample {med_in[1]:.1%}/{med_in[2]:.1%}, "
+        f"leave-one-model-out {med_cv[1]:.1%}/{med_cv[2]:.1%} (docs/validation.md).",
+        "parameters:",
+    ]
+    for d in report.parameters:
+        lines.append(f"  {d.path}: {report.fitted[d.path]:.6g}")
+    return "\n".join(lines) + "\n"
