@@ -4,16 +4,41 @@ Static state, per parameter held by the rank (``StageProgram.params``, already s
 by TP/EP/PP):
 
 - weights: ``ParallelConfig.param_bytes`` (2 for bf16/fp16/fp8 training, which keeps bf16
-  weights; 4 for fp32);
+  weights; 4 for fp32). Under fp8, Transformer Engine also keeps, for every linear weight
+  of the transformer layers (attention, MLP, experts; not the embedding or the output
+  layer, which Megatron runs in bf16), an fp8 copy and its fp8 transpose, 2 bytes per
+  parameter, cast on the first micro-batch of the step and cached for the others
+  (TE ``module/base.py`` ``get_fp8_workspace``: ``data`` and ``data_transpose`` uint8
+  tensors cached under ``cache_name="weight"`` when the caller passes
+  ``is_first_microbatch``, as Megatron-Core's TE wrappers do unless
+  ``disable_parameter_transpose_cache``; v1.11, same in 2.x). MXFP8 adds one E8M0 scale per 32 values to
+  each copy (TE docs, "MXFP8"), see :data:`FP8_WEIGHT_COPY_BYTES`;
 - gradients: ``ParallelConfig.grad_bytes``, the main-grad buffer's dtype, the same bytes
   the workload's DP reduction moves: 4 (fp32) when gradients are accumulated and reduced
   in fp32 (Megatron-LM's default for bf16, ``--accumulate-allreduce-grads-in-fp32``), 2
   for fp16 training and for bf16 with that turned off (Megatron-Core's DDP allocates the
-  grad buffer in the parameter dtype then). The distributed optimizer reduce-scatters
-  inside this full buffer, so it is not sharded;
-- optimizer states: Adam's fp32 master copy + m + v = 12 bytes (8 for fp32 training,
-  whose weights are the master copy); the distributed optimizer shards them over
-  dp*cp for dense parameters and over the expert-DP group for expert parameters.
+  grad buffer in the parameter dtype then). The buffer is full-size with both optimizers:
+  Megatron's distributed optimizer reduce-scatters inside it; NeMo's
+  ``distributed_fused_adam`` (Apex ``DistributedFusedAdam``) runs with
+  ``contiguous_grad_buffer=True`` (NeMo's default, required with ``megatron_amp_O2``:
+  ``MegatronBaseModel.setup_optimization``; the dgxc-benchmarking Llama 3.1 YAMLs set it),
+  one persistent buffer of every bucket in ``grad_sync_dtype`` (Apex
+  ``_init_grad_buffer``). Its reduce-scatter outputs (``sync_grads_shard``, P/N elements)
+  are allocated when the last micro-batch's backward syncs each bucket and freed by
+  ``zero_grad``, so they never coincide with the activation peak and are not counted.
+  (Without the contiguous buffer the buckets are still full-size through gradient
+  accumulation: Apex ``_grad_copy`` allocates them and only ``_finish_bucket_grad_sync``
+  frees them, after the last micro-batch.)
+- optimizer states, sharded over dp*cp for dense parameters and over the expert-DP group
+  for expert parameters when ``distributed_optimizer`` (both optimizers shard over the
+  DP group with CP: NeMo passes ``get_data_parallel_group(with_context_parallel=True)``),
+  bytes per parameter from :func:`optimizer_state_bytes`: Megatron's Adam keeps the fp32
+  master copy + m + v = 12 (8 for fp32 training, whose weights are the master copy);
+  NeMo's ``distributed_fused_adam`` with bf16 weights stores only the 16 low bits of the
+  fp32 master (``store_param_remainders=True``, ``store_params=False``: NeMo
+  ``MegatronBaseModel.setup_optimization``; Apex keeps ``param_remainders_shard`` int16 +
+  ``exp_avg_shard`` + ``exp_avg_sq_shard`` fp32), 2 + 4 + 4 = 10 bytes; fp16 weights keep
+  the fp32 master (12), fp32 weights none (8).
 
 Activations per micro-batch follow Korthikanti et al. (arXiv 2205.05198, section 4):
 for a GPT layer, s*b*h*(34 + 5*a*s/h) bytes, split into the tensors each op saves for
@@ -25,23 +50,88 @@ selective recompute the core-attention part (5*a*s/h) is dropped; with full reco
 a layer keeps only its input (2*s*b*h, /t with SP) plus, while it is recomputed, one
 group of layers' full activations.
 
-Attention kernel: ``attention="flash"`` (default; Megatron-Core with Transformer
-Engine uses fused/flash attention, which saves the fp32 softmax statistics, 4*a*s*b
-bytes, instead of the a*s^2 probabilities) or ``"unfused"`` (the paper's 5*a*s^2*b).
-``dropout`` adds the 1-byte masks of attention/hidden dropout (the paper's GPT-3 setup);
-off by default, as Llama-style training runs with dropout 0 and ATen skips the mask then.
+Transformer Engine under fp8 saves the fp8 copy of each GEMM input instead of the bf16
+one (TE v1.11 ``Linear``/``LayerNormLinear``/``LayerNormMLP``/``GroupedLinear``
+``save_for_backward``: ``inputmat`` or ``inputmat_t`` after ``cast_to_fp8``, ``ln_out``
+allocated as uint8, ``gelu_out`` cast by the activation): 1 byte for the QKV and FC1
+inputs (norm outputs), the FC2 input (activation output) and the expert GEMM inputs. The
+norm inputs and the FC1 output (the activation's input) stay bf16. The projection saves
+an fp8 copy of the attention output while the fused attention kernel keeps its own bf16
+output for its backward (FlashAttention and cuDNN save q, k, v, out, lse), so under fp8
+with flash attention that tensor costs 2 + 1 bytes; the bf16 part is inside core
+attention and selective recompute drops it.
+
+MoE layers (Megatron-Core alltoall dispatcher): each rank routes its T/t tokens (SP)
+k times, so it sends T*k/t token copies and, balanced on average, receives as many; with
+expert TP they are all-gathered over etp, so T*k*etp/t copies go through this rank's
+expert GEMMs (saved: permuted input, FC1 output, FC2 input). The expert output comes
+back (reduce-scattered over etp, all-to-all) as T*k/t copies, which ``unpermute`` keeps
+for the gradient of the routing probabilities (``permuted_tokens * probs``).
+
+Context parallelism (TE's ``AttnFuncWithCPAndKVP2P`` / ``...KVAllGather`` /
+``...QKVOA2A``, v1.11 and 2.11): p2p and a2a save q, the last K/V chunk (p2p) or the
+head-sharded K/V (a2a), the output and the fp32 lse: the same bytes as without CP for the
+local s/cp tokens. all_gather also saves each step's output (``*out_per_step``), a second
+copy of the attention output. The K/V exchange buffers are transients (below).
+
+Attention kernel: ``attention="flash"`` (Megatron-Core with Transformer Engine uses
+fused/flash attention, which saves the fp32 softmax statistics, 4*a*s*b bytes, instead
+of the a*s^2 probabilities) or ``"unfused"`` (the paper's 5*a*s^2*b); the default is the
+workload's ``ParallelConfig.attention_backend``. ``dropout`` adds the 1-byte masks of
+attention/hidden dropout (the paper's GPT-3 setup); off by default, as Llama-style
+training runs with dropout 0 and ATen skips the mask then.
 
 Micro-batches in flight are counted by walking the stage's pipeline schedule (forward
 passes add the chunk's activations, backward passes free them): stage s of 1F1B holds
 min(pp - s, m) micro-batches; for interleaving this gives Megatron's factor
 (1 + (pp-1)/(pp*vpp)) * pp on the first stage.
 
-Temporary: the largest per-op transient buffer: the loss (bf16 logits + their fp32
-copy, (2 + 4) * tokens * vocab/t), the SP all-gathered layer input (2*s*b*h), the
-gradients inside a dense MLP's backward (FC2 input and FC1 output, 2*s*b*f*(w+1)/t with
-w = 2 for SwiGLU), or the MoE dispatch buffers. Reserved = allocated * 1.06: the caching allocator's
-fragmentation; Megatron runs on B200 (../shared/data/real/b200_megatron_measured.csv)
-show reserved/allocated between 1.03 and 1.07.
+Temporary = persistent workspaces + the largest per-op transient buffer.
+
+Workspaces (:func:`workspace_bytes`), allocated once and kept: PyTorch's cuBLAS
+workspace for the GEMMs it runs itself (output layer, router), 32 MiB on sm90 and newer
+(``CUBLAS_WORKSPACE_CONFIG`` default ``:4096:8``; ``:4096:2:16:8`` = 8 MiB + 128 KiB
+before: ATen ``CublasHandlePool.cpp``), one per stream; Transformer Engine's cuBLAS
+workspace, 32 MiB on sm90+ and 4 MiB before (TE ``get_cublas_workspace_size_bytes``),
+plus 3 more for the userbuffers GEMM streams with ``tp_comm_overlap``
+(``_NUM_MAX_UB_STREAMS``) and 4 more for grouped GEMMs in MoE models
+(``tex._num_cublas_streams``; TE 2.x keeps these as separate tensors); and with
+``tp_comm_overlap`` the userbuffers themselves: NeMo calls ``te.initialize_ub`` with
+shape [seq * micro_batch / cp, hidden] and TE allocates one buffer of that shape per
+overlapped GEMM: 6 all-gather buffers (qkv_fprop, qkv_dgrad, proj_dgrad, fc1_fprop,
+fc1_dgrad, fc2_dgrad; uint8 under fp8) and 4 reduce-scatter/wgrad buffers (proj_fprop,
+fc2_fprop, qkv_wgrad, fc1_wgrad; bf16) (TE v1.11 ``initialize_ub``; TE 2.x adds two
+"external" wgrad buffers, not counted). Userbuffers are allocated by TE itself
+(``register_user_buffer_collective``: cuMem/cudaMalloc), outside PyTorch's caching
+allocator, so ``torch.cuda.memory_allocated`` does not show them though they occupy the
+GPU; they are counted here so that the peak is what must fit.
+
+Transients (:func:`_temporary`): the loss (bf16 logits + their fp32 copy,
+(2 + 4) * tokens * vocab/t), the SP all-gathered GEMM input (2*s*b*h; 1 byte per value
+under fp8, where TE gathers the cast copy), the gradients inside a dense MLP's backward
+(FC2 input and FC1 output, 2*s*b*f*(w+1)/t with w = 2 for SwiGLU) or an expert MLP's
+(the same over the routed copies), the MoE dispatch buffers (the permuted send buffer
+and the all-to-all receive buffer, 2 * 2*T*k*h/t, plus the expert-TP all-gather output),
+and the CP exchange buffers: p2p keeps every received K/V chunk and every step's output
+until its forward ends (cp * (K/V chunk + output)), and its backward holds two K/V and
+two dK/dV buffers plus dq; all_gather holds the gathered K/V and, in backward, the
+full-length dK/dV (2 * cp * K/V chunk); a2a holds the exchanged q/k/v and their
+reordered copies (2 * (q + K/V)).
+
+Allocated is what live tensors take (``torch.cuda.max_memory_allocated``); reserved is
+what PyTorch's caching allocator holds from CUDA (``torch.cuda.max_memory_reserved``):
+allocated plus the allocator's rounding and fragmentation. Every request is rounded up to
+512 bytes; requests up to 1 MiB are carved out of 2 MiB segments, larger ones are
+rounded up to 2 MiB and served from cached free blocks (split, and the remainder kept) or
+new segments (20 MiB for requests below 10 MiB), so freed blocks that are too small for
+a later request stay reserved (PyTorch ``CUDACachingAllocator`` constants kMinBlockSize,
+kSmallSize, kSmallBuffer, kLargeBuffer, kMinLargeAlloc, kRoundLarge; docs "CUDA
+semantics: memory management"). Reserved = allocated * 1.06: Megatron runs on B200
+(../shared/data/real/b200_megatron_measured.csv, SimuMax, the only public runs here
+with both figures) show reserved/allocated between 1.028 and 1.069 (mean 1.046); 1.06
+sits near the top of that range on purpose, as a fit check should not pass on the
+fragmentation allowance. Memory outside PyTorch's allocator besides the userbuffers
+(CUDA context, NCCL buffers) is not modelled.
 """
 from __future__ import annotations
 
@@ -49,12 +139,98 @@ from dataclasses import dataclass
 from typing import Literal
 
 from engine.schedules import SCHEDULES, default_schedule
+from workload_gen.errors import ConfigError
+from workload_gen.gpu_specs import get_gpu
 from workload_gen.model_config import ModelConfig
 from workload_gen.parallel_config import ParallelConfig
+from workload_gen.params import rank_tensors
 from workload_gen.records import Workload
 from workload_gen.run_result import MemoryEstimate
+from workload_gen.units import KiB, MiB
 
 RESERVED_FACTOR = 1.06
+"""reserved / allocated: the caching allocator's rounding and fragmentation (B200 runs:
+1.028-1.069, mean 1.046; see the module docstring)."""
+
+TORCH_CUBLAS_WORKSPACE = {True: 4096 * KiB * 8, False: 4096 * KiB * 2 + 16 * KiB * 8}
+"""PyTorch's cuBLAS workspace per (handle, stream), by "sm90 or newer": ATen
+CublasHandlePool.cpp ``parseChosenWorkspaceSize`` defaults (:4096:8 and :4096:2:16:8)."""
+TE_CUBLAS_WORKSPACE = {True: 32 * MiB, False: 4 * MiB}
+"""Transformer Engine's cuBLAS workspace, by "sm90 or newer" (TE
+``get_cublas_workspace_size_bytes``: 33_554_432 / 4_194_304 bytes)."""
+TE_UB_STREAMS = 3
+"""TE ``_NUM_MAX_UB_STREAMS``: extra cuBLAS workspaces for userbuffers GEMM overlap."""
+TE_GROUPED_GEMM_STREAMS = 4
+"""TE ``num_streams`` (gemm.h) / ``tex._num_cublas_streams``: workspaces for grouped GEMM."""
+UB_ALL_GATHER_BUFFERS = 6
+"""qkv_fprop, qkv_dgrad, proj_dgrad, fc1_fprop, fc1_dgrad, fc2_dgrad (TE ``initialize_ub``)."""
+UB_REDUCE_SCATTER_BUFFERS = 4
+"""proj_fprop, fc2_fprop, qkv_wgrad, fc1_wgrad (TE ``initialize_ub``)."""
+FP8_WEIGHT_COPY_BYTES = {
+    "delayed": 2.0, "tensorwise": 2.0,
+    "mxfp8": 2 * (1 + 1 / 32),  # row- and column-wise copies, one E8M0 scale per 32 values each
+    "blockwise": 2 * (1 + 4 / (128 * 128)),  # 128x128 weight blocks with an fp32 scale each
+}
+"""Bytes per linear-layer parameter of TE's cached fp8 weight (data + transpose)."""
+
+
+def optimizer_state_bytes(par: ParallelConfig) -> int:
+    """Optimizer-state bytes per parameter (before any sharding); see the module docstring."""
+    if par.optimizer == "distributed_fused_adam":
+        # NeMo: fp32 optimizer dtype; param_sync_dtype = the model dtype; bf16 model ->
+        # store_param_remainders (int16), fp16 model -> fp32 master, fp32 model -> none.
+        master = {"fp32": 0, "fp16": 4}.get(par.dtype, 2)
+        return master + 4 + 4
+    return 8 if par.dtype == "fp32" else 12
+
+
+def _linear_params(workload: Workload, stage: int) -> int:
+    """Parameters of the transformer layers one rank of ``stage`` holds: the weights TE
+    casts to fp8 (norm and router weights are included; they are under 0.1% of a layer)."""
+    model, par = workload.model, workload.parallel
+    return sum(n for chunk in range(par.vpp) for layer, n, _, _ in rank_tensors(model, par, stage, chunk)
+               if 0 <= layer < model.num_layers)
+
+
+def fp8_weight_cache_bytes(workload: Workload, stage: int) -> float:
+    """Transformer Engine's cached fp8 weight copies on one rank of ``stage`` (0 unless fp8)."""
+    par = workload.parallel
+    if par.dtype != "fp8":
+        return 0.0
+    return FP8_WEIGHT_COPY_BYTES[par.fp8_recipe] * _linear_params(workload, stage)
+
+
+def _sm90_or_newer(gpu: str) -> bool:
+    """Workspace sizes change at Hopper; an unknown or unset GPU counts as Hopper or newer."""
+    if not gpu:
+        return True
+    try:
+        return "fp8" in get_gpu(gpu).peak_flops
+    except ConfigError:
+        return True
+
+
+def userbuffer_bytes(model: ModelConfig, par: ParallelConfig) -> float:
+    """Transformer Engine's userbuffers for ``tp_comm_overlap`` (0 without it)."""
+    if not par.tp_comm_overlap:
+        return 0.0
+    e = 4 if par.dtype == "fp32" else 2
+    ag = 1 if par.dtype == "fp8" else e
+    rows = par.seq_length * par.micro_batch // par.cp
+    return rows * model.hidden_size * (UB_ALL_GATHER_BUFFERS * ag + UB_REDUCE_SCATTER_BUFFERS * e)
+
+
+def workspace_bytes(workload: Workload) -> float:
+    """Persistent workspaces of one rank: cuBLAS (PyTorch's and TE's) and userbuffers."""
+    model, par = workload.model, workload.parallel
+    new = _sm90_or_newer(workload.gpu)
+    te = TE_CUBLAS_WORKSPACE[new]
+    ws = TORCH_CUBLAS_WORKSPACE[new] + te
+    if par.tp_comm_overlap:
+        ws += TE_UB_STREAMS * te + userbuffer_bytes(model, par)
+    if model.is_moe:
+        ws += TE_GROUPED_GEMM_STREAMS * te
+    return float(ws)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +238,8 @@ class LayerActivation:
     """Bytes one layer saves for backward for one micro-batch on one rank."""
 
     core_attention: float
-    """The part selective recompute drops (softmax probabilities or flash statistics)."""
+    """The part selective recompute drops (softmax probabilities or flash statistics, and
+    what the attention kernel keeps beyond its inputs)."""
     rest: float
     input: float
     """The layer input, which full recompute keeps."""
@@ -72,11 +249,23 @@ class LayerActivation:
         return self.core_attention + self.rest
 
 
+def _attention_widths(model: ModelConfig) -> tuple[int, int, int, int, int]:
+    """(q, k, v, output, latent) widths of one token, all heads (unsharded)."""
+    a = model.num_attention_heads
+    if model.multi_latent_attention:
+        latent = (model.q_lora_rank or 0) + model.kv_lora_rank + model.qk_pos_emb_head_dim
+        return a * model.qk_dim, a * model.qk_dim, a * model.v_dim, a * model.v_dim, latent
+    d = model.head_dim
+    return a * d, model.kv_heads * d, model.kv_heads * d, a * d, 0
+
+
 def layer_activation_bytes(
     model: ModelConfig, par: ParallelConfig, layer: int, *,
-    attention: Literal["flash", "unfused"] = "flash", dropout: bool = False,
+    attention: Literal["flash", "unfused"] | None = None, dropout: bool = False,
 ) -> LayerActivation:
+    attention = attention or par.attention_backend
     e = 4 if par.dtype == "fp32" else 2
+    g = 1 if par.dtype == "fp8" else e  # a GEMM input as Transformer Engine saves it
     mask = 1 if dropout else 0
     t = par.tp
     s = par.seq_length // par.cp  # tokens of the sequence on this CP rank
@@ -86,47 +275,47 @@ def layer_activation_bytes(
     h = model.hidden_size
     a = model.num_attention_heads
     sp_div = t if par.sp else 1  # SP shards the replicated parts over TP
-    if model.multi_latent_attention:
-        q_w, k_w, v_w = a * model.qk_dim, a * model.qk_dim, a * model.v_dim
-        o_w = a * model.v_dim
-        latent = (model.q_lora_rank or 0) + model.kv_lora_rank + model.qk_pos_emb_head_dim
-    else:
-        d = model.head_dim
-        q_w, k_w, v_w = a * d, model.kv_heads * d, model.kv_heads * d
-        o_w = a * d  # attention output: one head_dim vector per query head
-        latent = 0
+    q_w, k_w, v_w, o_w, latent = _attention_widths(model)
     # --- attention block (Korthikanti 11sbh + 5as^2b for MHA with dropout) ---------
     ln1_in = e * T * h / sp_div
-    qkv_in = e * T * h / sp_div
+    qkv_in = g * T * h / sp_div
     qk = e * T * (q_w + k_w) / t
     v = e * T * v_w / t
-    proj_in = e * T * o_w / t
+    proj_in = g * T * o_w / t  # the projection's saved input (its fp8 copy under fp8)
     lat = e * T * latent / sp_div
     attn_mask = mask * T * h / sp_div
     if attention == "unfused":
         probs = (e + (mask + e if dropout else 0)) * a * s * s_kv * b / t
     else:
         probs = 4 * a * s * b / t  # fp32 log-sum-exp per query and head
+        if par.dtype == "fp8":
+            probs += e * T * o_w / t  # the kernel's own bf16 output, beside the fp8 copy
+        if par.cp > 1 and par.cp_comm == "all_gather":
+            probs += e * T * o_w / t  # TE's KV all-gather CP also saves each step's output
     # --- MLP block (19sbh for gelu with ffn = 4h) ---------------------------------
     ln2_in = e * T * h / sp_div
-    fc1_in = e * T * h / sp_div
     hid_mask = mask * T * h / sp_div
     width = 2 if model.activation == "swiglu" else 1
     if model.is_moe_layer(layer):
         k = model.moe_router_topk
         etp = par.expert_tp
-        routed = T * k * etp / t if par.sp else T * k  # tokens through this rank's experts
+        local = T * k / sp_div  # token copies this rank dispatches, and gets back to combine
+        routed = local * etp  # token copies through this rank's expert GEMMs
         f_e = model.expert_ffn / etp
+        fc1_in = e * T * h / sp_div  # the pre-MLP norm output, saved bf16 by the router
         mlp = e * T * model.num_experts / sp_div  # router logits
-        mlp += e * routed * h  # permuted tokens = expert FC1 input
-        mlp += e * routed * f_e * width + e * routed * f_e  # FC1 output, FC2 input
-        mlp += e * routed * h  # expert output kept for the weighted combine
+        mlp += g * routed * h  # permuted tokens = expert FC1 input
+        mlp += e * routed * f_e * width + g * routed * f_e  # FC1 output, FC2 input
+        mlp += e * local * h  # expert output kept for the probability-weighted combine
         fs = model.moe_shared_expert_intermediate_size
         if fs:
-            mlp += e * T * fs * width / t + e * T * fs / t
+            mlp += e * T * fs * width / t + g * T * fs / t
+            if par.dtype == "fp8":
+                mlp += T * h / sp_div  # the shared FC1's fp8 copy of its input
     else:
         f = model.dense_ffn if model.is_moe else model.ffn
-        mlp = e * T * f * width / t + e * T * f / t  # FC1 output (activation input), FC2 input
+        fc1_in = g * T * h / sp_div
+        mlp = e * T * f * width / t + g * T * f / t  # FC1 output (activation input), FC2 input
     rest = ln1_in + qkv_in + qk + v + proj_in + lat + attn_mask + ln2_in + fc1_in + mlp + hid_mask
     return LayerActivation(core_attention=probs, rest=rest, input=e * T * h / sp_div)
 
@@ -180,38 +369,69 @@ def _in_flight_peak(workload: Workload, stage: int, per_chunk: dict[int, float],
     return peak
 
 
-def _temporary(workload: Workload, stage: int) -> float:
-    model, par = workload.model, workload.parallel
+def cp_exchange_bytes(model: ModelConfig, par: ParallelConfig) -> float:
+    """The largest transient of TE's context-parallel attention on one rank (0 without CP)."""
+    if par.cp == 1:
+        return 0.0
     e = 4 if par.dtype == "fp32" else 2
     T = par.seq_length // par.cp * par.micro_batch
+    q_w, k_w, v_w, o_w, _ = _attention_widths(model)
+    q, kv, out = e * T * q_w / par.tp, e * T * (k_w + v_w) / par.tp, e * T * o_w / par.tp
+    if par.cp_comm == "p2p":
+        # forward: p2p_comm_buffers keeps all cp K/V chunks and out_per_step all cp outputs;
+        # backward: two [kv, dkv] exchange buffers, one dkv_ and dq, one dq_ per step.
+        return max(par.cp * (kv + out), 5 * kv + 2 * q)
+    if par.cp_comm == "all_gather":
+        return 2 * par.cp * kv  # gathered K/V and, in backward, full-length dK/dV
+    return 2 * (q + kv)  # a2a: exchanged q/k/v and their reordered copies
+
+
+def _temporary(workload: Workload, stage: int) -> float:
+    """The largest transient buffer of one rank of ``stage`` (workspaces not included)."""
+    model, par = workload.model, workload.parallel
+    e = 4 if par.dtype == "fp32" else 2
+    g = 1 if par.dtype == "fp8" else e
+    T = par.seq_length // par.cp * par.micro_batch
     h = model.hidden_size
+    sp_div = par.tp if par.sp else 1
     temp = 0.0
     if par.sp:
-        temp = e * T * h  # the all-gathered input of QKV / FC1
+        temp = g * T * h  # the all-gathered input of QKV / FC1
     layers = {op.layer for ch in workload.stages[stage].chunks for op in ch.forward}
     width = 2 if model.activation == "swiglu" else 1
-    dense = [layer for layer in layers if 0 <= layer < model.num_layers and not model.is_moe_layer(layer)]
+    blocks = [layer for layer in layers if 0 <= layer < model.num_layers]
+    dense = [layer for layer in blocks if not model.is_moe_layer(layer)]
     if dense:
         # Backward of a dense MLP: gradients of the FC2 input and of the FC1 output coexist.
         f = model.dense_ffn if model.is_moe else model.ffn
         temp = max(temp, e * T * f * (width + 1) / par.tp)
     if model.num_layers in layers:
         temp = max(temp, (e + 4) * T * model.vocab_size / par.tp)
-    if any(model.is_moe_layer(layer) for layer in layers if 0 <= layer < model.num_layers):
-        k = model.moe_router_topk
-        tokens = T * k * par.expert_tp / par.tp if par.sp else T * k
-        temp = max(temp, 2 * e * tokens * h)  # all-to-all send and receive buffers
+    if any(model.is_moe_layer(layer) for layer in blocks):
+        etp = par.expert_tp
+        local = T * model.moe_router_topk / sp_div
+        routed = local * etp
+        # permuted send buffer + all-to-all receive buffer (+ the expert-TP all-gather output)
+        temp = max(temp, e * h * (2 * local + (routed if etp > 1 else 0)))
+        temp = max(temp, e * routed * model.expert_ffn / etp * (width + 1))  # expert MLP backward
+    if blocks:
+        temp = max(temp, cp_exchange_bytes(model, par))
     return temp
 
 
 def estimate_memory(
     workload: Workload, *, schedule: str | None = None,
-    attention: Literal["flash", "unfused"] = "flash", dropout: bool = False,
+    attention: Literal["flash", "unfused"] | None = None, dropout: bool = False,
 ) -> tuple[MemoryEstimate, ...]:
-    """One :class:`MemoryEstimate` per pipeline stage (its rank's peak, in bytes)."""
+    """One :class:`MemoryEstimate` per pipeline stage (its rank's peak, in bytes).
+
+    ``weights`` includes TE's cached fp8 weight copies; ``temporary`` is the persistent
+    workspaces (:func:`workspace_bytes`) plus the largest transient."""
     par = workload.parallel
+    attention = attention or par.attention_backend
     sched = schedule or default_schedule(par.vpp)
-    opt_bytes = 8 if par.dtype == "fp32" else 12
+    opt_bytes = optimizer_state_bytes(par)
+    workspace = workspace_bytes(workload)
     out = []
     for prog in workload.stages:
         dense, expert = prog.dense_params, prog.params - prog.dense_params
@@ -229,11 +449,11 @@ def estimate_memory(
         acts += max(p[1] for p in parts.values())
         out.append(MemoryEstimate(
             stage=prog.stage,
-            weights=par.param_bytes * prog.params,
+            weights=round(par.param_bytes * prog.params + fp8_weight_cache_bytes(workload, prog.stage)),
             gradients=par.grad_bytes * prog.params,
-            optimizer_states=int(round(opt)),
-            activations=int(round(acts)),
-            temporary=int(round(_temporary(workload, prog.stage))),
+            optimizer_states=round(opt),
+            activations=round(acts),
+            temporary=round(workspace + _temporary(workload, prog.stage)),
             reserved_factor=RESERVED_FACTOR,
         ))
     return tuple(out)

@@ -108,7 +108,7 @@ def _h100(r: dict[str, str]) -> MeasuredRun:
         world_size=int(r["gpus"]), tp=tp, pp=pp, vpp=vp, cp=cp, ep=int(r["ep"]), sp=r["sequence_parallel"] == "1",
         micro_batch=int(r["mbs"]), global_batch=int(r["gbs"]), seq_length=int(r["seq"]),
         dtype="fp8" if fp8 else "bf16", fp8_recipe="delayed", recompute=r["recompute"],
-        distributed_optimizer=True, overlap_grad_reduce=r["overlap_grad_sync"] == "1",
+        distributed_optimizer=True, optimizer=r["optimizer"], overlap_grad_reduce=r["overlap_grad_sync"] == "1",
         overlap_param_gather=r["overlap_param_sync"] == "1", tp_comm_overlap=r["tp_comm_overlap"] == "1",
         overlap_p2p_comm=r["overlap_p2p"] == "1", grad_reduce_in_fp32=r["grad_sync_dtype"] == "fp32")
     if par.dp != int(r["dp"]):

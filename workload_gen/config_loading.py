@@ -35,6 +35,7 @@ YAML schema (every key optional; see docs/workload.md)::
       recompute_method: uniform    # uniform | block
       recompute_num_layers: null
       distributed_optimizer: true
+      optimizer: adam              # adam (Megatron) | distributed_fused_adam (NeMo; needs distributed_optimizer)
       overlap_grad_reduce: true
       overlap_param_gather: true
       tp_comm_overlap: false
@@ -346,6 +347,7 @@ _PAR_VALUE_FLAGS: tuple[tuple[tuple[str, ...], str, type, tuple[str, ...] | None
     (("--recompute-method",), "recompute_method", str, ("uniform", "block")),
     (("--recompute-num-layers",), "recompute_num_layers", int, None),
     (("--ddp-bucket-size",), "ddp_bucket_size", int, None),
+    (("--optimizer",), "optimizer", str, ("adam", "distributed_fused_adam")),  # Megatron's adam, NeMo's optim.name
     (("--make-vocab-size-divisible-by",), "make_vocab_size_divisible_by", int, None),
 )
 # Our on/off switches (each also has --no-...); the Megatron spelling is an alias.
@@ -366,7 +368,7 @@ IGNORED_MEGATRON_FLAGS: dict[str, bool] = {
     "--lr": True, "--min-lr": True, "--lr-decay-style": True, "--lr-decay-iters": True,
     "--lr-warmup-iters": True, "--lr-warmup-fraction": True, "--lr-warmup-samples": True,
     "--lr-decay-samples": True, "--weight-decay": True, "--clip-grad": True,
-    "--adam-beta1": True, "--adam-beta2": True, "--adam-eps": True, "--optimizer": True,
+    "--adam-beta1": True, "--adam-beta2": True, "--adam-eps": True,
     "--init-method-std": True, "--train-iters": True, "--train-samples": True, "--seed": True,
     "--save": True, "--load": True, "--save-interval": True, "--eval-interval": True,
     "--eval-iters": True, "--log-interval": True, "--data-path": True, "--split": True,

@@ -3,13 +3,20 @@
 Peak figures are DENSE tensor-core throughput (no 2:4 sparsity), in FLOP/s; HBM
 bandwidth in bytes/s; memory in bytes. A dtype a GPU lacks (fp8 before Hopper) is
 absent from ``peak_flops``; asking for it raises a ConfigError.
+
+``memory_bytes`` is the capacity CUDA reports (``cudaGetDeviceProperties().totalGlobalMem``,
+which ``torch.cuda.get_device_properties().total_memory`` returns): the ceiling of what
+PyTorch's caching allocator can reserve, and what a peak-memory estimate has to fit in.
+It is below the marketing figure in GB (an "80 GB" H100 is not 80e9 bytes of usable
+memory, nor 80 GiB) and below nvidia-smi's total, which also counts memory the driver
+keeps; it varies by a few MiB between driver versions. Each value cites a public printout.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from workload_gen.errors import ConfigError
-from workload_gen.units import GB, TFLOPS, GiB
+from workload_gen.units import GB, TFLOPS, GiB, MiB
 
 T = TFLOPS
 
@@ -38,35 +45,56 @@ GPUS: dict[str, GpuSpec] = {
         # NVIDIA A100 Tensor Core GPU datasheet (2021), SXM column; dense figures.
         source="NVIDIA A100 datasheet, SXM 80GB",
         peak_flops={"bf16": 312 * T, "fp16": 312 * T, "tf32": 156 * T, "fp32": 19.5 * T},
-        hbm_bw=2039 * GB, memory_bytes=80 * GB, sm_count=108,
+        hbm_bw=2039 * GB, sm_count=108,
+        # CUDA totalGlobalMem of an A100 80GB: 81,049 MiB (mixbench output, github.com/ekondis/
+        # mixbench/issues/47, "Total global mem: 81049 MB", A100 80GB PCIe; the SXM4 module has the
+        # same 80 GB HBM2e). nvidia-smi shows 81,920 MiB (github.com/modal-labs/modal-client/pull/2797).
+        memory_bytes=81_049 * MiB,
     ),
     "a100-pcie": GpuSpec(
         name="a100-pcie",
         # NVIDIA A100 datasheet, PCIe 80GB column.
         source="NVIDIA A100 datasheet, PCIe 80GB",
         peak_flops={"bf16": 312 * T, "fp16": 312 * T, "tf32": 156 * T, "fp32": 19.5 * T},
-        hbm_bw=1935 * GB, memory_bytes=80 * GB, sm_count=108,
+        hbm_bw=1935 * GB, sm_count=108,
+        # CUDA totalGlobalMem 81,049 MiB: mixbench on an "NVIDIA A100 80GB PCIe"
+        # (github.com/ekondis/mixbench/issues/47).
+        memory_bytes=81_049 * MiB,
     ),
     "h100-sxm": GpuSpec(
         name="h100-sxm",
         # NVIDIA H100 Tensor Core GPU datasheet, SXM5 column; sparsity figures halved.
         source="NVIDIA H100 datasheet, SXM",
         peak_flops={"bf16": 989.4 * T, "fp16": 989.4 * T, "fp8": 1978.9 * T, "tf32": 494.7 * T, "fp32": 66.9 * T},
-        hbm_bw=3350 * GB, memory_bytes=80 * GB, sm_count=132,
+        hbm_bw=3350 * GB, sm_count=132,
+        # torch.cuda.get_device_properties: "NVIDIA H100 80GB HBM3 ... total_memory=81090MB" (MiB;
+        # 8 GPUs printed in Stanford CS336 spring 2025 lecture 6 notes); other public printouts give
+        # 81,082-81,106 MiB by driver (deviceQuery 85,045,477,376 bytes: github.com/thamada/
+        # nvidia-smi nvsim/H100SXMx8_deviceQuery.py). nvidia-smi shows 81,559 MiB
+        # (github.com/NVIDIA/nccl/issues/1264; modal-labs/modal-client#2797: 85,520,809,984 bytes).
+        # 81,090 MiB = 79.2 GiB (80e9 bytes would be 74.5 GiB).
+        memory_bytes=81_090 * MiB,
     ),
     "h200": GpuSpec(
         name="h200",
         # NVIDIA H200 datasheet, SXM column: H100 compute, HBM3e 141 GB at 4.8 TB/s.
         source="NVIDIA H200 datasheet, SXM",
         peak_flops={"bf16": 989.4 * T, "fp16": 989.4 * T, "fp8": 1978.9 * T, "tf32": 494.7 * T, "fp32": 66.9 * T},
-        hbm_bw=4800 * GB, memory_bytes=141 * GB, sm_count=132,
+        hbm_bw=4800 * GB, sm_count=132,
+        # torch: "NVIDIA H200 ... total_memory=143156MB" (MiB; a public Modal vLLM example's
+        # printout, found by code search); nvidia-smi shows 143,771 MiB.
+        memory_bytes=143_156 * MiB,
     ),
     "h20": GpuSpec(
         name="h20",
         # NVIDIA HGX H20 product brief (2024): 148 TF bf16 dense, 96 GB HBM3 at 4.0 TB/s.
         source="NVIDIA HGX H20 product brief",
         peak_flops={"bf16": 148 * T, "fp16": 148 * T, "fp8": 296 * T, "tf32": 74 * T, "fp32": 44 * T},
-        hbm_bw=4000 * GB, memory_bytes=96 * GB, sm_count=78,
+        hbm_bw=4000 * GB, sm_count=78,
+        # torch: "NVIDIA H20 ... total_memory=97285MB" (MiB; printed in the comments of public
+        # Triton attention kernels, found by code search); nvidia-smi shows 97,871 MiB
+        # (github.com/NVIDIA/nvtrust/issues/128).
+        memory_bytes=97_285 * MiB,
     ),
     "b200": GpuSpec(
         name="b200",
@@ -74,7 +102,12 @@ GPUS: dict[str, GpuSpec] = {
         # 180 GB usable per GPU in DGX B200 (1,440 GB per 8 GPUs).
         source="NVIDIA HGX/DGX B200 datasheets",
         peak_flops={"bf16": 2250 * T, "fp16": 2250 * T, "fp8": 4500 * T, "tf32": 1100 * T, "fp32": 75 * T},
-        hbm_bw=8000 * GB, memory_bytes=180 * GB, sm_count=148,
+        hbm_bw=8000 * GB, sm_count=148,
+        # torch: "NVIDIA B200 ... total_memory=182631MB" (MiB; public printouts give 182,631 and
+        # 182,642); CUDA "Total Global Memory: 178.35 GB" (GiB, = 182,630 MiB:
+        # github.com/pytorch/ao/pull/4002); nvidia-smi shows 183,359 MiB
+        # (github.com/NVIDIA/TensorRT-LLM/issues/10278).
+        memory_bytes=182_631 * MiB,
     ),
     "cpu": GpuSpec(
         name="cpu",

@@ -23,6 +23,7 @@ def _divisors(n: int) -> str:
 
 
 FP8_RECIPES = ("delayed", "tensorwise", "mxfp8", "blockwise")
+OPTIMIZERS = ("adam", "distributed_fused_adam")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,6 +69,12 @@ class ParallelConfig:
     """Layers recomputed per stage with full recompute (block); None means all."""
     distributed_optimizer: bool = False
     """ZeRO-1: optimizer states and the fp32 master weights sharded over dp*cp."""
+    optimizer: Literal["adam", "distributed_fused_adam"] = "adam"
+    """adam: Megatron-LM's Adam (fp32 master + m + v, 12 bytes/param, sharded with
+    distributed_optimizer); distributed_fused_adam: NeMo's Apex DistributedFusedAdam, a
+    ZeRO optimizer (needs distributed_optimizer) that with bf16 weights keeps only the 16
+    low bits of the fp32 master (10 bytes/param) and a full-size contiguous grad buffer
+    (engine.memory gives the sources). Megatron/NeMo --optimizer, NeMo optim.name."""
     # --- overlap switches ---------------------------------------------------------
     overlap_grad_reduce: bool = False
     overlap_param_gather: bool = False
@@ -122,6 +129,12 @@ class ParallelConfig:
             raise ConfigError("fp8_recipe", self.fp8_recipe, f"valid: {', '.join(FP8_RECIPES)}")
         if self.attention_backend not in ("flash", "unfused"):
             raise ConfigError("attention_backend", self.attention_backend, "valid: flash, unfused")
+        if self.optimizer not in OPTIMIZERS:
+            raise ConfigError("optimizer", self.optimizer, f"valid: {', '.join(OPTIMIZERS)}")
+        if self.optimizer == "distributed_fused_adam" and not self.distributed_optimizer:
+            raise ConfigError("optimizer", self.optimizer,
+                              "shards the optimizer over data parallelism: needs distributed_optimizer "
+                              "(--use-distributed-optimizer)")
         if self.cp_comm not in ("p2p", "all_gather", "a2a"):
             raise ConfigError("cp_comm", self.cp_comm, "valid: p2p, all_gather, a2a")
         if self.overlap_param_gather and not self.distributed_optimizer:

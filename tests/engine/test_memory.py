@@ -7,7 +7,7 @@ import pytest
 from _build import model, workload
 
 from engine import estimate_memory
-from engine.memory import layer_activation_bytes
+from engine.memory import layer_activation_bytes, workspace_bytes
 from workload_gen.builder import build
 from workload_gen.model_config import ModelConfig
 from workload_gen.model_presets import get_preset
@@ -26,7 +26,8 @@ def test_gpt_layer_is_korthikanti_34_plus_5as_over_h():
     per_layer = SBH * (34 + 5 * A * S / H)
     assert mem.activations == 2 * per_layer
     assert mem.weights == 2 * 1000 and mem.gradients == 4 * 1000 and mem.optimizer_states == 12 * 1000
-    assert mem.temporary == 2 * S * B * 4 * H * 2  # MLP backward: FC2-input and FC1-output grads
+    # persistent cuBLAS workspaces + the MLP backward's FC2-input and FC1-output grads
+    assert mem.temporary == workspace_bytes(w) + 2 * S * B * 4 * H * 2
     assert mem.allocated_peak == 2000 + 4000 + 12000 + 2 * per_layer + mem.temporary
 
 
@@ -47,7 +48,7 @@ def test_tp_sp_1f1b_in_flight_and_distributed_optimizer():
         assert mem.optimizer_states == 12 * 1000 // 2
         # the largest transient: the MLP backward's gradients of the FC2 input and FC1
         # output (2 * s*b*4h/t each), above the SP-gathered layer input (2 * s*b*h)
-        assert mem.temporary == max(2 * S * B * 4 * H * 2 / 2, 2 * S * B * H)
+        assert mem.temporary == workspace_bytes(w) + max(2 * S * B * 4 * H * 2 / 2, 2 * S * B * H)
 
 
 def test_selective_recompute_drops_the_attention_term():
