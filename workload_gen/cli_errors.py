@@ -32,9 +32,42 @@ def run_cli(body: Callable[[], int]) -> int:
         return 130
 
 
+def package_version() -> str:
+    """The installed trainsim version (``--version`` on every command)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("trainsim")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
 class OneLineParser(argparse.ArgumentParser):
-    """An argparse parser whose usage errors are one line (and exit code 2), like every
-    other bad-input error; ``--help`` still prints the full usage."""
+    """The parser of every command: usage errors are one line (exit code 2) with a "did
+    you mean" for a mistyped flag, like every other bad-input error; ``--help`` prints the
+    full usage and ``--version`` the package version. Flags must be spelled out: argparse's
+    prefix matching would let ``--seq`` silently mean whichever flag it happens to start."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+        self.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"error: {self.prog}: {message} (see {self.prog} --help)\n")
+        hint = self._did_you_mean(message)
+        self.exit(2, f"error: {self.prog}: {message}{hint} (see {self.prog} --help)\n")
+
+    def _did_you_mean(self, message: str) -> str:
+        import difflib
+
+        if not message.startswith("unrecognized arguments:"):
+            return ""
+        flags = [o for a in self._actions for o in a.option_strings if o.startswith("--")]
+        for word in message.split(":", 1)[1].split():
+            if word.startswith("--"):
+                name = word.split("=", 1)[0]
+                starts = sorted(f for f in flags if f.startswith(name))
+                close = starts[:3] or difflib.get_close_matches(name, flags, n=1, cutoff=0.75)
+                if close:
+                    return f"; did you mean {' or '.join(close)}?"
+        return ""
