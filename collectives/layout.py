@@ -26,6 +26,10 @@ from workload_gen.placement import Placement
 MAX_CHANNELS = 32
 """NCCL's MAXCHANNELS."""
 
+NCCL_SIMPLE_BYTES_PER_CHANNEL = 512 * 64
+"""NCCL keeps a channel for the Simple protocol while the buffer holds at least
+nthreads (512) x NCCL_SIMPLE_THREAD_THRESHOLD (64 B) per channel: 32 KiB."""
+
 
 @dataclass(frozen=True, slots=True, eq=False)
 class GroupLayout:
@@ -97,13 +101,21 @@ class GroupLayout:
         - ``per_rail`` channels per NIC across nodes: 2 for the double binary tree, so that
           each NIC carries one channel of each tree (a node interior in one tree is a leaf
           in the other, which is what balances the NICs);
-        - then shrunk until each rank's slice per channel is >= 64 KiB, as NCCL uses fewer
-          channels for small messages (a channel costs a thread block and a latency).
+        - then shrunk for small messages, as NCCL uses fewer channels for them (a channel
+          costs a thread block and a latency). Across nodes this is NCCL's own rule for
+          the Simple protocol: channels drop while the *whole* buffer is below
+          ``channels x 32 KiB`` (512 threads x NCCL_SIMPLE_THREAD_THRESHOLD 64 B; NCCL
+          multiplies the threshold by the rank count only for the ring's LL protocol), so
+          a large collective uses every NIC of a node at any scale (a 128 MiB all-reduce
+          over 512 or 1024 GPUs: all 8). Inside one node (NVLink only), each rank's slice
+          per channel stays >= ``min_bytes_per_channel`` (64 KiB).
         """
         hw = self.rails_per_node() * per_rail if self.num_nodes > 1 else self.max_per_node
         hw = max(1, min(hw, MAX_CHANNELS))
-        per_rank = nbytes / max(self.n, 1)
-        fit = int(per_rank // min_bytes_per_channel)
+        if self.num_nodes > 1:
+            fit = int(nbytes // NCCL_SIMPLE_BYTES_PER_CHANNEL)
+        else:
+            fit = int(nbytes / max(self.n, 1) // min_bytes_per_channel)
         return max(1, min(hw, fit))
 
     def chain(self, node_pos: int, channel: int) -> tuple[int, ...]:

@@ -38,13 +38,20 @@ def fct_csv(backend: Ns3Backend) -> str:
 
 
 def links_csv(backend: Ns3Backend, duration_s: float | None = None) -> str:
-    """Per link direction: bytes sent, utilisation over the run, deepest queue, drops."""
+    """Per link direction: bytes sent, utilisation over the run, deepest queue, drops, and
+    per traffic class (data = priority 3, lossless, ECN-capable; CNPs = priority 6): PFC
+    pauses sent and received and time paused (p3), ECN marks (p3), CNPs (p6), and the
+    peak buffer the receiving switch held for this port (p3) and the sender's whole
+    shared buffer at its peak."""
     t = duration_s if duration_s is not None else backend.net.now
     buf = io.StringIO()
-    buf.write("src,dst,rate_bps,tx_bytes,utilisation,peak_queue_bytes,drops\n")
+    buf.write("src,dst,rate_bps,tx_bytes,utilisation,peak_queue_bytes,drops,pauses_sent_p3,pauses_received_p3,"
+              "paused_s_p3,ecn_marks_p3,cnps_p6,peak_ingress_bytes_p3,peak_switch_buffer_bytes\n")
     for r in backend.net.link_reports():
         util = r.tx_bytes * 8 / (r.rate_bps * t) if t > 0 else 0.0
-        buf.write(f"{r.src},{r.dst},{r.rate_bps:.6g},{r.tx_bytes},{util:.6f},{r.peak_queue_bytes},{r.drops}\n")
+        buf.write(f"{r.src},{r.dst},{r.rate_bps:.6g},{r.tx_bytes},{util:.6f},{r.peak_queue_bytes},{r.drops},"
+                  f"{r.pauses_sent},{r.pauses_received},{r.paused_s:.9g},{r.ecn_marks},{r.cnps},"
+                  f"{r.peak_ingress_bytes},{r.peak_switch_buffer_bytes}\n")
     return buf.getvalue()
 
 

@@ -8,6 +8,13 @@ in dependency order; compiling it by path lets those ``#include "..."`` lines fi
 once per interpreter, so the loaded module is cached here (the one piece of module state
 in the package; ns-3 itself is a process-wide singleton anyway). Everything else in the
 package receives the handle from :func:`load`.
+
+The wheel's loader (``ns/__init__.py``) searches PATH, LD_LIBRARY_PATH and, recursively,
+the current directory for ns-3 libraries, and refuses to load when it finds two builds of
+a module (a second virtualenv under the current directory is enough) with a multi-line
+traceback. :func:`load` therefore imports ns-3 from the wheel's own directory (no scan of
+the user's tree, which also took minutes in a large checkout), and turns any refusal that
+remains (a second install on PATH or LD_LIBRARY_PATH) into one ConfigError line.
 """
 from __future__ import annotations
 
@@ -33,7 +40,8 @@ def load() -> Any:
         sys.stderr.flush()
         os.dup2(devnull, 2)
         import cppyy
-        from ns import ns  # noqa: F401  (loads every ns-3 library and header)
+
+        _import_ns3()
 
         # Included by path (not pasted as text) so that its "tsim_*.h" includes resolve
         # relative to this directory; a compile error raises with Cling's diagnostics.
@@ -44,3 +52,26 @@ def load() -> Any:
         os.close(saved)
         os.close(devnull)
     return cppyy.gbl
+
+
+def _import_ns3() -> None:
+    """``from ns import ns`` run from the wheel's directory; a refusal is one ConfigError."""
+    import importlib.util
+    import os
+
+    from workload_gen.errors import ConfigError
+
+    spec = importlib.util.find_spec("ns")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError("ns3", "not installed", "install the ns-3 wheel: pip install -e '.[ns3]' (ns3==3.44.post0)")
+    here = os.getcwd()
+    os.chdir(next(iter(spec.submodule_search_locations)))
+    try:
+        from ns import ns  # noqa: F401  (loads every ns-3 library and header)
+    except Exception as exc:  # the wheel raises bare Exception with a multi-line reason
+        reason = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+        raise ConfigError("ns3", reason or type(exc).__name__,
+                          "the ns-3 wheel refused to load; keep one ns-3 installation on PATH and "
+                          "LD_LIBRARY_PATH (e.g. a second virtualenv's ns3/lib64)") from None
+    finally:
+        os.chdir(here)

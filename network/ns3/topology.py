@@ -201,8 +201,8 @@ def build_fabric(
     return Fabric(hosts, gpn, nics, tuple(names), tuple(links), desc)
 
 
-_RATE = re.compile(r"^([0-9.eE+-]+)\s*([KMGT]?)(bps|b/s)$", re.IGNORECASE)
-_DELAY = re.compile(r"^([0-9.eE+-]+)\s*(ns|us|ms|s)$")
+_RATE = re.compile(r"^([0-9.eE+-]+|nan|[+-]?inf(?:inity)?)\s*([KMGT]?)(bps|b/s)$", re.IGNORECASE)
+_DELAY = re.compile(r"^([0-9.eE+-]+|nan|[+-]?inf(?:inity)?)\s*(ns|us|ms|s)$", re.IGNORECASE)
 _RATE_MUL = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 _DELAY_MUL = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 
@@ -259,8 +259,34 @@ def read_simai_topology(path: str | Path, *, nvswitch: bool = False) -> Fabric:
             raise FormatError(str(p), k, f"delay {parts[3]!r}: expected a number with ns, us, ms or s")
         if not (0 <= a < total and 0 <= b < total):
             raise FormatError(str(p), k, f"node id out of range 0..{total - 1}")
-        rate = float(m.group(1)) * _RATE_MUL[m.group(2).upper()]
-        delay = float(d.group(1)) * _DELAY_MUL[d.group(2)]
+        try:
+            rate = float(m.group(1)) * _RATE_MUL[m.group(2).upper()]
+        except ValueError:
+            raise FormatError(str(p), k, f"field rate = {parts[2]!r}: not a number") from None
+        try:
+            delay = float(d.group(1)) * _DELAY_MUL[d.group(2).lower()]
+        except ValueError:
+            raise FormatError(str(p), k, f"field delay = {parts[3]!r}: not a number") from None
+        # Checked here, before ns-3 loads: ns-3 asserts (exit 133) on a negative delay,
+        # and a zero, NaN or infinite rate divides by zero 30 s later.
+        if not (math.isfinite(rate) and rate > 0):
+            raise FormatError(str(p), k, f"field rate = {parts[2]!r}: a link rate must be finite and > 0")
+        if not (math.isfinite(delay) and delay >= 0):
+            raise FormatError(str(p), k, f"field delay = {parts[3]!r}: a link delay must be finite and >= 0")
+        if len(parts) >= 5:
+            try:
+                err = float(parts[4])
+            except ValueError:
+                err = math.nan
+            if not (math.isfinite(err) and 0 <= err < 1):
+                raise FormatError(str(p), k, f"field error_rate = {parts[4]!r}: expected a probability in [0, 1)")
+            if err > 0:
+                # The RDMA model is lossless and has no retransmission (go-back-N): a lost
+                # packet would leave its flow unfinished forever, so refuse instead.
+                raise FormatError(str(p), k, f"field error_rate = {parts[4]!r}: link error rates are not modelled "
+                                  "(the lossless RDMA model has no retransmission); use 0")
+        if a == b:
+            raise FormatError(str(p), k, f"field dst = {parts[1]!r}: a link must join two different nodes")
         if a in nv_ids or b in nv_ids:
             if not nvswitch:
                 continue
@@ -270,4 +296,10 @@ def read_simai_topology(path: str | Path, *, nvswitch: bool = False) -> Fabric:
         links.append(Link(new_id.get(a, a), new_id.get(b, b), rate, delay, kind))
     if len(body) and sum(1 for ln in body if ln) != n_links:
         raise FormatError(str(p), 1, f"header says {n_links} links, the file has {sum(1 for ln in body if ln)}")
+    with_nic = {e for ln in links if ln.kind == "nic" for e in (ln.a, ln.b) if e < gpus}
+    no_nic = [g for g in range(gpus) if g not in with_nic]
+    if no_nic:
+        raise FormatError(str(p), None, f"GPU {no_nic[0]} has no link to a switch (no NIC)"
+                          + (f", nor do {len(no_nic) - 1} other GPUs" if len(no_nic) > 1 else "")
+                          + "; every GPU needs one 'gpu switch rate delay error_rate' line")
     return Fabric(gpus, gps, gps, names, tuple(links), f"SimAI topology {p.name}: {gpus} GPUs, {len(keep_sw)} switches")

@@ -76,6 +76,7 @@ class World : public FlowEvents
     {
         RngSeedManager::SetSeed(1);
         RngSeedManager::SetRun(1);
+        fabric.P = &P;
         fabric.CreateNodes(nHosts, nSwitches);
         SetTcpDefaults(P);
         fabric.InstallStack();
@@ -91,10 +92,9 @@ class World : public FlowEvents
                      double delay,
                      double kminBytes,
                      double kmaxBytes,
-                     double pmax,
-                     uint32_t bufferPkts)
+                     double pmax)
     {
-        return fabric.AddLink(a, b, bps, delay, kminBytes, kmaxBytes, pmax, bufferPkts, P.mtu);
+        return fabric.AddLink(a, b, bps, delay, kminBytes, kmaxBytes, pmax, P.mtu);
     }
 
     void SetNextHopsBulk(uint32_t node, const int32_t* ptr, const uint32_t* ifs)
@@ -106,6 +106,7 @@ class World : public FlowEvents
     void Start()
     {
         fabric.WatchIpDrops();
+        fabric.hostPause = [this](uint32_t host, bool pause) { rdma.SetPaused(host, pause); };
         for (uint32_t h = 0; h < fabric.numHosts; h++)
         {
             rdma.StartHost(h);
@@ -394,7 +395,7 @@ class World : public FlowEvents
 
     void LinkTable(std::vector<double>& out) const
     {
-        // per link direction: txBytes, peakQueueBytes, drops
+        // per link direction: Fabric::kLinkColumns numbers (see Fabric::LinkTable)
         fabric.LinkTable(out);
     }
 

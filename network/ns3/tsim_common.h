@@ -31,6 +31,10 @@ static const uint32_t kBaseAddr = 0x0A000001; // host h has address 10.0.0.1 + h
 static const uint16_t kRdmaPort = 4791;       // RoCEv2's UDP port, for the receivers
 static const uint16_t kTcpPort = 5001;
 static const uint32_t kNvSwitchEnd = 0xFFFFFFFFu; // fluid flows: the node's NVSwitch as an end (NVLS)
+// CNPs travel in their own high-priority class (NVIDIA's default cnp_dscp 48, cnp_802p_prio
+// 6): DSCP 48 in the TOS byte, not ECN-capable. Data is ECN-capable (ECT(0)) in class 3.
+static const uint8_t kCnpTos = 48 << 2;
+static const uint8_t kDataTos = 0x02;
 
 // ns-3 keeps time in integer nanoseconds: delays are rounded UP to the next nanosecond so
 // that an event never fires before the moment it waits for (rounding down would re-arm
@@ -78,6 +82,13 @@ struct Params
     double rateHai{100e6};
     double minRate{100e6};
     uint32_t tcpBuffer{4 << 20};
+    // switch MMU and PFC (params.py documents each one)
+    bool ecn{true};                // switches mark CE at egress
+    bool pfc{true};                // lossless class pauses hop by hop
+    double bufferBytes{32e6};      // shared buffer per switch
+    double dtAlpha{8.0};         // dynamic threshold: an ingress port may hold alpha x free buffer
+    double xonOffsetBytes{18060};  // XON once an ingress port is this far below its threshold
+    double headroomExtraBytes{0};  // added to every port's computed headroom
 };
 
 // One point-to-point flow. Network flows run between ns-3 hosts; fluid (NVLink) flows

@@ -14,16 +14,43 @@
 namespace tsim
 {
 
-// Totals of one direction of one link: bytes on the wire, deepest egress queue, drops.
+// Packets a switch port's device takes from its queue disc ahead of transmission (they
+// can no longer be paused; the headroom covers them).
+static const uint32_t kSwitchDevicePackets = 1;
+
+// Totals of one direction of one link: bytes on the wire, deepest egress queue, drops;
+// and the link's sub-nanosecond serialisation clock.
+//
+// ns-3 keeps time in integer nanoseconds, so PointToPointNetDevice rounds each packet's
+// transmission time (9030 B take 98.15 ns at 736 Gb/s; a DataRate of the link's rate makes
+// that 98 ns every time, and the NIC's pacing rounded up to 99 ns: +1% at 800 Gb/s, +4%
+// at 2.88 Tb/s). OnTx runs from the device's PhyTxBegin
+// trace, just before the device computes this packet's time from its DataRate: it sets
+// the DataRate so that the time is the whole number of nanoseconds closest to the exact
+// time plus the remainder carried from earlier packets, so that over any run of packets
+// the link moves exactly bytes / rate (to within one nanosecond).
 struct LinkStat
 {
     uint64_t txBytes{0};
     uint32_t peakQueue{0};
     uint64_t drops{0};
+    Ptr<PointToPointNetDevice> dev; // this direction's sending device
+    double bps{0};                  // the link's real rate, bits/s
+    double carryNs{0};              // exact minus granted serialisation time so far, ns
 
     void OnTx(Ptr<const Packet> p)
     {
-        txBytes += p->GetSize();
+        uint32_t size = p->GetSize();
+        txBytes += size;
+        if (!dev)
+        {
+            return;
+        }
+        double exact = double(size) * 8e9 / bps + carryNs;
+        double n = std::max(1.0, std::floor(exact + 0.5));
+        carryNs = exact - n;
+        // the rate that makes size bytes take n ns (Time(double) rounds to the nearest ns)
+        dev->SetDataRate(DataRate(uint64_t(std::llround(double(size) * 8e9 / n))));
     }
 
     void OnQueue(uint32_t, uint32_t now)
@@ -46,11 +73,121 @@ struct LinkStat
 };
 
 // ---------------------------------------------------------------------------------------
-// Switch egress queue: FIFO that marks ECN-capable packets (CE) with probability rising
-// linearly from 0 at Kmin to Pmax at Kmax bytes of instantaneous queue, and 1 above Kmax
-// (DCQCN's RED-style marking; Kmin = Kmax gives DCTCP's step). It never drops: packets that
-// are not ECN-capable (TCP handshakes, pure ACKs) pass unmarked, and the buffer is deep,
-// which is what a PFC-protected RoCE fabric guarantees. ns-3's RED would drop those.
+// Switch memory (MMU): one shared buffer per switch, charged to the ingress port each
+// packet arrived on, as lossless (PFC) switches account for it. An ingress port may hold
+// up to alpha x (free shared buffer) bytes (Choudhury-Hahne dynamic threshold); a packet
+// that does not fit sends XOFF (PAUSE for the data class) to the upstream device and is
+// kept in the port's headroom, a reserve sized for what is still in flight when the
+// pause lands (2 x propagation x rate + the packets the upstream device has committed);
+// once the port has drained its headroom and is xonOffset below its threshold, XON
+// (resume) goes upstream. Only a packet that finds the headroom full is dropped (0 when
+// the headroom is sized right). Without PFC the shared buffer alone limits (tail drop).
+class SwitchMmu;
+
+// Per ingress port of a switch (indexed by interface): buffer use and PFC state.
+struct IngressPort
+{
+    double bytes{0};       // in the shared buffer
+    double headroom{0};    // in the headroom reserve
+    double headroomCap{0}; // bytes of headroom reserved
+    double peak{0};        // max of bytes + headroom
+    bool xoff{false};      // we have paused the upstream device
+    uint64_t pausesSent{0};
+    uint64_t resumesSent{0};
+};
+
+using PauseSender = std::function<void(uint32_t node, uint32_t iface, bool pause)>;
+
+class SwitchMmu
+{
+  public:
+    uint32_t node{0};
+    double buffer{32e6};
+    double alpha{0.125};
+    double xonOffset{18060};
+    bool pfc{true};
+    double used{0}; // shared buffer in use
+    double peakUsed{0};
+    int32_t curIngress{-1}; // set by EcmpRouting::RouteInput while the packet is forwarded
+    std::vector<IngressPort> in; // by interface
+    PauseSender sendPause;
+
+    double Threshold() const
+    {
+        return alpha * std::max(0.0, buffer - used);
+    }
+
+    // Charges `size` bytes arriving on `port`. Returns 0 (shared), 1 (headroom) or -1 (drop).
+    int Admit(int32_t port, double size)
+    {
+        if (port < 0 || size_t(port) >= in.size())
+        {
+            return 0; // not from a link (never happens for forwarded packets)
+        }
+        IngressPort& p = in[port];
+        int where;
+        if (p.bytes + size <= Threshold() && used + size <= buffer && !(pfc && p.xoff && p.headroom > 0))
+        {
+            p.bytes += size;
+            used += size;
+            peakUsed = std::max(peakUsed, used);
+            where = 0;
+        }
+        else if (!pfc)
+        {
+            return -1;
+        }
+        else
+        {
+            if (!p.xoff)
+            {
+                p.xoff = true;
+                p.pausesSent++;
+                sendPause(node, uint32_t(port), true);
+            }
+            if (p.headroom + size > p.headroomCap)
+            {
+                return -1;
+            }
+            p.headroom += size;
+            where = 1;
+        }
+        p.peak = std::max(p.peak, p.bytes + p.headroom);
+        return where;
+    }
+
+    void Release(int32_t port, double size, int where)
+    {
+        if (port < 0 || size_t(port) >= in.size())
+        {
+            return;
+        }
+        IngressPort& p = in[port];
+        if (where == 1)
+        {
+            p.headroom -= size;
+        }
+        else
+        {
+            p.bytes -= size;
+            used -= size;
+        }
+        if (p.xoff && p.headroom <= 0 && p.bytes + xonOffset <= Threshold())
+        {
+            p.xoff = false;
+            p.resumesSent++;
+            sendPause(node, uint32_t(port), false);
+        }
+    }
+};
+
+// ---------------------------------------------------------------------------------------
+// Switch egress port: two strict-priority classes. Class 0 carries CNPs (TOS kCnpTos) and
+// is never paused; class 1 carries data: a FIFO that marks ECN-capable packets CE as they
+// arrive, with probability rising linearly from 0 at Kmin to Pmax at Kmax bytes of this
+// port's data queue, and 1 above Kmax (DCQCN's RED-style marking at egress; Kmin = Kmax gives DCTCP's
+// step), and that stops while the downstream device has paused it (PFC). Every data
+// packet is charged to its ingress port in the switch's MMU until it leaves.
 class EcnQueueDisc : public QueueDisc
 {
   public:
@@ -68,39 +205,137 @@ class EcnQueueDisc : public QueueDisc
     }
 
     double m_kmin{0}, m_kmax{0}, m_pmax{1};
-    uint32_t m_limitPkts{1000000};
+    bool m_ecn{true};
+    SwitchMmu* m_mmu{nullptr};
     Ptr<UniformRandomVariable> m_uv;
+    // per-port counters (links.csv)
+    uint64_t m_ecnMarks{0};
+    uint64_t m_cnps{0};
+    uint64_t m_pausesReceived{0};
+    double m_pausedSince{-1};
+    double m_pausedTotal{0};
+    bool m_paused{false};
+    std::deque<std::pair<int32_t, int>> m_charge; // data queue: (ingress port, where) per packet
 
     void SetStream(int64_t s)
     {
         m_uv->SetStream(s);
     }
 
+    void SetPaused(bool paused)
+    {
+        double now = Simulator::Now().GetSeconds();
+        if (paused && !m_paused)
+        {
+            m_pausesReceived++;
+            m_pausedSince = now;
+        }
+        else if (!paused && m_paused)
+        {
+            m_pausedTotal += now - m_pausedSince;
+        }
+        m_paused = paused;
+        if (!paused)
+        {
+            Run(); // the device may have gone idle while paused
+        }
+    }
+
+    double PausedSeconds() const
+    {
+        return m_pausedTotal + (m_paused ? Simulator::Now().GetSeconds() - m_pausedSince : 0.0);
+    }
+
   private:
+    static bool IsCnp(Ptr<QueueDiscItem> item)
+    {
+        Ptr<Ipv4QueueDiscItem> ip = DynamicCast<Ipv4QueueDiscItem>(item);
+        return ip && ip->GetHeader().GetTos() == kCnpTos;
+    }
+
     bool DoEnqueue(Ptr<QueueDiscItem> item) override
     {
-        double q = double(GetInternalQueue(0)->GetNBytes());
-        double p = q < m_kmin ? 0.0 : (q >= m_kmax ? 1.0 : m_pmax * (q - m_kmin) / (m_kmax - m_kmin));
-        if (p > 0 && (p >= 1.0 || m_uv->GetValue() < p))
+        if (IsCnp(item))
         {
-            Mark(item, "ecn threshold");
+            m_cnps++;
+            return GetInternalQueue(0)->Enqueue(item);
         }
-        bool ok = GetInternalQueue(0)->Enqueue(item);
+        int32_t ingress = m_mmu ? m_mmu->curIngress : -1;
+        int where = 0;
+        double size = double(item->GetSize());
+        if (m_mmu)
+        {
+            where = m_mmu->Admit(ingress, size);
+            if (where < 0)
+            {
+                DropBeforeEnqueue(item, "switch buffer full");
+                return false;
+            }
+        }
+        if (m_ecn)
+        {
+            // Marked on arrival at the egress queue, on the queue it joins. (Marking as
+            // packets leave, as many ASICs do, gave faster feedback but cut a 2-flow
+            // incast to 78% of the link with the DCQCN defaults: docs/ns3.md.)
+            double q = double(GetInternalQueue(1)->GetNBytes());
+            double p = q < m_kmin ? 0.0 : (q >= m_kmax ? 1.0 : m_pmax * (q - m_kmin) / (m_kmax - m_kmin));
+            if (p > 0 && (p >= 1.0 || m_uv->GetValue() < p) && Mark(item, "ecn threshold"))
+            {
+                m_ecnMarks++;
+            }
+        }
+        bool ok = GetInternalQueue(1)->Enqueue(item);
+        if (ok)
+        {
+            m_charge.emplace_back(ingress, where);
+        }
+        else if (m_mmu)
+        {
+            m_mmu->Release(ingress, size, where);
+        }
         return ok;
     }
 
     Ptr<QueueDiscItem> DoDequeue() override
     {
-        return GetInternalQueue(0)->Dequeue();
+        Ptr<QueueDiscItem> item = GetInternalQueue(0)->Dequeue();
+        if (item || m_paused)
+        {
+            return item;
+        }
+        item = GetInternalQueue(1)->Dequeue();
+        if (item && !m_charge.empty())
+        {
+            auto c = m_charge.front();
+            m_charge.pop_front();
+            if (m_mmu)
+            {
+                m_mmu->Release(c.first, double(item->GetSize()), c.second);
+            }
+        }
+        return item;
+    }
+
+    Ptr<const QueueDiscItem> DoPeek() override
+    {
+        Ptr<const QueueDiscItem> item = GetInternalQueue(0)->Peek();
+        if (item || m_paused)
+        {
+            return item;
+        }
+        return GetInternalQueue(1)->Peek();
     }
 
     bool CheckConfig() override
     {
         if (GetNInternalQueues() == 0)
         {
-            Ptr<InternalQueue> q = CreateObject<DropTailQueue<QueueDiscItem>>();
-            q->SetMaxSize(QueueSize(QueueSizeUnit::PACKETS, m_limitPkts));
-            AddInternalQueue(q);
+            for (int k = 0; k < 2; k++)
+            {
+                Ptr<InternalQueue> q = CreateObject<DropTailQueue<QueueDiscItem>>();
+                q->SetMaxSize(QueueSize(QueueSizeUnit::PACKETS, 100000000));
+                AddInternalQueue(q);
+            }
         }
         return true;
     }
@@ -108,6 +343,15 @@ class EcnQueueDisc : public QueueDisc
     void InitializeParams() override
     {
     }
+};
+
+// One end of a link as seen from the other end: who to pause, and how long it takes.
+struct Peer
+{
+    uint32_t node{0};
+    uint32_t iface{0};
+    double delay{0}; // s, propagation
+    double bps{0};
 };
 
 // The nodes, links and routing tables of one simulation.
@@ -125,6 +369,15 @@ class Fabric
     std::vector<LinkStat*> linkStats;    // 2 per link (a->b, b->a), in link order
     std::vector<std::pair<uint32_t, uint32_t>> linkEnds; // per link: its two nodes
     std::vector<Ptr<EcmpRouting>> routing; // per node
+    std::vector<std::vector<Peer>> peers;          // [node][iface]: the other end of that link
+    std::vector<std::vector<EcnQueueDisc*>> qdiscs; // [switch node][iface]: its egress queue
+    std::vector<std::unique_ptr<SwitchMmu>> mmus;   // [node]: null for hosts
+    std::vector<std::pair<uint32_t, uint32_t>> linkIfaces; // per link: a's and b's interface
+    std::function<void(uint32_t host, bool pause)> hostPause; // a host NIC paused/resumed
+    std::vector<uint64_t> hostPausesReceived;      // per host
+    std::vector<double> hostPausedSince, hostPausedTotal; // per host, s (-1: not paused)
+    std::vector<uint64_t> hostCnpsSent;            // per host: CNPs its receiver sent
+    const Params* P{nullptr};
     uint64_t ipDrops{0};                 // packets IPv4 dropped anywhere (no route, TTL)
     std::map<int, uint64_t> ipDropReasons; // Ipv4L3Protocol::DropReason -> packets
 
@@ -152,6 +405,64 @@ class Fabric
             routing[i]->m_host = i < numHosts ? int32_t(i) : -1;
         }
         hostLineBps.assign(numHosts, 0);
+        hostPausesReceived.assign(numHosts, 0);
+        hostPausedSince.assign(numHosts, -1);
+        hostPausedTotal.assign(numHosts, 0);
+        hostCnpsSent.assign(numHosts, 0);
+        peers.assign(nodes.GetN(), std::vector<Peer>(1));
+        qdiscs.assign(nodes.GetN(), std::vector<EcnQueueDisc*>(1, nullptr));
+        mmus.resize(nodes.GetN());
+        for (uint32_t i = numHosts; i < nodes.GetN(); i++)
+        {
+            mmus[i] = std::make_unique<SwitchMmu>();
+            SwitchMmu& m = *mmus[i];
+            m.node = i;
+            m.buffer = P->bufferBytes;
+            m.alpha = P->dtAlpha;
+            m.xonOffset = P->xonOffsetBytes;
+            m.pfc = P->pfc;
+            m.in.resize(1);
+            m.sendPause = [this](uint32_t node, uint32_t iface, bool pause) { SendPause(node, iface, pause); };
+            routing[i]->m_ingressSlot = &m.curIngress;
+        }
+    }
+
+    // PFC: node's ingress port iface pauses (or resumes) the data class of the device at
+    // the other end of that link. The PAUSE frame (64 B) is sent ahead of any data, and
+    // lands after its serialisation and the link's propagation delay.
+    void SendPause(uint32_t node, uint32_t iface, bool pause)
+    {
+        const Peer& up = peers[node][iface];
+        Time at = CeilTime(up.delay + 64 * 8.0 / up.bps);
+        Simulator::Schedule(at, &Fabric::ApplyPause, this, up.node, up.iface, pause);
+    }
+
+    void ApplyPause(uint32_t node, uint32_t iface, bool pause)
+    {
+        if (node < numHosts)
+        {
+            double now = Simulator::Now().GetSeconds();
+            if (pause && hostPausedSince[node] < 0)
+            {
+                hostPausesReceived[node]++;
+                hostPausedSince[node] = now;
+            }
+            else if (!pause && hostPausedSince[node] >= 0)
+            {
+                hostPausedTotal[node] += now - hostPausedSince[node];
+                hostPausedSince[node] = -1;
+            }
+            if (hostPause)
+            {
+                hostPause(node, pause);
+            }
+            return;
+        }
+        EcnQueueDisc* q = qdiscs[node][iface];
+        if (q)
+        {
+            q->SetPaused(pause);
+        }
     }
 
     Ptr<Node> Host(uint32_t host) const
@@ -176,7 +487,6 @@ class Fabric
                      double kminBytes,
                      double kmaxBytes,
                      double pmax,
-                     uint32_t bufferPkts,
                      uint32_t mtu)
     {
         PointToPointHelper p2p;
@@ -186,16 +496,20 @@ class Fabric
         NetDeviceContainer d = p2p.Install(nodes.Get(a), nodes.Get(b));
         uint32_t idx = linkEnds.size();
         linkEnds.push_back({a, b});
+        uint32_t ifs[2];
         for (int side = 0; side < 2; side++)
         {
             uint32_t n = side == 0 ? a : b;
             Ptr<NetDevice> dev = d.Get(side);
             Ptr<PointToPointNetDevice> pdev = DynamicCast<PointToPointNetDevice>(dev);
             LinkStat* st = new LinkStat();
+            st->dev = pdev;
+            st->bps = bps;
             linkStats.push_back(st);
             pdev->TraceConnectWithoutContext("PhyTxBegin", MakeCallback(&LinkStat::OnTx, st));
             Ptr<Ipv4> ip = nodes.Get(n)->GetObject<Ipv4>();
             uint32_t iface = ip->AddInterface(dev);
+            ifs[side] = iface;
             if (n < numHosts)
             {
                 ip->AddAddress(iface,
@@ -213,12 +527,13 @@ class Fabric
             }
             else
             {
-                pdev->GetQueue()->SetMaxSize(QueueSize(QueueSizeUnit::PACKETS, 2));
+                pdev->GetQueue()->SetMaxSize(QueueSize(QueueSizeUnit::PACKETS, kSwitchDevicePackets));
                 Ptr<EcnQueueDisc> q = CreateObject<EcnQueueDisc>();
                 q->m_kmin = kminBytes;
                 q->m_kmax = std::max(kmaxBytes, kminBytes + 1.0);
                 q->m_pmax = pmax;
-                q->m_limitPkts = bufferPkts;
+                q->m_ecn = P->ecn;
+                q->m_mmu = mmus[n].get();
                 // a fixed random stream per port, so runs repeat exactly even when several
                 // simulations share one process
                 q->SetStream(int64_t(2 * idx + side));
@@ -230,6 +545,34 @@ class Fabric
             }
             ip->SetMetric(iface, 1);
             ip->SetUp(iface);
+        }
+        linkIfaces.push_back({ifs[0], ifs[1]});
+        for (int side = 0; side < 2; side++)
+        {
+            uint32_t n = side == 0 ? a : b, other = side == 0 ? b : a;
+            if (peers[n].size() <= ifs[side])
+            {
+                peers[n].resize(ifs[side] + 1);
+                qdiscs[n].resize(ifs[side] + 1, nullptr);
+            }
+            peers[n][ifs[side]] = Peer{other, ifs[1 - side], delay, bps};
+            if (n >= numHosts)
+            {
+                Ptr<TrafficControlLayer> tc = nodes.Get(n)->GetObject<TrafficControlLayer>();
+                qdiscs[n][ifs[side]] = PeekPointer(DynamicCast<EcnQueueDisc>(tc->GetRootQueueDiscOnDevice(d.Get(side))));
+                // Headroom of this ingress port: what can still arrive after it decides to
+                // pause: the pause's flight and serialisation, the data in flight the other
+                // way, the packet upstream is sending, the packets its device has taken,
+                // the packet being received here.
+                SwitchMmu& m = *mmus[n];
+                if (m.in.size() <= ifs[side])
+                {
+                    m.in.resize(ifs[side] + 1);
+                }
+                double pkt = double(mtu + 2);
+                m.in[ifs[side]].headroomCap = 2 * delay * bps / 8 + 64 + (kSwitchDevicePackets + 3) * pkt +
+                                              P->headroomExtraBytes;
+            }
         }
         return idx;
     }
@@ -280,15 +623,51 @@ class Fabric
         }
     }
 
-    // Per link direction: txBytes, peakQueueBytes, drops.
+    // Per link direction a->b (link order, a->b then b->a), kLinkColumns numbers:
+    // txBytes, peakQueueBytes (a's egress), drops (a's egress), pausesSent (PAUSE frames a
+    // sent to b: a's ingress from b was full), pausesReceived (times b paused a's
+    // transmission to b), pausedSeconds (how long it was paused), ecnMarks (CE marks at
+    // a's egress), cnps (CNPs sent a->b), peakIngressBytes (b's buffer held for packets
+    // that came from a; 0 when b is a host).
+    static const int kLinkColumns = 10;
+
     void LinkTable(std::vector<double>& out) const
     {
         out.clear();
-        for (const LinkStat* s : linkStats)
+        double now = Simulator::Now().GetSeconds();
+        for (size_t l = 0; l < linkEnds.size(); l++)
         {
-            out.push_back(double(s->txBytes));
-            out.push_back(double(s->peakQueue));
-            out.push_back(double(s->drops));
+            for (int side = 0; side < 2; side++)
+            {
+                uint32_t a = side == 0 ? linkEnds[l].first : linkEnds[l].second;
+                uint32_t b = side == 0 ? linkEnds[l].second : linkEnds[l].first;
+                uint32_t ifa = side == 0 ? linkIfaces[l].first : linkIfaces[l].second;
+                uint32_t ifb = side == 0 ? linkIfaces[l].second : linkIfaces[l].first;
+                const LinkStat* st = linkStats[2 * l + side];
+                double pausesSent = 0, pausesRecv = 0, paused = 0, marks = 0, cnps = 0, peakIn = 0;
+                if (a < numHosts)
+                {
+                    pausesRecv = double(hostPausesReceived[a]);
+                    paused = hostPausedTotal[a] + (hostPausedSince[a] >= 0 ? now - hostPausedSince[a] : 0.0);
+                    cnps = double(hostCnpsSent[a]);
+                }
+                else
+                {
+                    const EcnQueueDisc* q = qdiscs[a][ifa];
+                    pausesSent = double(mmus[a]->in[ifa].pausesSent);
+                    pausesRecv = double(q->m_pausesReceived);
+                    paused = q->PausedSeconds();
+                    marks = double(q->m_ecnMarks);
+                    cnps = double(q->m_cnps);
+                }
+                if (b >= numHosts)
+                {
+                    peakIn = mmus[b]->in[ifb].peak;
+                }
+                out.insert(out.end(), {double(st->txBytes), double(st->peakQueue), double(st->drops), pausesSent,
+                                       pausesRecv, paused, marks, cnps, peakIn, 0.0});
+                out.back() = a >= numHosts ? mmus[a]->peakUsed : 0.0; // a's whole shared buffer, peak
+            }
         }
     }
 

@@ -49,6 +49,7 @@ class RdmaNic
     EventId m_tick;
     double m_busyUntil{0};     // s: the device is sending until then
     bool m_dirty{false};       // m_active holds queue pairs to drop
+    bool m_paused{false};      // PFC: the switch port above has paused the data class
 
     void Kick();
     void Tick();
@@ -89,11 +90,21 @@ class RdmaTransport
     {
         Ptr<Socket> s = Socket::CreateSocket(m_fabric.Host(h), UdpSocketFactory::GetTypeId());
         s->SetIpRecvTos(true);
-        s->SetIpTos(0x02);
+        s->SetIpTos(kCnpTos); // this socket sends only CNPs: the high-priority class
         s->Bind(InetSocketAddress(Ipv4Address::GetAny(), kRdmaPort));
         s->SetRecvCallback(MakeCallback(&RdmaTransport::Receive, this));
         receivers.push_back(s);
         nics[h].m_lineBps = m_fabric.hostLineBps[h];
+    }
+
+    // PFC from the host's switch port: stop or resume sending data.
+    void SetPaused(uint32_t host, bool paused)
+    {
+        nics[host].m_paused = paused;
+        if (!paused)
+        {
+            nics[host].Kick();
+        }
     }
 
     // A queue pair for flow id, sending from source port `port`, at line rate to begin with.
@@ -107,7 +118,7 @@ class RdmaTransport
         q->rc = q->rt = nics[f.src].m_lineBps;
         q->nextAvail = f.start;
         q->sock = Socket::CreateSocket(n, UdpSocketFactory::GetTypeId());
-        q->sock->SetIpTos(0x02);
+        q->sock->SetIpTos(kDataTos);
         q->sock->Bind(InetSocketAddress(Ipv4Address::GetAny(), port));
         q->sock->Connect(InetSocketAddress(Ipv4Address(kBaseAddr + f.dst), kRdmaPort));
         q->sock->SetRecvCallback(MakeCallback(&RdmaTransport::ReceiveCnp, this));
@@ -143,6 +154,7 @@ class RdmaTransport
                 {
                     qi->second->lastCnpSent = now;
                     s->SendTo(Create<Packet>(16), 0, from);
+                    m_fabric.hostCnpsSent[f.dst]++;
                 }
             }
             if (f.rcvd >= f.bytes)
@@ -282,7 +294,7 @@ class RdmaTransport
 inline void
 RdmaNic::Kick()
 {
-    if (m_tick.IsPending())
+    if (m_tick.IsPending() || m_paused)
     {
         return;
     }
@@ -294,6 +306,10 @@ RdmaNic::Kick()
 inline void
 RdmaNic::Tick()
 {
+    if (m_paused)
+    {
+        return; // SetPaused(false) kicks it again
+    }
     double now = Simulator::Now().GetSeconds();
     const Params& P = m_transport->P;
     uint32_t payload = P.mtu - 28; // IPv4 20 + UDP 8
@@ -325,8 +341,12 @@ RdmaNic::Tick()
         pick->sent += size;
         m_transport->OnSent(pick, size);
         double wire = double(size + 30) * 8.0; // + IPv4, UDP and PPP headers
-        m_busyUntil = now + wire / m_lineBps;
-        pick->nextAvail = now + wire / std::max(pick->rc, 1.0);
+        // Ticks land on whole nanoseconds (CeilTime); a packet sent back to back continues
+        // from the exact end of the previous one, so the rounding does not add up.
+        double base = now - m_busyUntil < 1e-9 ? m_busyUntil : now;
+        m_busyUntil = base + wire / m_lineBps;
+        double qbase = now - pick->nextAvail < 1e-9 ? pick->nextAvail : now;
+        pick->nextAvail = qbase + wire / std::max(pick->rc, 1.0);
         if (pick->sent >= f.bytes)
         {
             // Fully sent: it leaves the scheduler but keeps reacting to CNPs until the

@@ -30,6 +30,7 @@ class EcmpRouting : public Ipv4RoutingProtocol
     std::vector<std::vector<uint32_t>> m_next; // dst host -> interface indices
     std::vector<Ptr<Ipv4Route>> m_routes;      // per interface, reused
     uint32_t m_singleIf{0};                    // hosts with one NIC skip the table
+    int32_t* m_ingressSlot{nullptr};           // switches: where the MMU reads a packet's ingress port
 
     Ptr<Ipv4Route> RouteFor(uint32_t iface, Ipv4Address src)
     {
@@ -118,7 +119,17 @@ class EcmpRouting : public Ipv4RoutingProtocol
             return false;
         }
         uint32_t iface = Choose(dst, FlowKey(p, header));
+        if (m_ingressSlot)
+        {
+            // forwarding enqueues into the egress queue disc within this call: the switch
+            // MMU charges the packet to the port it came in on (device i is interface i)
+            *m_ingressSlot = int32_t(idev->GetIfIndex());
+        }
         ucb(RouteFor(iface, Ipv4Address::GetZero()), p, header);
+        if (m_ingressSlot)
+        {
+            *m_ingressSlot = -1;
+        }
         return true;
     }
 

@@ -28,6 +28,19 @@ class LinkReport:
     tx_bytes: int
     peak_queue_bytes: int
     drops: int
+    pauses_sent: int = 0
+    """PFC PAUSE frames src sent to dst (src's ingress from dst was full)."""
+    pauses_received: int = 0
+    """Times dst paused src's data class on this direction."""
+    paused_s: float = 0.0
+    ecn_marks: int = 0
+    """Data packets CE-marked at src's egress."""
+    cnps: int = 0
+    """CNPs sent src -> dst (high-priority class)."""
+    peak_ingress_bytes: int = 0
+    """dst's buffer held at most this much for packets that came from src (0 for a host)."""
+    peak_switch_buffer_bytes: int = 0
+    """src's whole shared buffer at its fullest (0 for a host)."""
 
 
 class PacketNetwork:
@@ -58,13 +71,18 @@ class PacketNetwork:
         P.rateHai = params.rate_hai_bps
         P.minRate = params.min_rate_bps
         P.tcpBuffer = params.tcp_buffer_bytes
+        P.ecn = bool(params.ecn_marking)
+        P.pfc = bool(params.pfc and params.transport == "rdma")  # TCP hosts cannot pause
+        P.bufferBytes = float(params.switch_buffer_bytes)
+        P.dtAlpha = float(params.buffer_alpha)
+        P.xonOffsetBytes = float(params.xon_offset_bytes)
+        P.headroomExtraBytes = float(params.headroom_extra_bytes)
         gpn = fabric.gpus_per_node
         servers = max(1, -(-num_gpus // gpn))
         w.Init(fabric.num_hosts, len(fabric.switch_names), gpn, servers)
-        buffer_pkts = int(min(2**31 - 1, params.switch_buffer_bytes // params.mtu))
         for ln in fabric.links:
             kmin, kmax, pmax = params.thresholds(ln.rate_bps)
-            w.AddLink(ln.a, ln.b, ln.rate_bps, ln.delay_s, kmin, kmax, pmax, buffer_pkts)
+            w.AddLink(ln.a, ln.b, ln.rate_bps, ln.delay_s, kmin, kmax, pmax)
         for node, per_dst in enumerate(fabric.next_hops()):
             if not any(per_dst):
                 continue
@@ -157,13 +175,14 @@ class PacketNetwork:
         return self._read("FlowTable", 6)
 
     def link_reports(self) -> list[LinkReport]:
-        arr = self._read("LinkTable", 3)
+        arr = self._read("LinkTable", 10)
         out = []
         for i, ln in enumerate(self.fabric.links):
             for side, (a, b) in enumerate(((ln.a, ln.b), (ln.b, ln.a))):
-                tx, peak, drops = arr[2 * i + side]
+                tx, peak, drops, ps, pr, paused, marks, cnps, peak_in, peak_buf = arr[2 * i + side]
                 out.append(LinkReport(self.fabric.node_name(a), self.fabric.node_name(b), ln.rate_bps,
-                                      int(tx), int(peak), int(drops)))
+                                      int(tx), int(peak), int(drops), int(ps), int(pr), float(paused), int(marks),
+                                      int(cnps), int(peak_in), int(peak_buf)))
         return out
 
     def close(self) -> None:

@@ -39,8 +39,10 @@ def test_channels_follow_the_nics_across_nodes_and_shrink_for_small_messages():
     assert expand("allreduce", 1 << 30, range(16), P64, algorithm="ring", system=h100).channels == 8
     # DP-like group using local ranks 0 and 4 of each node: two rails -> two channels
     assert expand("allreduce", 1 << 30, [0, 4, 8, 12], P64, algorithm="ring", system=h100).channels == 2
-    # 64 KiB per rank-slice per channel at least
-    assert expand("allreduce", 16 * 64 * 1024 * 3, range(16), P64, algorithm="ring", system=h100).channels == 3
+    # across nodes a channel needs 32 KiB of the whole buffer (NCCL's Simple-protocol rule):
+    # 96 KiB -> 3 channels, and a 3 MiB message already uses all 8 NICs
+    assert expand("allreduce", 3 * 32 * 1024, range(16), P64, algorithm="ring", system=h100).channels == 3
+    assert expand("allreduce", 3 << 20, range(16), P64, algorithm="ring", system=h100).channels == 8
 
 
 def test_protocol_auto_and_chunking():

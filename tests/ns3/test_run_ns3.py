@@ -64,3 +64,39 @@ def test_simai_file_with_simai_cluster_flags(ns3_runtime, tmp_path):
 def test_simai_flags_on_a_generated_workload_are_refused(capsys):
     assert ns3_main([*ARGS, "--gpus", "7"]) == 2
     assert "--gpus" in capsys.readouterr().err
+
+
+def test_bad_link_in_a_topology_file_stops_before_ns3_loads(tmp_path, capsys):
+    """A negative delay made ns-3 assert (exit 133); now one line, exit 2, no ns-3."""
+    import sys
+
+    topo = tmp_path / "topo.txt"
+    topo.write_text("17 8 0 1 16 H100\n16\n" + "".join(f"{g} 16 400Gbps {'-' if g == 5 else ''}0.0005ms 0\n"
+                                                       for g in range(16)))
+    loaded = "ns" in sys.modules
+    assert ns3_main([*ARGS, "--topology", str(topo), "--out", str(tmp_path / "o")]) == 2
+    err = [ln for ln in capsys.readouterr().err.strip().splitlines() if not ln.startswith("[run-ns3]")]
+    assert len(err) == 1 and f"{topo}:8: field delay = '-0.0005ms'" in err[0]
+    assert ("ns" in sys.modules) == loaded  # refused before importing ns-3
+
+
+def test_a_second_ns3_install_is_one_line(tmp_path):
+    """The wheel refuses to load when it finds two builds of a module (here a second
+    virtualenv's libns3 on LD_LIBRARY_PATH); run-ns3 says so in one line, exit 2. (One in
+    the current directory tree no longer matters: ns-3 is imported from its own directory.)"""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    lib = tmp_path / "venv2" / "lib" / "python3.11" / "site-packages" / "ns3" / "lib64"
+    lib.mkdir(parents=True)
+    (lib / "libns3.44-core.so").write_bytes(b"")
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, LD_LIBRARY_PATH=str(lib), PYTHONPATH=str(root))
+    code = f"from engine.cli import ns3_main; raise SystemExit(ns3_main({[*ARGS, '--out', str(tmp_path / 'o')]!r}))"
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=300)
+    err = [ln for ln in r.stderr.splitlines() if not ln.startswith("[run-ns3]")]
+    assert r.returncode == 2, r.stderr
+    assert len(err) == 1 and "ns3=" in err[0] and "libns3.44-core" in err[0] and "Traceback" not in r.stderr

@@ -65,3 +65,33 @@ def test_simai_topology_errors_name_the_line(tmp_path):
         read_simai_topology(p)
     with pytest.raises(ConfigError, match="oversubscription"):
         build_fabric(H100, 16, "rail", oversubscription=0.5)
+
+
+@pytest.mark.parametrize("line,field,value", [
+    ("0 4 400Gbps -0.0005ms 0", "delay", "-0.0005ms"),   # ns-3 would assert (exit 133)
+    ("0 4 0Gbps 0.0005ms 0", "rate", "0Gbps"),           # ZeroDivisionError 30 s later
+    ("0 4 nanGbps 0.0005ms 0", "rate", "nanGbps"),
+    ("0 4 infGbps 0.0005ms 0", "rate", "infGbps"),
+    ("0 4 1e999Gbps 0.0005ms 0", "rate", "1e999Gbps"),
+    ("0 4 400Gbps nanms 0", "delay", "nanms"),
+    ("0 4 400Gbps 0.0005ms 0.001", "error_rate", "0.001"),  # not modelled: refused
+    ("0 4 400Gbps 0.0005ms nan", "error_rate", "nan"),
+    ("0 4 400Gbps 0.0005ms 1.5", "error_rate", "1.5"),
+])
+def test_simai_topology_bad_link_values_name_file_line_field_and_value(tmp_path, line, field, value):
+    p = tmp_path / "topo.txt"
+    p.write_text(f"5 2 0 1 2 H100\n4\n{line}\n1 4 400Gbps 0.0005ms 0\n")
+    with pytest.raises(FormatError) as exc:
+        read_simai_topology(p)
+    msg = str(exc.value)
+    assert msg.startswith(f"{p}:3: field {field} = {value!r}") and "\n" not in msg
+
+
+def test_simai_topology_gpu_without_a_nic_link_is_refused(tmp_path):
+    p = tmp_path / "topo.txt"
+    p.write_text("6 2 1 1 3 H100\n4 5\n0 4 2880Gbps 0.000025ms 0\n1 4 2880Gbps 0.000025ms 0\n"
+                 "0 5 400Gbps 0.0005ms 0\n")  # GPU 1 reaches only the NVSwitch
+    with pytest.raises(FormatError, match=r"topo.txt: GPU 1 has no link to a switch"):
+        read_simai_topology(p)
+    with pytest.raises(FormatError, match=r"GPU 1 has no link to a switch"):
+        read_simai_topology(p, nvswitch=True)

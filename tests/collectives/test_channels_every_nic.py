@@ -1,0 +1,72 @@
+"""Large collectives use every NIC of a node, as NCCL does (issue 15).
+
+NCCL keeps a channel for the Simple protocol while the whole buffer holds >= 32 KiB per
+channel (512 threads x NCCL_SIMPLE_THREAD_THRESHOLD 64 B); only the ring's LL protocol
+scales that threshold by the rank count. A 128 MiB all-reduce over 64 DGX-H100 nodes
+therefore runs one ring per NIC (8 channels), rail-aligned: every NIC sends and
+receives the same bytes. Bytes are counted from the FlowGraph by the NIC of each
+inter-node flow's sending and receiving GPU.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from collectives import expand
+from collectives.layout import GroupLayout
+from workload_gen.placement import Placement
+from workload_gen.system import get_system
+
+H100 = get_system("h100")
+MiB = 1 << 20
+
+
+def _nic_bytes(g, nics: int = 8):
+    inter = ~g.is_intra_node.astype(bool)
+    src, dst, b = g.src[inter], g.dst[inter], g.bytes[inter].astype(np.int64)
+    gpn = g.gpus_per_node
+    out_nic = (src // gpn) * nics + (src % gpn) * nics // gpn
+    in_nic = (dst // gpn) * nics + (dst % gpn) * nics // gpn
+    n_nics = len(g.ranks) // gpn * nics
+    return np.bincount(out_nic, b, n_nics), np.bincount(in_nic, b, n_nics)
+
+
+def test_512_gpu_ring_all_reduce_puts_equal_bytes_on_all_8_nics_of_each_node():
+    n = 512
+    g = expand("allreduce", 128 * MiB, range(n), Placement(n, 8), algorithm="ring", system=H100)
+    assert g.channels == 8
+    sent, received = _nic_bytes(g)
+    assert sent.min() > 0 and received.min() > 0
+    # every NIC of every node: the same bytes out and in (exactly: 2(n-1)/n of the buffer)
+    assert sent.max() == sent.min() and received.max() == received.min() == sent.min()
+    # NIC-level ring volume: each channel's 1/8 of the buffer, 2(n-1)/n of it per rank
+    assert sent.sum() == pytest.approx(64 * 2 * (n - 1) / n * 128 * MiB, rel=1e-6)
+
+
+def test_512_gpu_auto_all_reduce_uses_every_nic_equally():
+    """The auto rule's NVLS tree on H100: two channels per NIC (one per tree)."""
+    n = 512
+    g = expand("allreduce", 128 * MiB, range(n), Placement(n, 8), system=H100)
+    assert g.algorithm == "nvls_tree" and g.channels == 16
+    sent, received = _nic_bytes(g)
+    per_node_sent = sent.reshape(-1, 8)
+    assert (per_node_sent.sum(axis=0) == per_node_sent.sum(axis=0)[0]).all()  # each rail the same
+    assert sent.sum() == received.sum() > 0
+
+
+@pytest.mark.parametrize("n,nbytes,per_rail,channels", [
+    (1024, 128 * MiB, 1, 8),   # 1024 GPUs: still every NIC (the whole buffer counts)
+    (1024, 128 * MiB, 2, 16),
+    (512, 256 * 1024, 1, 8),   # 256 KiB = 8 x 32 KiB: still 8
+    (512, 128 * 1024, 1, 4),   # small: NCCL drops channels
+    (16, 32 * 1024, 1, 1),
+])
+def test_channel_count_follows_nccl_simple_threshold_across_nodes(n, nbytes, per_rail, channels):
+    layout = GroupLayout.build(range(n), Placement(n, 8), 8)
+    assert layout.default_channels(nbytes, per_rail=per_rail) == channels
+
+
+def test_inside_one_node_the_per_rank_rule_is_unchanged():
+    layout = GroupLayout.build(range(8), Placement(8, 8), 8)
+    assert layout.default_channels(8 * 64 * 1024) == 1
+    assert layout.default_channels(1 << 30) == 8
