@@ -256,10 +256,6 @@ def attach(workload: Workload, gpu: str, db: ProfileDB | str | Path | None = Non
         meta = dict(workload.meta)
         meta["compute_coverage"] = cov.summary()
         meta["compute_profile"] = str(db.path) if db is not None else "estimator only"
-        # the compute model's slowdown beside concurrent communication (estimator
-        # parameter overlap_slowdown): the engine stretches the overlapped part of each
-        # compute op by it
-        meta["overlap_slowdown"] = repr(resolver.params.overlap_slowdown)
         return replace(workload, stages=tuple(stages), gpu=resolver.spec.name, meta=meta), cov
     finally:
         if opened is not None:

@@ -11,9 +11,8 @@ The inner loop uses a surrogate that is exact for the compute the parameters tou
 run, the critical stage's GEMM time is sum(max(A_i / (g * f_i), M_i) + L_i) (A_i the op's
 compute time at efficiency 1, g the GPU's GEMM cap, f_i the FP8 speed-up for FP8 ops, M_i
 its memory time, L_i its launches); the pipeline bubble scales with the per-micro-batch
-compute; the optimizer step's fixed work adds once; the overlap slowdown adds its
-coefficient times the compute the reference run overlapped with communication. Exposed
-communication is held at the reference. After each fit the references are re-simulated
+compute; the optimizer step's fixed work adds once. Exposed communication is held at the
+reference. After each fit the references are re-simulated
 in full (outer loop), and every figure reported comes from the FULL simulator.
 
 Cross-validation leaves one model family out at a time (each A100 GPT size, each B200
@@ -60,8 +59,6 @@ class _Reference:
     theta: Theta
     bubble_ratio: float
     """Bubble / per-micro-batch compute of the critical stage (the bubble scales with it)."""
-    overlapped_s: float
-    """Compute time of the critical rank that ran beside communication (slowdown base)."""
     gemm_a: np.ndarray = field(repr=False)
     gemm_m: np.ndarray = field(repr=False)
     gemm_l: np.ndarray = field(repr=False)
@@ -118,9 +115,7 @@ def _reference(run: MeasuredRun, theta: Theta) -> _Reference:
     bd = res.stage_breakdowns[crit] if crit < len(res.stage_breakdowns) else res.breakdown
     per_mb_total = per_mb * nmb
     ratio = bd.bubble_s / per_mb_total if per_mb_total > 0 else 0.0
-    overlapped = float(res.extras.get("overlapped_compute_s", [0.0] * (crit + 1))[crit]) \
-        if isinstance(res.extras.get("overlapped_compute_s"), list) else 0.0
-    return _Reference(run, gpu, time_s, dict(theta), ratio, overlapped, np.array(a), np.array(m), np.array(lat),
+    return _Reference(run, gpu, time_s, dict(theta), ratio, np.array(a), np.array(m), np.array(lat),
                       np.array(w, dtype=float), np.array(f8, dtype=bool), step_ops)
 
 
@@ -143,10 +138,9 @@ def _surrogate(ref: _Reference, theta: Theta, defaults: Theta) -> float:
         g0 = g1 = load_params(ref.gpu).gemm.max_efficiency
     f_key = "defaults.gemm.fp8_speedup"
     d_gemm = _gemm_time(ref, g1, val(f_key)) - _gemm_time(ref, g0, ref_val(f_key))
-    s_key, o_key = "defaults.step_overhead_s", "defaults.overlap_slowdown"
+    s_key = "defaults.step_overhead_s"
     d_step = ref.step_ops * (val(s_key) - ref_val(s_key))
-    d_overlap = ref.overlapped_s * (val(o_key) - ref_val(o_key))
-    return ref.time_s + d_gemm * (1.0 + ref.bubble_ratio) + d_step + d_overlap
+    return ref.time_s + d_gemm * (1.0 + ref.bubble_ratio) + d_step
 
 
 @dataclass(frozen=True, slots=True)
