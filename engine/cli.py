@@ -64,6 +64,9 @@ def add_run_arguments(ap: argparse.ArgumentParser) -> None:
                          "half_time_s as each call's fixed start cost and its NVLink peak_fraction to derate NVLink")
     ap.add_argument("--no-plot", action="store_true", help="skip run.png (saves ~0.5 s of matplotlib)")
     ap.add_argument("--no-trace", action="store_true", help="skip the timeline (trace.json, layers from the workload)")
+    ap.add_argument("--trace-microbatches", default="8", metavar="N|all",
+                    help="micro-batches trace.json shows: the first and last N/2 (warm-up and cool-down; "
+                         "default 8), or all")
 
 
 SIMAI_OVERLAP_DEFAULTS = {"dp_overlap": 0.0, "tp_overlap": 0.0, "ep_overlap": 0.0, "pp_overlap": 1.0}
@@ -249,12 +252,21 @@ def event_outputs(args: argparse.Namespace, result: Any) -> tuple[dict[str, Any]
         files["EndToEnd.csv"] = render_endtoend_csv(totals, rows, name=result.workload.model.name,
                                                     run_name="Analytical" if simai else "trainsim")
         if result.intervals:
-            files["trace.json"] = trace_json(result)
+            files["trace.json"] = trace_json(result, _trace_microbatches(args))
         if not args.no_plot:
             from formats.plots import render_run_png
 
             files["run.png"] = render_run_png(result)
     return summary, files
+
+
+def _trace_microbatches(args: argparse.Namespace) -> int | None:
+    value = str(getattr(args, "trace_microbatches", "8"))
+    if value == "all":
+        return None
+    if not value.isdigit() or int(value) < 2:
+        raise ConfigError("trace-microbatches", value, "an integer >= 2, or all")
+    return int(value)
 
 
 def write_outputs(out: Path, files: dict[str, str | bytes]) -> None:

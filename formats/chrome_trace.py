@@ -24,12 +24,31 @@ def _us(t: float) -> float:
     return round(t * 1e6, 3)
 
 
-def _metadata(result: RunResult) -> list[dict[str, Any]]:
+DEFAULT_MICROBATCHES = 8
+"""Micro-batches a trace shows by default: the first and last half of this many, which hold
+the pipeline's warm-up and cool-down; the steady state between repeats them. A person reads
+a trace, and at 96+ micro-batches the full one is tens of MB that no viewer opens quickly;
+``run-analytical --trace-microbatches all`` writes every one."""
+
+
+def shown_intervals(result: RunResult, microbatches: int | None = DEFAULT_MICROBATCHES) -> tuple[list[Interval], tuple[int, int] | None]:
+    """The intervals a trace shows, and the (first, last) micro-batch left out (None: all shown).
+    Once-per-iteration work (micro-batch -1) is always shown."""
+    m = result.workload.parallel.num_microbatches
+    if microbatches is None or m <= microbatches:
+        return list(result.intervals), None
+    head = (microbatches + 1) // 2
+    tail_from = m - microbatches // 2
+    keep = [iv for iv in result.intervals if iv.microbatch < head or iv.microbatch >= tail_from]
+    return keep, (head, tail_from - 1)
+
+
+def _metadata(result: RunResult, intervals: list[Interval] | None = None) -> list[dict[str, Any]]:
     """Process (stage) and thread (stream) names, for the streams each stage uses."""
     par = result.workload.parallel
     stage_rank: dict[int, int] = {}
     streams_used: dict[int, set[str]] = {}
-    for iv in result.intervals:
+    for iv in (result.intervals if intervals is None else intervals):
         stage_rank.setdefault(iv.stage, iv.rank)
         streams_used.setdefault(iv.stage, set()).add(iv.stream)
     stage_size = par.world_size // par.pp
@@ -73,8 +92,10 @@ def trace_dict(result: RunResult) -> dict[str, Any]:
     return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": _other(result)}
 
 
-def trace_json(result: RunResult) -> str:
-    """The trace as JSON text, one event per line (the same content as :func:`trace_dict`).
+def trace_json(result: RunResult, microbatches: int | None = None) -> str:
+    """The trace as JSON text, one event per line (the same content as :func:`trace_dict`);
+    ``microbatches``: show only the first and last of them (:func:`shown_intervals`; the
+    omitted range is named in otherData), None for all.
 
     Events are formatted directly rather than through dicts and ``json.dumps``: a run's
     timeline has 10^4-10^5 intervals and this is the hot part of writing the outputs.
@@ -87,15 +108,21 @@ def trace_json(result: RunResult) -> str:
             out = esc[text] = json.dumps(text)
         return out
 
-    lines = [json.dumps(e, separators=(",", ":")) for e in _metadata(result)]
-    for iv in result.intervals:
+    intervals, omitted = shown_intervals(result, microbatches)
+    lines = [json.dumps(e, separators=(",", ":")) for e in _metadata(result, intervals)]
+    for iv in intervals:
         ts = _us(iv.start)
         lines.append(
             f'{{"ph":"X","pid":{iv.stage},"tid":{_tid(iv.stream)},"name":{q(iv.name)},"cat":{q(iv.category)},'
             f'"ts":{ts!r},"dur":{round(_us(iv.end) - ts, 3)!r},"args":{{"layer":{iv.layer},'
             f'"phase":{q(iv.phase)},"microbatch":{iv.microbatch},"chunk":{iv.chunk},"bytes":{int(iv.bytes)},'
             f'"exposed_s":{float(iv.exposed_s)!r},"rank":{iv.rank}}}}}')
-    other = json.dumps(_other(result), separators=(",", ":"))
+    other_data = _other(result)
+    if omitted is not None:
+        other_data["omitted_microbatches"] = list(omitted)
+        other_data["note"] = (f"micro-batches {omitted[0]}-{omitted[1]} (the pipeline's steady state) are left out; "
+                              "--trace-microbatches all writes them")
+    other = json.dumps(other_data, separators=(",", ":"))
     return '{"traceEvents":[\n' + ",\n".join(lines) + '\n],"displayTimeUnit":"ms","otherData":' + other + "}\n"
 
 

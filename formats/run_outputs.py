@@ -127,15 +127,23 @@ def layer_rows(result: RunResult) -> list[dict[str, Any]]:
         return acc[key]
 
     if result.intervals:
+        # one pass, plain locals: a run's timeline has 10^5+ intervals
+        sums: dict[tuple[int, int, str], list] = {}
         for iv in result.intervals:
-            r = row(iv.stage, iv.layer, iv.phase)
-            r["mbs"].add((iv.microbatch, iv.chunk))
+            key = (iv.stage, iv.layer, iv.phase)
+            s = sums.get(key)
+            if s is None:
+                s = sums[key] = [0.0, 0.0, 0.0, 0, set()]
+            s[4].add((iv.microbatch, iv.chunk))
             if iv.stream == "compute":
-                r["compute_s"] += iv.end - iv.start
+                s[0] += iv.end - iv.start
             else:
-                r["comm_s"] += iv.end - iv.start
-                r["exposed_comm_s"] += iv.exposed_s
-                r["comm_bytes"] += iv.bytes
+                s[1] += iv.end - iv.start
+                s[2] += iv.exposed_s
+                s[3] += iv.bytes
+        for (stage, layer, phase), (comp, comm, exposed, nbytes, mbs) in sums.items():
+            r = row(stage, layer, phase)
+            r.update(compute_s=comp, comm_s=comm, exposed_comm_s=exposed, comm_bytes=nbytes, mbs=mbs)
     else:
         m = result.workload.parallel.num_microbatches
         for stage, chunk, op in result.workload.ops():

@@ -116,3 +116,29 @@ def test_fast_trace_text_equals_the_dict_form():
 
     run = tiny_run()
     assert json.loads(trace_json(run)) == json.loads(json.dumps(trace_dict(run)))
+
+
+def test_trace_shows_warmup_and_cooldown_microbatches_by_default():
+    """At many micro-batches trace.json keeps the first and last 4 (the steady state
+    between them repeats) and says which it left out; all on request."""
+    import json
+    from dataclasses import replace as _replace
+
+    from engine.pipeline import run_analytical
+    from formats.chrome_trace import shown_intervals, trace_json
+    from workload_gen.model_presets import get_preset
+    from workload_gen.parallel_config import ParallelConfig
+
+    m = _replace(get_preset("gpt3-125m"), num_layers=4)
+    par = ParallelConfig(world_size=4, pp=2, global_batch=32, micro_batch=1, seq_length=256)
+    res = run_analytical(m, par, "h100")
+    assert par.num_microbatches == 16
+    shown, omitted = shown_intervals(res, 8)
+    assert omitted == (4, 11)
+    assert {iv.microbatch for iv in shown} == {-1, 0, 1, 2, 3, 12, 13, 14, 15}
+    doc = json.loads(trace_json(res, 8))
+    assert doc["otherData"]["omitted_microbatches"] == [4, 11]
+    full = json.loads(trace_json(res, None))
+    assert "omitted_microbatches" not in full["otherData"]
+    assert len(full["traceEvents"]) > len(doc["traceEvents"])
+    assert sum(1 for e in full["traceEvents"] if e["ph"] == "X") == len(res.intervals)
