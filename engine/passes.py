@@ -24,9 +24,27 @@ The rules below are the same as :mod:`engine.sim` applies op by op:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from operator import attrgetter
+from typing import Callable, NamedTuple
 
 from workload_gen.records import CollectiveOp, ComputeOp, Op, OpKind
+
+
+class ProfileRecord(NamedTuple):
+    """One op of a profiled pass, times relative to the pass start."""
+
+    stream: str
+    """``"compute"`` or the collective's group name."""
+    op: Op
+    start: float
+    end: float
+    exposed: float
+    """Seconds the compute stream waited on this collective (0 for compute)."""
+
+
+_record = tuple.__new__
+"""Builds a ProfileRecord from a tuple without NamedTuple's Python-level ``__new__``
+(three times cheaper; a profile holds every op of a pass, and sweeps profile thousands)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,8 +57,28 @@ class PassProfile:
     """(group, seconds the compute stream waited on that group's collectives)."""
     ready_offsets: tuple[tuple[int, float], ...]
     """(op index, end offset) for the requested op indices (gradient-ready points)."""
-    records: tuple[tuple[str, Op, float, float, float], ...]
-    """(stream, op, start offset, end offset, exposed seconds), in issue order."""
+    records: tuple[ProfileRecord, ...]
+    """In issue order."""
+
+
+class _Overlapped:
+    """An overlappable collective in flight while profiling; ``exposed`` grows if the
+    pass has to wait for it. Becomes a ProfileRecord when the pass is done."""
+
+    __slots__ = ("index", "deadline", "group", "start", "end", "exposed")
+
+    def __init__(self, index: int, deadline: int, group: str, start: float, end: float) -> None:
+        self.index = index
+        self.deadline = deadline
+        """Index of the op that may not start before it has ended."""
+        self.group = group
+        self.start = start
+        self.end = end
+        self.exposed = 0.0
+
+
+_END_ORDER = attrgetter("end", "index")
+"""Of several collectives waited for at once, the one ending last (then issued last)."""
 
 
 def profile_pass(
@@ -61,44 +99,48 @@ def profile_pass(
     compute = optimizer = 0.0
     stream_free: dict[str, float] = {}
     exposed: dict[str, float] = {}
-    pending: list[tuple[int, float, int, str, list]] = []  # (deadline, end, index, group, record)
-    recs: list[list] = []
+    records: list[ProfileRecord | _Overlapped] = []  # in issue order; the _Overlapped are replaced at the end
+    in_flight: list[int] = []  # positions of the _Overlapped in records
+    pending: list[_Overlapped] = []  # overlappable collectives not yet waited for
     offsets: list[tuple[int, float]] = []
 
-    def issue(k: int, now: float) -> tuple[float, str, list]:
-        op = ops[k]
+    def on_stream(op: CollectiveOp, now: float) -> tuple[str, float, float]:
+        """Queue ``op`` on its group's stream: (group, start, end)."""
         g = op.group.value
         s = stream_free.get(g, 0.0)
         if s < now:
             s = now
         e = s + coll_time(op)
         stream_free[g] = e
-        rec = [g, op, s, e, 0.0]
-        recs.append(rec)
-        return e, g, rec
+        return g, s, e
 
-    def wait(items: list, now: float) -> float:
-        """Wait for ``items``; the one ending last takes the wait."""
-        _dl, e, _k, g, rec = max(items, key=lambda p: (p[1], p[2]))
-        if e > now:
-            w = e - now
-            exposed[g] = exposed.get(g, 0.0) + w
-            rec[4] += w
-            return e
+    def issue_overlapped(k: int, now: float) -> None:
+        g, s, e = on_stream(ops[k], now)
+        coll = _Overlapped(k, deadline[k], g, s, e)
+        in_flight.append(len(records))
+        records.append(coll)
+        pending.append(coll)
+
+    def wait_for(last: _Overlapped, now: float) -> float:
+        """The compute stream waits until ``last`` ends; the whole wait is charged to it."""
+        if last.end > now:
+            w = last.end - now
+            exposed[last.group] = exposed.get(last.group, 0.0) + w
+            last.exposed += w
+            return last.end
         return now
 
     for i, op in enumerate(ops):
         if pending:
-            due = [p for p in pending if p[0] <= i]
+            due = [c for c in pending if c.deadline <= i]
             if due:
-                t = wait(due, t)
-                pending = [p for p in pending if p[0] > i]
+                t = wait_for(max(due, key=_END_ORDER), t)  # the one ending last takes the wait
+                pending = [c for c in pending if c.deadline > i]
         if type(op) is ComputeOp:
             for k in issue_with.get(i, ()):
-                e, g, rec = issue(k, t)
-                pending.append((deadline[k], e, k, g, rec))
+                issue_overlapped(k, t)
             d = op.time_s
-            recs.append(["compute", op, t, t + d, 0.0])
+            records.append(_record(ProfileRecord, ("compute", op, t, t + d, 0.0)))
             if op.kind is OpKind.OPTIMIZER:
                 optimizer += d
             else:
@@ -109,15 +151,24 @@ def profile_pass(
             continue
         if op.overlappable:
             if i not in pre_issued:
-                e, g, rec = issue(i, t)
-                pending.append((deadline[i], e, i, g, rec))
+                issue_overlapped(i, t)
             continue
-        e, g, rec = issue(i, t)
-        t = wait([(0, e, i, g, rec)], t)
+        # A blocking collective: the compute stream waits for all of it.
+        g, s, e = on_stream(op, t)
+        if e > t:
+            w = e - t
+            exposed[g] = exposed.get(g, 0.0) + w
+            records.append(_record(ProfileRecord, (g, op, s, e, w)))
+            t = e
+        else:
+            records.append(_record(ProfileRecord, (g, op, s, e, 0.0)))
     if pending:
-        t = wait(pending, t)
+        t = wait_for(max(pending, key=_END_ORDER), t)
+    for pos in in_flight:
+        c = records[pos]
+        records[pos] = _record(ProfileRecord, (c.group, ops[c.index], c.start, c.end, c.exposed))
     return PassProfile(
         duration=t, compute_s=compute, optimizer_s=optimizer,
         exposed=tuple(sorted(exposed.items())), ready_offsets=tuple(offsets),
-        records=tuple(tuple(r) for r in recs),
+        records=tuple(records),
     )

@@ -14,10 +14,45 @@ the work on that rank (compute ops in time order; a collective at its issue poin
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from engine.passes import PassProfile
+from workload_gen.records import CollectiveOp, ComputeOp
 from workload_gen.run_result import Interval
+
+if TYPE_CHECKING:
+    from engine.entities import Future
+
+
+# What the engine records per rank as it runs (RankState.records): a ComputeRecord or
+# CollectiveRecord per op at op level, a Block per memoised pass. engine.sim turns the
+# first two into Interval records after the run (Simulator.timeline_parts); Blocks stay
+# compact until the Timeline is read. NamedTuples, not frozen dataclasses: an op-level
+# run records one per op, and a frozen dataclass costs about three times as much to build.
+
+
+class ComputeRecord(NamedTuple):
+    """A compute op as a rank ran it (op-level simulation)."""
+
+    op: ComputeOp
+    start: float
+    end: float
+    chunk: int
+    microbatch: int
+
+
+class CollectiveRecord(NamedTuple):
+    """A collective or pipeline send as a rank issued it (op-level simulation).
+
+    Only the issue is recorded: the start, end and exposed time are read from ``future``
+    after the run, since a collective starts when its last member arrives and a rank's
+    wait on it is charged when the wait ends.
+    """
+
+    op: CollectiveOp
+    future: Future
+    chunk: int
+    microbatch: int
 
 
 class Block:
@@ -34,12 +69,14 @@ class Block:
 
     def __iter__(self) -> Iterator[Interval]:
         st, rk, off, ch, mb = self.stage, self.rank, self.offset, self.chunk, self.microbatch
-        for stream, op, s, e, exp in self.profile.records:
+        # ``_value_``: the enum member's value, without the ``.value`` property call (this
+        # runs once per interval of the run).
+        for stream, op, s, e, exp in self.profile.records:  # ProfileRecord
             if stream == "compute":
-                yield Interval(st, rk, stream, op.name, op.layer, op.phase.value, mb, ch,
-                               s + off, e + off, op.kind.value, 0, 0.0)
+                yield Interval(st, rk, stream, op.name, op.layer, op.phase._value_, mb, ch,
+                               s + off, e + off, op.kind._value_, 0, 0.0)
             else:
-                yield Interval(st, rk, stream, op.name, op.layer, op.phase.value, mb, ch,
+                yield Interval(st, rk, stream, op.name, op.layer, op.phase._value_, mb, ch,
                                s + off, e + off, stream, op.bytes, exp)
 
 
