@@ -1,7 +1,8 @@
 """``simulate``: a workload and a system in, one iteration's time, breakdown and memory out."""
 from __future__ import annotations
 
-from typing import Literal
+from dataclasses import replace
+from typing import Any, Literal
 
 from engine.memory import estimate_memory
 from engine.schedules import SCHEDULES, default_schedule
@@ -11,7 +12,7 @@ from network.backend import NetworkBackend
 from network.registry import create_backend
 from workload_gen.errors import ConfigError
 from workload_gen.records import Workload
-from workload_gen.run_result import MemoryEstimate, RunResult
+from workload_gen.run_result import Breakdown, MemoryEstimate, RunResult
 from workload_gen.system import SystemConfig
 
 
@@ -30,6 +31,7 @@ def simulate(
     schedule: str | None = None,
     level: Literal["auto", "op", "pass"] = "auto",
     memory: tuple[MemoryEstimate, ...] | None = None,
+    extrapolate: bool = True,
 ) -> RunResult:
     """Simulate one training iteration.
 
@@ -46,6 +48,9 @@ def simulate(
     level: "pass" memoises each (stage, chunk, direction) pass (contention-free backends
         with one rank per stage only); "op" simulates every op as an event; "auto" picks
         "pass" whenever it is exact.
+    extrapolate: without a timeline at pass level, simulate three short iterations and
+        extrapolate the steady state when it is exactly periodic (:func:`_steady_state`),
+        so the cost does not grow with the micro-batch count.
     """
     par = workload.parallel
     net = _resolve_backend(backend, system, par.world_size)
@@ -59,10 +64,36 @@ def simulate(
     memo = (level != "op") and not every_rank
     sched = schedule or default_schedule(par.vpp)
     SCHEDULES.get(sched)
+    if memo and not timeline and extrapolate:
+        steady = _steady_state(workload, net, sched)
+        if steady is not None:
+            total, breakdowns, ends, events, transfers = steady
+            return _result(workload, system, name, total, breakdowns, ends, memory, (), {
+                "level": "pass", "ranks_simulated": par.pp, "schedule": sched,
+                "num_microbatches": par.num_microbatches, "events": events, "transfers": transfers,
+                "extrapolated_from_microbatches": steady_points(par.num_microbatches, par.pp, par.vpp)})
     sim = Simulator(workload, net, memo=memo, all_ranks=every_rank, timeline=timeline, schedule=sched)
     total = sim.run()
     reps = sim.representatives()
     breakdowns = tuple(sim.breakdown(R, total) for R in reps)
+    extras = {
+        "level": "pass" if memo else "op",
+        "ranks_simulated": len(sim.ranks),
+        "schedule": sched,
+        "num_microbatches": par.num_microbatches,
+        "events": sim.events,
+        "transfers": sim.transfers,
+    }
+    if every_rank and len(sim.ranks) > len(reps):
+        ends = [R.end for R in sim.ranks]
+        extras["rank_end_spread_s"] = max(ends) - min(ends)
+    return _result(workload, system, name, total, breakdowns, [R.end for R in reps], memory,
+                   Timeline(sim.timeline_parts()) if timeline else (), extras)
+
+
+def _result(workload: Workload, system: SystemConfig, name: str, total: float, breakdowns: tuple[Breakdown, ...],
+            ends: list[float], memory: tuple[MemoryEstimate, ...] | None, intervals: Any,
+            extras: dict[str, Any]) -> RunResult:
     # The critical stage is the bottleneck: the one busiest with its own work (compute,
     # exposed communication, optimizer), so that an unbalanced pipeline reports the stage
     # that sets the pace rather than a light stage that mostly waits for it. Equal loads
@@ -71,20 +102,8 @@ def simulate(
         b = breakdowns[s]
         return round((total - b.bubble_s - b.other_s) / total, 9) if total > 0 else 0.0
 
-    critical = max(range(len(reps)), key=lambda s: (load(s), reps[s].end, -s))
-    extras = {
-        "level": "pass" if memo else "op",
-        "ranks_simulated": len(sim.ranks),
-        "schedule": sched,
-        "num_microbatches": par.num_microbatches,
-        "critical_stage": critical,
-        "stage_end_s": [R.end for R in reps],
-        "events": sim.events,
-        "transfers": sim.transfers,
-    }
-    if every_rank and len(sim.ranks) > len(reps):
-        ends = [R.end for R in sim.ranks]
-        extras["rank_end_spread_s"] = max(ends) - min(ends)
+    critical = max(range(len(breakdowns)), key=lambda s: (load(s), ends[s], -s))
+    extras = {**extras, "critical_stage": critical, "stage_end_s": list(ends)}
     return RunResult(
         workload=workload,
         system=system,
@@ -93,6 +112,69 @@ def simulate(
         breakdown=breakdowns[critical],
         stage_breakdowns=breakdowns,
         memory=memory if memory is not None else estimate_memory(workload),
-        intervals=Timeline(sim.timeline_parts()) if timeline else (),
+        intervals=intervals,
         extras=extras,
     )
+
+
+def steady_points(m: int, pp: int, vpp: int) -> tuple[int, int, int] | None:
+    """Micro-batch counts whose simulations pin the steady state: three, one schedule
+    period (pp micro-batches) apart, past every warm-up and cool-down (2 pp vpp + pp), and
+    congruent to ``m`` modulo the period; None when ``m`` is too small to gain anything."""
+    period = pp
+    base = 2 * pp * vpp + period
+    if m < base + 3 * period:
+        return None
+    first = base + (m - base) % period
+    return first, first + period, first + 2 * period
+
+
+def _steady_state(workload: Workload, net: NetworkBackend, sched: str) -> tuple | None:
+    """The iteration's figures from three short simulations when they are exactly affine
+    in the number of micro-batches (the schedule's steady state repeats every period),
+    extrapolated to the workload's count; None (simulate in full) when they are not.
+
+    Why it is exact: with pass-level memoisation every pass of a (stage, chunk, direction)
+    takes the same time, so once the pipeline is full each period of pp micro-batches adds
+    the same time and the same parts to every stage; warm-up, cool-down, the gradient sync
+    and the optimizer do not depend on how many periods there are. The check below
+    verifies it on each run (second differences zero to 1e-12 of the iteration) rather
+    than assuming it, and falls back to the full simulation otherwise.
+    """
+    par = workload.parallel
+    points = steady_points(par.num_microbatches, par.pp, par.vpp)
+    if points is None:
+        return None
+    samples = []
+    for m in points:
+        w = replace(workload, parallel=replace(par, global_batch=m * par.micro_batch * par.dp))
+        sim = Simulator(w, net, memo=True, all_ranks=False, timeline=False, schedule=sched)
+        total = sim.run()
+        reps = sim.representatives()
+        bds = [sim.breakdown(R, total) for R in reps]
+        vec = [total, float(sim.events), float(sim.transfers)]
+        for R, b in zip(reps, bds):
+            vec += [R.end, b.compute_s, b.bubble_s, b.optimizer_s, b.other_s]
+            vec += [b.exposed_comm_s.get(g, 0.0) for g in sorted(b.exposed_comm_s)]
+        samples.append((vec, bds, [R.end for R in reps]))
+    (a, bd_a, _), (b, bd_b, _), (c, _, _) = samples
+    if not (len(a) == len(b) == len(c)):
+        return None
+    scale = max(abs(x) for x in a) or 1.0
+    if any(abs((z - y) - (y - x)) > 1e-12 * scale for x, y, z in zip(a, b, c)):
+        return None
+    k = (par.num_microbatches - points[0]) / par.pp
+
+    def ext(x: float, y: float) -> float:
+        return x + k * (y - x)
+
+    breakdowns = []
+    for b0, b1 in zip(bd_a, bd_b):
+        groups = sorted(set(b0.exposed_comm_s) | set(b1.exposed_comm_s))
+        breakdowns.append(Breakdown(
+            compute_s=ext(b0.compute_s, b1.compute_s),
+            exposed_comm_s={g: ext(b0.exposed_comm_s.get(g, 0.0), b1.exposed_comm_s.get(g, 0.0)) for g in groups},
+            bubble_s=ext(b0.bubble_s, b1.bubble_s), optimizer_s=ext(b0.optimizer_s, b1.optimizer_s),
+            other_s=ext(b0.other_s, b1.other_s)))
+    ends = [ext(x, y) for x, y in zip(samples[0][2], samples[1][2])]
+    return (ext(a[0], b[0]), tuple(breakdowns), ends, round(ext(a[1], b[1])), round(ext(a[2], b[2])))

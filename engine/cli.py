@@ -390,8 +390,9 @@ def _body(argv: list[str] | None, backend_name: str) -> int:
         else:
             net = kind.from_args(args, system, workload.parallel.world_size, sys.stderr)
             _progress(f"simulating on {system.name} ({kind.name} backend)", prog)
-            result = run_workload(workload, system, profile=args.profile, gpu=args.gpu, timeline=not args.no_trace,
-                                  backend=net)
+            # the timeline is built only for the files that read it (trace.json, layers.csv)
+            result = run_workload(workload, system, profile=args.profile, gpu=args.gpu,
+                                  timeline=bool(args.out) and not args.no_trace, backend=net)
             result.extras.update(kind.report(net))
         summary, files = event_outputs(args, result)
     try:
