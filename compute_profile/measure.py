@@ -32,7 +32,7 @@ from typing import Any, TextIO
 from compute_profile.db import ProfileRow
 from compute_profile.kernels import adam_bench, build_bench  # no torch at import: it is passed in
 from compute_profile.keys import profile_phase, shape_key
-from workload_gen.errors import ConfigError
+from workload_gen.errors import ConfigError, TrainsimError
 from workload_gen.gpu_specs import GPUS, get_gpu
 from workload_gen.records import ComputeOp, OpKind, Phase, Workload
 
@@ -166,7 +166,11 @@ def measure_workload(workload: Workload, *, gpu: str | None = None, device: str 
     attach's scaling or estimator. Progress lines go to ``progress`` (default: sys.stderr at
     call time) unless ``quiet``.
     """
-    import torch  # lazy: only measuring needs torch
+    try:
+        import torch  # lazy: only measuring needs torch
+    except ModuleNotFoundError:
+        raise TrainsimError("compute-profile measure needs torch, which is not installed: pip install "
+                            "'trainsim[measure]' (CPU build: see README), or a CUDA build of torch on a GPU machine") from None
 
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
