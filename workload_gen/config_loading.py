@@ -50,8 +50,11 @@ ignored here. With no model and no parallel settings at all, :data:`DEFAULT_JOB`
 so that ``gen-workload`` with no arguments produces a sensible workload.
 
 Megatron flags that do not change the workload (``--lr``, ``--save``, ...) are accepted
-and ignored; they are listed in :data:`IGNORED_MEGATRON_FLAGS`. Anything else unknown
-is an argparse error (exit 2).
+and ignored, with one note on stderr listing them; they are in :data:`IGNORED_MEGATRON_FLAGS`.
+Megatron flags that would change the iteration but are not modelled
+(:data:`NOT_MODELLED_MEGATRON_FLAGS`) are refused with "not modelled: FLAG" (exit 2).
+Anything else unknown is an argparse error (exit 2). ``--hf-config config.json`` reads the
+model from a Hugging Face config (:mod:`workload_gen.hf_config`).
 """
 from __future__ import annotations
 
@@ -59,6 +62,7 @@ import argparse
 import ast
 import math
 import re
+import sys
 import typing
 from collections.abc import Mapping
 from dataclasses import fields
@@ -67,7 +71,7 @@ from typing import Any
 
 from workload_gen.errors import ConfigError
 from workload_gen.model_config import ModelConfig
-from workload_gen.model_presets import PRESETS, get_preset
+from workload_gen.model_presets import PRESETS, get_preset, preset_equal_to
 from workload_gen.parallel_config import ParallelConfig, check_against_model
 
 DEFAULT_MODEL = "llama3-8b"
@@ -174,6 +178,18 @@ def _resolve_model(spec: object, source: str | None) -> ModelConfig:
         raise ConfigError("model", spec, "must be a preset name or a mapping of model fields", source)
     spec = dict(spec)
     preset = spec.pop("preset", None)
+    hf_path = spec.pop("hf_config", None)
+    if hf_path is not None:
+        # model: {hf_config: config.json} (run YAML, sweep base): a Hugging Face config.
+        from workload_gen.hf_config import load_hf_config
+
+        if preset is not None:
+            raise ConfigError("model.hf_config", hf_path, "give either preset or hf_config, not both", source)
+        hf_model = load_hf_config(hf_path).model
+        if hf_model.name in PRESETS:
+            preset = hf_model.name
+        else:
+            spec = {**hf_model.to_dict(), **spec}
     unknown = sorted(k for k in spec if k not in MODEL_KEYS)
     if unknown:
         raise ConfigError(f"model.{unknown[0]}", spec[unknown[0]], f"unknown model field; valid: {', '.join(MODEL_KEYS)}", source)
@@ -195,7 +211,11 @@ def _resolve_model(spec: object, source: str | None) -> ModelConfig:
                 f"required for a custom model (or choose a preset: {', '.join(PRESETS)})", source,
             )
         values.setdefault("name", "custom")
-        return ModelConfig(**values)
+        model = ModelConfig(**values)
+        if model.name == "custom":
+            # Name the preset a config equals (pasted launch arguments, a Hugging Face config).
+            return preset_equal_to(model) or model
+        return model
     except ConfigError as exc:
         raise _with_source(exc, source, "model") from None
 
@@ -224,8 +244,15 @@ def _default_world(kw: Mapping[str, Any]) -> int:
     return world * (8 // math.gcd(world, 8))
 
 
-def configs_from_dict(data: Mapping[str, Any] | None, source: str | None = None) -> tuple[ModelConfig, ParallelConfig]:
-    """Build and cross-check the two configs from the YAML-shaped dict described above."""
+def configs_from_dict(data: Mapping[str, Any] | None, source: str | None = None, *,
+                      notes: list[str] | None = None) -> tuple[ModelConfig, ParallelConfig]:
+    """Build and cross-check the two configs from the YAML-shaped dict described above.
+
+    With ``notes`` (a list; the command-line path passes one), Megatron-LM's own rules
+    apply where it warns instead of failing, and the warnings are appended to it (one line
+    each; shown on stderr once the configs are valid): sequence parallelism asked for at
+    tp 1 is switched off, as Megatron does, and a world size that was not given is derived
+    and reported. Without it (sweep points, library calls) both stay strict/silent."""
     data = dict(data or {})
     unknown = sorted(k for k in data if k not in ("model", "parallel", "training") and k not in OTHER_SECTIONS)
     if unknown:
@@ -262,8 +289,20 @@ def configs_from_dict(data: Mapping[str, Any] | None, source: str | None = None)
         if "vpp" in kw and kw["vpp"] != vpp:
             raise ConfigError("parallel.vpp", kw["vpp"], f"conflicts with num_layers_per_virtual_pipeline_stage (vpp={vpp})", source)
         kw["vpp"] = vpp
+    warnings: list[str] = []
+    if notes is not None and kw.get("sp") and int(kw.get("tp") or 1) == 1:
+        # Megatron-LM (arguments.py): "Disabling sequence parallelism because tensor model
+        # parallelism is 1" -- a warning, not an error.
+        kw["sp"] = False
+        warnings.append("warning: --sequence-parallel with tensor parallel size 1: sequence parallelism "
+                        "disabled (as Megatron-LM does)")
     if kw.get("world_size") is None:
         kw["world_size"] = _default_world(kw)
+        tp, pp, cp = (int(kw.get(k) or 1) for k in ("tp", "pp", "cp"))
+        warnings.append(
+            f"warning: --world-size not given; using {kw['world_size']} GPUs (tp*pp*cp = {tp}*{pp}*{cp} = "
+            f"{tp * pp * cp}, times the smallest data-parallel size that fits ep and etp, rounded up to whole "
+            f"8-GPU nodes): data-parallel size {kw['world_size'] // (tp * pp * cp)}")
     if kw.get("global_batch") is None:
         dp = kw["world_size"] // (int(kw.get("tp") or 1) * int(kw.get("pp") or 1) * int(kw.get("cp") or 1))
         kw["global_batch"] = int(kw.get("micro_batch") or 1) * max(dp, 1) * int(kw.get("pp") or 1)
@@ -272,6 +311,8 @@ def configs_from_dict(data: Mapping[str, Any] | None, source: str | None = None)
         check_against_model(model, par)
     except ConfigError as exc:
         raise _with_source(exc, source, "parallel") from None
+    if notes is not None:
+        notes.extend(warnings)
     return model, par
 
 
@@ -396,7 +437,124 @@ IGNORED_MEGATRON_FLAGS: dict[str, bool] = {
     "--manual-gc": False, "--manual-gc-interval": True, "--use-legacy-models": False,
     "--ckpt-fully-parallel-save": False, "--bias-swiglu-fusion": False, "--cross-entropy-loss-fusion": False,
 }
-"""Real Megatron-LM flags accepted and ignored (flag -> whether it takes a value)."""
+IGNORED_MEGATRON_FLAGS.update({
+    # From Megatron-LM's megatron/training/arguments.py (and the dataclass configs it builds
+    # flags from): RoPE frequency scaling, numerics checks, checkpoint formats, kernel
+    # choices, FP8 scaling bookkeeping, NCCL tuning files, logging and profiling switches.
+    "--use-rope-scaling": False, "--rope-scaling-factor": True, "--mscale": True, "--mscale-all-dim": True,
+    "--rotary-seq-len-interpolation-factor": True,
+    "--check-for-nan-in-loss-and-grad": False, "--no-check-for-nan-in-loss-and-grad": False,
+    "--check-for-spiky-loss": False, "--check-for-large-grads": False, "--rerun-mode": True,
+    "--check-weight-hash-across-dp-replicas-interval": True,
+    "--use-dist-ckpt": False, "--auto-detect-ckpt-format": False, "--async-save": False,
+    "--use-persistent-ckpt-worker": False, "--ckpt-fully-parallel-load": False,
+    "--ckpt-assume-constant-structure": False, "--dist-ckpt-strictness": True, "--ckpt-step": True,
+    "--non-persistent-save-interval": True, "--non-persistent-ckpt-type": True,
+    "--non-persistent-global-ckpt-dir": True, "--pretrained-checkpoint": True, "--finetune": False,
+    "--exit-on-missing-checkpoint": False, "--exit-signal-handler": False,
+    "--override-opt_param-scheduler": False, "--use-checkpoint-opt_param-scheduler": False,
+    "--no-persist-layer-norm": False, "--apply-layernorm-1p": False, "--calculate-per-token-loss": False,
+    "--tp-comm-overlap-cfg": True, "--nccl-communicator-config-path": True,
+    "--fp8-amax-history-len": True, "--fp8-amax-compute-algo": True, "--fp8-margin": True, "--fp8-interval": True,
+    "--rampup-batch-size": True,
+    "--lr-wsd-decay-style": True, "--lr-wsd-decay-samples": True, "--lr-wsd-decay-iters": True,
+    "--decoupled-lr": True, "--decoupled-min-lr": True, "--start-weight-decay": True, "--end-weight-decay": True,
+    "--weight-decay-incr-style": True, "--use-cpu-initialization": False, "--init-method-xavier-uniform": False,
+    "--dataloader-type": True, "--num-dataset-builder-threads": True, "--reset-position-ids": False,
+    "--reset-attention-mask": False, "--eod-mask-loss": False, "--no-mmap-bin-files": False,
+    "--train-data-path": True, "--valid-data-path": True, "--test-data-path": True,
+    "--log-validation-ppl-to-tensorboard": False, "--log-memory-to-tensorboard": False,
+    "--log-world-size-to-tensorboard": False, "--log-progress": False, "--tensorboard-log-interval": True,
+    "--tensorboard-queue-size": True, "--wandb-save-dir": True, "--logging-level": True,
+    "--no-one-logger": False, "--one-logger-project": True, "--one-logger-run-name": True,
+    "--use-pytorch-profiler": False, "--profile-step-start": True, "--profile-step-end": True,
+    "--record-memory-history": False, "--memory-snapshot-path": True, "--log-straggler": False,
+    "--empty-unused-memory-level": True, "--te-rng-tracker": False,
+    "--moe-permute-fusion": False, "--moe-router-fusion": False, "--moe-use-legacy-grouped-gemm": False,
+    "--moe-per-layer-logging": False, "--moe-router-pre-softmax": False, "--moe-router-enable-expert-bias": False,
+    "--moe-router-bias-update-rate": True, "--moe-token-drop-policy": True, "--mtp-loss-scaling-factor": True,
+    "--ddp-average-in-collective": False,
+})
+_MULTI_VALUE_IGNORED: frozenset[str] = frozenset({
+    "--data-path", "--train-data-path", "--valid-data-path", "--test-data-path", "--rampup-batch-size",
+})
+"""Ignored flags that take several values (Megatron's nargs='*'), e.g. --rampup-batch-size 16 16 5859375."""
+
+NOT_MODELLED_MEGATRON_FLAGS: dict[str, tuple[bool, str | None, str]] = {
+    # flag: (takes a value, the value that changes nothing (accepted and ignored) or None, what it would change)
+    "--overlap-param-gather-with-optimizer-step": (False, None, "overlaps the parameter all-gather with the optimizer step"),
+    "--defer-embedding-wgrad-compute": (False, None, "moves the embedding's weight-gradient GEMMs"),
+    "--wgrad-deferral-limit": (True, None, "moves the embedding's weight-gradient GEMMs"),
+    "--account-for-embedding-in-pipeline-split": (False, None, "changes the layers per pipeline stage"),
+    "--account-for-loss-in-pipeline-split": (False, None, "changes the layers per pipeline stage"),
+    "--pipeline-model-parallel-layout": (True, None, "changes the layers per pipeline stage"),
+    "--microbatch-group-size-per-virtual-pipeline-stage": (True, None, "changes the pipeline schedule"),
+    "--use-precision-aware-optimizer": (False, None, "changes the optimizer state's dtypes and memory"),
+    "--main-params-dtype": (True, "fp32", "changes the optimizer state's memory"),
+    "--main-grads-dtype": (True, "fp32", "changes the optimizer state's memory"),
+    "--exp-avg-dtype": (True, "fp32", "changes the optimizer state's memory"),
+    "--exp-avg-sq-dtype": (True, "fp32", "changes the optimizer state's memory"),
+    "--optimizer-cpu-offload": (False, None, "moves the optimizer step to the CPU"),
+    "--num-distributed-optimizer-instances": (True, "1", "shards the optimizer over part of the data-parallel group"),
+    "--distribute-saved-activations": (False, None, "splits recomputation checkpoints over TP (memory and communication)"),
+    "--recompute-modules": (True, None, "recomputes other modules than selective recompute's attention core"),
+    "--cpu-offloading": (False, None, "offloads activations to the CPU"),
+    "--cpu-offloading-num-layers": (True, None, "offloads activations to the CPU"),
+    "--fp8-param-gather": (False, None, "gathers FP8 parameters (halves the all-gather)"),
+    "--first-last-layers-bf16": (False, None, "keeps some layers in BF16 under FP8"),
+    "--num-layers-at-start-in-bf16": (True, None, "keeps some layers in BF16 under FP8"),
+    "--num-layers-at-end-in-bf16": (True, None, "keeps some layers in BF16 under FP8"),
+    "--disable-tp-comm-overlap-ag": (False, None, "changes which TP communication overlaps"),
+    "--disable-tp-comm-overlap-rs": (False, None, "changes which TP communication overlaps"),
+    "--disable-tp-comm-bulk-dgrad": (False, None, "changes which TP communication overlaps"),
+    "--disable-tp-comm-bulk-wgrad": (False, None, "changes which TP communication overlaps"),
+    "--disable-tp-comm-split-ag": (False, None, "changes which TP communication overlaps"),
+    "--disable-tp-comm-split-rs": (False, None, "changes which TP communication overlaps"),
+    "--delay-wgrad-compute": (False, None, "moves weight-gradient GEMMs to overlap EP communication"),
+    "--overlap-moe-expert-parallel-comm": (False, None, "overlaps EP all-to-all with other micro-batches"),
+    "--moe-shared-expert-overlap": (False, None, "overlaps the shared experts with the token dispatch"),
+    "--moe-expert-capacity-factor": (True, None, "drops or pads tokens per expert"),
+    "--moe-pad-expert-input-to-capacity": (False, None, "pads tokens per expert"),
+    "--moe-router-num-groups": (True, None, "limits routing to device groups (changes the dispatch)"),
+    "--moe-router-group-topk": (True, None, "limits routing to device groups (changes the dispatch)"),
+    "--moe-enable-deepep": (False, None, "uses DeepEP's dispatch kernels"),
+    "--moe-layer-recompute": (False, None, "recomputes the MoE layer"),
+    "--mtp-num-layers": (True, "0", "adds multi-token-prediction layers"),
+    "--enable-cuda-graph": (False, None, "captures CUDA graphs (removes launch overheads)"),
+    "--external-cuda-graph": (False, None, "captures CUDA graphs (removes launch overheads)"),
+    "--cuda-graph-impl": (True, "none", "captures CUDA graphs (removes launch overheads)"),
+    "--use-torch-fsdp2": (False, None, "shards parameters with FSDP instead of the distributed optimizer"),
+    "--use-custom-fsdp": (False, None, "shards parameters with FSDP instead of the distributed optimizer"),
+    "--use-megatron-fsdp": (False, None, "shards parameters with FSDP instead of the distributed optimizer"),
+    "--data-parallel-sharding-strategy": (True, "no_shard", "shards parameters with FSDP"),
+    "--hierarchical-context-parallel-sizes": (True, None, "splits CP communication hierarchically"),
+    "--use-tp-pp-dp-mapping": (False, None, "changes which ranks form each group (placement on nodes)"),
+    "--ddp-num-buckets": (True, None, "changes the gradient buckets"),
+    "--use-sharp": (False, None, "runs the data-parallel reduction in the switch (SHARP)"),
+    "--no-fp8-wgrad": (False, None, "runs the weight-gradient GEMMs in higher precision under FP8"),
+}
+"""Real Megatron-LM flags that would change the simulated iteration but are not modelled:
+refused with "not modelled: FLAG" (exit 2), unless given the value that changes nothing."""
+
+_IGNORED_DESTS: dict[str, str] = {}
+"""argparse dest -> flag of every accepted-and-ignored flag (for the one note on stderr)."""
+
+
+class _NotModelled(argparse.Action):
+    """A Megatron-LM flag the simulator does not model: one-line usage error (exit 2), or,
+    given its no-op value, recorded as ignored."""
+
+    def __init__(self, option_strings, dest, reason: str = "", noop: str | None = None, **kwargs) -> None:
+        self.reason = reason
+        self.noop = noop
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        if self.noop is not None and values == self.noop:
+            setattr(namespace, self.dest, values)
+            return
+        shown = option_string if values in (None, []) else f"{option_string} {values}"
+        parser.error(f"not modelled: {shown} ({self.reason}; the simulator has no model of it)")
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
@@ -436,13 +594,24 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
                    help="Megatron MoE token dispatcher; the workload models 'alltoall' (the only one accepted)")
     g.add_argument("--recompute-activations", dest="p_recompute", action="store_const", const="selective",
                    help=argparse.SUPPRESS)
+    g.add_argument("--hf-config", dest="hf_config", metavar="CONFIG_JSON",
+                   help="model from a Hugging Face config.json (Llama 2/3, Mistral, Mixtral, Qwen2/3 dense and "
+                        "MoE, DeepSeek-V2/V3, GPT-2, GPT-NeoX); instead of --model, model flags override it")
     ig = parser.add_argument_group("ignored Megatron-LM flags")
     for flag, takes_value in IGNORED_MEGATRON_FLAGS.items():
         dest = "ignored_" + flag.lstrip("-").replace("-", "_")
-        if takes_value:
+        _IGNORED_DESTS[dest] = flag
+        if flag in _MULTI_VALUE_IGNORED:
+            ig.add_argument(flag, dest=dest, nargs="*", help=argparse.SUPPRESS)
+        elif takes_value:
             ig.add_argument(flag, dest=dest, help=argparse.SUPPRESS)
         else:
-            ig.add_argument(flag, dest=dest, action="store_true", help=argparse.SUPPRESS)
+            ig.add_argument(flag, dest=dest, action="store_true", default=None, help=argparse.SUPPRESS)
+    for flag, (takes_value, noop, reason) in NOT_MODELLED_MEGATRON_FLAGS.items():
+        dest = "ignored_" + flag.lstrip("-").replace("-", "_")
+        _IGNORED_DESTS[dest] = flag
+        ig.add_argument(flag, dest=dest, action=_NotModelled, nargs=None if takes_value else 0,
+                        reason=reason, noop=noop, help=argparse.SUPPRESS)
 
 
 def _attention_backend(text: str) -> str:
@@ -519,6 +688,28 @@ def configs_from_args(args: argparse.Namespace) -> tuple[ModelConfig, ParallelCo
     """Configs from a namespace filled by a parser that got :func:`add_config_arguments`."""
     path = getattr(args, "config", None)
     base = load_yaml(path) if path else {}
+    notes: list[str] = []
+    hf_path = getattr(args, "hf_config", None)
+    if hf_path:
+        from workload_gen.hf_config import load_hf_config
+
+        if getattr(args, "model", None):
+            raise ConfigError("--hf-config", hf_path, f"give either --model ({args.model}) or --hf-config, not both")
+        hf = load_hf_config(hf_path)
+        notes += hf.notes
+        base = dict(base)
+        if hf.model.name in PRESETS:
+            base["model"] = {"preset": hf.model.name}
+        else:
+            base["model"] = {k: v for k, v in hf.model.to_dict().items()}
     has_flags = any(v is not None for k, v in vars(args).items() if k.startswith(("m_", "p_")))
-    source = (f"{path} + flags" if has_flags else str(path)) if path else None
-    return configs_from_dict(args_to_dict(args, base), source)
+    where = path or hf_path
+    source = (f"{where} + flags" if has_flags else str(where)) if where else None
+    model, par = configs_from_dict(args_to_dict(args, base), source, notes=notes)
+    ignored = [flag for dest, flag in _IGNORED_DESTS.items() if getattr(args, dest, None) not in (None, False)]
+    if ignored:
+        notes.insert(0, f"note: ignored Megatron-LM flags (they do not change the simulated iteration): "
+                        f"{', '.join(ignored)}")
+    for line in notes:
+        print(line, file=sys.stderr)
+    return model, par

@@ -151,3 +151,34 @@ def get_preset(name: str, source: str | None = None) -> ModelConfig:
         return PRESETS[name]
     except (KeyError, TypeError):
         raise ConfigError("model", name, f"unknown preset; known: {', '.join(PRESETS)}", source) from None
+
+
+def architecture_key(model: ModelConfig) -> tuple[object, ...]:
+    """What determines the simulated model, with equivalent spellings made equal: a
+    default (None) and the value it stands for (num_query_groups None and = heads,
+    ffn_hidden_size None and = 4h, ...); MoE fields of a dense model, MLA fields of a
+    standard-attention model and the position-table length of a RoPE model (no table)
+    do not count. Name and source never count."""
+    mla = model.multi_latent_attention
+    moe = model.is_moe
+    return (
+        model.num_layers, model.hidden_size, model.num_attention_heads, model.vocab_size,
+        None if mla else model.kv_heads, None if mla else model.head_dim,
+        model.dense_ffn if moe else model.ffn,
+        model.max_position_embeddings if model.position_embedding == "learned" else None,
+        model.activation, model.normalization, model.position_embedding, model.add_bias_linear,
+        model.add_qkv_bias, model.qk_layernorm, model.tied_embeddings,
+        (model.num_experts, model.moe_router_topk, model.expert_ffn, model.moe_shared_expert_intermediate_size,
+         model.num_dense_layers) if moe else None,
+        (model.q_lora_rank, model.kv_lora_rank, model.qk_head_dim, model.qk_pos_emb_head_dim, model.v_head_dim)
+        if mla else None,
+    )
+
+
+def preset_equal_to(model: ModelConfig) -> ModelConfig | None:
+    """The preset whose architecture equals ``model``'s (see :func:`architecture_key`), or None."""
+    key = architecture_key(model)
+    for preset in _PRESETS:
+        if architecture_key(preset) == key:
+            return preset
+    return None

@@ -1,0 +1,269 @@
+"""A Hugging Face ``config.json`` onto :class:`~workload_gen.model_config.ModelConfig`.
+
+``--hf-config config.json`` (every command with model flags) reads the file a model is
+usually held by. Supported ``model_type`` values and the fields read:
+
+- ``llama``, ``mistral`` (Llama 2/3, Mistral): num_hidden_layers, hidden_size,
+  num_attention_heads, num_key_value_heads, head_dim, intermediate_size, vocab_size,
+  attention_bias, tie_word_embeddings; SwiGLU, RMSNorm, RoPE, no linear biases.
+- ``mixtral``: as Llama plus num_local_experts and num_experts_per_tok (every layer MoE,
+  experts of intermediate_size).
+- ``qwen2``, ``qwen3`` (dense) and ``qwen2_moe``, ``qwen3_moe``: as Llama plus QKV bias
+  (Qwen2) or QK-norm (Qwen3); MoE: num_experts, num_experts_per_tok,
+  moe_intermediate_size, shared_expert_intermediate_size, and which layers are MoE from
+  decoder_sparse_step and mlp_only_layers (only "the first k dense, the rest MoE" is
+  modelled).
+- ``deepseek_v2``, ``deepseek_v3``: MLA (q_lora_rank, kv_lora_rank, qk_nope_head_dim,
+  qk_rope_head_dim, v_head_dim); n_routed_experts, num_experts_per_tok,
+  moe_intermediate_size, n_shared_experts (of moe_intermediate_size each),
+  first_k_dense_replace (leading dense layers of intermediate_size), moe_layer_freq 1.
+  num_nextn_predict_layers (multi-token prediction, MTP) is counted in the parameter
+  count (:attr:`HFModel.total_params`) but not simulated: the workload holds the main
+  model's layers only, and a note says so.
+- ``gpt2`` (n_layer, n_embd, n_head, n_positions, n_inner) and ``gpt_neox``: GELU MLP,
+  LayerNorm with biases; learned positions (GPT-2) or RoPE (NeoX).
+
+A missing field, or an unsupported model_type or value, is one ConfigError naming the
+file, the field and the value. A config whose architecture equals a preset gives that
+preset (named, not ``custom``).
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workload_gen.errors import ConfigError, FormatError
+from workload_gen.model_config import ModelConfig
+from workload_gen.model_presets import preset_equal_to
+
+LLAMA_LIKE = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe")
+DEEPSEEK = ("deepseek_v2", "deepseek_v3")
+GPT = ("gpt2", "gpt_neox")
+SUPPORTED_MODEL_TYPES: tuple[str, ...] = LLAMA_LIKE + DEEPSEEK + GPT
+
+
+@dataclass(frozen=True)
+class HFModel:
+    """A model read from a Hugging Face config."""
+
+    model: ModelConfig
+    """What is simulated (a preset when the architecture equals one)."""
+    mtp_layers: int = 0
+    """Multi-token-prediction modules (DeepSeek's num_nextn_predict_layers): counted, not simulated."""
+    notes: list[str] = field(default_factory=list)
+    """One line each, for stderr (what was counted but not simulated)."""
+
+    @property
+    def mtp_params(self) -> int:
+        return mtp_params(self.model, self.mtp_layers)
+
+    @property
+    def total_params(self) -> int:
+        """Main model plus the MTP modules (what the checkpoint holds)."""
+        from workload_gen.params import total_params
+
+        return total_params(self.model) + self.mtp_params
+
+
+def mtp_params(model: ModelConfig, layers: int) -> int:
+    """Parameters of ``layers`` DeepSeek-V3 MTP modules (arXiv 2412.19437 Sec. 2.2): per
+    module two RMSNorms of h (on the hidden state and the embedding), the projection
+    eh_proj 2h x h, one transformer layer like the main model's last (MoE) layer and the
+    shared head's final norm h. The embedding and output layer are shared with the main
+    model and not counted again."""
+    if not layers:
+        return 0
+    from workload_gen.params import layer_tensors
+
+    h = model.hidden_size
+    layer = sum(t.numel for t in layer_tensors(model, model.num_layers - 1))
+    return layers * (2 * h + 2 * h * h + layer + h)
+
+
+class _Fields:
+    """Reads fields of one config file; every problem names the file, field and value."""
+
+    def __init__(self, data: Mapping[str, Any], source: str) -> None:
+        self.data = data
+        self.source = source
+
+    def err(self, name: str, value: object, valid: str) -> ConfigError:
+        return ConfigError(name, value, valid, self.source)
+
+    def int(self, name: str, default: object = ..., *, minimum: int = 1) -> Any:
+        if name not in self.data or self.data[name] is None:
+            if default is ...:
+                raise self.err(name, None, f"missing from the Hugging Face config (model_type "
+                                           f"{self.data.get('model_type')!r} needs it)")
+            return default
+        value = self.data[name]
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+            raise self.err(name, value, f"must be an integer >= {minimum}")
+        return value
+
+    def bool(self, name: str, default: bool) -> bool:
+        value = self.data.get(name, default)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise self.err(name, value, "must be true or false")
+        return value
+
+
+def read_hf_json(path: str | Path) -> dict[str, Any]:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise FormatError(str(path), None, f"cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise FormatError(str(path), None, f"not UTF-8 text (byte {exc.start})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise FormatError(str(path), exc.lineno, f"invalid JSON: {exc.msg}") from None
+    if not isinstance(data, dict):
+        raise FormatError(str(path), 1, "expected a JSON object (a Hugging Face config.json)")
+    return data
+
+
+def load_hf_config(path: str | Path) -> HFModel:
+    """Read ``path`` (a Hugging Face config.json) into the model to simulate."""
+    return hf_model_from_dict(read_hf_json(path), str(path))
+
+
+def hf_model_from_dict(data: Mapping[str, Any], source: str = "<hf config>") -> HFModel:
+    # Multimodal wrappers keep the language model under text_config.
+    if "text_config" in data and isinstance(data["text_config"], Mapping) and "num_hidden_layers" not in data:
+        data = data["text_config"]
+    f = _Fields(data, source)
+    mtype = data.get("model_type")
+    if mtype not in SUPPORTED_MODEL_TYPES:
+        raise f.err("model_type", mtype, f"not supported; supported: {', '.join(SUPPORTED_MODEL_TYPES)}")
+    mtp = 0
+    try:
+        if mtype in LLAMA_LIKE:
+            kw = _llama_like(f, mtype)
+        elif mtype in DEEPSEEK:
+            kw = _deepseek(f)
+            mtp = f.int("num_nextn_predict_layers", 0, minimum=0)
+        else:
+            kw = _gpt(f, mtype)
+        model = ModelConfig(name="custom", source=f"{source} (Hugging Face config, model_type {mtype})", **kw)
+    except ConfigError as exc:
+        if exc.source:
+            raise
+        raise f.err(exc.field, exc.value, exc.valid) from None
+    model = preset_equal_to(model) or model
+    hf = HFModel(model, mtp)
+    if mtp:
+        from workload_gen.params import total_params
+
+        hf.notes.append(
+            f"note: {source}: num_nextn_predict_layers={mtp} multi-token-prediction module(s) "
+            f"({hf.mtp_params / 1e9:.1f}B parameters) are counted ({total_params(model) / 1e9:.1f}B + "
+            f"{hf.mtp_params / 1e9:.1f}B = {hf.total_params / 1e9:.1f}B) but not simulated: the workload "
+            f"holds the {model.num_layers} main layers only")
+    return hf
+
+
+def _heads(f: _Fields) -> tuple[int, int, int]:
+    layers = f.int("num_hidden_layers")
+    hidden = f.int("hidden_size")
+    heads = f.int("num_attention_heads")
+    return layers, hidden, heads
+
+
+def _llama_like(f: _Fields, mtype: str) -> dict[str, Any]:
+    layers, hidden, heads = _heads(f)
+    kv = f.int("num_key_value_heads", heads)
+    head_dim = f.int("head_dim", None)
+    if f.bool("mlp_bias", False):
+        raise f.err("mlp_bias", True, "biases on the MLP are not modelled for this model_type")
+    kw: dict[str, Any] = dict(
+        num_layers=layers, hidden_size=hidden, num_attention_heads=heads, num_query_groups=kv,
+        kv_channels=head_dim if head_dim is not None and head_dim * heads != hidden else None,
+        ffn_hidden_size=f.int("intermediate_size"), vocab_size=f.int("vocab_size"),
+        max_position_embeddings=f.int("max_position_embeddings", 4096),
+        activation="swiglu", normalization="rmsnorm", position_embedding="rope", add_bias_linear=False,
+        # Qwen2 always has a QKV bias; the others have one when attention_bias is set.
+        add_qkv_bias=mtype.startswith("qwen2") or f.bool("attention_bias", False),
+        qk_layernorm=mtype.startswith("qwen3"),
+        tied_embeddings=f.bool("tie_word_embeddings", False),
+    )
+    if mtype == "mixtral":
+        kw.update(num_experts=f.int("num_local_experts"), moe_router_topk=f.int("num_experts_per_tok"))
+    elif mtype in ("qwen2_moe", "qwen3_moe"):
+        experts = f.int("num_experts")
+        kw.update(num_experts=experts, moe_router_topk=f.int("num_experts_per_tok"),
+                  moe_ffn_hidden_size=f.int("moe_intermediate_size"),
+                  moe_shared_expert_intermediate_size=f.int("shared_expert_intermediate_size", 0, minimum=0),
+                  num_dense_layers=_qwen_dense_layers(f, layers))
+    return kw
+
+
+def _qwen_dense_layers(f: _Fields, layers: int) -> int:
+    """Leading dense layers from Qwen's rule: layer i is MoE when i is not in mlp_only_layers
+    and (i + 1) % decoder_sparse_step == 0. Only 'k dense, then all MoE' is modelled."""
+    step = f.int("decoder_sparse_step", 1)
+    only = f.data.get("mlp_only_layers") or []
+    if not isinstance(only, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in only):
+        raise f.err("mlp_only_layers", only, "must be a list of layer indices")
+    moe = [i not in only and (i + 1) % step == 0 for i in range(layers)]
+    k = moe.index(True) if True in moe else layers
+    if k == layers or not all(moe[k:]):
+        bad = ("decoder_sparse_step", step) if step != 1 else ("mlp_only_layers", only)
+        raise f.err(bad[0], bad[1], "only leading dense layers followed by MoE layers are modelled")
+    return k
+
+
+def _deepseek(f: _Fields) -> dict[str, Any]:
+    layers, hidden, heads = _heads(f)
+    kw: dict[str, Any] = dict(
+        num_layers=layers, hidden_size=hidden, num_attention_heads=heads,
+        ffn_hidden_size=f.int("intermediate_size"), vocab_size=f.int("vocab_size"),
+        max_position_embeddings=f.int("max_position_embeddings", 4096),
+        activation="swiglu", normalization="rmsnorm", position_embedding="rope", add_bias_linear=False,
+        add_qkv_bias=False, tied_embeddings=f.bool("tie_word_embeddings", False),
+        multi_latent_attention=True, q_lora_rank=f.int("q_lora_rank", None), kv_lora_rank=f.int("kv_lora_rank"),
+        qk_head_dim=f.int("qk_nope_head_dim"), qk_pos_emb_head_dim=f.int("qk_rope_head_dim"),
+        v_head_dim=f.int("v_head_dim"),
+    )
+    if f.bool("attention_bias", False):
+        raise f.err("attention_bias", True, "biases on MLA's projections are not modelled")
+    experts = f.int("n_routed_experts", 0, minimum=0)
+    if experts:
+        freq = f.int("moe_layer_freq", 1)
+        if freq != 1:
+            raise f.err("moe_layer_freq", freq, "only 1 (every layer after first_k_dense_replace is MoE) is modelled")
+        width = f.int("moe_intermediate_size")
+        kw.update(num_experts=experts, moe_router_topk=f.int("num_experts_per_tok"), moe_ffn_hidden_size=width,
+                  moe_shared_expert_intermediate_size=f.int("n_shared_experts", 0, minimum=0) * width,
+                  num_dense_layers=f.int("first_k_dense_replace", 0, minimum=0))
+    return kw
+
+
+def _gpt(f: _Fields, mtype: str) -> dict[str, Any]:
+    if mtype == "gpt2":
+        layers, hidden, heads = f.int("n_layer"), f.int("n_embd"), f.int("n_head")
+        inner = f.int("n_inner", None)
+        return dict(
+            num_layers=layers, hidden_size=hidden, num_attention_heads=heads,
+            ffn_hidden_size=inner if inner is not None and inner != 4 * hidden else None,
+            vocab_size=f.int("vocab_size"), max_position_embeddings=f.int("n_positions", 1024),
+            activation="gelu", normalization="layernorm", position_embedding="learned", add_bias_linear=True,
+            tied_embeddings=f.bool("tie_word_embeddings", True),
+        )
+    layers, hidden, heads = _heads(f)
+    inner = f.int("intermediate_size", 4 * hidden)
+    return dict(
+        num_layers=layers, hidden_size=hidden, num_attention_heads=heads,
+        ffn_hidden_size=inner if inner != 4 * hidden else None, vocab_size=f.int("vocab_size"),
+        max_position_embeddings=f.int("max_position_embeddings", 2048),
+        activation="gelu", normalization="layernorm", position_embedding="rope", add_bias_linear=True,
+        tied_embeddings=f.bool("tie_word_embeddings", False),
+    )
