@@ -260,6 +260,29 @@ def event_outputs(args: argparse.Namespace, result: Any) -> tuple[dict[str, Any]
     return summary, files
 
 
+def _warn_mismatches(args: argparse.Namespace, workload: Any, system: Any, prog: str) -> None:
+    """Say when compute times will not be what the user thinks: a profile without rows for
+    the GPU simulated (everything falls back to estimates), or a workload file timed on
+    another GPU than the system's (times and MFU would mix two GPUs)."""
+    from workload_gen.gpu_specs import get_gpu
+
+    target = get_gpu(args.gpu or system.gpu).name
+    if args.profile:
+        from compute_profile.db import ProfileDB
+
+        with ProfileDB(args.profile, create=False) as db:
+            have = db.gpus()
+        if target not in have:
+            print(f"warning: {args.profile} has no rows for {target} (it has: {', '.join(have) or 'none'}); "
+                  f"every compute time will be estimated (use --gpu NAME to pick one of its GPUs)",
+                  file=sys.stderr, flush=True)
+    timed_on = getattr(workload, "gpu", "") or ""
+    if timed_on and timed_on != target and any(
+            getattr(op, "time_s", None) is not None for _, _, op in workload.ops()):
+        print(f"warning: the workload's compute times are for {timed_on} but the system's GPU is {target}; "
+              f"the times are kept as they are and MFU is against {target}'s peak", file=sys.stderr, flush=True)
+
+
 def _trace_microbatches(args: argparse.Namespace) -> int | None:
     value = str(getattr(args, "trace_microbatches", "8"))
     if value == "all":
@@ -332,8 +355,9 @@ def summary_table(summary: dict[str, Any]) -> str:
         shares = [f"{k} {cov[k]:.0%}" for k in ("measured", "scaled", "estimated", "imported")
                   if isinstance(cov.get(k), float) and cov[k] > 0]
         if shares:
-            lines.append("compute times: " + ", ".join(shares) + (" (give --profile DB for measured times)"
-                                                                   if not cov.get("measured") else ""))
+            hint = "" if cov.get("measured") or summary.get("config", {}).get("profile") else \
+                " (give --profile DB for measured times)"
+            lines.append("compute times: " + ", ".join(shares) + hint)
     return "\n".join(lines) + "\n"
 
 
@@ -384,6 +408,7 @@ def _body(argv: list[str] | None, backend_name: str) -> int:
             model, par = configs_from_args(args)
             _progress(f"building workload: {model.name}, {par.world_size} GPUs", prog)
             workload = build(model, par)
+        _warn_mismatches(args, workload, system, prog)
         if accounting == "simai":
             _progress(f"SimAI accounting on {system.name}", prog)
             result = run_workload(workload, system, profile=args.profile, gpu=args.gpu, accounting="simai")
@@ -395,6 +420,8 @@ def _body(argv: list[str] | None, backend_name: str) -> int:
                                   timeline=bool(args.out) and not args.no_trace, backend=net)
             result.extras.update(kind.report(net))
         summary, files = event_outputs(args, result)
+        if args.profile:  # the table's hint to give a profile would be wrong
+            summary.setdefault("config", {})["profile"] = args.profile
     try:
         if args.out:
             out = Path(args.out)
