@@ -17,6 +17,7 @@ curve costs an 8-rail ring, which no NCCL measurement shows. Units: bytes, bytes
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -88,6 +89,9 @@ def _curves(data: Any, where: str) -> dict[str, Curve]:
             raise ConfigError("efficiency", link, f"unknown link; valid: {valid}", where)
         if not isinstance(params, dict) or set(params) - {"peak_fraction", "half_time_s"}:
             raise ConfigError(f"efficiency.{link}", params, "expected keys peak_fraction, half_time_s", where)
+        for k, v in params.items():
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v < 0:
+                raise ConfigError(f"efficiency.{link}.{k}", v, "must be a finite number >= 0", where)
         out[link] = Curve(**{k: float(v) for k, v in params.items()})
     return out
 
@@ -109,8 +113,13 @@ def load_efficiency(system_name: str, path: str | Path | None = None) -> Efficie
     data = read_yaml_mapping(p, "'default' and 'systems' curves")
     base = _curves(data.get("default"), where)
     systems = data.get("systems") or {}
+    if not isinstance(systems, dict):
+        raise ConfigError("systems", systems, "expected a mapping system name -> curves", where)
     raw_default = data.get("default") or {}
     raw_sys = systems.get(system_name) or {}
+    if not isinstance(raw_sys, dict) or not all(isinstance(v, dict) or v is None for v in raw_sys.values()):
+        raise ConfigError(f"systems.{system_name}", raw_sys, "expected a mapping link -> {peak_fraction, half_time_s}",
+                          where)
     merged: dict[str, Curve] = dict(base)
     for link, params in raw_sys.items():
         combined = {**(raw_default.get(link) or {}), **(params or {})}

@@ -190,7 +190,7 @@ def _resolve_model(spec: object, source: str | None) -> ModelConfig:
             preset = hf_model.name
         else:
             spec = {**hf_model.to_dict(), **spec}
-    unknown = sorted(k for k in spec if k not in MODEL_KEYS)
+    unknown = sorted((k for k in spec if k not in MODEL_KEYS), key=str)
     if unknown:
         raise ConfigError(f"model.{unknown[0]}", spec[unknown[0]], f"unknown model field; valid: {', '.join(MODEL_KEYS)}", source)
     values = {k: _coerce(ModelConfig, k, v, "model", source) for k, v in spec.items()}
@@ -254,7 +254,8 @@ def configs_from_dict(data: Mapping[str, Any] | None, source: str | None = None,
     tp 1 is switched off, as Megatron does, and a world size that was not given is derived
     and reported. Without it (sweep points, library calls) both stay strict/silent."""
     data = dict(data or {})
-    unknown = sorted(k for k in data if k not in ("model", "parallel", "training") and k not in OTHER_SECTIONS)
+    unknown = sorted((k for k in data if k not in ("model", "parallel", "training") and k not in OTHER_SECTIONS),
+                     key=str)
     if unknown:
         raise ConfigError(unknown[0], "...", "unknown section; valid: model, parallel, training", source)
     layout = _section(data, "parallel", source)

@@ -7,6 +7,25 @@ code 2; anything else is a bug in trainsim and keeps its traceback.
 from __future__ import annotations
 
 
+import reprlib
+
+_REPR = reprlib.Repr()
+"""Values in messages are shown bounded: a 10,000-level nested list or a megabyte string
+from an input file must not become the message (or overflow the stack building it)."""
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlist, _REPR.maxdict = 3, 80, 80, 6, 6
+
+
+def _short_repr(value: object) -> str:
+    try:
+        return _one_line(_REPR.repr(value))
+    except RecursionError:
+        return f"<{type(value).__name__} nested too deep to show>"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
 class TrainsimError(Exception):
     """Base of all user-facing errors: printed as one line, exit code 2."""
 
@@ -24,7 +43,7 @@ class ConfigError(TrainsimError):
         self.valid = valid
         self.source = source
         where = f"{source}: " if source else ""
-        super().__init__(f"{where}{field}={value!r} is invalid; {valid}")
+        super().__init__(f"{where}{field}={_short_repr(value)} is invalid; {_one_line(valid)}")
 
 
 class FormatError(TrainsimError):
@@ -34,6 +53,6 @@ class FormatError(TrainsimError):
         self.path = path
         self.line = line
         loc = f"{path}:{line}" if line is not None else str(path)
-        super().__init__(f"{loc}: {message}")
+        super().__init__(f"{loc}: {_one_line(message)}")
 
 

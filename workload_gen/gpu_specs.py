@@ -129,6 +129,8 @@ ALIASES: dict[str, str] = {
 
 
 def get_gpu(name: str) -> GpuSpec:
+    if not isinstance(name, str):
+        raise ConfigError("gpu", name, f"a GPU name; valid: {', '.join(sorted(GPUS) + sorted(ALIASES))}")
     key = ALIASES.get(name.lower(), name.lower())
     if key not in GPUS:
         raise ConfigError("gpu", name, f"valid: {', '.join(sorted(GPUS) + sorted(ALIASES))}")

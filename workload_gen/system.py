@@ -137,7 +137,7 @@ def system_from_dict(data: dict[str, Any], source: str | None = None) -> SystemC
     """Build a system from YAML-like data: optional ``base`` preset, then field overrides."""
     data = dict(data)
     base_name = data.pop("base", None)
-    unknown = sorted(set(data) - _FIELD_NAMES)
+    unknown = sorted(set(data) - _FIELD_NAMES, key=str)
     if unknown:
         raise ConfigError(unknown[0], data[unknown[0]], f"unknown system field; valid: {', '.join(sorted(_FIELD_NAMES))}", source)
     try:

@@ -56,6 +56,10 @@ def read_yaml_mapping(path: str | Path, expected: str) -> dict[str, Any]:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
         raise FormatError(str(path), line, f"invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts (4300)
+        raise FormatError(str(path), None, f"invalid value: {exc}") from None
+    except RecursionError:
+        raise FormatError(str(path), None, "nested too deeply to read") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

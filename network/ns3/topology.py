@@ -218,7 +218,10 @@ def read_simai_topology(path: str | Path, *, nvswitch: bool = False) -> Fabric:
     """
     p = Path(path)
     try:
-        lines = [ln.split() for ln in p.read_text().splitlines()]
+        try:
+            lines = [ln.split() for ln in p.read_text(encoding="utf-8").splitlines()]
+        except UnicodeDecodeError as exc:
+            raise FormatError(str(p), None, f"not UTF-8 text (byte {exc.start})") from None
     except OSError as exc:
         raise ConfigError("topology", str(p), f"cannot read: {exc.strerror}") from None
     if len(lines) < 2 or len(lines[0]) < 5:
