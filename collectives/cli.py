@@ -7,10 +7,16 @@ The CSV columns (units in the names; endpoint ids < 0 are NVSwitches, -(node+1))
 collective_id, flow_id, src, dst, size_bytes, channel, step, chunk, hop (1 = PXN relay),
 link (intra/inter), parents (space-separated flow ids of the same collective),
 start_s, finish_s (contention-free timing).
+
+Arguments are bounded up front (workload_gen.limits): sizes up to MAX_BYTES, groups of
+at most MAX_RANKS ranks, and collectives whose flow count (an upper bound, estimated
+before anything is built) stays within MAX_FLOWS, so a mistyped size or rank count is
+one line instead of minutes and gigabytes.
 """
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import sys
 from contextlib import nullcontext
@@ -18,15 +24,16 @@ from dataclasses import replace
 
 import numpy as np
 
-from collectives.expander import expand
+from collectives.expander import choose_algorithm, expand, normalize_op
 from collectives.flowgraph import FlowGraph
-from collectives.layout import MAX_CHANNELS
-from collectives.protocol import PROTOCOLS
+from collectives.layout import MAX_CHANNELS, GroupLayout
+from collectives.protocol import PROTOCOLS, auto_protocol, get_protocol
 from collectives.registry import ALGORITHMS, OPS
 from collectives.timing import LinkModel, Timing, evaluate
 from formats.atomic import atomic_write
 from workload_gen.cli_errors import OneLineParser, run_cli
 from workload_gen.errors import ConfigError
+from workload_gen.limits import MAX_BYTES, MAX_FLOWS, MAX_RANKS, check_limit
 from workload_gen.placement import Placement
 from workload_gen.system import SYSTEMS, SystemConfig, load_system
 
@@ -40,33 +47,107 @@ HEADER = ("collective_id,flow_id,src,dst,size_bytes,channel,step,chunk,hop,link,
 def parse_size(text: str) -> int:
     """``1GiB``, ``512MB``, ``123``, ``123B``, ``1.5GiB``; K/M/G alone are binary (as nccl-tests)."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([A-Za-z]*)\s*", str(text))
-    if not m or m.group(2).lower() not in _UNITS:
+    if not m or m.group(2).lower() not in _UNITS or len(m.group(1)) > 40:
         raise ConfigError("size", text, "a byte count like 123, 123B, 512MB, 64KiB, 1GiB (KB/MB/GB decimal, "
                           "KiB/MiB/GiB or K/M/G binary)")
     value = float(m.group(1)) * _UNITS[m.group(2).lower()]
+    if not value <= MAX_BYTES:
+        raise ConfigError("size", text, f"exceeds the limit of {MAX_BYTES:,} bytes (workload_gen/limits.py MAX_BYTES)")
     if value != int(value):
         raise ConfigError("size", text, "must be a whole number of bytes")
     return int(value)
 
 
 def parse_ranks(text: str) -> list[int]:
-    """``16`` -> ranks 0..15; ``0,8,16,24`` -> that list; ``a-b`` ranges inside lists."""
+    """``16`` -> ranks 0..15; ``0,8,16,24`` -> that list; ``a-b`` ranges inside lists.
+
+    At most MAX_RANKS ranks, each below MAX_RANKS; a range must not run backwards."""
+    usage = "a count (16) or a list of ranks (0,8,16 or 0-7)"
+    if len(text) > 1_000_000:
+        raise ConfigError("ranks", text[:40] + "...", "too long; " + usage)
     try:
         if re.fullmatch(r"\s*\d+\s*", text):
             n = int(text)
             if n < 1:
                 raise ValueError
+            if n > MAX_RANKS:
+                check_limit("ranks", n, "MAX_RANKS", "ranks")
             return list(range(n))
         out: list[int] = []
         for part in text.split(","):
             if "-" in part:
-                a, b = part.split("-")
-                out.extend(range(int(a), int(b) + 1))
+                a_text, b_text = part.split("-")
+                a, b = int(a_text), int(b_text)
+                if a < 0 or b < a:
+                    raise ConfigError("ranks", text, f"range {part.strip()!r} runs backwards or below 0; "
+                                      "write a-b with 0 <= a <= b")
+                if b >= MAX_RANKS:
+                    check_limit("ranks", b, "MAX_RANKS", "(largest rank id + 1)")
+                out.extend(range(a, b + 1))
             else:
-                out.append(int(part))
+                r = int(part)
+                if r < 0:
+                    raise ValueError
+                if r >= MAX_RANKS:
+                    check_limit("ranks", r, "MAX_RANKS", "(largest rank id + 1)")
+                out.append(r)
+            if len(out) > MAX_RANKS:
+                check_limit("ranks", len(out), "MAX_RANKS", "ranks")
+        if not out:
+            raise ValueError
         return out
     except ValueError:
-        raise ConfigError("ranks", text, "a count (16) or a list of ranks (0,8,16 or 0-7)") from None
+        raise ConfigError("ranks", text, usage) from None
+
+
+_RING_LIKE = ("ring", "alltoall", "pairwise")
+"""Algorithms whose flows grow with the square of the group (every rank meets every other)."""
+
+
+def estimate_flows(op: str, nbytes: int, ranks, placement: Placement, system: SystemConfig | None,
+                   algorithm: str = "auto", channels: int | str = "auto", protocol: str = "auto",
+                   pxn: bool = False) -> int:
+    """An upper bound on the flows :func:`collectives.expander.expand` would build, known
+    before building them: pieces (one per step, rank and channel) plus the chunks the
+    bytes on links cut them into.
+
+    Every flow carries at most one protocol chunk, and a piece ends in at most one partial
+    chunk, so flows <= bytes on links / chunk + pieces; bytes on links are at most 2.5x the
+    buffer per rank for an all-reduce (NVLS-tree measures 2.37x) and 1x otherwise, and PXN
+    relays at most double them."""
+    op_name = normalize_op(op)
+    nics = system.nics_per_node if system is not None else placement.gpus_per_node
+    layout = GroupLayout.build(ranks, placement, nics)
+    n = layout.n
+    if n < 2:
+        return 0
+    algo = choose_algorithm(op_name, nbytes, layout, system) if algorithm == "auto" else algorithm
+    if channels == "auto":
+        n_ch = layout.default_channels(nbytes, per_rail=2 if algo in ("tree", "nvls_tree") else 1)
+    else:
+        try:
+            n_ch = max(1, min(int(channels), MAX_CHANNELS))
+        except (TypeError, ValueError):
+            n_ch = MAX_CHANNELS
+    proto = auto_protocol(nbytes / n / n_ch) if protocol == "auto" else get_protocol(protocol)
+    link_bytes = (2.5 if op_name == "allreduce" else 1.0) * nbytes * n
+    if algo in _RING_LIKE:
+        pieces = 2 * n * (n - 1) * n_ch
+    elif algo == "hd":
+        pieces = 2 * n * (math.ceil(math.log2(n)) + 2) * n_ch
+    else:  # trees, NVLS, chains, send/recv: a few pieces per rank and channel
+        pieces = 8 * n * n_ch
+    return int((link_bytes / proto.chunk_bytes + pieces) * (2 if pxn else 1))
+
+
+def _check_flows(op, nbytes: int, ranks, placement: Placement, args, system: SystemConfig) -> None:
+    flows = estimate_flows(op, nbytes, ranks, placement, system, algorithm=args.algo, channels=args.channels,
+                           protocol=args.protocol, pxn=args.pxn)
+    if flows > MAX_FLOWS:
+        raise ConfigError(
+            "size/ranks", f"{op} of {nbytes} B over {len(ranks)} ranks",
+            f"would expand to up to {flows:,} flows, over the limit of {MAX_FLOWS:,} "
+            "(workload_gen/limits.py MAX_FLOWS); use fewer ranks, a smaller size or a larger --protocol chunk")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -99,6 +180,7 @@ def _system(args) -> SystemConfig:
     if g is not None:
         if g < 1:
             raise ConfigError("gpus-per-node", g, "must be a positive integer")
+        check_limit("gpus-per-node", g, "MAX_RANKS", "GPUs")
         if g != system.gpus_per_node:
             # a different node size keeps the per-GPU NIC count of the preset (at most one NIC per GPU here)
             system = replace(system, gpus_per_node=g, nics_per_node=min(system.nics_per_node, g))
@@ -139,6 +221,7 @@ def _single(args, system: SystemConfig, links: LinkModel) -> int:
     gpn = system.gpus_per_node
     placement = Placement(max(max(ranks) + 1, 1), gpn)
     placement = Placement(-(-placement.world_size // gpn) * gpn, gpn)
+    _check_flows(args.op, nbytes, ranks, placement, args, system)
     g = expand(args.op, nbytes, ranks, placement, algorithm=args.algo, channels=args.channels,
                protocol=args.protocol, system=system, pxn=args.pxn, root=args.root)
     t = evaluate(g, links)
@@ -172,7 +255,12 @@ def collectives_of(workload, gpus_per_node: int):
 def _workload(args, system: SystemConfig, links: LinkModel) -> int:
     from formats.workload_files import read_workload  # lazily: only this mode needs the reader
 
+    if args.gpus is not None:
+        if args.gpus < 1:
+            raise ConfigError("gpus", args.gpus, "must be a positive integer")
+        check_limit("gpus", args.gpus, "MAX_RANKS", "GPUs")
     w = read_workload(args.workload, gpus=args.gpus)
+    check_limit("world_size", w.parallel.world_size, "MAX_RANKS", "GPUs")
     gpn = system.gpus_per_node
     placement = Placement(w.parallel.world_size, gpn)
     cache: dict[tuple, tuple[FlowGraph, Timing]] = {}
@@ -183,6 +271,7 @@ def _workload(args, system: SystemConfig, links: LinkModel) -> int:
         for cid, (stage, op, ranks) in enumerate(collectives_of(w, gpn)):
             key = (op.kind, op.bytes, tuple(ranks))
             if key not in cache:
+                _check_flows(op.kind, op.bytes, ranks, placement, args, system)
                 g = expand(op.kind, op.bytes, ranks, placement, algorithm=args.algo, channels=args.channels,
                            protocol=args.protocol, system=system, pxn=args.pxn)
                 cache[key] = (g, evaluate(g, links))

@@ -42,6 +42,7 @@ and reported, never guessed.
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,27 +95,40 @@ def parse_aiob(path: str | Path) -> list[AiobSection]:
             return
         if "time_gpu_avg" not in stats:
             raise FormatError(path, cur_line, f"section {cur!r} has no time_gpu_avg")
+        lo, hi = stats.get("time_gpu_min", 0.0), stats.get("time_gpu_max", math.inf)
+        if not lo <= stats["time_gpu_avg"] <= hi:
+            raise FormatError(path, cur_line, f"section {cur!r}: time_gpu_min <= time_gpu_avg <= time_gpu_max "
+                                              f"does not hold ({lo:g}, {stats['time_gpu_avg']:g}, {hi:g} µs)")
         sections.append(AiobSection(cur, stats["time_gpu_avg"], stats.get("time_gpu_min"),
                                     stats.get("time_gpu_max"), cur_line))
 
-    with open(path, encoding="utf-8") as fh:
-        for n, raw in enumerate(fh, 1):
-            line = raw.rstrip("\n")
-            if not line.strip() or line.startswith("train_iter"):
-                continue
-            m = _SECTION.match(line)
-            if m:
-                close()
-                cur, cur_line, stats = m.group(1), n, {}
-                continue
-            s = _STAT.match(line)
-            if s and cur is not None:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            lines = fh.read().split("\n")
+    except UnicodeDecodeError as exc:
+        raise FormatError(path, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    for n, raw in enumerate(lines, 1):
+        line = raw.rstrip("\n")
+        if not line.strip() or line.startswith("train_iter"):
+            continue
+        m = _SECTION.match(line)
+        if m:
+            close()
+            cur, cur_line, stats = m.group(1), n, {}
+            continue
+        s = _STAT.match(line)
+        if s and cur is not None:
+            try:
                 value = float(s.group(2))
-                if value <= 0:
-                    raise FormatError(path, n, f"{s.group(1)}={s.group(2)} must be > 0 (µs)")
-                stats[s.group(1)] = value
-                continue
-            raise FormatError(path, n, f"expected 'section:' or '    time_gpu_avg|min|max: <µs>', got {line.strip()!r}")
+            except ValueError:
+                raise FormatError(path, n, f"{s.group(1)}={s.group(2)!r} is not a number (µs)") from None
+            if not (math.isfinite(value) and value > 0):
+                raise FormatError(path, n, f"{s.group(1)}={s.group(2)} must be > 0 and finite (µs)")
+            if s.group(1) in stats:
+                raise FormatError(path, n, f"{s.group(1)} appears twice in section {cur!r}")
+            stats[s.group(1)] = value
+            continue
+        raise FormatError(path, n, f"expected 'section:' or '    time_gpu_avg|min|max: <µs>', got {line.strip()!r}")
     close()
     if not sections:
         raise FormatError(path, None, "no AIOB sections found (expected 'name:' blocks of time_gpu_* in µs)")

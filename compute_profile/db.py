@@ -8,15 +8,27 @@ Merge rule: a row whose key already exists is kept unless the caller passes
 ``replace=True``; a re-measurement never silently overwrites an earlier one.
 
 Units: seconds (``time_s``, ``min_s``, ``max_s``), FLOPs, bytes.
+
+Robustness (issue 16): a database opened for reading (``create=False``) is opened
+read-only and its schema checked before anything else, so pointing a command at an
+unrelated SQLite file changes nothing; an existing file is never given our tables unless
+it is empty; corruption (``PRAGMA quick_check``), text where numbers belong and values no
+lookup could use are one-line FormatErrors naming the file, the row and the column.
+Writers take the write lock up front (``BEGIN IMMEDIATE``), wait up to
+:data:`BUSY_TIMEOUT_S` for another writer and retry :data:`LOCK_RETRIES` times, so two
+imports into one database both succeed.
 """
 from __future__ import annotations
 
 import csv
 import math
 import sqlite3
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import astuple, dataclass, fields
 from pathlib import Path
+from typing import TypeVar
 
 from formats.atomic import atomic_write
 from workload_gen.errors import ConfigError, FormatError
@@ -27,6 +39,13 @@ SOURCES: tuple[str, ...] = ("measured", "imported", "estimated")
 """Where a stored time came from. ('scaled' is never stored: it is decided at attach time.)"""
 PHASES: tuple[str, ...] = tuple(p.value for p in Phase if p is not Phase.RECOMPUTE)
 KEY_COLUMNS: tuple[str, ...] = ("gpu", "kind", "shape_key", "dtype", "phase")
+BUSY_TIMEOUT_S = 1.0
+"""How long one statement waits for another process's lock (SQLite's busy timeout). Short,
+so that Ctrl-C (handled between retries) ends a waiting command within about a second."""
+LOCK_RETRIES = 30
+"""Whole transactions retried after the busy timeout ran out (about 30 s in all), before
+giving up with one line."""
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -79,8 +98,23 @@ class ProfileRow:
             raise ConfigError("source", self.source, f"valid: {', '.join(SOURCES)}", where)
         if not self.shape_key:
             raise ConfigError("shape_key", self.shape_key, "must be non-empty", where)
-        if not (isinstance(self.time_s, (int, float)) and math.isfinite(self.time_s) and self.time_s > 0):
+        if not (_is_number(self.time_s) and math.isfinite(self.time_s) and self.time_s > 0):
             raise ConfigError("time_s", self.time_s, "must be a finite number > 0 (seconds)", where)
+        for name in ("flops", "bytes", "min_s", "max_s"):
+            value = getattr(self, name)
+            if value is not None and not (_is_number(value) and math.isfinite(value) and value >= 0):
+                raise ConfigError(name, value, "must be empty or a finite number >= 0", where)
+        if self.repeats is not None and not (isinstance(self.repeats, int) and not isinstance(self.repeats, bool)
+                                             and self.repeats >= 1):
+            raise ConfigError("repeats", self.repeats, "must be empty or an integer >= 1", where)
+        for name in ("gpu", "kind", "shape_key", "dtype", "phase", "source", "torch_version", "cuda_version",
+                     "device_name", "date", "note"):
+            if not isinstance(getattr(self, name), str):
+                raise ConfigError(name, getattr(self, name), "must be text", where)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(ProfileRow))
@@ -131,22 +165,128 @@ class ProfileDB:
 
     def __init__(self, path: str | Path = ":memory:", *, create: bool = True) -> None:
         self.path = str(path)
+        self.read_only = not create and self.path != ":memory:"
         if self.path != ":memory:":
             p = Path(self.path)
             if not create and not p.is_file():
                 raise FileNotFoundError(2, "No such profile database", self.path)
-            p.parent.mkdir(parents=True, exist_ok=True)
+            if create:
+                p.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._con = sqlite3.connect(self.path)
-            self._con.executescript(_DDL)
+            if self.read_only:
+                # Read-only: a reader never changes the file, whatever it turns out to be.
+                uri = Path(self.path).resolve().as_uri() + "?mode=ro"
+                self._con = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+            else:
+                self._con = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise FormatError(self.path, None, f"cannot open as an SQLite database ({exc})") from None
+        try:
+            self._locked(self._open)
+        except BaseException:
+            self._con.close()
+            raise
+
+    def _open(self) -> None:
+        """Check (and, for a new or empty file, create) the schema, all in one transaction."""
+        with self._transaction(write=not self.read_only):
+            tables = {r[0] for r in self._con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if not tables:
+                if self.read_only:
+                    raise FormatError(self.path, None, "not a trainsim profile database (it holds no tables; "
+                                                       "expected kernel_times and meta)")
+                for stmt in filter(str.strip, _DDL.split(";")):
+                    self._con.execute(stmt)
+                self._con.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+                return
+            if not {"kernel_times", "meta"} <= tables:
+                shown = ", ".join(sorted(tables))[:200]
+                raise FormatError(self.path, None, f"not a trainsim profile database (tables: {shown}; "
+                                                   "expected kernel_times and meta); it was left unchanged")
+            cols = {r[1] for r in self._con.execute("PRAGMA table_info(kernel_times)")}
+            missing = [c for c in COLUMNS if c not in cols]
+            if missing:
+                raise FormatError(self.path, None, f"table kernel_times lacks column(s) {', '.join(missing)}; "
+                                                   "not a trainsim profile database")
+            if self.path != ":memory:":
+                check = [str(r[0]) for r in self._con.execute("PRAGMA quick_check(5)")]
+                if check != ["ok"]:
+                    why = "; ".join(check).replace("\n", " ")[:300]
+                    raise FormatError(self.path, None, f"corrupt SQLite database: {why}")
             row = self._con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        except sqlite3.DatabaseError as exc:
-            raise FormatError(self.path, None, f"not a trainsim profile database ({exc})") from None
-        if row is None:
-            with self._con:
-                self._con.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-        elif int(row[0]) != SCHEMA_VERSION:
-            raise FormatError(self.path, None, f"schema_version {row[0]}; this trainsim reads {SCHEMA_VERSION}")
+            if row is None:
+                raise FormatError(self.path, None, "meta table has no schema_version; not a trainsim profile database")
+            if str(row[0]) != str(SCHEMA_VERSION):
+                raise FormatError(self.path, None, f"schema_version {str(row[0])[:40]}; this trainsim reads "
+                                                   f"{SCHEMA_VERSION}")
+
+    @contextmanager
+    def _transaction(self, write: bool):
+        """One transaction: BEGIN IMMEDIATE takes the write lock up front (no deadlock
+        between two writers that both read first); commit on success, else roll back."""
+        self._con.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        try:
+            yield
+        except BaseException:
+            if self._con.in_transaction:
+                try:
+                    self._con.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass  # the first error is the one to report
+            raise
+        self._con.execute("COMMIT")
+
+    def _locked(self, fn: Callable[[], _T]) -> _T:
+        """Run ``fn`` (a whole transaction), retrying when another process holds the lock
+        beyond the busy timeout; SQLite errors become one-line FormatErrors."""
+        for attempt in range(LOCK_RETRIES + 1):
+            try:
+                return fn()
+            except sqlite3.OperationalError as exc:
+                text = " ".join(str(exc).split())
+                if ("locked" in text or "busy" in text) and attempt < LOCK_RETRIES:
+                    time.sleep(0.05)
+                    continue
+                if "locked" in text or "busy" in text:
+                    raise FormatError(self.path, None, f"database is locked by another process (waited "
+                                                       f"{(LOCK_RETRIES + 1) * BUSY_TIMEOUT_S:.0f} s); try again "
+                                                       "when it has finished") from None
+                raise FormatError(self.path, None, f"SQLite error: {text[:300]}") from None
+            except sqlite3.DatabaseError as exc:
+                text = " ".join(str(exc).split())[:300]
+                raise FormatError(self.path, None,
+                                  f"not a trainsim profile database, or a damaged one ({text})") from None
+            except UnicodeDecodeError as exc:
+                raise FormatError(self.path, None, f"holds text that is not UTF-8 ({exc.reason} in "
+                                                   f"{exc.object[:40]!r}); a damaged database") from None
+        raise AssertionError("unreachable")
+
+    def _query(self, sql: str, args: tuple | list = ()) -> list[tuple]:
+        """A read, fetched whole (so corruption met half-way is one FormatError too)."""
+        return self._locked(lambda: self._con.execute(sql, args).fetchall())
+
+    def _row(self, values: tuple) -> ProfileRow:
+        """A stored row as a ProfileRow, refusing text where numbers belong and values no
+        lookup could use."""
+        rec = dict(zip(COLUMNS, values))
+        where = "row " + "/".join(str(rec[k])[:40] for k in KEY_COLUMNS)
+        for col in COLUMNS:
+            v = rec[col]
+            if col in _FLOAT_COLS and v is not None and not _is_number(v):
+                raise FormatError(self.path, None, f"{where}: {col}={str(v)[:40]!r} is not a number")
+            if col in _INT_COLS and v is not None and not isinstance(v, int):
+                raise FormatError(self.path, None, f"{where}: {col}={str(v)[:40]!r} is not an integer")
+            if col not in _FLOAT_COLS and col not in _INT_COLS and not isinstance(v, str):
+                if v is None and col not in KEY_COLUMNS and col != "source":
+                    rec[col] = ""
+                    continue
+                raise FormatError(self.path, None, f"{where}: {col}={str(v)[:40]!r} is not text")
+        row = ProfileRow(**rec)  # type: ignore[arg-type]
+        try:
+            row.validate()
+        except ConfigError as exc:
+            raise FormatError(self.path, None, f"{where}: {exc}") from None
+        return row
 
     # --- lifetime -------------------------------------------------------------
     def close(self) -> None:
@@ -159,7 +299,7 @@ class ProfileDB:
         self.close()
 
     def __len__(self) -> int:
-        return self._con.execute("SELECT COUNT(*) FROM kernel_times").fetchone()[0]
+        return self._query("SELECT COUNT(*) FROM kernel_times")[0][0]
 
     # --- writing --------------------------------------------------------------
     def put(self, rows: Iterable[ProfileRow], *, replace: bool = False) -> MergeResult:
@@ -171,24 +311,30 @@ class ProfileDB:
         rows = list(rows)
         for i, r in enumerate(rows):
             r.validate(f"row {i + 1}")
-        inserted = replaced = kept = 0
+        if self.read_only:
+            raise FormatError(self.path, None, "opened read-only; cannot add rows")
         placeholders = ", ".join("?" * len(COLUMNS))
         update = ", ".join(f"{c}=excluded.{c}" for c in COLUMNS if c not in KEY_COLUMNS)
-        with self._con:
-            for r in rows:
-                cur = self._con.execute(
-                    f"INSERT INTO kernel_times ({', '.join(COLUMNS)}) VALUES ({placeholders}) "
-                    "ON CONFLICT DO NOTHING", astuple(r))
-                if cur.rowcount == 1:
-                    inserted += 1
-                elif replace:
-                    self._con.execute(
+
+        def write() -> MergeResult:
+            inserted = replaced = kept = 0
+            with self._transaction(write=True):
+                for r in rows:
+                    cur = self._con.execute(
                         f"INSERT INTO kernel_times ({', '.join(COLUMNS)}) VALUES ({placeholders}) "
-                        f"ON CONFLICT ({', '.join(KEY_COLUMNS)}) DO UPDATE SET {update}", astuple(r))
-                    replaced += 1
-                else:
-                    kept += 1
-        return MergeResult(inserted, replaced, kept)
+                        "ON CONFLICT DO NOTHING", astuple(r))
+                    if cur.rowcount == 1:
+                        inserted += 1
+                    elif replace:
+                        self._con.execute(
+                            f"INSERT INTO kernel_times ({', '.join(COLUMNS)}) VALUES ({placeholders}) "
+                            f"ON CONFLICT ({', '.join(KEY_COLUMNS)}) DO UPDATE SET {update}", astuple(r))
+                        replaced += 1
+                    else:
+                        kept += 1
+            return MergeResult(inserted, replaced, kept)
+
+        return self._locked(write)
 
     def merge(self, other: ProfileDB | str | Path, *, replace: bool = False) -> MergeResult:
         """Merge every row of another database (object or file path) into this one."""
@@ -199,12 +345,11 @@ class ProfileDB:
 
     # --- reading --------------------------------------------------------------
     def get(self, gpu: str, kind: str, shape_key: str, dtype: str, phase: str) -> ProfileRow | None:
-        cur = self._con.execute(
+        found = self._query(
             f"SELECT {', '.join(COLUMNS)} FROM kernel_times "
             "WHERE gpu=? AND kind=? AND shape_key=? AND dtype=? AND phase=?",
             (gpu, str(kind), shape_key, dtype, str(phase)))
-        r = cur.fetchone()
-        return ProfileRow(**dict(zip(COLUMNS, r))) if r else None
+        return self._row(found[0]) if found else None
 
     def rows(self, gpu: str | None = None, kind: str | None = None,
              phase: str | None = None, dtype: str | None = None) -> list[ProfileRow]:
@@ -218,14 +363,14 @@ class ProfileDB:
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY gpu, kind, phase, dtype, shape_key"
-        return [ProfileRow(**dict(zip(COLUMNS, r))) for r in self._con.execute(sql, args)]
+        return [self._row(r) for r in self._query(sql, args)]
 
     def family(self, gpu: str, kind: str, phase: str, dtype: str) -> dict[str, ProfileRow]:
         """All rows of one (gpu, kind, phase, dtype) by shape key: one indexed query."""
         return {r.shape_key: r for r in self.rows(gpu, kind, phase, dtype)}
 
     def gpus(self) -> list[str]:
-        return [r[0] for r in self._con.execute("SELECT DISTINCT gpu FROM kernel_times ORDER BY gpu")]
+        return [str(r[0]) for r in self._query("SELECT DISTINCT gpu FROM kernel_times ORDER BY gpu")]
 
     def stats(self, gpu: str | None = None) -> list[tuple[str, str, str, str, int]]:
         """(gpu, kind, phase, source, row count), sorted."""
@@ -235,7 +380,7 @@ class ProfileDB:
             sql += " WHERE gpu=?"
             args.append(gpu)
         sql += " GROUP BY gpu, kind, phase, source ORDER BY gpu, kind, phase, source"
-        return [tuple(r) for r in self._con.execute(sql, args)]
+        return [(str(g), str(k), str(p), str(s), int(n)) for g, k, p, s, n in self._query(sql, args)]
 
     def __iter__(self) -> Iterator[ProfileRow]:
         return iter(self.rows())
@@ -263,39 +408,54 @@ class ProfileDB:
 
 
 def read_csv_rows(path: str | Path) -> list[ProfileRow]:
-    """Parse a profile CSV; a bad cell raises FormatError naming file, line and column."""
+    """Parse a profile CSV; a bad cell raises FormatError naming file, line and column.
+
+    Encoding errors, NUL bytes and cells over the csv module's field limit are FormatErrors
+    too, with the line where the reader stopped."""
     path = str(path)
     out: list[ProfileRow] = []
-    with open(path, newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)  # quoted or bare cells; empty = NULL
-        header = reader.fieldnames or []
-        missing = [c for c in (*KEY_COLUMNS, "time_s", "source") if c not in header]
-        if missing:
-            raise FormatError(path, 1, f"missing column(s) {', '.join(missing)}; expected header {','.join(COLUMNS)}")
-        unknown = [c for c in header if c not in COLUMNS]
-        if unknown:
-            raise FormatError(path, 1, f"unknown column(s) {', '.join(unknown)}; valid: {','.join(COLUMNS)}")
-        for rec in reader:
-            line = reader.line_num
-            vals: dict[str, object] = {}
-            for col, text in rec.items():
-                if text is None:
-                    raise FormatError(path, line, "too few cells")
-                if col is None:
-                    raise FormatError(path, line, "more cells than header columns")
-                try:
-                    if col in _FLOAT_COLS:
-                        vals[col] = float(text) if text != "" else None
-                    elif col in _INT_COLS:
-                        vals[col] = int(text) if text != "" else None
-                    else:
-                        vals[col] = text
-                except ValueError:
-                    raise FormatError(path, line, f"{col}={text!r} is not a number") from None
-            row = ProfileRow(**vals)  # type: ignore[arg-type]
-            try:
-                row.validate()
-            except ConfigError as exc:
-                raise FormatError(path, line, str(exc)) from None
-            out.append(row)
+    line = 1
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)  # quoted or bare cells; empty = NULL
+            header = reader.fieldnames or []
+            missing = [c for c in (*KEY_COLUMNS, "time_s", "source") if c not in header]
+            if missing:
+                raise FormatError(path, 1, f"missing column(s) {', '.join(missing)}; expected header {','.join(COLUMNS)}")
+            unknown = [c for c in header if c not in COLUMNS]
+            if unknown:
+                raise FormatError(path, 1, f"unknown column(s) {', '.join(unknown)[:200]}; valid: {','.join(COLUMNS)}")
+            if len(set(header)) != len(header):
+                raise FormatError(path, 1, "a column appears twice in the header")
+            for rec in reader:
+                line = reader.line_num
+                out.append(_csv_row(rec, path, line))
+    except UnicodeDecodeError as exc:
+        raise FormatError(path, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except csv.Error as exc:
+        raise FormatError(path, line + 1, f"unreadable CSV ({exc})") from None
     return out
+
+
+def _csv_row(rec: dict, path: str, line: int) -> ProfileRow:
+    vals: dict[str, object] = {}
+    for col, text in rec.items():
+        if text is None:
+            raise FormatError(path, line, "too few cells")
+        if col is None:
+            raise FormatError(path, line, "more cells than header columns")
+        try:
+            if col in _FLOAT_COLS:
+                vals[col] = float(text) if text != "" else None
+            elif col in _INT_COLS:
+                vals[col] = int(text) if text != "" else None
+            else:
+                vals[col] = text
+        except ValueError:
+            raise FormatError(path, line, f"{col}={text[:40]!r} is not a number") from None
+    row = ProfileRow(**vals)  # type: ignore[arg-type]
+    try:
+        row.validate()
+    except ConfigError as exc:
+        raise FormatError(path, line, str(exc)) from None
+    return row

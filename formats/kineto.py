@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import re
+import zlib
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -136,6 +138,9 @@ class RankTrace:
 
     @property
     def median_step(self) -> Step:
+        if not self.steps:
+            raise FormatError(self.path, None, "no ProfilerStep#N ranges; profile with torch.profiler.schedule "
+                              "and call prof.step() once per iteration")
         durs = sorted(self.steps, key=lambda s: (s.dur, s.number))
         return durs[len(durs) // 2]
 
@@ -167,10 +172,11 @@ def load_json(path: str | Path) -> dict:
         opener = gzip.open if head == b"\x1f\x8b" else open
         with opener(p, "rt", encoding="utf-8") as fh:
             data = json.load(fh)
-    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError, zlib.error, RecursionError) as exc:
         if isinstance(exc, FileNotFoundError):
             raise
-        raise FormatError(str(p), getattr(exc, "lineno", None), f"not a JSON trace ({exc})") from None
+        why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise FormatError(str(p), getattr(exc, "lineno", None), f"not a JSON trace ({why})") from None
     if isinstance(data, list):
         data = {"traceEvents": data}
     if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
@@ -202,8 +208,16 @@ def read_kineto(paths: str | Path | list[str | Path]) -> KinetoTrace:
     ranks: list[RankTrace] = []
     for i, f in enumerate(files):
         data = load_json(f)
+        if not data["traceEvents"]:
+            raise FormatError(str(f), None, "traceEvents is empty: no ops and no ProfilerStep#N ranges (profile with "
+                                            "torch.profiler.schedule and call prof.step() once per iteration)")
         rank = _rank_of(data, f, i if len(files) > 1 else 0)
-        ranks.append(parse_rank(data, rank, str(f)))
+        rt = parse_rank(data, rank, str(f))
+        if not rt.steps:
+            raise FormatError(str(f), None, "no ProfilerStep#N ranges (traceEvents holds no 'ProfilerStep#<n>' "
+                                            "event); profile with torch.profiler.schedule and call prof.step() "
+                                            "once per iteration")
+        ranks.append(rt)
     seen: set[int] = set()
     for rt in ranks:
         if rt.rank in seen:
@@ -416,11 +430,61 @@ class _RankEvents:
     """Kernels, memcpys and memsets, in trace order."""
 
 
-def _split_events(events: list) -> _RankEvents:
+_SCALAR_ID = (int, str, float, type(None))
+"""Types a pid, tid or correlation id may have: they are used as keys."""
+_LIST_ARGS = ("Input Dims", "Concrete Inputs", "Input type")
+
+
+def _check_event(e: dict, i: int, path: str) -> None:
+    """Refuse a complete event whose fields the reader would trip over, naming the field
+    (a valid trace passes untouched: nothing is converted or dropped here)."""
+    def bad(field: str, why: str) -> FormatError:
+        value = e.get(field)
+        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+        return FormatError(path, None, f"traceEvents[{i}].{field}={shown}: {why}")
+
+    for field in ("ts", "dur"):
+        if field not in e:
+            continue
+        v = e[field]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise bad(field, "must be a finite number (microseconds)")
+        if field == "dur" and v < 0:
+            raise bad(field, "must be >= 0 (microseconds)")
+    for field in ("name", "cat"):
+        if field in e and not isinstance(e[field], str):
+            raise bad(field, "must be a string")
+    for field in ("pid", "tid"):
+        if not isinstance(e.get(field), _SCALAR_ID):
+            raise bad(field, "must be a number or a string")
+    args = e.get("args")
+    if args is None:
+        pass
+    elif not isinstance(args, dict):
+        raise bad("args", "must be a mapping")
+    else:
+        for key in _LIST_ARGS:
+            if args.get(key) is not None and not isinstance(args[key], list):
+                raise FormatError(path, None, f"traceEvents[{i}].args[{key!r}]={args[key]!r:.60}: must be a list")
+        if not isinstance(args.get("correlation"), _SCALAR_ID):
+            raise FormatError(path, None, f"traceEvents[{i}].args['correlation']={args['correlation']!r:.60}: "
+                                          "must be a number or a string")
+    name = e.get("name", "")
+    m = _STEP_RE.match(name)
+    if m and len(m.group(1)) > 18:
+        raise bad("name", "step number too large")
+    if e.get("cat") == "user_annotation" and not _EMB_RE.search(name):
+        lay = _LAYER_RE.search(name)
+        if lay and len(lay.group(1)) > 6:  # >= HEAD_LAYER would read as the head
+            raise bad("name", f"layer label too large (at most {HEAD_LAYER - 1})")
+
+
+def _split_events(events: list, path: str = "<trace>") -> _RankEvents:
     out = _RankEvents()
-    for e in events:
+    for i, e in enumerate(events):
         if not isinstance(e, dict) or e.get("ph") != "X" or "ts" not in e:
             continue
+        _check_event(e, i, path)
         cat = e.get("cat", "")
         if cat in _KERNEL_CATS:
             out.kernels.append(e)
@@ -646,7 +710,7 @@ def _kernel_op(rank: int, k: dict, launch: _Launch, fwd: _ForwardIndex) -> Trace
 
 def parse_rank(data: dict, rank: int, path: str = "<trace>") -> RankTrace:
     """Classify and attribute the work of one rank's trace (see the module docstring)."""
-    events = _split_events(data["traceEvents"])
+    events = _split_events(data["traceEvents"], path)
     forests = [_build_forest(v) for v in events.cpu_by_thread.values()]
     fwd = _ForwardIndex()
     _walk_forests(forests, fwd.visit)

@@ -49,6 +49,7 @@ from formats.simai_text import (
     comm_token,
 )
 from workload_gen.errors import ConfigError, FormatError
+from workload_gen.limits import check_limit
 from workload_gen.model_config import ModelConfig
 from workload_gen.parallel_config import ParallelConfig
 from workload_gen.records import (
@@ -461,6 +462,10 @@ def simai_to_workload(
     g = gpus if gpus is not None else h.all_gpus
     if g is None:
         raise ConfigError("gpus", None, f"{path} has no all_gpus in its header; pass the GPU count (SimAI's -g)")
+    if not isinstance(g, int) or isinstance(g, bool):
+        raise ConfigError("gpus", g, "must be a whole number of GPUs")
+    check_limit("gpus", g, "MAX_RANKS", "ranks")
+    check_limit("ga", ga, "MAX_MICROBATCHES", "micro-batches")
     if g < 1 or g % (tp * pp):
         raise ConfigError("gpus", g, f"SimAI needs the GPU count divisible by tp*pp = {tp}*{pp} = {tp * pp}")
     dp = g // (tp * pp)

@@ -13,15 +13,30 @@ with one line naming the file, the line and what would be valid:
 * a record count on line 2 that disagrees with the records present (SimAI reads
   past the end, or drops records, without a word);
 * non-integer times or sizes in a record (SimAI's stream reader would shift every
-  later field).
+  later field);
+* a negative ``checkpoints:``/``checkpoint_initiates:`` count (SimAI, and once this
+  reader, loops forever on it) or one that announces more entries than the line holds;
+* negative header values, comm type tokens SimAI would silently treat as no
+  communication, and numbers beyond the documented limits of
+  :mod:`workload_gen.limits` (``ga: 1e308``, a 10^18-byte collective), refused up front
+  with the limit in the message.
 """
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from formats.simai_text import POLICIES, TRANSFORMER_POLICIES, SimaiComm, SimaiHeader, SimaiRecord, SimaiWorkload
+from formats.simai_text import (
+    POLICIES,
+    TRANSFORMER_POLICIES,
+    SimaiComm,
+    SimaiHeader,
+    SimaiRecord,
+    SimaiWorkload,
+    comm_kind,
+)
 from workload_gen.errors import FormatError
+from workload_gen.limits import check_limit
 
 _INT_KEYS: dict[str, str] = {
     "model_parallel_NPU_group:": "tp",
@@ -32,21 +47,40 @@ _INT_KEYS: dict[str, str] = {
     "all_gpus:": "all_gpus",
 }
 
+# Header key -> (limit name in workload_gen.limits, unit): checked as the header is read.
+_HEADER_LIMITS: dict[str, tuple[str, str]] = {
+    "tp": ("MAX_RANKS", "ranks"),
+    "ep": ("MAX_RANKS", "ranks"),
+    "pp": ("MAX_RANKS", "ranks"),
+    "vpp": ("MAX_LAYERS", "virtual stages"),
+    "ga": ("MAX_MICROBATCHES", "micro-batches"),
+    "all_gpus": ("MAX_RANKS", "ranks"),
+    "pp_comm": ("MAX_BYTES", "bytes"),
+}
+_KNOWN_NO_COMM = ("NONE", "BROADCAST")
+"""Comm type tokens SimAI reads as no collective (every other token must start with a
+collective prefix; anything else SimAI would also treat as none, silently)."""
+
 
 def _header_int(tokens: list[str], i: int, path: str, key: str) -> int:
     if i + 1 >= len(tokens):
         raise FormatError(path, 1, f"header key {key!r} has no value")
     tok = tokens[i + 1]
     try:
-        return int(tok)
+        value: int | float = int(tok)
     except ValueError:
-        pass
-    try:
-        value = float(tok)  # AICB writes pp_comm as a float under sequence parallelism
-    except ValueError:
-        raise FormatError(path, 1, f"header key {key!r} has value {tok!r}; expected an integer") from None
-    if not value.is_integer() or value < 0:
-        raise FormatError(path, 1, f"header key {key!r} has value {tok!r}; expected a whole number")
+        try:
+            value = float(tok)  # AICB writes pp_comm as a float under sequence parallelism
+        except ValueError:
+            raise FormatError(path, 1, f"header key {key!r} has value {tok[:40]!r}; expected an integer") from None
+        if not value.is_integer():
+            raise FormatError(path, 1, f"header key {key!r} has value {tok[:40]!r}; expected a whole number")
+    if value < 0:
+        raise FormatError(path, 1, f"header key {key!r} has value {tok!r}; must be >= 0")
+    name = _INT_KEYS.get(key, "pp_comm" if key.startswith("pp_comm") else None)
+    if name in _HEADER_LIMITS:
+        limit, unit = _HEADER_LIMITS[name]
+        check_limit(f"header {key.rstrip(':')}", value, limit, unit, path=path, line=1)
     return int(value)
 
 
@@ -56,7 +90,7 @@ def _parse_header(line: str, path: str) -> SimaiHeader:
         raise FormatError(path, 1, "empty first line; expected a policy word such as HYBRID_TRANSFORMER_FWD_IN_BCKWD")
     policy = tokens[0]
     if policy not in POLICIES:
-        raise FormatError(path, 1, f"unknown policy {policy!r}; SimAI knows: {', '.join(POLICIES)}")
+        raise FormatError(path, 1, f"unknown policy {policy[:40]!r}; SimAI knows: {', '.join(POLICIES)}")
     values: dict[str, object] = {}
     transformer = policy in TRANSFORMER_POLICIES
     i = 1
@@ -66,7 +100,11 @@ def _parse_header(line: str, path: str) -> SimaiHeader:
             values[_INT_KEYS[tok]] = _header_int(tokens, i, path, tok)
             i += 2
         elif transformer and tok in ("checkpoints:", "checkpoint_initiates:"):
-            count = _header_int(tokens, i, path, tok)
+            count = _header_int(tokens, i, path, tok)  # >= 0: a negative count never ends SimAI's loop
+            check_limit(f"header {tok[:-1]} count", count, "MAX_LAYERS", "layers", path=path, line=1)
+            if i + 1 + count >= len(tokens):
+                raise FormatError(path, 1, f"header key {tok!r} announces {count} layer(s) but only "
+                                           f"{len(tokens) - i - 2} token(s) follow on the line")
             layers = [_header_int(tokens, i + k, path, tok) for k in range(1, count + 1)]
             values[tok[:-1]] = tuple(layers)
             i += 2 + count
@@ -78,14 +116,27 @@ def _parse_header(line: str, path: str) -> SimaiHeader:
     return SimaiHeader(policy=policy, **values)  # type: ignore[arg-type]
 
 
-def _field_int(tok: str, what: str, path: str, lineno: int, *, signed: bool = False) -> int:
+def _field_int(tok: str, what: str, path: str, lineno: int, *, signed: bool = False,
+               limit: tuple[str, str] | None = None) -> int:
     try:
         value = int(tok)
     except ValueError:
-        raise FormatError(path, lineno, f"{what} is {tok!r}; SimAI reads an integer there") from None
+        raise FormatError(path, lineno, f"{what} is {tok[:40]!r}; SimAI reads an integer there") from None
     if value < 0 and not signed:
         raise FormatError(path, lineno, f"{what} is {value}; must be >= 0")
+    if limit is not None:
+        check_limit(what, abs(value), limit[0], limit[1], path=path, line=lineno)
     return value
+
+
+def _comm(f: list[str], idx: int, what: str, path: str, lineno: int) -> SimaiComm:
+    """The comm slot at ``f[idx]`` (type token) and ``f[idx + 1]`` (bytes)."""
+    token = f[idx]
+    if comm_kind(token) is None and token not in _KNOWN_NO_COMM:
+        raise FormatError(path, lineno, f"{what} comm type is {token[:40]!r}; SimAI knows NONE and ALLREDUCE, ALLGATHER, "
+                                        "REDUCESCATTER, ALLTOALL (optionally with _EP or _DP_EP); it would silently "
+                                        "treat anything else as no communication")
+    return SimaiComm(token, _field_int(f[idx + 1], f"{what} comm bytes", path, lineno, limit=("MAX_BYTES", "bytes")))
 
 
 def _parse_record(line: str, path: str, lineno: int, customized: bool) -> SimaiRecord:
@@ -98,21 +149,24 @@ def _parse_record(line: str, path: str, lineno: int, customized: bool) -> SimaiR
             "fwd comm bytes, ig compute ns, ig comm type, ig comm bytes, wg compute ns, wg comm type, wg comm bytes, "
             "update ns" + (", policy (HYBRID_CUSTOMIZED)" if customized else ""),
         )
-    num = lambda idx, what: _field_int(f[idx], what, path, lineno)  # noqa: E731
+
+    def num(idx: int, what: str) -> int:
+        return _field_int(f[idx], what, path, lineno, limit=("MAX_NANOSECONDS", "ns"))
+
     policy = None
     if customized:
         policy = f[12]
         if policy not in POLICIES:
-            raise FormatError(path, lineno, f"per-record policy {policy!r} is unknown; SimAI knows: {', '.join(POLICIES)}")
+            raise FormatError(path, lineno, f"per-record policy {policy[:40]!r} is unknown; SimAI knows: {', '.join(POLICIES)}")
     return SimaiRecord(
         name=f[0],
-        dependency=_field_int(f[1], "dependency", path, lineno, signed=True),
+        dependency=_field_int(f[1], "dependency", path, lineno, signed=True, limit=("MAX_RECORDS", "records")),
         fwd_compute_ns=num(2, "forward compute time"),
-        fwd_comm=SimaiComm(f[3], num(4, "forward comm bytes")),
+        fwd_comm=_comm(f, 3, "forward", path, lineno),
         ig_compute_ns=num(5, "input-grad compute time"),
-        ig_comm=SimaiComm(f[6], num(7, "input-grad comm bytes")),
+        ig_comm=_comm(f, 6, "input-grad", path, lineno),
         wg_compute_ns=num(8, "weight-grad compute time"),
-        wg_comm=SimaiComm(f[9], num(10, "weight-grad comm bytes")),
+        wg_comm=_comm(f, 9, "weight-grad", path, lineno),
         update_ns=num(11, "update time"),
         policy=policy,
     )
@@ -128,7 +182,7 @@ def check_runnable(header: SimaiHeader, path: str) -> None:
             "regenerate the file with a current AICB",
         )
     missing = [key for key, value in (("model_parallel_NPU_group", header.tp), ("pp", header.pp), ("ga", header.ga))
-               if not value]
+               if value is None or value < 1]
     if missing:
         raise FormatError(
             path, 1,
@@ -151,7 +205,7 @@ def parse_simai(text: str, path: str = "<string>", *, require_parallel: bool = T
     if len(lines) < 2 or not lines[1].strip():
         raise FormatError(path, 2, "missing record count on line 2")
     count_tokens = lines[1].split()
-    count = _field_int(count_tokens[0], "record count", path, 2)
+    count = _field_int(count_tokens[0], "record count", path, 2, limit=("MAX_RECORDS", "records"))
     customized = header.policy == "HYBRID_CUSTOMIZED"
     records: list[SimaiRecord] = []
     for lineno, line in enumerate(lines[2:], start=3):

@@ -665,6 +665,9 @@ def args_to_dict(args: argparse.Namespace, base: Mapping[str, Any] | None = None
     model.update(overrides)
     if model:
         data["model"] = model if set(model) != {"preset"} else model["preset"]
+    for section in ("parallel", "training"):
+        if data.get(section) is not None and not isinstance(data[section], Mapping):
+            raise ConfigError(section, data[section], "must be a mapping of parallel/training fields")
     layout = dict(data.get("parallel") or {})
     training = dict(data.get("training") or {})
     flags = {k[2:]: v for k, v in vars(args).items() if k.startswith("p_") and v is not None}

@@ -42,8 +42,8 @@ class ConfigError(TrainsimError):
         self.value = value
         self.valid = valid
         self.source = source
-        where = f"{source}: " if source else ""
-        super().__init__(f"{where}{field}={_short_repr(value)} is invalid; {_one_line(valid)}")
+        where = f"{_one_line(source)}: " if source else ""
+        super().__init__(f"{where}{_one_line(field)}={_short_repr(value)} is invalid; {_one_line(valid)}")
 
 
 class FormatError(TrainsimError):

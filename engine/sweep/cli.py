@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 from workload_gen.cli_errors import OneLineParser, run_cli
@@ -25,8 +27,20 @@ def _sweep_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _top_reasons(rows: list[dict], n: int = 3) -> str:
+    """The commonest reasons of the points that did not run, most frequent first."""
+    counts = Counter(str(r.get("reason") or r.get("status"))[:160] for r in rows if r.get("status") != "ok")
+    return "; ".join(f"{k} point(s): {reason}" for reason, k in counts.most_common(n))
+
+
 def sweep_main(argv: list[str] | None = None) -> int:
     args = _sweep_parser().parse_args(argv)
+    terminated = []
+
+    def on_sigterm(signum, frame) -> None:
+        # Same path as Ctrl-C: the executor stops its workers, run_cli prints one line.
+        terminated.append(signum)
+        raise KeyboardInterrupt
 
     def body() -> int:
         from engine.sweep.execute import journal_path, run_points
@@ -55,7 +69,14 @@ def sweep_main(argv: list[str] | None = None) -> int:
         write_table(table, out)
         journal.unlink(missing_ok=True)
         ok = sum(1 for r in rows if r.get("status") == "ok")
-        print(f"sweep: {ok} ok, {len(rows) - ok} invalid, {elapsed:.1f} s -> {out}", file=sys.stderr)
+        errors = sum(1 for r in rows if r.get("status") == "error")
+        print(f"sweep: {ok} ok, {len(rows) - ok - errors} invalid, "
+              + (f"{errors} failed with an internal error, " if errors else "")
+              + f"{elapsed:.1f} s -> {out}", file=sys.stderr)
+        if not ok:
+            print(f"error: no point of the sweep is valid ({len(rows)} points, reasons in {out}); "
+                  f"top reasons: {_top_reasons(rows)}", file=sys.stderr)
+            return 2
         if not args.no_plots:
             from engine.sweep.plots import write_plots
             from engine.sweep.table import read_table
@@ -64,7 +85,16 @@ def sweep_main(argv: list[str] | None = None) -> int:
                 print(f"plot: {path}", file=sys.stderr)
         return 0
 
-    return run_cli(body)
+    try:
+        previous = signal.signal(signal.SIGTERM, on_sigterm)
+    except ValueError:  # not the main thread: leave SIGTERM alone
+        previous = None
+    try:
+        rc = run_cli(body)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    return 143 if terminated else rc
 
 
 def _search_parser() -> argparse.ArgumentParser:

@@ -5,19 +5,34 @@ Each finished point is appended to a JSON-lines journal next to the output table
 most the points in flight. A restart reads the journal, skips points whose key is
 there, and the final table is written (atomically) in point order, so the same spec
 gives the same table whatever the execution order or interruptions.
+
+Byte-identical resumes: a row is written to the journal with its keys in the order the
+evaluator made them (never sorted), and the row a run keeps in memory is the one read
+back from its own journal line, so a resumed sweep and an uninterrupted one build their
+table from identical rows. A torn line (a kill mid-write) never swallows the record
+appended after it: the writer starts on a fresh line, and the reader recovers a record
+glued to a torn one.
+
+Interrupts: pool workers ignore SIGINT (the parent alone handles Ctrl-C) and exit when
+their parent dies; on Ctrl-C or SIGTERM the parent terminates them and returns at once,
+without waiting for the batches in flight.
 """
 from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
 from engine.sweep.grid import SweepPoint
+from workload_gen.errors import TrainsimError
 
 Row = dict[str, Any]
 Evaluator = Callable[[dict[str, Any]], Row]
@@ -27,19 +42,61 @@ def journal_path(output: Path) -> Path:
     return output.with_name(output.name + ".journal.jsonl")
 
 
+_RECORD_START = '{"key"'
+
+
+def _parse_record(text: str) -> tuple[str, Row] | None:
+    try:
+        rec = json.loads(text)
+    except (json.JSONDecodeError, RecursionError, ValueError):
+        return None
+    if not isinstance(rec, dict) or not isinstance(rec.get("key"), str) or not isinstance(rec.get("row"), dict):
+        return None
+    return rec["key"], rec["row"]
+
+
 def read_journal(path: Path) -> dict[str, Row]:
-    """Rows already computed, by point key. A torn last line (killed mid-write) is ignored."""
+    """Rows already computed, by point key. A torn line (killed mid-write) is ignored, and
+    a record that a later run appended to a torn line is recovered; lines that are not
+    records (a damaged file) are skipped."""
     done: dict[str, Row] = {}
     if not path.exists():
         return done
-    with path.open() as fh:
+    with path.open(encoding="utf-8", errors="replace") as fh:
         for line in fh:
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            done[rec["key"]] = rec["row"]
+            rec = _parse_record(line)
+            if rec is None:
+                # "<torn record><next record>": the next record starts at a later '{"key"'.
+                start = line.find(_RECORD_START, 1)
+                while rec is None and start > 0:
+                    rec = _parse_record(line[start:])
+                    start = line.find(_RECORD_START, start + 1)
+            if rec is not None:
+                done[rec[0]] = rec[1]
     return done
+
+
+def _journal_line(key: str, row: Row) -> str:
+    """One record, keys in the row's own order (never sorted: see the module docstring)."""
+    return json.dumps({"key": key, "row": row}, default=str) + "\n"
+
+
+def _open_journal(path: Path):
+    """Open for appending, starting on a fresh line if the last one was torn."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torn = False
+    if path.exists() and path.stat().st_size > 0:
+        with path.open("rb") as fh:
+            fh.seek(-1, os.SEEK_END)
+            torn = fh.read(1) != b"\n"
+    fh = path.open("a", encoding="utf-8")
+    if torn:
+        fh.write("\n")
+    return fh
+
+
+def _error_row(exc: BaseException) -> Row:
+    return {"status": "error", "reason": f"internal error (a trainsim bug): {type(exc).__name__}: {exc}"[:500]}
 
 
 def _batches(points: list[SweepPoint], size: int) -> Iterator[list[SweepPoint]]:
@@ -47,8 +104,48 @@ def _batches(points: list[SweepPoint], size: int) -> Iterator[list[SweepPoint]]:
         yield points[i:i + size]
 
 
+def _eval_one(evaluate: Evaluator, cfg: dict[str, Any]) -> Row:
+    """One point; an unexpected exception (a bug) becomes an ``error`` row with its type and
+    message, so one bad point never ends a sweep of thousands."""
+    try:
+        return evaluate(cfg)
+    except Exception as exc:  # noqa: BLE001 - recorded in the row, counted and reported
+        return _error_row(exc)
+
+
 def _eval_batch(evaluate: Evaluator, configs: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, Row]]:
-    return [(key, evaluate(cfg)) for key, cfg in configs]
+    return [(key, _eval_one(evaluate, cfg)) for key, cfg in configs]
+
+
+def _worker_init() -> None:
+    """In each pool worker: leave Ctrl-C to the parent (a worker's own KeyboardInterrupt
+    would print a traceback per worker), and exit when the parent dies (SIGKILL, OOM), so
+    no worker outlives its sweep."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def _stop_pool(pool: ProcessPoolExecutor) -> None:
+    """Terminate every worker now (Ctrl-C, SIGTERM): cancel what is queued, kill what runs."""
+    procs = list(getattr(pool, "_processes", {}).values())  # no public handle on the workers
+    for proc in procs:
+        if proc.is_alive():
+            proc.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
+    deadline = time.monotonic() + 0.5
+    for proc in procs:
+        proc.join(max(0.0, deadline - time.monotonic()))
+        if proc.is_alive():
+            proc.kill()
+            proc.join(0.1)
 
 
 class Progress:
@@ -59,6 +156,13 @@ class Progress:
         self.base = already
         self.enabled = enabled
         self.last = 0.0
+        self.drawn = False
+        """A bar is on screen without its newline (an interrupt must not glue its message to it)."""
+
+    def break_line(self) -> None:
+        if self.drawn:
+            print(file=sys.stderr, flush=True)
+            self.drawn = False
 
     def update(self, n: int) -> None:
         self.done += n
@@ -74,8 +178,9 @@ class Progress:
         bar = "#" * filled + "-" * (width - filled)
         eta_s = f"{eta:6.0f}s" if eta != float("inf") else "     ?"
         print(f"\r[{bar}] {self.done}/{self.total} {rate:8.0f} pts/s ETA {eta_s}", end="", file=sys.stderr, flush=True)
+        self.drawn = True
         if self.done >= self.total:
-            print(file=sys.stderr)
+            self.break_line()
 
 
 def run_points(
@@ -93,13 +198,27 @@ def run_points(
     done = read_journal(journal)
     todo = [p for p in points if p.key not in done]
     bar = Progress(len(points), len(points) - len(todo), enabled=progress)
-    journal.parent.mkdir(parents=True, exist_ok=True)
-    with journal.open("a") as jf:
+    try:
+        _run_todo(todo, evaluate, journal, done, bar, workers=workers, ray_address=ray_address, use_ray=use_ray,
+                  batch_size=batch_size)
+    except BaseException:
+        bar.break_line()
+        raise
+    if progress and not todo:
+        print(f"all {len(points)} points already done (journal {journal})", file=sys.stderr)
+    return [done[p.key] for p in points]
+
+
+def _run_todo(todo: list[SweepPoint], evaluate: Evaluator, journal: Path, done: dict[str, Row], bar: Progress, *,
+              workers: int | None, ray_address: str | None, use_ray: bool, batch_size: int) -> None:
+    """Evaluate ``todo`` into the journal and ``done`` (see :func:`run_points`)."""
+    with _open_journal(journal) as jf:
         def record(results: Iterable[tuple[str, Row]]) -> None:
             n = 0
             for key, row in results:
-                done[key] = row
-                jf.write(json.dumps({"key": key, "row": row}, sort_keys=True, default=str) + "\n")
+                line = _journal_line(key, row)
+                jf.write(line)
+                done[key] = json.loads(line)["row"]  # exactly what a resumed run reads back
                 n += 1
             jf.flush()
             bar.update(n)
@@ -113,13 +232,19 @@ def run_points(
                 for b in batches:
                     record(_eval_batch(evaluate, b))
             else:
-                with ProcessPoolExecutor(max_workers=n_workers) as pool:
+                pool = ProcessPoolExecutor(max_workers=min(n_workers, len(batches)), initializer=_worker_init)
+                try:
                     futures = [pool.submit(_eval_batch, evaluate, b) for b in batches]
                     for fut in futures:  # in order: deterministic journal for a given worker count
                         record(fut.result())
-    if progress and not todo:
-        print(f"all {len(points)} points already done (journal {journal})", file=sys.stderr)
-    return [done[p.key] for p in points]
+                except BrokenProcessPool:
+                    _stop_pool(pool)
+                    raise TrainsimError("a sweep worker process died (out of memory, or killed); the points "
+                                        f"finished so far are in {journal}: run the sweep again to resume") from None
+                except BaseException:
+                    _stop_pool(pool)
+                    raise
+                pool.shutdown(wait=True)
 
 
 def _run_ray(batches: list[list[tuple[str, dict[str, Any]]]], evaluate: Evaluator, record, address: str | None) -> None:

@@ -1,0 +1,114 @@
+"""Explicit size limits on what trainsim reads, each with the reason it exists.
+
+A reader checks these *before* doing the work, so an input beyond them ends in one line
+that names the field, the value and the limit, instead of running for minutes, exhausting
+memory or hanging (issue 16). Each limit is far above any real training job and far below
+what would make a command slow: a limit that a real input hits is a bug, so raise it here
+(and only here) with the reason.
+
+:func:`check_limit` is the one way to apply them, so every message has the same shape::
+
+    <file>:<line>: ga=100000000 exceeds the limit of 65,536 micro-batches (workload_gen/limits.py MAX_MICROBATCHES)
+"""
+from __future__ import annotations
+
+import math
+
+from workload_gen.errors import ConfigError, FormatError
+
+MAX_RANKS = 65_536
+"""GPUs in one job, and ranks in one collective group (2^16). The largest published
+training runs use about 16k-32k GPUs (Llama 3 405B: 16,384); per-rank structures (groups,
+placements, flows) grow at least linearly with it, and 10 million ranks exhausts memory."""
+
+MAX_MICROBATCHES = 65_536
+"""Micro-batches (gradient-accumulation steps) per iteration. Real jobs use at most a few
+thousand; SimAI's unrolled files, its accounting and the per-micro-batch timeline grow
+linearly with it (a SimAI header with ``ga: 1e308`` once ran the reader into the ground)."""
+
+MAX_LAYERS = 16_384
+"""Transformer layers in one model (and SimAI checkpoint entries). The deepest published
+models have about 100-200 layers; per-layer op lists and memory tables grow linearly."""
+
+MAX_FLOWS = 10_000_000
+"""Point-to-point flows in one expanded collective (expand-collective). A flow costs
+about 200 bytes while the graph is built and timed: 10 million flows take about 2 GB and a
+minute; the estimate used to refuse a collective up front is an upper bound."""
+
+MAX_RECORDS = 5_000_000
+"""Records (op lines) in one workload file, native or SimAI. A 126-layer model with
+interleaving writes about 100k; each record becomes a Python object."""
+
+MAX_BYTES = 2**50
+"""Bytes of one op or one collective (1 PiB). The largest gradient all-reduce of a
+trillion-parameter model in fp32 is about 4 TB; beyond this, sizes stop being exact in
+the float64 arithmetic of the timing models."""
+
+MAX_FLOPS = 1e21
+"""FLOPs of one compute op (a zettaFLOP: about 20 minutes on a 1 PFLOP/s GPU, for one
+kernel). Larger values, and ``inf``, only come from corrupt files."""
+
+MAX_SECONDS = 1e6
+"""Time of one op (about 11.6 days), in seconds."""
+
+MAX_NANOSECONDS = 10**15
+"""MAX_SECONDS in SimAI's nanosecond fields."""
+
+MAX_DIM = 2**40
+"""One entry of an op's shape (tokens, widths, heads, vocabulary shards)."""
+
+MAX_SWEEP_POINTS = 1_000_000
+"""Points in one sweep grid (before filtering). A point is one simulation, tens of
+milliseconds at least: a million is hours on a large machine; the expansion itself keeps
+every point's config in memory."""
+
+MAX_EXPR_CHARS = 2_000
+"""Characters of one sweep filter expression."""
+
+MAX_EXPR_NODES = 200
+"""Syntax-tree nodes of one sweep filter expression."""
+
+MAX_EXPR_DEPTH = 32
+"""Nesting depth of one sweep filter expression (Python's own parser and evaluator
+recurse per level; deep nesting is a RecursionError or a crash)."""
+
+MAX_EXPR_INT_BITS = 256
+"""Bits of any integer a filter computes (``9 ** 9 ** 9`` would need 1.2 GB and minutes)."""
+
+MAX_EXPR_SEQUENCE = 10_000
+"""Length of any string or list a filter computes (``"a" * 4000000000`` would need 4 GB)."""
+
+MAX_NESTING = 64
+"""Nesting depth of a JSON or YAML value in any input file (configs are a few levels
+deep; Python's parsers recurse per level)."""
+
+
+def limit_message(field: str, value: object, limit: float, unit: str, name: str) -> str:
+    """``field=value exceeds the limit of <limit> <unit> (workload_gen/limits.py NAME)``."""
+    shown = f"{limit:,}" if isinstance(limit, int) else f"{limit:g}"
+    return f"{field}={value!r} exceeds the limit of {shown} {unit} (workload_gen/limits.py {name})"
+
+
+def check_limit(field: str, value: float, name: str, unit: str, *, path: str | None = None,
+                line: int | None = None) -> None:
+    """Raise (FormatError with ``path``, else ConfigError) when ``value`` exceeds the limit
+    ``name`` of this module, or is not a finite number."""
+    limit = globals()[name]
+    if isinstance(value, float) and not math.isfinite(value) or value > limit:
+        msg = limit_message(field, value, limit, unit, name)
+        if path is not None:
+            raise FormatError(path, line, msg)
+        raise ConfigError(field, value, f"exceeds the limit of {limit:,} {unit} (workload_gen/limits.py {name})")
+
+
+def nesting_depth(text: str) -> int:
+    """Deepest bracket nesting of a JSON/flow-YAML text ([ { ( ), ignoring quoting: an
+    upper bound, cheap, and never recursive, so it can be asked before a parser is."""
+    depth = best = 0
+    for ch in text:
+        if ch in "[{(":
+            depth += 1
+            best = max(best, depth)
+        elif ch in "]})":
+            depth = max(0, depth - 1)
+    return best
