@@ -12,7 +12,7 @@ import reprlib
 _REPR = reprlib.Repr()
 """Values in messages are shown bounded: a 10,000-level nested list or a megabyte string
 from an input file must not become the message (or overflow the stack building it)."""
-_REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlist, _REPR.maxdict = 3, 80, 80, 6, 6
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlist, _REPR.maxdict = 3, 500, 200, 6, 6
 
 
 def _short_repr(value: object) -> str:

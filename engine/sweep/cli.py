@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import time
@@ -95,6 +96,19 @@ def sweep_main(argv: list[str] | None = None) -> int:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
     return 143 if terminated else rc
+
+
+def sweep_entry() -> None:
+    """The ``sweep`` console script. After an interrupt (exit 130 or 143) the workers are
+    already stopped and every file is either whole or untouched, so the process leaves at
+    once: interpreter shutdown would run concurrent.futures' exit hook, which can race the
+    executor's closing pipe and print a traceback after the one-line message."""
+    rc = sweep_main()
+    if rc in (130, 143):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(rc)
+    sys.exit(rc)
 
 
 def _search_parser() -> argparse.ArgumentParser:

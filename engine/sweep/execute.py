@@ -122,6 +122,9 @@ def _worker_init() -> None:
     would print a traceback per worker), and exit when the parent dies (SIGKILL, OOM), so
     no worker outlives its sweep."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # the parent's SIGTERM handler (raise KeyboardInterrupt) is inherited through fork; a
+    # worker told to stop must just stop, not print a traceback from inside a queue lock
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     parent = os.getppid()
 
     def watch() -> None:
@@ -146,6 +149,11 @@ def _stop_pool(pool: ProcessPoolExecutor) -> None:
         if proc.is_alive():
             proc.kill()
             proc.join(0.1)
+    # Let the executor's manager thread finish closing its wake-up pipe now: at interpreter
+    # exit concurrent.futures would otherwise write to it mid-close (a traceback on stderr).
+    manager = getattr(pool, "_executor_manager_thread", None)
+    if manager is not None:
+        manager.join(1.0)
 
 
 class Progress:

@@ -192,8 +192,7 @@ def _alive(pid: str) -> bool:
 def _start_big_sweep(tmp_path: Path):
     spec = tmp_path / "big.yaml"
     spec.write_text(yaml.safe_dump(BIG_SPEC, sort_keys=False))
-    proc = subprocess.Popen([PY, "-c", "import sys; from engine.sweep.cli import sweep_main; "
-                                       "sys.exit(sweep_main(sys.argv[1:]))", str(spec), "--workers", "2",
+    proc = subprocess.Popen([PY, "-c", "from engine.sweep.cli import sweep_entry; sweep_entry()", str(spec), "--workers", "2",
                              "--batch-size", "1", "--quiet", "--no-plots"],
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     journal = tmp_path / "big.csv.journal.jsonl"
