@@ -119,12 +119,14 @@ def _result(workload: Workload, system: SystemConfig, name: str, total: float, b
 
 def steady_points(m: int, pp: int, vpp: int) -> tuple[int, int, int] | None:
     """Micro-batch counts whose simulations pin the steady state: three, one schedule
-    period (pp micro-batches) apart, past every warm-up and cool-down (2 pp vpp + pp), and
-    congruent to ``m`` modulo the period; None when ``m`` is too small to gain anything."""
+    period (pp micro-batches) apart, past every warm-up and cool-down (2 pp vpp + pp, and
+    at least 16), and congruent to ``m`` modulo the period; None without a pipeline (pp 1:
+    the gradient buckets' overlap with the last backward can change with the count) or
+    when ``m`` is too small to gain anything."""
     period = pp
-    base = 2 * pp * vpp + period
-    if m < base + 3 * period:
-        return None
+    base = max(2 * pp * vpp + period, 16)
+    if pp < 2 or m < base + 3 * period:
+        return None  # no pipeline to extrapolate, or too few micro-batches to gain anything
     first = base + (m - base) % period
     return first, first + period, first + 2 * period
 

@@ -29,7 +29,6 @@ CASES = {
                                      dtype="fp8")),
     "moe ep4": ("mixtral-8x7b", 4, dict(world_size=64, tp=2, pp=2, ep=4, global_batch=512, seq_length=2048,
                                         sp=True, distributed_optimizer=True)),
-    "pp1 dp": ("gpt3-1.3b", 4, dict(world_size=16, tp=2, global_batch=256, seq_length=1024)),
 }
 
 
@@ -54,8 +53,9 @@ def test_extrapolated_equals_full_simulation(case):
     assert fast.extras["events"] == full.extras["events"] and fast.extras["transfers"] == full.extras["transfers"]
 
 
-def test_small_counts_and_timelines_are_simulated_in_full():
+def test_small_counts_pp1_and_timelines_are_simulated_in_full():
     assert steady_points(8, 4, 1) is None
+    assert steady_points(1000, 1, 1) is None
     model = replace(get_preset("gpt3-1.3b"), num_layers=8)
     w, _ = attach(build(model, ParallelConfig(world_size=8, pp=4, global_batch=512, seq_length=512)), "h100-sxm")
     with_timeline = simulate(w, SYSTEMS["h100"], timeline=True)
