@@ -190,7 +190,8 @@ class ProfileDB:
     def _open(self) -> None:
         """Check (and, for a new or empty file, create) the schema, all in one transaction."""
         with self._transaction(write=not self.read_only):
-            tables = {r[0] for r in self._con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            # str(): a damaged schema may hold names that are not text
+            tables = {str(r[0]) for r in self._con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             if not tables:
                 if self.read_only:
                     raise FormatError(self.path, None, "not a trainsim profile database (it holds no tables; "
@@ -203,7 +204,7 @@ class ProfileDB:
                 shown = ", ".join(sorted(tables))[:200]
                 raise FormatError(self.path, None, f"not a trainsim profile database (tables: {shown}; "
                                                    "expected kernel_times and meta); it was left unchanged")
-            cols = {r[1] for r in self._con.execute("PRAGMA table_info(kernel_times)")}
+            cols = {str(r[1]) for r in self._con.execute("PRAGMA table_info(kernel_times)")}
             missing = [c for c in COLUMNS if c not in cols]
             if missing:
                 raise FormatError(self.path, None, f"table kernel_times lacks column(s) {', '.join(missing)}; "

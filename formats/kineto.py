@@ -438,25 +438,25 @@ _LIST_ARGS = ("Input Dims", "Concrete Inputs", "Input type")
 def _check_event(e: dict, i: int, path: str) -> None:
     """Refuse a complete event whose fields the reader would trip over, naming the field
     (a valid trace passes untouched: nothing is converted or dropped here)."""
-    def bad(field: str, why: str) -> FormatError:
-        value = e.get(field)
+    def bad(key: str, why: str) -> FormatError:
+        value = e.get(key)
         shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
-        return FormatError(path, None, f"traceEvents[{i}].{field}={shown}: {why}")
+        return FormatError(path, None, f"traceEvents[{i}].{key}={shown}: {why}")
 
-    for field in ("ts", "dur"):
-        if field not in e:
+    for key in ("ts", "dur"):
+        if key not in e:
             continue
-        v = e[field]
+        v = e[key]
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            raise bad(field, "must be a finite number (microseconds)")
-        if field == "dur" and v < 0:
-            raise bad(field, "must be >= 0 (microseconds)")
-    for field in ("name", "cat"):
-        if field in e and not isinstance(e[field], str):
-            raise bad(field, "must be a string")
-    for field in ("pid", "tid"):
-        if not isinstance(e.get(field), _SCALAR_ID):
-            raise bad(field, "must be a number or a string")
+            raise bad(key, "must be a finite number (microseconds)")
+        if key == "dur" and v < 0:
+            raise bad(key, "must be >= 0 (microseconds)")
+    for key in ("name", "cat"):
+        if key in e and not isinstance(e[key], str):
+            raise bad(key, "must be a string")
+    for key in ("pid", "tid"):
+        if not isinstance(e.get(key), _SCALAR_ID):
+            raise bad(key, "must be a number or a string")
     args = e.get("args")
     if args is None:
         pass

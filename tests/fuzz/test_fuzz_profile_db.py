@@ -91,6 +91,18 @@ def test_text_that_is_not_utf8_in_the_database_is_a_format_error():
     only_trainsim_errors(_use, path, False)
 
 
+def test_a_table_name_that_is_not_text_is_a_format_error():
+    # Found by the long fuzz run (a flipped byte made a schema name a BLOB): sorting the
+    # table names to list them compared bytes with str.
+    path = scratch_file("blob-name.sqlite", profile_db_bytes())
+    con = sqlite3.connect(path)
+    con.execute("PRAGMA writable_schema = ON")
+    con.execute("UPDATE sqlite_master SET name = x'6d657461' WHERE name = 'meta'")  # the bytes of 'meta'
+    con.commit()
+    con.close()
+    only_trainsim_errors(_use, path, False)
+
+
 def _read_csv(text: str | bytes) -> None:
     read_csv_rows(scratch_file("profile.csv", text))
 

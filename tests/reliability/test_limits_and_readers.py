@@ -8,10 +8,10 @@ import signal
 import pytest
 from rel_helpers import edit_native, edit_record, native_text, simai_text, write
 
-import workload_gen.limits as limits
 from formats.native import read_native
 from formats.simai_convert import simai_to_workload
 from formats.simai_reader import parse_simai
+from workload_gen import limits
 from workload_gen.errors import ConfigError, FormatError
 
 
@@ -105,8 +105,9 @@ def test_simai_gpus_beyond_the_limit_are_refused():
 
 
 def test_run_analytical_simai_accounting_refuses_negative_tp(tmp_path):
-    from engine.cli import analytical_main
     from rel_helpers import run_main
+
+    from engine.cli import analytical_main
 
     path = write(tmp_path / "w.txt", _simai(lambda h: h.replace("model_parallel_NPU_group: 2",
                                                                  "model_parallel_NPU_group: -2")))
