@@ -256,7 +256,8 @@ def attach(workload: Workload, gpu: str, db: ProfileDB | str | Path | None = Non
         meta = dict(workload.meta)
         meta["compute_coverage"] = cov.summary()
         meta["compute_profile"] = str(db.path) if db is not None else "estimator only"
-        return replace(workload, stages=tuple(stages), gpu=resolver.spec.name, meta=meta), cov
+        return replace(workload, stages=tuple(stages), gpu=resolver.spec.name,
+                       overlap_slowdown=resolver.params.overlap_slowdown, meta=meta), cov
     finally:
         if opened is not None:
             opened.close()

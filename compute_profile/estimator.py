@@ -99,6 +99,9 @@ class EstimatorParams:
     scaling_max_ratio: float
     step_overhead_s: float = 0.0
     """Fixed host-side work of one optimizer step (workload op ``step_overhead``)."""
+    overlap_slowdown: float = 0.0
+    """Fractional slow-down of a compute kernel while a collective runs beside it on the
+    same GPU (applied by the engine where the timeline overlaps; Workload.overlap_slowdown)."""
 
     def launch_count(self, kind: str, phase: str) -> int:
         table = dict(self.launches)
@@ -174,6 +177,7 @@ def params_from_dict(gpu: str, raw: dict[str, Any], src: str = "estimator parame
                                               mb["vector_flops_efficiency"], 1.0),
             scaling_max_ratio=float(raw.get("scaling", {}).get("max_ratio", 16.0)),
             step_overhead_s=_nonnegative(src, "step_overhead_s", raw.get("step_overhead_s", 0.0)),
+            overlap_slowdown=_nonnegative(src, "overlap_slowdown", raw.get("overlap_slowdown", 0.0)),
         )
     except KeyError as exc:
         raise ConfigError(f"{gpu}.{exc.args[0]}", None, "is missing from the estimator parameters", src) from None

@@ -67,11 +67,12 @@ def simulate(
     if memo and not timeline and extrapolate:
         steady = _steady_state(workload, net, sched)
         if steady is not None:
-            total, breakdowns, ends, events, transfers = steady
+            total, breakdowns, ends, events, transfers, slowed = steady
             return _result(workload, system, name, total, breakdowns, ends, memory, (), {
                 "level": "pass", "ranks_simulated": par.pp, "schedule": sched,
                 "num_microbatches": par.num_microbatches, "events": events, "transfers": transfers,
-                "extrapolated_from_microbatches": steady_points(par.num_microbatches, par.pp, par.vpp)})
+                "extrapolated_from_microbatches": steady_points(par.num_microbatches, par.pp, par.vpp),
+                "stage_overlap_slowdown_s": slowed})
     sim = Simulator(workload, net, memo=memo, all_ranks=every_rank, timeline=timeline, schedule=sched)
     total = sim.run()
     reps = sim.representatives()
@@ -83,6 +84,7 @@ def simulate(
         "num_microbatches": par.num_microbatches,
         "events": sim.events,
         "transfers": sim.transfers,
+        "stage_overlap_slowdown_s": [R.acc.slowdown for R in reps],
     }
     if every_rank and len(sim.ranks) > len(reps):
         ends = [R.end for R in sim.ranks]
@@ -104,6 +106,10 @@ def _result(workload: Workload, system: SystemConfig, name: str, total: float, b
 
     critical = max(range(len(breakdowns)), key=lambda s: (load(s), ends[s], -s))
     extras = {**extras, "critical_stage": critical, "stage_end_s": list(ends)}
+    slowed = extras.get("stage_overlap_slowdown_s")
+    if slowed:
+        # Of the critical stage's compute, the seconds added by collectives running beside it.
+        extras["overlap_slowdown_s"] = slowed[critical]
     return RunResult(
         workload=workload,
         system=system,
@@ -156,10 +162,11 @@ def _steady_state(workload: Workload, net: NetworkBackend, sched: str) -> tuple 
         bds = [sim.breakdown(R, total) for R in reps]
         vec = [total, float(sim.events), float(sim.transfers)]
         for R, b in zip(reps, bds):
-            vec += [R.end, b.compute_s, b.bubble_s, b.optimizer_s, b.other_s]
+            vec += [R.end, b.compute_s, b.bubble_s, b.optimizer_s, b.other_s, R.acc.slowdown]
             vec += [b.exposed_comm_s.get(g, 0.0) for g in sorted(b.exposed_comm_s)]
         samples.append((vec, bds, [R.end for R in reps]))
     (a, bd_a, _), (b, bd_b, _), (c, _, _) = samples
+    stride = 6  # per representative: end, compute, bubble, optimizer, other, slowdown, then its groups
     if not (len(a) == len(b) == len(c)):
         return None
     scale = max(abs(x) for x in a) or 1.0
@@ -179,4 +186,8 @@ def _steady_state(workload: Workload, net: NetworkBackend, sched: str) -> tuple 
             bubble_s=ext(b0.bubble_s, b1.bubble_s), optimizer_s=ext(b0.optimizer_s, b1.optimizer_s),
             other_s=ext(b0.other_s, b1.other_s)))
     ends = [ext(x, y) for x, y in zip(samples[0][2], samples[1][2])]
-    return (ext(a[0], b[0]), tuple(breakdowns), ends, round(ext(a[1], b[1])), round(ext(a[2], b[2])))
+    slowed, pos = [], 3
+    for b0 in bd_a:
+        slowed.append(ext(a[pos + 5], b[pos + 5]))
+        pos += stride + len(b0.exposed_comm_s)
+    return (ext(a[0], b[0]), tuple(breakdowns), ends, round(ext(a[1], b[1])), round(ext(a[2], b[2])), slowed)

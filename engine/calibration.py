@@ -12,7 +12,9 @@ run, the critical stage's GEMM time is sum(max(A_i / (g * f_i), M_i) + L_i) (A_i
 compute time at efficiency 1, g the GPU's GEMM cap, f_i the FP8 speed-up for FP8 ops, M_i
 its memory time, L_i its launches); the pipeline bubble scales with the per-micro-batch
 compute; the optimizer step's fixed work adds once. Exposed communication is held at the
-reference. After each fit the references are re-simulated
+reference; the interference term adds (overlap slow-down) x (the critical stage's compute
+that ran beside its collectives, measured in the reference run). After each fit the
+references are re-simulated
 in full (outer loop), and every figure reported comes from the FULL simulator.
 
 Cross-validation leaves one model family out at a time (each A100 GPT size, each B200
@@ -65,6 +67,9 @@ class _Reference:
     gemm_w: np.ndarray = field(repr=False)
     gemm_fp8: np.ndarray = field(repr=False)
     step_ops: int = 0
+    overlapped_s: float = 0.0
+    """Critical stage's compute that ran beside its own collectives, at slow-down 0
+    (the interference term adds overlap_slowdown x this)."""
 
 
 def _overrides(theta: Theta) -> tuple[tuple[str, float], ...]:
@@ -73,6 +78,12 @@ def _overrides(theta: Theta) -> tuple[tuple[str, float], ...]:
 
 def _gpu_param(gpu: str) -> str:
     return f"gpus.{gpu}.gemm.max_efficiency"
+
+
+SLOWDOWN = "defaults.overlap_slowdown"
+_PROBE_SLOWDOWN = 0.05
+"""Slow-down at which a reference measures how much compute overlaps communication when
+theta's own is (nearly) zero: the added seconds divided by it."""
 
 
 def simulate_run(run: MeasuredRun, theta: Theta, timeline: bool = False) -> tuple[float, object]:
@@ -115,8 +126,14 @@ def _reference(run: MeasuredRun, theta: Theta) -> _Reference:
     bd = res.stage_breakdowns[crit] if crit < len(res.stage_breakdowns) else res.breakdown
     per_mb_total = per_mb * nmb
     ratio = bd.bubble_s / per_mb_total if per_mb_total > 0 else 0.0
+    s_ref = theta.get(SLOWDOWN, 0.0)
+    if s_ref >= 1e-3:
+        overlapped = res.extras.get("overlap_slowdown_s", 0.0) / s_ref
+    else:
+        probe = simulate_run(run, {**theta, SLOWDOWN: _PROBE_SLOWDOWN})[1]
+        overlapped = probe.extras.get("overlap_slowdown_s", 0.0) / _PROBE_SLOWDOWN
     return _Reference(run, gpu, time_s, dict(theta), ratio, np.array(a), np.array(m), np.array(lat),
-                      np.array(w, dtype=float), np.array(f8, dtype=bool), step_ops)
+                      np.array(w, dtype=float), np.array(f8, dtype=bool), step_ops, overlapped)
 
 
 def _gemm_time(ref: _Reference, g: float, fp8: float) -> float:
@@ -140,7 +157,8 @@ def _surrogate(ref: _Reference, theta: Theta, defaults: Theta) -> float:
     d_gemm = _gemm_time(ref, g1, val(f_key)) - _gemm_time(ref, g0, ref_val(f_key))
     s_key = "defaults.step_overhead_s"
     d_step = ref.step_ops * (val(s_key) - ref_val(s_key))
-    return ref.time_s + d_gemm * (1.0 + ref.bubble_ratio) + d_step
+    d_slow = ref.overlapped_s * (val(SLOWDOWN) - ref_val(SLOWDOWN)) if SLOWDOWN in defaults else 0.0
+    return ref.time_s + (d_gemm + d_slow) * (1.0 + ref.bubble_ratio) + d_step
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,7 +193,10 @@ def _fit(refs: Sequence[_Reference], decl: Sequence[DeclaredParameter], start: T
 
     x0 = np.clip(np.array([start.get(n, defaults[n]) for n in names]), lo, hi)
     sol = least_squares(residuals, x0, bounds=(lo, hi), x_scale=psig, method="trf")
-    return dict(zip(names, sol.x.tolist()))
+    # A value the solver left within a millionth of the bounds' width of a bound is that
+    # bound (e.g. a slow-down of 3e-26 is 0): the stored figure says what the data said.
+    x = np.where(sol.x - lo < 1e-6 * (hi - lo), lo, np.where(hi - sol.x < 1e-6 * (hi - lo), hi, sol.x))
+    return dict(zip(names, x.tolist()))
 
 
 def calibrate(runs: Sequence[MeasuredRun], *, outer: int = 2, start: Theta | None = None,

@@ -98,6 +98,9 @@ class Accounts:
     bubble: float = 0.0
     other: float = 0.0
     exposed: dict[str, float] = field(default_factory=lambda: dict.fromkeys(GROUP_NAMES, 0.0))
+    slowdown: float = 0.0
+    """Of ``compute`` + ``optimizer``, the seconds added by collectives running beside
+    compute (Workload.overlap_slowdown)."""
 
 
 ReceiveKey = tuple[int, bool, int, int]
@@ -185,7 +188,7 @@ class RankState:
     """One simulated rank: its stage's plan and schedule, and where it is in them."""
 
     __slots__ = ("rank", "stage", "plan", "steps", "tail_spec", "cursor", "blocked", "overlapped", "gathers",
-                 "grads", "groups", "issued_on", "acc", "records", "end", "done")
+                 "grads", "groups", "issued_on", "acc", "records", "end", "done", "comm_busy")
 
     def __init__(self, rank: int, stage: int, plan: StagePlan, steps: tuple[Step, ...]) -> None:
         self.rank, self.stage, self.plan, self.steps = rank, stage, plan, steps
@@ -205,3 +208,6 @@ class RankState:
         self.end = 0.0
         """When the rank finished its tail."""
         self.done = False
+        self.comm_busy = 0
+        """Collectives this rank has issued that have not ended (counted only when the
+        workload has an overlap slow-down): a compute op that starts while it is > 0 runs slower."""

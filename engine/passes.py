@@ -59,6 +59,9 @@ class PassProfile:
     """(op index, end offset) for the requested op indices (gradient-ready points)."""
     records: tuple[ProfileRecord, ...]
     """In issue order."""
+    slowdown_s: float = 0.0
+    """Of compute_s + optimizer_s, the seconds added by the pass's own collectives running
+    beside its compute ops (``slowdown`` argument of :func:`profile_pass`)."""
 
 
 class _Overlapped:
@@ -87,16 +90,19 @@ def profile_pass(
     ready_indices: frozenset[int] = frozenset(),
     deadline: tuple[int, ...] = (),
     issue_with: dict[int, tuple[int, ...]] | None = None,
+    slowdown: float = 0.0,
 ) -> PassProfile:
     """Run one pass alone, op by op, from time 0 (see the module docstring).
 
     ``deadline`` and ``issue_with`` come from :func:`engine.program.overlap_anchors`
-    (needed when the pass has overlappable collectives).
+    (needed when the pass has overlappable collectives). ``slowdown``: a compute op that
+    starts while a collective the pass issued has not ended takes ``1 + slowdown`` times its time
+    (the engine's rule, engine.sim).
     """
     issue_with = issue_with or {}
     pre_issued = {k for run in issue_with.values() for k in run}
     t = 0.0
-    compute = optimizer = 0.0
+    compute = optimizer = slowed = 0.0
     stream_free: dict[str, float] = {}
     exposed: dict[str, float] = {}
     records: list[ProfileRecord | _Overlapped] = []  # in issue order; the _Overlapped are replaced at the end
@@ -140,6 +146,10 @@ def profile_pass(
             for k in issue_with.get(i, ()):
                 issue_overlapped(k, t)
             d = op.time_s
+            if slowdown and d and any(t < c.end for c in pending):
+                extra = d * slowdown
+                slowed += extra
+                d += extra
             records.append(_record(ProfileRecord, ("compute", op, t, t + d, 0.0)))
             if op.kind is OpKind.OPTIMIZER:
                 optimizer += d
@@ -170,5 +180,5 @@ def profile_pass(
     return PassProfile(
         duration=t, compute_s=compute, optimizer_s=optimizer,
         exposed=tuple(sorted(exposed.items())), ready_offsets=tuple(offsets),
-        records=tuple(records),
+        records=tuple(records), slowdown_s=slowed,
     )

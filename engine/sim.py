@@ -36,6 +36,13 @@ Two ways to run a pass:
   (stage, chunk, direction); every collective duration is asked of the backend once
   per distinct (collective, ranks) and reused. Equal to op level, see engine.passes.
 
+Interference (``Workload.overlap_slowdown`` = s > 0): a compute op that starts while a
+collective its rank has issued has not ended (any group but pipeline p2p, whose NCCL kernels take one or
+two SMs) takes (1 + s) times its time, charged to compute (``Accounts.slowdown`` keeps the
+added part). At pass level the pass's own collectives are in its profile; a pass that
+may overlap collectives from outside it (gradient buckets released during it or still
+running, parameter gathers) runs op by op, so both levels apply the same rule.
+
 Accounting: whenever a rank's compute stream waits, the wait is charged when it ends,
 to what it waited for: the part before every member had arrived is pipeline bubble
 when the late member is in another stage (the sender of a pipeline transfer always is)
@@ -109,6 +116,9 @@ class Simulator:
         self.simulated_ranks = frozenset(simulated)
         self.ranks = [RankState(r, r // per_stage, self.plans[r // per_stage], steps[r // per_stage])
                       for r in simulated]
+        self.slowdown = float(workload.overlap_slowdown)
+        """Fractional slow-down of compute started while a collective of its rank runs."""
+        self._by_rank = {rank.rank: rank for rank in self.ranks} if self.slowdown else {}
         for rank in self.ranks:
             for b in rank.plan.buckets:
                 if par.overlap_grad_reduce and b.chunk >= 0:
@@ -170,6 +180,10 @@ class Simulator:
             if simulated > 1:
                 self._joining[key] = fut
         fut.missing -= 1
+        if self.slowdown:
+            # From its own issue: a member that issues first and starts computing at the
+            # same instant is as slowed as the one whose join starts the collective.
+            rank.comm_busy += 1
         if self.timeline:
             rank.records.append(CollectiveRecord(op, fut, chunk, microbatch))
         if fut.missing == 0:
@@ -223,6 +237,12 @@ class Simulator:
 
     def _complete(self, fut: Future, now: float) -> None:
         fut.end = now
+        if self.slowdown and fut.group != PP_GROUP:  # each simulated member issued it (see _issue)
+            by_rank = self._by_rank
+            for r in fut.ranks:
+                st = by_rank.get(r)
+                if st is not None:
+                    st.comm_busy -= 1
         comm = fut.comm
         if comm is not None:
             comm.running = None
@@ -340,7 +360,7 @@ class Simulator:
             else:
                 ready = frozenset(i for (c, i) in rank.grads.by_ready_point if c == spec.chunk)
             prof = profile_pass(spec.ops, lambda op: self._duration(op, self._membership(rank, op.group).members),
-                                ready, spec.deadline, spec.issue_with)
+                                ready, spec.deadline, spec.issue_with, self.slowdown)
             self._profiles[key] = prof
         return prof
 
@@ -368,11 +388,15 @@ class Simulator:
         grads.release_this_pass = ((not step.forward) and step.microbatch == self.num_microbatches - 1
                                    and bool(grads.by_ready_point))
         gathers.gate_this_pass = step.forward and step.microbatch == 0 and bool(gathers.issued)
-        if self.memo and spec.memoisable and not gathers.gate_this_pass:
+        # With interference, a pass that collectives from outside it may overlap (running
+        # now, or gradient buckets it releases) runs op by op (see the module docstring).
+        outside = self.slowdown and (rank.comm_busy or grads.release_this_pass)
+        if self.memo and spec.memoisable and not gathers.gate_this_pass and not outside:
             prof = self._profile(rank, spec)
             acc = rank.acc
             acc.compute += prof.compute_s
             acc.optimizer += prof.optimizer_s
+            acc.slowdown += prof.slowdown_s
             for g, x in prof.exposed:
                 acc.exposed[g] += x
             if self.timeline:
@@ -462,6 +486,10 @@ class Simulator:
                             if deadline < overlapped.next_deadline:
                                 overlapped.next_deadline = deadline
                     d = op.time_s
+                    if rank.comm_busy and d:
+                        extra = d * self.slowdown
+                        rank.acc.slowdown += extra
+                        d += extra
                     if op.kind is OpKind.OPTIMIZER:
                         rank.acc.optimizer += d
                     else:

@@ -109,6 +109,8 @@ def native_lines(workload: Workload) -> Iterable[str]:
         yield f"# parallel.{k}: {json.dumps(v)}"
     yield f"# params_total: {workload.params_total}"
     yield f"# gpu: {workload.gpu}"
+    if workload.overlap_slowdown:
+        yield f"# overlap_slowdown: {workload.overlap_slowdown!r}"
     for k, v in sorted(workload.meta.items()):
         yield f"# meta.{k}: {json.dumps(v)}"
     for st in workload.stages:
@@ -245,6 +247,14 @@ class _Reader:
                    parallel.num_microbatches, "MAX_MICROBATCHES", "micro-batches")
         params_total = self._int(header, "params_total")
         gpu = header.get("gpu", (0, ""))[1]
+        overlap_slowdown = 0.0
+        if "overlap_slowdown" in header:
+            ln, text = header["overlap_slowdown"]
+            overlap_slowdown = self._json(ln, text, "overlap_slowdown")
+            if isinstance(overlap_slowdown, bool) or not isinstance(overlap_slowdown, (int, float)) \
+                    or not 0 <= overlap_slowdown <= 10:
+                raise self.fail(ln, f"overlap_slowdown={_q(text)}: must be a number from 0 to 10 "
+                                    "(fractional slow-down of compute under overlapping communication)")
         meta = {}
         for k, (ln, v) in header.items():
             if k.startswith("meta."):
@@ -272,7 +282,7 @@ class _Reader:
                 for c in sorted(chunk_layers)
             )
             programs.append(StageProgram(s, chunks, tuple(ops.get((s, -1, "iter"), ())), params, dense))
-        return Workload(model, parallel, tuple(programs), params_total, gpu, meta)
+        return Workload(model, parallel, tuple(programs), params_total, gpu, meta, float(overlap_slowdown))
 
     def _json(self, line: int, text: str, key: str, *, scalar: bool = True) -> object:
         if scalar and text[:1] in ("[", "{"):

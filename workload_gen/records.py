@@ -159,6 +159,11 @@ class Workload:
     gpu: str = ""
     """GPU the compute times are for; empty until compute_profile attaches them."""
     meta: dict[str, str] = field(default_factory=dict, compare=False)
+    overlap_slowdown: float = 0.0
+    """How much longer a compute kernel takes while a collective of its rank runs beside
+    it (0.15 = 15% longer): NCCL's and userbuffers' kernels hold SMs and HBM bandwidth.
+    A property of the GPU's compute, set with the times by compute_profile; 0 for times
+    from elsewhere (e.g. a SimAI file). The engine applies it (engine.sim)."""
 
     def ops(self):
         """Every op with its stage and chunk (chunk -1 for iteration ops), in file order."""

@@ -34,7 +34,7 @@ def _cv_errors(preds):
 def test_every_measured_run_is_used(report):
     assert report.rows == 66  # 10 A100 + 12 B200 + 44 H100
     assert report.folds == 14  # 10 GPT sizes, 2 B200 models, 2 H100 models
-    assert len(report.parameters) == 5
+    assert len(report.parameters) == 6
 
 
 def test_cross_validated_step_time_median_within_5_percent(report):

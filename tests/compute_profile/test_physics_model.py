@@ -124,7 +124,7 @@ def test_step_overhead_is_a_fixed_time_per_iteration():
 
 def test_every_declared_parameter_has_a_prior_inside_bounds_and_a_source():
     decl = declared_parameters()
-    assert len(decl) == 5
+    assert len(decl) == 6
     for d in decl:
         assert d.lower <= d.prior <= d.upper and d.source
 
