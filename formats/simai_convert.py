@@ -36,6 +36,8 @@ See docs/simai.md for what is approximated.
 """
 from __future__ import annotations
 
+from collections import Counter
+
 from dataclasses import dataclass, replace
 
 from formats.simai_reader import check_runnable
@@ -362,13 +364,41 @@ def find_microbatch_block(records: tuple[SimaiRecord, ...], ga: int) -> tuple[in
     if ga == 1:
         return 0, n
     keys = [_record_key(r) for r in records]
-    for length in range(n // ga, 0, -1):
+    # Every record of a block repeats ga times, so a block is at most as long as the records
+    # whose key occurs ga times or more, over ga: without this bound a file with no block
+    # (or a long once-per-iteration part) costs O(n^2 / ga) comparisons.
+    counts = Counter(keys)
+    repeated = sum(1 for k in keys if counts[k] >= ga)
+    longest = min(n // ga, repeated // ga)
+    if n * longest > 4_000_000:  # a long search: one vectorised pass per length (numpy only here)
+        return _find_block_vectorised(keys, ga, longest)
+    for length in range(longest, 0, -1):
         need = length * (ga - 1)
         run = 0
         for i in range(n - length):
             run = run + 1 if keys[i] == keys[i + length] else 0
             if run >= need:
                 return i - need + 1, length
+    raise ValueError(f"no {ga} identical consecutive micro-batch blocks")
+
+
+def _find_block_vectorised(keys: list, ga: int, longest: int) -> tuple[int, int]:
+    """find_microbatch_block's search for long files: for each length, the first window of
+    ``length * (ga - 1)`` consecutive positions where a record equals the one ``length``
+    later, from a running sum (the same answer as the loop, in C)."""
+    import numpy as np
+
+    ids: dict = {}
+    arr = np.fromiter((ids.setdefault(k, len(ids)) for k in keys), dtype=np.int64, count=len(keys))
+    for length in range(longest, 0, -1):
+        need = length * (ga - 1)
+        eq = arr[:-length] == arr[length:]
+        if need > eq.size:
+            continue
+        run = np.concatenate(([0], np.cumsum(eq, dtype=np.int64)))
+        hit = np.flatnonzero(run[need:] - run[:-need] == need)
+        if hit.size:
+            return int(hit[0]), length
     raise ValueError(f"no {ga} identical consecutive micro-batch blocks")
 
 

@@ -76,7 +76,7 @@ def _native_summary(p: Path) -> WorkloadSummary:
     wl = read_native(p)
     par = wl.parallel
     nmb = par.num_microbatches
-    agg: dict[tuple, list] = defaultdict(lambda: [0, []])
+    agg: dict[tuple, list] = defaultdict(lambda: [0, {}])  # count, names in first-seen order (a dict: O(1) membership)
     flops: dict[int, float] = defaultdict(float)
     ops: dict[int, Counter] = defaultdict(Counter)
     for stage, chunk, op in wl.ops():
@@ -87,8 +87,7 @@ def _native_summary(p: Path) -> WorkloadSummary:
             group = op.group.value
             a = agg[(PHASE[op.phase.value], group, op.kind.value, op.bytes)]
             a[0] += weight
-            if op.name not in a[1]:
-                a[1].append(op.name)
+            a[1][op.name] = None
         elif isinstance(op, ComputeOp):
             flops[op.layer] += op.flops * weight
             ops[op.layer][op.kind.value] += weight
@@ -112,7 +111,7 @@ def _simai_summary(p: Path) -> WorkloadSummary:
         start, length = find_microbatch_block(sw.records, ga)
     except ValueError:
         raise FormatError(str(p), None, f"ga: {ga} but no {ga} repeated micro-batch blocks") from None
-    agg: dict[tuple, list] = defaultdict(lambda: [0, []])
+    agg: dict[tuple, list] = defaultdict(lambda: [0, {}])  # count, names in first-seen order
     sp = False
     for i, rec in enumerate(sw.records):
         in_mb = start <= i < start + length * ga
@@ -127,8 +126,7 @@ def _simai_summary(p: Path) -> WorkloadSummary:
                 sp = True
             a = agg[(phase, group, kind.value, comm.bytes)]
             a[0] += 1
-            if rec.name not in a[1]:
-                a[1].append(rec.name)
+            a[1][rec.name] = None
     colls = tuple(Coll(ph, g, k, b, n, tuple(names)) for (ph, g, k, b), (n, names) in sorted(agg.items()))
     default = all(r.fwd_compute_ns <= 1 and r.ig_compute_ns <= 1 and r.wg_compute_ns <= 1 for r in sw.records)
     world = h.all_gpus or 0
@@ -177,14 +175,15 @@ class CollDiff:
         return f"{self.phase}/{self.group}/{self.kind}"
 
     def sizes(self) -> list[tuple[int, int, int, tuple[str, ...], tuple[str, ...]]]:
-        """(bytes, A calls, B calls, A names, B names) for every size on either side."""
-        out = []
-        for nbytes in sorted({c.bytes for c in self.a} | {c.bytes for c in self.b}):
-            xa = [c for c in self.a if c.bytes == nbytes]
-            xb = [c for c in self.b if c.bytes == nbytes]
-            out.append((nbytes, sum(c.count for c in xa), sum(c.count for c in xb),
-                        tuple(n for c in xa for n in c.names), tuple(n for c in xb for n in c.names)))
-        return out
+        """(bytes, A calls, B calls, A names, B names) for every size on either side
+        (one pass over each side: files with thousands of distinct sizes stay linear)."""
+        by: dict[int, list] = {}
+        for side, colls in ((0, self.a), (1, self.b)):
+            for c in colls:
+                e = by.setdefault(c.bytes, [0, 0, [], []])
+                e[side] += c.count
+                e[2 + side].extend(c.names)
+        return [(nbytes, e[0], e[1], tuple(e[2]), tuple(e[3])) for nbytes, e in sorted(by.items())]
 
 
 @dataclass(frozen=True, slots=True)
