@@ -32,6 +32,7 @@ from collectives.registry import ALGORITHMS, OPS
 from collectives.timing import LinkModel, Timing, evaluate
 from formats.atomic import atomic_write
 from workload_gen.cli_errors import OneLineParser, run_cli
+from workload_gen.cli_vocab import add_deprecated, add_out, add_quiet
 from workload_gen.errors import ConfigError
 from workload_gen.limits import MAX_BYTES, MAX_FLOWS, MAX_RANKS, check_limit
 from workload_gen.placement import Placement
@@ -141,7 +142,7 @@ def estimate_flows(op: str, nbytes: int, ranks, placement: Placement, system: Sy
 
 
 def _check_flows(op, nbytes: int, ranks, placement: Placement, args, system: SystemConfig) -> None:
-    flows = estimate_flows(op, nbytes, ranks, placement, system, algorithm=args.algo, channels=args.channels,
+    flows = estimate_flows(op, nbytes, ranks, placement, system, algorithm=args.algorithm, channels=args.channels,
                            protocol=args.protocol, pxn=args.pxn)
     if flows > MAX_FLOWS:
         raise ConfigError(
@@ -164,13 +165,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpus", type=int, default=None, metavar="N",
                    help="SimAI workload files: total GPUs (default: the header's all_gpus)")
     p.add_argument("--system", default="h100", help=f"preset ({', '.join(SYSTEMS)}) or YAML (default h100)")
-    p.add_argument("--algo", default="auto", help=f"auto or one of: {', '.join(ALGORITHMS.names())}")
+    p.add_argument("--algorithm", default="auto", metavar="NAME",
+                   help=f"collective algorithm: auto (NCCL's choice for the size and group) or one of: "
+                        f"{', '.join(ALGORITHMS.names())}")
+    add_deprecated(p, "--algo", "--algorithm", "algorithm", metavar="NAME")
     p.add_argument("--channels", default="auto", help=f"auto or 1..{MAX_CHANNELS}")
     p.add_argument("--protocol", default="auto", choices=["auto", *PROTOCOLS])
     p.add_argument("--pxn", action="store_true", help="relay inter-node flows via the GPU on the destination's rail")
     p.add_argument("--root", type=int, default=0, help="broadcast/reduce root (index into the group)")
     p.add_argument("--line-rate", action="store_true", help="time with line rates instead of achievable bandwidths")
-    p.add_argument("-o", "--output", help="flows CSV to write (omit to only print the summary)")
+    add_out(p, metavar="FILE", help="flows CSV to write (omit to only print the summary)")
+    add_quiet(p)
     return p
 
 
@@ -222,14 +227,15 @@ def _single(args, system: SystemConfig, links: LinkModel) -> int:
     placement = Placement(max(max(ranks) + 1, 1), gpn)
     placement = Placement(-(-placement.world_size // gpn) * gpn, gpn)
     _check_flows(args.op, nbytes, ranks, placement, args, system)
-    g = expand(args.op, nbytes, ranks, placement, algorithm=args.algo, channels=args.channels,
+    g = expand(args.op, nbytes, ranks, placement, algorithm=args.algorithm, channels=args.channels,
                protocol=args.protocol, system=system, pxn=args.pxn, root=args.root)
     t = evaluate(g, links)
-    if args.output:
-        with atomic_write(args.output) as fh:
+    if args.out:
+        with atomic_write(args.out) as fh:
             fh.write(HEADER)
             fh.writelines(_rows(0, g, t))
-        print(f"wrote {g.num_flows} flows to {args.output}", file=sys.stderr)
+        if not args.quiet:
+            print(f"wrote {g.num_flows} flows to {args.out}", file=sys.stderr)
     print(_summary(g, t, nbytes))
     return 0
 
@@ -265,14 +271,14 @@ def _workload(args, system: SystemConfig, links: LinkModel) -> int:
     placement = Placement(w.parallel.world_size, gpn)
     cache: dict[tuple, tuple[FlowGraph, Timing]] = {}
     print("id,stage,name,layer,phase,kind,group,ranks,size_bytes,algorithm,channels,flows,inter_node_bytes,time_s")
-    with atomic_write(args.output) if args.output else nullcontext() as fh:
+    with atomic_write(args.out) if args.out else nullcontext() as fh:
         if fh:
             fh.write(HEADER)
         for cid, (stage, op, ranks) in enumerate(collectives_of(w, gpn)):
             key = (op.kind, op.bytes, tuple(ranks))
             if key not in cache:
                 _check_flows(op.kind, op.bytes, ranks, placement, args, system)
-                g = expand(op.kind, op.bytes, ranks, placement, algorithm=args.algo, channels=args.channels,
+                g = expand(op.kind, op.bytes, ranks, placement, algorithm=args.algorithm, channels=args.channels,
                            protocol=args.protocol, system=system, pxn=args.pxn)
                 cache[key] = (g, evaluate(g, links))
             g, t = cache[key]
@@ -280,7 +286,8 @@ def _workload(args, system: SystemConfig, links: LinkModel) -> int:
                   f"{op.bytes},{g.algorithm},{g.channels},{g.num_flows},{g.inter_node_bytes},{t.time_s:.6e}")
             if fh:
                 fh.writelines(_rows(cid, g, t))
-    print(f"expanded {len(cache)} distinct collectives", file=sys.stderr)
+    if not args.quiet:
+        print(f"expanded {len(cache)} distinct collectives", file=sys.stderr)
     return 0
 
 

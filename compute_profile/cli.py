@@ -12,15 +12,22 @@ from pathlib import Path
 
 from compute_profile.db import ProfileDB
 from workload_gen.cli_errors import OneLineParser, run_cli
+from workload_gen.cli_vocab import add_out, add_profile, add_quiet
 from workload_gen.config_loading import add_config_arguments, configs_from_args
 from workload_gen.errors import ConfigError
 
 DEFAULT_DB = "profile.sqlite"
 
 
+NEEDS_PROFILE = ("export-csv", "stats", "show")
+"""Commands that read an existing database: --profile is required (checked in main, so that
+the deprecated --db spelling satisfies it too)."""
+
+
 def _db_arg(p: argparse.ArgumentParser, must_exist: bool = False) -> None:
-    p.add_argument("--db", default=None if must_exist else DEFAULT_DB, required=must_exist, metavar="FILE",
-                   help="profile database (SQLite)" + ("" if must_exist else f"; created if missing (default {DEFAULT_DB})"))
+    add_profile(p, metavar="FILE", default=None if must_exist else DEFAULT_DB,
+                help="profile database (SQLite)" + (" to read (required)" if must_exist
+                                                    else f"; created if missing (default {DEFAULT_DB})"))
 
 
 def _replace_arg(p: argparse.ArgumentParser) -> None:
@@ -33,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="compute-profile",
         description="Kernel-time database for trainsim: measure op shapes with torch, import AICB/AIOB "
                     "profiles, CSV and traces, and show what a database covers. Times in seconds.",
-        epilog="Example: compute-profile measure --model llama3-8b --tp 2 --sp --seq-length 4096 --db h200.sqlite",
+        epilog="Example: compute-profile measure --model llama3-8b --tp 2 --sp --seq-length 4096 --profile h200.sqlite",
     )
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
 
@@ -72,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     ec = sub.add_parser("export-csv", help="write the database (or one GPU of it) as CSV")
     _db_arg(ec, must_exist=True)
-    ec.add_argument("-o", "--output", required=True, help="CSV file to write")
+    add_out(ec, metavar="FILE", help="CSV file to write (required)")
     ec.add_argument("--gpu", metavar="NAME", help="only this GPU's rows")
 
     it = sub.add_parser("import-trace", help="import kernel times from a torch profiler trace",
@@ -97,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "(measured / scaled / estimated / imported shares of compute time).")
     add_config_arguments(c)
     c.add_argument("--gpu", required=True, metavar="NAME")
-    c.add_argument("--db", metavar="FILE", help="profile database (default: estimator only)")
+    add_profile(c, metavar="FILE", help="profile database (default: estimator only)")
 
     k = sub.add_parser("calibrate", help="fit the compute model's declared parameters on measured runs",
                        description="Fit only the parameters compute_profile/data/estimator_params.yaml declares "
@@ -105,14 +112,24 @@ def build_parser() -> argparse.ArgumentParser:
                                    "step-time error in-sample and leave-one-model-out cross-validated, per GPU, "
                                    "precision and model family, with the BF16->FP8 speed-ups and memory.",
                        epilog="Example: compute-profile calibrate --data ../shared/data/real --out report.md")
+    for sp in sub.choices.values():
+        add_quiet(sp)
     k.add_argument("--data", required=True, metavar="DIR",
                    help="directory with the measured-run tables (../shared/data/real)")
-    k.add_argument("--out", metavar="FILE", help="write the Markdown report here (default: stdout)")
+    add_out(k, metavar="FILE", help="write the Markdown report here (default: stdout)")
     k.add_argument("--write", action="store_true",
                    help="store the fitted values in compute_profile/data/calibrated.yaml (used by every run)")
     k.add_argument("--outer", type=int, default=2, metavar="N",
                    help="full re-simulations of the references between surrogate fits (default 2)")
     return p
+
+
+def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The subcommand parsers of ``compute-profile`` by name."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
 
 
 def _put(db_path: str, rows: list, replace: bool) -> str:
@@ -128,16 +145,49 @@ def _workload(args: argparse.Namespace):
     return build(model, par)
 
 
+def _say(args: argparse.Namespace, msg: str) -> None:
+    """An informational line on stderr (not with --quiet)."""
+    if not getattr(args, "quiet", False):
+        print(msg, file=sys.stderr, flush=True)
+
+
 def _cmd_measure(args: argparse.Namespace) -> int:
-    from compute_profile.measure import measure_workload
+    """Measure shape by shape into the database: each row is stored when its shape is done, so
+    an interrupted run keeps what it measured, and a rerun skips the shapes the database
+    already has for this GPU (``--replace`` measures them again and overwrites)."""
+    from compute_profile.db import MergeResult
+    from compute_profile.measure import measure_workload, require_torch
+
     for name in ("repeats", "warmup"):
         if getattr(args, name) < (1 if name == "repeats" else 0):
             raise ConfigError(name, getattr(args, name), "must be >= 1" if name == "repeats" else "must be >= 0")
     w = _workload(args)
-    rows = measure_workload(w, gpu=args.gpu, device=args.device, repeats=args.repeats, warmup=args.warmup,
-                            max_ops=args.max_ops, max_gflop=args.max_gflop,
-                            optimizer_max_params=args.optimizer_max_params, threads=args.threads)
-    print(_put(args.db, rows, args.replace), file=sys.stderr)
+    require_torch()  # before the database is created
+    counts = [0, 0]  # inserted, replaced
+
+    with ProfileDB(args.profile) as db:
+        def known(gpu: str) -> set[tuple[str, str, str, str]]:
+            if args.replace:
+                return set()
+            return {(r.kind, r.shape_key, r.dtype, r.phase) for r in db.rows(gpu=gpu)}
+
+        def save(row) -> None:
+            r: MergeResult = db.put([row], replace=args.replace)
+            counts[0] += r.inserted
+            counts[1] += r.replaced
+
+        def saved() -> str:
+            return f"{args.profile}: {counts[0]} new, {counts[1]} replaced; {len(db)} rows"
+
+        try:
+            measure_workload(w, gpu=args.gpu, device=args.device, repeats=args.repeats, warmup=args.warmup,
+                             max_ops=args.max_ops, max_gflop=args.max_gflop,
+                             optimizer_max_params=args.optimizer_max_params, threads=args.threads,
+                             quiet=args.quiet, known=known, on_row=save, saved=saved)
+        except KeyboardInterrupt:
+            print(f"measure: interrupted; {counts[0] + counts[1]} shapes of this run are saved in {args.profile} "
+                  "(the same command resumes where it stopped)", file=sys.stderr, flush=True)
+            raise
     return 0
 
 
@@ -145,8 +195,8 @@ def _cmd_import_aiob(args: argparse.Namespace) -> int:
     from compute_profile.aiob import rows_from_aiob
     rows, skipped = rows_from_aiob(args.file, args.gpu, _workload(args))
     for s in skipped:
-        print(f"skipped {s}", file=sys.stderr)
-    print(_put(args.db, rows, args.replace), file=sys.stderr)
+        _say(args, f"skipped {s}")
+    _say(args, _put(args.profile, rows, args.replace))
     return 0
 
 
@@ -161,12 +211,12 @@ def _cmd_import_trace(args: argparse.Namespace) -> int:
     if not Path(args.file).is_file():
         raise FileNotFoundError(2, "No such file", args.file)
     rows = rows_from_trace(args.file, args.gpu)
-    print(_put(args.db, list(rows), args.replace), file=sys.stderr)
+    _say(args, _put(args.profile, list(rows), args.replace))
     return 0
 
 
 def _cmd_stats(args: argparse.Namespace) -> int:
-    with ProfileDB(args.db, create=False) as db:
+    with ProfileDB(args.profile, create=False) as db:
         stats = db.stats(args.gpu)
         print(f"{'gpu':<16}{'kind':<14}{'phase':<12}{'source':<11}{'rows':>6}")
         for gpu, kind, phase, source, n in stats:
@@ -176,7 +226,7 @@ def _cmd_stats(args: argparse.Namespace) -> int:
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
-    with ProfileDB(args.db, create=False) as db:
+    with ProfileDB(args.profile, create=False) as db:
         rows = db.rows(gpu=args.gpu, kind=args.kind)
     shown = rows if args.limit == 0 else rows[: args.limit]
     print(f"{'gpu':<14}{'kind':<13}{'phase':<11}{'dtype':<6}{'shape_key':<34}{'time_us':>11}  {'source':<9} note")
@@ -189,21 +239,21 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    with ProfileDB(args.db, create=False) as db:
-        n = db.export_csv(args.output, gpu=args.gpu)
-    print(f"{args.output}: {n} rows", file=sys.stderr)
+    with ProfileDB(args.profile, create=False) as db:
+        n = db.export_csv(args.out, gpu=args.gpu)
+    _say(args, f"{args.out}: {n} rows")
     return 0
 
 
 def _cmd_import_csv(args: argparse.Namespace) -> int:
     from compute_profile.db import read_csv_rows
-    print(_put(args.db, read_csv_rows(args.file), args.replace), file=sys.stderr)
+    _say(args, _put(args.profile, read_csv_rows(args.file), args.replace))
     return 0
 
 
 def _cmd_coverage(args: argparse.Namespace) -> int:
     from compute_profile import attach
-    _, cov = attach(_workload(args), args.gpu, args.db)
+    _, cov = attach(_workload(args), args.gpu, args.profile)
     print(f"compute time per iteration (all stages' representative ranks): {cov.total_s:.6f} s")
     print(f"coverage: {cov.summary()}")
     print(f"ops: {cov.ops}, distinct keys: {cov.distinct_keys}")
@@ -211,28 +261,46 @@ def _cmd_coverage(args: argparse.Namespace) -> int:
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
+    import re
+
     from compute_profile.estimator import CALIBRATED_PATH
     from engine.calibration import calibrated_yaml, cross_validate, render_markdown
     from formats.atomic import write_text_atomic
     from formats.measured_runs import read_measured_dir
+    from workload_gen.progress import Progress
 
     if args.outer < 1:
         raise ConfigError("outer", args.outer, "must be >= 1")
     runs = read_measured_dir(args.data)
+    # Work units: the in-sample fit, then one fit per left-out model family. The number of
+    # folds is known from the first "fold k/F" message; the ETA counts only finished fits.
+    bar = Progress(None, "calibrate", unit="fit", quiet=args.quiet)
+    fold = re.compile(r"fold (\d+)/(\d+)")
 
     def say(msg: str) -> None:
-        print(f"[calibrate] {msg}", file=sys.stderr, flush=True)
+        m = fold.match(msg)
+        if m:
+            k, n = int(m.group(1)), int(m.group(2))
+            if bar.total != n + 1:
+                bar.set_total(n + 1)
+            bar.update_to(k)  # the in-sample fit and k - 1 folds are done
+        bar.note(f"[calibrate] {msg}")
+        bar.doing(msg)
 
-    report = cross_validate(runs, outer=args.outer, progress=say)
+    with bar:
+        report = cross_validate(runs, outer=args.outer, progress=say)
+        if bar.total:
+            bar.update_to(bar.total)
+        bar.close(f"[calibrate] {bar.measured} fits on {len(runs)} measured runs in {bar.elapsed_s:.1f} s")
     text = render_markdown(report)
     if args.out:
         write_text_atomic(args.out, text)
-        say(f"wrote {args.out}")
+        _say(args, f"[calibrate] wrote {args.out}")
     else:
         sys.stdout.write(text)
     if args.write:
         write_text_atomic(CALIBRATED_PATH, calibrated_yaml(report, args.data))
-        say(f"wrote {CALIBRATED_PATH}")
+        _say(args, f"[calibrate] wrote {CALIBRATED_PATH}")
     return 0
 
 
@@ -244,7 +312,12 @@ COMMANDS = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    missing = [flag for flag, needed in (("--profile", args.cmd in NEEDS_PROFILE and not args.profile),
+                                         ("-o/--out", args.cmd == "export-csv" and not args.out)) if needed]
+    if missing:  # argparse's own wording; checked here so that the deprecated spellings count
+        subcommands(parser)[args.cmd].error(f"the following arguments are required: {', '.join(missing)}")
     return run_cli(lambda: COMMANDS[args.cmd](args))
 
 

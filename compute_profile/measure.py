@@ -25,7 +25,8 @@ import platform
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -155,22 +156,43 @@ def _provenance(torch: Any, dev: Any) -> dict[str, str]:
     }
 
 
-def measure_workload(workload: Workload, *, gpu: str | None = None, device: str = "auto", repeats: int = 10,
-                     warmup: int = 3, max_ops: int | None = None, max_gflop: float | None = None,
-                     optimizer_max_params: int | None = None, threads: int | None = None,
-                     progress: TextIO | None = None, quiet: bool = False) -> list[ProfileRow]:
-    """Measure every distinct op key of ``workload``; return the rows (not yet stored).
-
-    ``max_ops`` keeps the first N keys, ``max_gflop`` skips ops above that many GFLOP (both
-    for CPU runs of larger models); skipped keys are reported on ``progress`` and left to
-    attach's scaling or estimator. Progress lines go to ``progress`` (default: sys.stderr at
-    call time) unless ``quiet``.
-    """
+def require_torch() -> Any:
+    """torch, or one line saying how to install it (torch is the optional `measure` extra)."""
     try:
         import torch  # lazy: only measuring needs torch
     except ModuleNotFoundError:
         raise TrainsimError("compute-profile measure needs torch, which is not installed: pip install "
                             "'trainsim[measure]' (CPU build: see README), or a CUDA build of torch on a GPU machine") from None
+    return torch
+
+
+MeasureKey = tuple[str, str, str, str]
+"""(kind, shape_key, dtype, phase): one measured row of a GPU."""
+
+
+def measure_workload(workload: Workload, *, gpu: str | None = None, device: str = "auto", repeats: int = 10,
+                     warmup: int = 3, max_ops: int | None = None, max_gflop: float | None = None,
+                     optimizer_max_params: int | None = None, threads: int | None = None,
+                     progress: TextIO | None = None, quiet: bool = False,
+                     known: Callable[[str], Collection[MeasureKey]] | None = None,
+                     on_row: Callable[[ProfileRow], None] | None = None,
+                     saved: Callable[[], str] | None = None, tty: bool | None = None) -> list[ProfileRow]:
+    """Measure every distinct op key of ``workload``; return the rows measured.
+
+    ``max_ops`` keeps the first N keys, ``max_gflop`` skips ops above that many GFLOP (both
+    for CPU runs of larger models); skipped keys are left to attach's scaling or estimator.
+
+    Saving as it goes and resuming: ``on_row`` is called with each row as soon as its shape
+    is measured (``compute-profile measure`` stores it in the database there, so an
+    interrupted run keeps every shape it finished), and ``known(gpu_label)`` gives the keys
+    already stored for the GPU, which are not measured again.
+
+    Progress (workload_gen.progress) goes to ``progress`` (default: sys.stderr at call
+    time): on a terminal a bar with the ETA from the shapes measured so far and one line
+    per shape above it; elsewhere only the final line (with ``saved()`` appended, e.g. the
+    database's counts); nothing with ``quiet``. ``tty`` forces the terminal mode (tests).
+    """
+    torch = require_torch()
 
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -180,14 +202,18 @@ def measure_workload(workload: Workload, *, gpu: str | None = None, device: str 
         torch.set_num_threads(threads or 1)
     try:
         return _measure(torch, workload, gpu, device, repeats, warmup, max_ops, max_gflop,
-                        optimizer_max_params, None if quiet else (progress or sys.stderr))
+                        optimizer_max_params, progress or sys.stderr, quiet, known, on_row, saved, tty)
     finally:
         torch.set_num_threads(prev_threads)
 
 
 def _measure(torch: Any, workload: Workload, gpu: str | None, device: str, repeats: int, warmup: int,
              max_ops: int | None, max_gflop: float | None, optimizer_max_params: int | None,
-             progress: TextIO | None) -> list[ProfileRow]:
+             stream: TextIO, quiet: bool, known: Callable[[str], Collection[MeasureKey]] | None,
+             on_row: Callable[[ProfileRow], None] | None, saved: Callable[[], str] | None,
+             tty: bool | None) -> list[ProfileRow]:
+    from workload_gen.progress import Progress
+
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError("device", device, "CUDA is not available here; use --device cpu")
     dev = torch.device(device)
@@ -212,41 +238,67 @@ def _measure(torch: Any, workload: Workload, gpu: str | None, device: str, repea
     if max_ops is not None and len(todo) > max_ops:
         skipped.extend((c, f"beyond --max-ops {max_ops}") for c in todo[max_ops:])
         todo = todo[:max_ops]
+    have = set(known(label)) if known is not None else set()
+    already = [c for c in todo if (c.kind.value, c.shape_key, c.dtype, c.phase.value) in have]
+    todo = [c for c in todo if (c.kind.value, c.shape_key, c.dtype, c.phase.value) not in have]
 
-    def say(msg: str) -> None:
-        if progress is not None:
-            print(msg, file=progress, flush=True)
-
-    say(f"measuring {len(todo)} distinct op shapes of {len(cases)} on {label} ({prov['device_name']}, "
-        f"torch {prov['torch_version']}); {len(skipped)} skipped")
+    bar = Progress(len(todo) + len(already), f"measure {label}", unit="shape", initial=len(already),
+                   quiet=quiet, stream=stream, tty=tty)
+    bar.note(f"measuring {len(todo)} distinct op shapes of {len(cases)} on {label} ({prov['device_name']}, "
+             f"torch {prov['torch_version']}); {len(already)} already in the database, {len(skipped)} skipped")
     for c, why in skipped:
-        say(f"  skip {c.kind.value} {c.phase.value} {c.shape_key} {c.dtype}: {why}")
+        if not why.startswith("beyond --max-ops"):
+            bar.note(f"  skip {c.kind.value} {c.phase.value} {c.shape_key} {c.dtype}: {why}")
+    if max_ops is not None and any(why.startswith("beyond --max-ops") for _, why in skipped):
+        bar.note(f"  skip {sum(why.startswith('beyond --max-ops') for _, why in skipped)} shapes beyond --max-ops {max_ops}")
     rows: list[ProfileRow] = []
     torch.manual_seed(0)
     t_start = time.perf_counter()
-    for i, c in enumerate(todo, 1):
-        scale, note_extra = 1.0, ""
-        if c.kind is OpKind.OPTIMIZER:
-            n = min(int(c.shape[0]), opt_cap)
-            bench = adam_bench(torch, n, dev)
-            scale = c.shape[0] / n
-            if scale != 1.0:
-                note_extra = f"; measured on {n} params, scaled x{scale:.6g} (linear in params)"
-        else:
-            bench = build_bench(torch, c.kind, c.phase, c.shape, c.dtype, c.name, dev,
-                                normalization=normalization, topk=topk)
-        t = time_bench(torch, bench, dev, warmup=warmup, repeats=repeats)
-        note = f"{c.name}: {bench.note}{note_extra}"
-        del bench
-        rows.append(ProfileRow(
-            gpu=label, kind=c.kind.value, shape_key=c.shape_key, dtype=c.dtype, phase=c.phase.value,
-            time_s=t.median_s * scale, source="measured", flops=c.flops, bytes=c.bytes,
-            min_s=t.min_s * scale, max_s=t.max_s * scale, repeats=t.repeats,
-            note=note, **prov,
-        ))
-        spread = (t.max_s - t.min_s) / t.median_s * 100 if t.median_s > 0 else 0.0
-        say(f"[{i}/{len(todo)}] {c.kind.value:<12} {c.phase.value:<10} {c.shape_key:<28} {c.dtype:<4} "
-            f"{t.median_s * scale * 1e6:10.1f} us  (spread {spread:.0f}%, n={t.repeats}, "
-            f"elapsed {time.perf_counter() - t_start:.1f}s)")
+    with bar:
+        for i, c in enumerate(todo, 1):
+            bar.doing(f"{c.kind.value} {c.phase.value} {c.shape_key}")
+            scale, note_extra = 1.0, ""
+            if c.kind is OpKind.OPTIMIZER:
+                n = min(int(c.shape[0]), opt_cap)
+                bench = adam_bench(torch, n, dev)
+                scale = c.shape[0] / n
+                if scale != 1.0:
+                    note_extra = f"; measured on {n} params, scaled x{scale:.6g} (linear in params)"
+            else:
+                bench = build_bench(torch, c.kind, c.phase, c.shape, c.dtype, c.name, dev,
+                                    normalization=normalization, topk=topk)
+            t = time_bench(torch, bench, dev, warmup=warmup, repeats=repeats)
+            note = f"{c.name}: {bench.note}{note_extra}"
+            del bench
+            row = ProfileRow(
+                gpu=label, kind=c.kind.value, shape_key=c.shape_key, dtype=c.dtype, phase=c.phase.value,
+                time_s=t.median_s * scale, source="measured", flops=c.flops, bytes=c.bytes,
+                min_s=t.min_s * scale, max_s=t.max_s * scale, repeats=t.repeats,
+                note=note, **prov,
+            )
+            if on_row is not None:
+                on_row(row)  # saved before the next shape starts: an interrupt keeps it
+            rows.append(row)
+            spread = (t.max_s - t.min_s) / t.median_s * 100 if t.median_s > 0 else 0.0
+            bar.note(f"[{i}/{len(todo)}] {c.kind.value:<12} {c.phase.value:<10} {c.shape_key:<28} {c.dtype:<4} "
+                     f"{t.median_s * scale * 1e6:10.1f} us  (spread {spread:.0f}%, n={t.repeats}, "
+                     f"elapsed {time.perf_counter() - t_start:.1f}s)")
+            bar.update()
+        reasons = Counter(_short_reason(why) for _, why in skipped)
+        final = (f"measured {len(rows)} op shapes on {label} ({prov['device_name']}, torch {prov['torch_version']}) "
+                 f"in {bar.elapsed_s:.1f} s" + (f" ({bar.rate_text()})" if rows else "")
+                 + f"; {len(already)} already in the database"
+                 + (f"; {len(skipped)} skipped ({', '.join(f'{n} {r}' for r, n in reasons.items())})" if skipped else "")
+                 + (f"; {saved()}" if saved is not None else ""))
+        bar.close(final)
     return rows
 
+
+def _short_reason(why: str) -> str:
+    if why.startswith("fixed host work"):
+        return "host work, not kernels"
+    if why.startswith("beyond --max-ops"):
+        return "beyond --max-ops"
+    if "--max-gflop" in why:
+        return "above --max-gflop"
+    return why

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from workload_gen.cli_errors import OneLineParser, run_cli
+from workload_gen.cli_vocab import add_out, add_quiet
 from workload_gen.errors import ConfigError
 
 
@@ -20,8 +21,8 @@ def _trace_parser() -> argparse.ArgumentParser:
     ap.add_argument("real", type=Path, nargs="+",
                     help="Kineto trace (.json or .json.gz), several per-rank files, a directory of them, "
                          "or another trainsim trace.json")
-    ap.add_argument("--out", type=Path, help="directory for diff.json, diff.csv, diff_layers.csv, "
-                                             "diff_mismatches.csv and timeline.png (written atomically)")
+    add_out(ap, metavar="DIR", type=Path, help="directory for diff.json, diff.csv, diff_layers.csv, "
+                                                "diff_mismatches.csv and timeline.png (written atomically)")
     ap.add_argument("--rank", type=int, help="measured rank to compare (default: the first in the trace)")
     ap.add_argument("--step", type=int, help="ProfilerStep number to compare (default: the median-length step)")
     ap.add_argument("--stage", type=int, help="simulated pipeline stage to compare (default: 0; also picks the "
@@ -29,6 +30,7 @@ def _trace_parser() -> argparse.ArgumentParser:
     ap.add_argument("--top", type=int, default=10, help="how many single-op mismatches to list (default 10)")
     ap.add_argument("--fail-above", type=float, metavar="PCT",
                     help="exit 1 when |iteration-time error| exceeds PCT percent (CI regression gate)")
+    add_quiet(ap)
     return ap
 
 
@@ -44,16 +46,17 @@ def diff_trace_main(argv: list[str] | None = None) -> int:
             raise ConfigError("--fail-above", args.fail_above, "must be a percentage >= 0")
         if args.top < 0:
             raise ConfigError("--top", args.top, "must be >= 0")
-        print(f"reading {args.simulated}", file=sys.stderr)
+        say = (lambda msg: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr))
+        say(f"reading {args.simulated}")
         pred = load_simulated(args.simulated, args.stage)
-        print(f"reading {', '.join(map(str, args.real))}", file=sys.stderr)
+        say(f"reading {', '.join(map(str, args.real))}")
         real = args.real if len(args.real) > 1 else args.real[0]
         meas = load_measured(real, args.rank, args.step, pred.parallel, args.stage)
         d = diff_timelines(pred, meas, args.top)
         sys.stdout.write(render_text(d))
         if args.out is not None:
             for p in write_outputs(d, pred, meas, args.out):
-                print(f"wrote {p}", file=sys.stderr)
+                say(f"wrote {p}")
         err = abs(d.iteration_error) * 100
         if args.fail_above is not None and err > args.fail_above:
             print(f"FAIL: iteration-time error {err:.1f}% exceeds --fail-above {args.fail_above:g}%", file=sys.stderr)
@@ -71,7 +74,8 @@ def _workload_parser() -> argparse.ArgumentParser:
                     "where it is one of AICB's known deviations, explained.")
     ap.add_argument("a", type=Path, help="first workload (native or SimAI/AICB text)")
     ap.add_argument("b", type=Path, help="second workload")
-    ap.add_argument("--out", type=Path, help="directory for workload_diff.json and workload_diff.csv (atomic)")
+    add_out(ap, metavar="DIR", type=Path, help="directory for workload_diff.json and workload_diff.csv (atomic)")
+    add_quiet(ap)
     return ap
 
 
@@ -81,13 +85,14 @@ def diff_workload_main(argv: list[str] | None = None) -> int:
     def body() -> int:
         from formats.workload_diff import diff_workloads, load_summary, render_workload_diff, write_workload_diff
 
-        print(f"reading {args.a} and {args.b}", file=sys.stderr)
+        say = (lambda msg: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr))
+        say(f"reading {args.a} and {args.b}")
         a, b = load_summary(args.a), load_summary(args.b)
         d = diff_workloads(a, b)
         sys.stdout.write(render_workload_diff(d))
         if args.out is not None:
             for p in write_workload_diff(d, args.out):
-                print(f"wrote {p}", file=sys.stderr)
+                say(f"wrote {p}")
         return 0
 
     return run_cli(body)

@@ -11,6 +11,7 @@ import sys
 from collections import defaultdict
 
 from workload_gen.cli_errors import OneLineParser, run_cli
+from workload_gen.cli_vocab import add_out, add_profile, add_quiet
 from workload_gen.config_loading import add_config_arguments, configs_from_args
 from workload_gen.errors import ConfigError
 from workload_gen.records import CollectiveOp, ComputeOp, Workload
@@ -26,14 +27,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_config_arguments(p)
     out = p.add_argument_group("output")
-    out.add_argument("-o", "--output", default="workload.txt", help="output file (default: workload.txt)")
+    add_out(out, metavar="FILE", default="workload.txt", help="workload file to write (default: workload.txt)")
     out.add_argument("--format", choices=("native", "simai"), default="native",
                      help="native (trainsim text, all stages) or simai (SimAI/AICB text, one stage)")
     out.add_argument("--stage", type=int, default=0, metavar="N", help="pipeline stage for --format simai (default 0)")
     out.add_argument("--gpu", metavar="NAME",
                      help=f"attach compute times for this GPU (--format simai needs times: default {SIMAI_DEFAULT_GPU})")
-    out.add_argument("--profile", metavar="DB", help="kernel-time SQLite database for --gpu (default: roofline estimates only)")
-    out.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
+    add_profile(out, help="kernel-time SQLite database for --gpu (default: roofline estimates only)")
+    add_quiet(out, help="no summary on stderr (warnings and errors still print)")
     return p
 
 
@@ -86,7 +87,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.format == "simai" and not args.gpu:
             # SimAI's format carries compute times; without --gpu use the estimator's default GPU.
             args.gpu = SIMAI_DEFAULT_GPU
-            print(f"--format simai: compute times for --gpu {SIMAI_DEFAULT_GPU} (pass --gpu to choose)", file=sys.stderr)
+            if not args.quiet:
+                print(f"--format simai: compute times for --gpu {SIMAI_DEFAULT_GPU} (pass --gpu to choose)",
+                      file=sys.stderr)
         if args.gpu:
             from compute_profile import attach  # lazy: only with --gpu
 
@@ -96,17 +99,17 @@ def main(argv: list[str] | None = None) -> int:
         if args.format == "simai":
             from formats.simai_writer import write_simai  # lazy: SimAI export only
 
-            write_simai(workload, args.output, stage=args.stage)
+            write_simai(workload, args.out, stage=args.stage)
         else:
             from formats.native import write_native
 
-            write_native(workload, args.output)
+            write_native(workload, args.out)
         if not args.quiet:
             print(summary(workload), file=sys.stderr)
             if coverage is not None:
                 shares = " ".join(f"{k}={coverage.share(k):.0%}" for k in ("measured", "scaled", "imported", "estimated"))
                 print(f"compute times for {args.gpu}: {shares} of {coverage.total_s:.3f} s per iteration", file=sys.stderr)
-            print(f"wrote {args.output} ({args.format})", file=sys.stderr)
+            print(f"wrote {args.out} ({args.format})", file=sys.stderr)
         return 0
 
     return run_cli(body)

@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import itertools
 import math
 import re
 import sys
@@ -403,6 +404,94 @@ _PAR_BOOL_FLAGS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("--grad-reduce-in-fp32", "--accumulate-allreduce-grads-in-fp32"), "grad_reduce_in_fp32"),
 )
 
+# --- help text from the fields' docstrings ------------------------------------------------
+
+_FIELD_DOCS: dict[type, dict[str, str]] = {}
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """The attribute docstrings of a dataclass (the string right under each field), read
+    from its source with ast; {} when the source is not available."""
+    if cls not in _FIELD_DOCS:
+        import inspect
+        import textwrap
+
+        docs: dict[str, str] = {}
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+        except (OSError, TypeError, SyntaxError):
+            tree = None
+        body = tree.body[0].body if tree is not None and isinstance(tree.body[0], ast.ClassDef) else []
+        for node, nxt in itertools.pairwise(body):
+            if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+                    and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant)
+                    and isinstance(nxt.value.value, str)):
+                docs[node.target.id] = " ".join(nxt.value.value.split())
+        _FIELD_DOCS[cls] = docs
+    return _FIELD_DOCS[cls]
+
+
+FIELD_MEANING: dict[str, str] = {
+    # Fields whose dataclass has no docstring for them (model_config.py, parallel_config.py).
+    "hidden_size": "Width of the residual stream (the model dimension).",
+    "num_attention_heads": "Query heads per attention layer.",
+    "vocab_size": "Vocabulary size (unpadded; Megatron pads it, see --make-vocab-size-divisible-by).",
+    "activation": "MLP activation: gelu (one fc1 half) or swiglu (gate and up halves of fc1).",
+    "normalization": "Norm layers: layernorm (weight and bias) or rmsnorm (weight only).",
+    "position_embedding": "Position embedding: learned (absolute, GPT-3) or rope (rotary, no weights).",
+    "moe_router_topk": "Routed experts each token goes to.",
+    "multi_latent_attention": "Multi-latent attention (DeepSeek-V2/V3) instead of standard attention.",
+    "kv_lora_rank": "MLA: width of the compressed (latent) K/V projection.",
+    "v_head_dim": "MLA: width of each head's value vector.",
+    "q_lora_rank": "MLA: width of the compressed query projection; None means q is projected directly "
+                   "(DeepSeek-V2-Lite).",
+    "world_size": "GPUs in the job (tp x pp x cp x dp); derived from the layout with a warning when not given.",
+    "pp": "Pipeline-parallel size (Megatron --pipeline-model-parallel-size).",
+    "micro_batch": "Sequences per micro-batch on one data-parallel rank.",
+    "global_batch": "Sequences per iteration over all data-parallel ranks (micro-batches = global / (micro x dp)).",
+    "seq_length": "Tokens per sequence.",
+    "dtype": "Training precision of the GEMMs and activations.",
+    "recompute": "Activation recomputation: none, selective (attention core) or full (whole layers).",
+    "recompute_method": "Full recompute: uniform (every layer in groups) or block (the first N layers per stage).",
+    "overlap_grad_reduce": "Overlap the data-parallel gradient reduction with the backward pass.",
+    "overlap_param_gather": "Overlap the distributed optimizer's parameter all-gather with the next forward.",
+    "tp_comm_overlap": "Overlap tensor-parallel communication with the GEMMs (Transformer Engine userbuffers).",
+    "num_layers_per_virtual_pipeline_stage": "Layers per virtual pipeline chunk (Megatron's way to set vpp).",
+}
+"""What a field means, for the fields whose dataclass gives no (or no self-contained) docstring;
+it takes precedence over the docstring."""
+
+FIELD_UNIT: dict[str, str] = {
+    "num_layers": "layers", "hidden_size": "elements per token", "num_attention_heads": "heads",
+    "num_query_groups": "heads", "kv_channels": "elements per head", "ffn_hidden_size": "elements",
+    "vocab_size": "tokens", "max_position_embeddings": "positions", "num_experts": "experts",
+    "moe_router_topk": "experts per token", "moe_ffn_hidden_size": "elements",
+    "moe_shared_expert_intermediate_size": "elements", "num_dense_layers": "layers",
+    "dense_ffn_hidden_size": "elements", "q_lora_rank": "elements", "kv_lora_rank": "elements",
+    "qk_head_dim": "elements per head", "qk_pos_emb_head_dim": "elements per head", "v_head_dim": "elements per head",
+    "world_size": "GPUs", "tp": "GPUs", "pp": "stages", "vpp": "chunks per stage", "cp": "GPUs", "ep": "GPUs",
+    "etp": "GPUs", "micro_batch": "sequences", "global_batch": "sequences", "seq_length": "tokens",
+    "first_stage_layers": "layers", "last_stage_layers": "layers", "recompute_num_layers": "layers",
+    "ddp_bucket_size": "elements", "make_vocab_size_divisible_by": "tokens",
+    "num_layers_per_virtual_pipeline_stage": "layers",
+}
+"""The unit of each numeric field (shown in --help)."""
+
+
+def _section_of(field: str) -> str:
+    return "parallel" if field in LAYOUT_KEYS or field == "num_layers_per_virtual_pipeline_stage" else "training"
+
+
+def field_help(cls: type, field: str, section: str) -> str:
+    """--help text of the flag for ``cls.field``: what it means (its docstring, else
+    :data:`FIELD_MEANING`), its unit, and its YAML key."""
+    text = FIELD_MEANING.get(field) or field_docs(cls).get(field) or field.replace("_", " ")
+    unit = FIELD_UNIT.get(field)
+    # a flag's None is "not given"; argparse formats help with %
+    text = text.rstrip(".").replace("None means", "not given means").replace("%", "%%")
+    return f"{text} [{unit}] (YAML {section}.{field})" if unit else f"{text} (YAML {section}.{field})"
+
+
 IGNORED_MEGATRON_FLAGS: dict[str, bool] = {
     # flag: takes a value. Real Megatron-LM flags that change neither the computation's
     # shapes nor its communication (optimizer hyper-parameters, data, logging,
@@ -569,18 +658,21 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--model", metavar="PRESET", help=f"model preset ({', '.join(PRESETS)}); default {DEFAULT_MODEL}")
     for flags, field, typ in _MODEL_VALUE_FLAGS:
         g.add_argument(*flags, dest=f"m_{field}", type=typ, metavar="N" if typ is int else "NAME",
-                       help=f"model {field}")
+                       help=field_help(ModelConfig, field, "model"))
     for flag, field, value in _MODEL_SWITCHES:
-        g.add_argument(flag, dest=f"m_{field}", action="store_const", const=value, help=f"set model {field}={value}")
+        g.add_argument(flag, dest=f"m_{field}", action="store_const", const=value,
+                       help=f"sets {field} to {value}: " + field_help(ModelConfig, field, "model"))
     g.add_argument("--group-query-attention", dest="m_group_query_attention", action="store_true", default=None,
                    help="Megatron GQA switch (num_query_groups defaults to 1 with it)")
     g.add_argument("--moe-layer-freq", dest="m_moe_layer_freq", metavar="FREQ",
                    help="Megatron MoE layer pattern: 1, or '([0]*k+[1]*n)' for k leading dense layers")
     for flags, field, typ, choices in _PAR_VALUE_FLAGS:
         g.add_argument(*flags, dest=f"p_{field}", type=typ, choices=choices,
-                       metavar="N" if typ is int and choices is None else None, help=field)
+                       metavar="N" if typ is int and choices is None else None,
+                       help=field_help(ParallelConfig, field, _section_of(field)))
     for flags, field in _PAR_BOOL_FLAGS:
-        g.add_argument(flags[0], dest=f"p_{field}", action=argparse.BooleanOptionalAction, default=None, help=field)
+        g.add_argument(flags[0], dest=f"p_{field}", action=argparse.BooleanOptionalAction, default=None,
+                       help=field_help(ParallelConfig, field, _section_of(field)))
         if len(flags) > 1:
             g.add_argument(*flags[1:], dest=f"p_{field}", action="store_const", const=True, help=argparse.SUPPRESS)
     g.add_argument("--bf16", dest="p_dtype", action="store_const", const="bf16", help="dtype bf16 (Megatron)")

@@ -10,6 +10,8 @@ from collections import Counter
 from pathlib import Path
 
 from workload_gen.cli_errors import OneLineParser, run_cli
+from workload_gen.cli_vocab import add_out, add_quiet
+from workload_gen.progress import Progress, stream_is_tty
 
 
 def _sweep_parser() -> argparse.ArgumentParser:
@@ -17,15 +19,34 @@ def _sweep_parser() -> argparse.ArgumentParser:
         "Simulate every point of a grid over model/parallel/training/system fields (analytical backend); "
         "one table row per point, invalid points kept with their reason."))
     p.add_argument("spec", help="sweep spec YAML (see engine/sweep/grid.py or docs/sweep.md)")
-    p.add_argument("-o", "--output", help="table path (.csv or .parquet); default: the spec's `output`")
+    add_out(p, metavar="FILE", help="table path (.csv or .parquet); default: the spec's `output`")
+    p.add_argument("--hf-config", dest="hf_config", metavar="CONFIG_JSON",
+                   help="the base model from a Hugging Face config.json (replaces the spec's base model; "
+                        "model.* grid axes still apply on top)")
     p.add_argument("--workers", type=int, default=None, help="local worker processes (default: all cores)")
     p.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
                    help="run on Ray: no ADDRESS starts a local Ray instance, else connect to the head at ADDRESS")
     p.add_argument("--batch-size", type=int, default=64, help="points per task (default 64)")
     p.add_argument("--restart", action="store_true", help="ignore the journal of an earlier, interrupted run")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_quiet(p, help="no progress bar and no informational lines on stderr (errors still print)")
     return p
+
+
+def _with_hf_model(spec, path: str, say):
+    """The spec with its base model read from a Hugging Face config (checked here, once)."""
+    from dataclasses import replace
+
+    from workload_gen.hf_config import load_hf_config
+
+    hf = load_hf_config(path)  # a bad file is one line now, not one invalid row per point
+    for line in hf.notes:
+        print(line, file=sys.stderr)
+    old = spec.base.get("model")
+    if old is not None:
+        say(f"note: --hf-config replaces the spec's base model ({old if isinstance(old, str) else 'a mapping'})")
+    say(f"sweep: base model from {path}: {hf.model.name}")
+    return replace(spec, base={**spec.base, "model": {"hf_config": str(Path(path).resolve())}})
 
 
 def _top_reasons(rows: list[dict], n: int = 3) -> str:
@@ -53,27 +74,32 @@ def sweep_main(argv: list[str] | None = None) -> int:
         for flag, value in (("--workers", args.workers), ("--batch-size", args.batch_size)):
             if value is not None and value < 1:
                 raise ConfigError(flag, value, "must be a positive integer")
-        spec = load_spec(args.spec)
-        out = Path(args.output) if args.output else spec.output
+        say = (lambda msg: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
+        spec = load_spec(args.spec, output=args.out)
+        out = spec.output
         if out.suffix not in (".csv", ".parquet"):
-            raise ConfigError("--output", str(out), "must end in .csv or .parquet")
+            raise ConfigError("--out", str(out), "must end in .csv or .parquet")
+        if args.hf_config:
+            spec = _with_hf_model(spec, args.hf_config, say)
         points = expand(spec)
-        print(f"sweep: {len(points)} points ({args.spec})", file=sys.stderr)
+        say(f"sweep: {len(points)} points ({args.spec})")
         journal = journal_path(out)
         if args.restart and journal.exists():
             journal.unlink()
         t0 = time.perf_counter()
+        # The bar is drawn only where someone watches it (a terminal); a log gets the final line.
         rows = run_points(points, evaluate_config, journal, workers=args.workers, use_ray=args.ray is not None,
-                          ray_address=args.ray or None, batch_size=args.batch_size, progress=not args.quiet)
+                          ray_address=args.ray or None, batch_size=args.batch_size,
+                          progress=not args.quiet and stream_is_tty(sys.stderr))
         elapsed = time.perf_counter() - t0
         table = [{**dict(p.axes), **r} for p, r in zip(points, rows)]
         write_table(table, out)
         journal.unlink(missing_ok=True)
         ok = sum(1 for r in rows if r.get("status") == "ok")
         errors = sum(1 for r in rows if r.get("status") == "error")
-        print(f"sweep: {ok} ok, {len(rows) - ok - errors} invalid, "
-              + (f"{errors} failed with an internal error, " if errors else "")
-              + f"{elapsed:.1f} s -> {out}", file=sys.stderr)
+        say(f"sweep: {ok} ok, {len(rows) - ok - errors} invalid, "
+            + (f"{errors} failed with an internal error, " if errors else "")
+            + f"{elapsed:.1f} s -> {out}")
         if not ok:
             print(f"error: no point of the sweep is valid ({len(rows)} points, reasons in {out}); "
                   f"top reasons: {_top_reasons(rows)}", file=sys.stderr)
@@ -83,7 +109,7 @@ def sweep_main(argv: list[str] | None = None) -> int:
             from engine.sweep.table import read_table
 
             for path in write_plots(read_table(out), out.with_suffix("")):
-                print(f"plot: {path}", file=sys.stderr)
+                say(f"plot: {path}")
         return 0
 
     try:
@@ -118,8 +144,14 @@ def _search_parser() -> argparse.ArgumentParser:
         "Find the fastest valid parallel layout for a model on --world-size GPUs of --system "
         "at a given global batch and sequence length."))
     add_config_arguments(p)
-    p.add_argument("--system", default="h100", help="system preset or YAML (default h100)")
-    p.add_argument("--top-k", type=int, default=5)
+    p.add_argument("--system", default="h100", metavar="NAME|YAML", help="system preset or YAML (default h100)")
+    p.add_argument("--top-k", type=int, default=5, metavar="K",
+                   help="layouts in the printed table and in --json (default 5)")
+    add_out(p, metavar="FILE", help="write every simulated layout that fits, best first, as a table "
+                                   "(.csv or .parquet; same columns as --json's layouts)")
+    p.add_argument("--json", action="store_true",
+                   help="print the result as JSON on stdout instead of the table (counts and the top K layouts)")
+    add_quiet(p)
     return p
 
 
@@ -127,10 +159,23 @@ def _pct(x: float | None) -> str:
     return f"{x:.1%}" if x is not None else "-"
 
 
+def candidate_row(rank: int, c) -> dict:
+    """One layout of a search result as a flat row (units in the names)."""
+    p = c.parallel
+    row = {"rank": rank, "layout": c.label(), "tp": p.tp, "pp": p.pp, "vpp": p.vpp, "dp": p.dp, "cp": p.cp,
+           "ep": p.ep, "sp": p.sp, "micro_batch": p.micro_batch, "recompute": p.recompute,
+           "iteration_time_s": c.iteration_time_s, "tokens_per_s": c.tokens_per_s, "mfu": c.mfu,
+           "reserved_memory_bytes": c.reserved_bytes}
+    row.update({f"breakdown_s.{k}": v for k, v in c.breakdown})
+    return row
+
+
 def search_main(argv: list[str] | None = None) -> int:
     args = _search_parser().parse_args(argv)
 
     def body() -> int:
+        import json
+
         from engine.sweep.search import explain, search
         from workload_gen.config_loading import configs_from_args
         from workload_gen.errors import ConfigError
@@ -138,21 +183,51 @@ def search_main(argv: list[str] | None = None) -> int:
 
         if args.top_k < 1:
             raise ConfigError("--top-k", args.top_k, "must be a positive integer")
+        out = Path(args.out) if args.out else None
+        if out is not None and out.suffix not in (".csv", ".parquet"):
+            raise ConfigError("--out", str(out), "must end in .csv or .parquet")
         model, base = configs_from_args(args)
         system = load_system(args.system)
         t0 = time.perf_counter()
+        bar = Progress(None, "search", unit="layout", quiet=args.quiet)
+        with bar:
+            bar.doing("enumerating layouts and estimating their memory")
 
-        def progress(i: int, n: int) -> None:
-            if i == n or i % 25 == 0:
-                print(f"\rsearch: simulated {i}/{n}", end="\n" if i == n else "", file=sys.stderr, flush=True)
+            def progress(i: int, n: int) -> None:
+                if bar.total != n:  # the first simulated layout: a new phase, its own clock
+                    bar.restart(n, initial=i, now=f"simulating the {n} layouts that fit in memory")
+                bar.update_to(i)
 
-        res = search(model, base, system, progress=progress)
-        print(f"search: {res.enumerated} layouts enumerated, {res.invalid} invalid, {res.over_memory} over "
-              f"{system.gpu_spec.memory_bytes / 2**30:.0f} GiB, {res.simulated} simulated in "
-              f"{time.perf_counter() - t0:.1f} s", file=sys.stderr)
+            # without --out only the top K are shown: skip layouts that cannot reach them
+            res = search(model, base, system, progress=progress,
+                         top_k=None if out is not None else max(args.top_k, 2))
+        capacity = system.gpu_spec.memory_bytes / 2**30
+        if not args.quiet:
+            print(f"search: {res.enumerated} layouts enumerated, {res.invalid} invalid, {res.over_memory} over "
+                  f"{capacity:.0f} GiB, {res.simulated} simulated"
+                  + (f" ({res.pruned} skipped: their compute alone is slower than the top {args.top_k})"
+                     if res.pruned else "") + f" in {time.perf_counter() - t0:.1f} s",
+                  file=sys.stderr)
+        rows = [candidate_row(i, c) for i, c in enumerate(res.ranked, 1)]
+        if out is not None:
+            from engine.sweep.table import write_table
+
+            if rows:
+                write_table(rows, out)
+                if not args.quiet:
+                    print(f"search: {len(rows)} layouts -> {out}", file=sys.stderr)
+        if args.json:
+            doc = {"units": {"time": "s", "memory": "bytes", "tokens_per_s": "tokens/s", "mfu": "fraction of peak"},
+                   "model": model.name, "system": system.name, "world_size": base.world_size,
+                   "enumerated": res.enumerated, "invalid": res.invalid, "over_memory": res.over_memory,
+                   "simulated": res.simulated, "invalid_reasons": dict(res.invalid_reasons),
+                   "layouts": rows[:args.top_k]}
+            sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         if not res.ranked:
             print("no layout fits in memory", file=sys.stderr)
             return 1
+        if args.json:
+            return 0
         print(f"{'rank':>4}  {'layout':<36} {'iter s':>8} {'tokens/s':>12} {'MFU':>6} {'mem GiB':>8}  top costs")
         for i, c in enumerate(res.ranked[:args.top_k], 1):
             parts = sorted(((v, k) for k, v in c.breakdown if k != "compute"), reverse=True)[:2]

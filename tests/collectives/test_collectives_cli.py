@@ -21,7 +21,7 @@ def _read(path):
 def test_single_collective_csv_rows_match_the_ring(tmp_path, capsys):
     out = tmp_path / "flows.csv"
     assert main(["--op", "allreduce", "--size", "64MiB", "--ranks", "16", "--gpus-per-node", "8",
-                 "--algo", "ring", "--channels", "8", "-o", str(out)]) == 0
+                 "--algorithm", "ring", "--channels", "8", "-o", str(out)]) == 0
     rows = _read(out)
     n, S = 16, 64 << 20
     assert len(rows) == 2 * (n - 1) * n * 8  # one 512 KiB chunk per flow
@@ -50,8 +50,8 @@ def test_parse_size(text, value):
     (["--op", "allreduce", "--size", "12 parsecs", "--ranks", "8"], "size"),
     (["--op", "allreduce", "--size", "1.3B", "--ranks", "8"], "size"),
     (["--op", "allreduce", "--size", "1GiB", "--ranks", "x"], "ranks"),
-    (["--op", "allreduce", "--size", "1GiB", "--ranks", "8", "--algo", "rign"], "algorithm"),
-    (["--op", "allgather", "--size", "1GiB", "--ranks", "8", "--algo", "nvls"], "algorithm"),
+    (["--op", "allreduce", "--size", "1GiB", "--ranks", "8", "--algorithm", "rign"], "algorithm"),
+    (["--op", "allgather", "--size", "1GiB", "--ranks", "8", "--algorithm", "nvls"], "algorithm"),
     (["--op", "allreduce", "--size", "1GiB", "--ranks", "8", "--channels", "99"], "channels"),
     (["--op", "allreduce", "--size", "1GiB", "--ranks", "8", "--system", "h999"], "system"),
     (["--op", "allreduce", "--ranks", "8"], "size"),

@@ -153,14 +153,14 @@ CASES = [
     ("run-ns3", ["s_negck.txt"]),
     ("run-ns3", ["n_flops.txt"]),
     # compute-profile
-    *[("compute-profile", [c, "--db", db]) for c in ("stats", "show")
+    *[("compute-profile", [c, "--profile", db]) for c in ("stats", "show")
       for db in ("p_other.sqlite", "p_corrupt.sqlite", "p_text.sqlite", "p_junk.sqlite", "missing.sqlite")],
-    *[("compute-profile", ["import-csv", f, "--db", "new.sqlite"]) for f in ("c_huge.csv", "c_utf16.csv", "c_nan.csv")],
-    ("compute-profile", ["import-csv", "c_nan.csv", "--db", "p_other.sqlite"]),
-    *[("compute-profile", ["import-trace", f, "--gpu", "cpu", "--db", "new.sqlite"])
+    *[("compute-profile", ["import-csv", f, "--profile", "new.sqlite"]) for f in ("c_huge.csv", "c_utf16.csv", "c_nan.csv")],
+    ("compute-profile", ["import-csv", "c_nan.csv", "--profile", "p_other.sqlite"]),
+    *[("compute-profile", ["import-trace", f, "--gpu", "cpu", "--profile", "new.sqlite"])
       for f in ("t_corrupt.json.gz", "t_empty.json", "t_nostep.json", "t_strts.json", "t_args.json", "t_pid.json")],
-    ("compute-profile", ["import-aiob", "a_bad.txt", "--gpu", "h100", "--db", "new.sqlite", *TINY]),
-    ("compute-profile", ["export-csv", "--db", "p_corrupt.sqlite", "-o", "x.csv"]),
+    ("compute-profile", ["import-aiob", "a_bad.txt", "--gpu", "h100", "--profile", "new.sqlite", *TINY]),
+    ("compute-profile", ["export-csv", "--profile", "p_corrupt.sqlite", "-o", "x.csv"]),
     # expand-collective
     ("expand-collective", ["--op", "allreduce", "--size", "1e26TiB", "--ranks", "8"]),
     ("expand-collective", ["--op", "allreduce", "--size", "1GiB", "--ranks", "7-0"]),

@@ -79,7 +79,7 @@ def test_import_trace_command_is_one_line_on_a_bad_trace(tmp_path):
     data = _trace()
     data["traceEvents"][_first_x(data)]["pid"] = {"a": 1}
     rc, _, err = run_main(main, ["import-trace", str(write(tmp_path / "t.json", json.dumps(data))), "--gpu", "cpu",
-                                 "--db", str(tmp_path / "p.sqlite")])
+                                 "--profile", str(tmp_path / "p.sqlite")])
     assert rc == 2 and err.count("\n") == 1 and "pid" in err
 
 
@@ -109,15 +109,15 @@ def test_stats_on_an_unrelated_sqlite_file_changes_nothing(tmp_path):
     con.commit()
     con.close()
     before = _digest(other)
-    for argv in (["stats", "--db", str(other)], ["show", "--db", str(other)],
-                 ["export-csv", "--db", str(other), "-o", str(tmp_path / "x.csv")]):
+    for argv in (["stats", "--profile", str(other)], ["show", "--profile", str(other)],
+                 ["export-csv", "--profile", str(other), "-o", str(tmp_path / "x.csv")]):
         rc, _, err = run_main(main, argv)
         assert rc == 2 and "not a trainsim profile database (tables: foo" in err
     csv_path = tmp_path / "p.csv"
     with ProfileDB(tmp_path / "ok.sqlite") as db:
         db.put([_row()])
         db.export_csv(csv_path)
-    rc, _, err = run_main(main, ["import-csv", str(csv_path), "--db", str(other)])  # a writer refuses too
+    rc, _, err = run_main(main, ["import-csv", str(csv_path), "--profile", str(other)])  # a writer refuses too
     assert rc == 2 and "left unchanged" in err
     assert _digest(other) == before
     assert {r[0] for r in sqlite3.connect(other).execute("SELECT name FROM sqlite_master")} == {"foo"}
@@ -197,7 +197,7 @@ def test_two_concurrent_imports_into_one_database_both_succeed(tmp_path):
             db.export_csv(tmp_path / f"c{k}.csv")
         csvs.append(tmp_path / f"c{k}.csv")
     target = tmp_path / "shared.sqlite"
-    procs = [subprocess.Popen([PY, "-m", "compute_profile.cli", "import-csv", str(c), "--db", str(target)],
+    procs = [subprocess.Popen([PY, "-m", "compute_profile.cli", "import-csv", str(c), "--profile", str(target)],
                               stderr=subprocess.PIPE, text=True) for c in csvs]
     results = [(p.communicate(timeout=120)[1], p.returncode)[::-1] for p in procs]
     assert all(rc == 0 for rc, _ in results), results

@@ -79,6 +79,6 @@ def test_compute_profile_import_trace_command(tmp_path, capsys):
     from compute_profile.cli import main
 
     db = tmp_path / "cpu.sqlite"
-    assert main(["import-trace", str(TRACE), "--gpu", "cpu", "--db", str(db)]) == 0
+    assert main(["import-trace", str(TRACE), "--gpu", "cpu", "--profile", str(db)]) == 0
     with ProfileDB(db, create=False) as d:
         assert len(d) == len(rows_from_trace(TRACE, "cpu"))

@@ -20,7 +20,7 @@ def test_run_analytical_without_torch(tmp_path):
 
 def test_measure_without_torch_is_one_line(tmp_path):
     code = BLOCK + (f"from compute_profile.cli import main; "
-                    f"sys.exit(main(['measure', '--model', 'gpt3-125m', '--num-layers', '1', '--world-size', '1', '--db', "
+                    f"sys.exit(main(['measure', '--model', 'gpt3-125m', '--num-layers', '1', '--world-size', '1', '--profile', "
                     f"r'{tmp_path / 'x.sqlite'}']))")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert p.returncode == 2
