@@ -15,7 +15,7 @@ A spec is YAML::
           parallel.global_batch: [256, 512, 1024]
     filters:                    # optional; a point is kept only if every expression is true
       - "parallel.tp * parallel.pp <= 32"
-    output: results.csv         # .csv or .parquet; relative to the spec file
+    output: results.csv         # .csv or .parquet; relative to the spec file and inside its directory
 
 Axis names are dotted paths into the base mapping. A mapping-valued system is
 addressed the same way (``system.nic_bw``). Points are numbered in expansion order,
@@ -38,7 +38,7 @@ import itertools
 import json
 import math
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -96,10 +96,13 @@ class SweepSpec:
     source: str
 
 
-def load_spec(path: str | Path) -> SweepSpec:
+def load_spec(path: str | Path, *, output: str | Path | None = None) -> SweepSpec:
+    """The spec at ``path``; ``output`` (the command line's -o/--out) replaces its
+    ``output:``, which is then not required to stay inside the spec's directory."""
     p = Path(path)
     data = read_yaml_mapping(p, "base, grid, filters and output")
-    return spec_from_dict(data, source=str(p), base_dir=p.parent)
+    spec = spec_from_dict(data, source=str(p), base_dir=p.parent, confine_output=output is None)
+    return spec if output is None else replace(spec, output=Path(output))
 
 
 def _check_spec_size(data: Any, source: str) -> None:
@@ -123,7 +126,8 @@ def _check_spec_size(data: Any, source: str) -> None:
             todo.extend((v, depth + 1) for v in node)
 
 
-def spec_from_dict(data: Any, source: str = "<spec>", base_dir: Path | None = None) -> SweepSpec:
+def spec_from_dict(data: Any, source: str = "<spec>", base_dir: Path | None = None,
+                   confine_output: bool = True) -> SweepSpec:
     if not isinstance(data, dict):
         raise ConfigError("spec", type(data).__name__, "must be a mapping with base/grid/filters/output", source)
     _check_spec_size(data, source)
@@ -184,8 +188,15 @@ def spec_from_dict(data: Any, source: str = "<spec>", base_dir: Path | None = No
     if "\0" in output:
         raise ConfigError("output", output, "must not contain a NUL character", source)
     out = Path(output)
-    if base_dir is not None and not out.is_absolute():
+    if base_dir is not None:
+        # A spec may name its table only inside its own directory (a downloaded spec must
+        # not write over ../../something); another place is the command line's -o/--out.
         out = base_dir / out
+        inside = out.resolve(strict=False)
+        root = base_dir.resolve(strict=False)
+        if confine_output and inside != root and root not in inside.parents:
+            raise ConfigError("output", output, f"must stay inside the spec's directory {root}; "
+                                                "write elsewhere with --out PATH on the command line", source)
     if out.suffix not in (".csv", ".parquet"):
         raise ConfigError("output", str(out), "must end in .csv or .parquet", source)
     return SweepSpec(base=base, blocks=tuple(blocks), filters=tuple(filters), output=out, source=source)
