@@ -4,7 +4,7 @@ For a session that has a GPU machine: measures Llama-3 8B/70B, GPT-3 175B, Mixtr
 DeepSeek-V2-Lite at their usual TP/EP sizes (micro-batch 1, SP on with TP > 1). Shapes do not
 depend on DP or the world size, so one world size per config suffices. Then:
 
-    compute-profile stats --db h200.sqlite
+    compute-profile stats --profile h200.sqlite
     python scripts/estimator_error.py --db h200.sqlite --gpu h200      # per-kind error table
     cp h200.sqlite compute_profile/data/                                # ship it
 
@@ -49,7 +49,7 @@ def main() -> int:
             ns = build_parser().parse_args(["measure", *argv])
             print(f"{label}: {len(collect_cases(_workload(ns)))} distinct shapes", flush=True)
             continue
-        rc = cp_main(["measure", *argv, "--db", args.db, "--repeats", args.repeats])
+        rc = cp_main(["measure", *argv, "--profile", args.db, "--repeats", args.repeats])
         if rc:
             return rc
     return 0
