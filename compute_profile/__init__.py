@@ -6,11 +6,32 @@ Public API (no torch on this import path; only ``compute_profile.measure`` impor
 - ``estimate_time(op, gpu_spec)``: the roofline estimate of one op.
 - ``ProfileDB``: the SQLite kernel-time database.
 
-Note: the function ``attach`` shadows the submodule of the same name as an attribute of
-this package; import the module's other names with ``from compute_profile.attaching import ...``.
+These names load on first use (sqlite3 and the estimator stay unloaded for a command that
+never times an op). Import the modules' other names with ``from compute_profile.attaching
+import ...``.
 """
-from compute_profile.attaching import Coverage, TimeResolver, attach
-from compute_profile.db import ProfileDB, ProfileRow
-from compute_profile.estimator import estimate_time
+from __future__ import annotations
 
-__all__ = ["attach", "Coverage", "TimeResolver", "ProfileDB", "ProfileRow", "estimate_time"]
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from compute_profile.attaching import Coverage, TimeResolver, attach
+    from compute_profile.db import ProfileDB, ProfileRow
+    from compute_profile.estimator import estimate_time
+
+_LAZY = {
+    "attach": "compute_profile.attaching", "Coverage": "compute_profile.attaching",
+    "TimeResolver": "compute_profile.attaching", "ProfileDB": "compute_profile.db", "ProfileRow": "compute_profile.db",
+    "estimate_time": "compute_profile.estimator",
+}
+
+__all__ = ["Coverage", "ProfileDB", "ProfileRow", "TimeResolver", "attach", "estimate_time"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'compute_profile' has no attribute {name!r}")

@@ -2,8 +2,27 @@
 
 Public surface: :func:`simulate` and :func:`estimate_memory`; the result records are in
 :mod:`workload_gen.run_result`, the backend interface in :mod:`network.backend`.
-"""
-from engine.api import simulate
-from engine.memory import estimate_memory
 
-__all__ = ["simulate", "estimate_memory"]
+Both load on first use, so that a command which needs one submodule (``engine.cli``,
+``engine.simai_accounting``) does not pay for the whole engine at start-up.
+"""
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from engine.api import simulate
+    from engine.memory import estimate_memory
+
+_LAZY = {"simulate": "engine.api", "estimate_memory": "engine.memory"}
+
+__all__ = ["estimate_memory", "simulate"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'engine' has no attribute {name!r}")

@@ -37,17 +37,19 @@ clear error or, for the one-rank group, charge 0 and say so in docs/simai.md.
 """
 from __future__ import annotations
 
-import csv
 import struct
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
+from operator import attrgetter
+from typing import TYPE_CHECKING
 
 from formats.simai_reader import check_runnable
-from formats.simai_text import Column, SimaiGroup, SimaiRecord, SimaiWorkload
+from formats.simai_text import SimaiGroup, SimaiRecord, SimaiWorkload, coll_name, comm_group
 from workload_gen.errors import ConfigError
-from workload_gen.records import CollKind
 from workload_gen.units import GiB as GIB
+
+if TYPE_CHECKING:
+    from workload_gen.records import CollKind
 
 _FLOAT = struct.Struct("f")
 
@@ -70,12 +72,13 @@ SHORT_MESSAGE_LATENCY_NS: dict[int, int] = {2: 10_000, 4: 12_000, 8: 15_000, 16:
 """SimAI's fixed cost of a 1 < bytes < 1 MiB collective, by group size; other sizes cost 0 (its bug)."""
 SHORT_MESSAGE_LIMIT = 1_048_576
 
-_COLL_NAME: dict[CollKind, str] = {
-    CollKind.ALL_REDUCE: "allreduce",
-    CollKind.ALL_GATHER: "allgather",
-    CollKind.REDUCE_SCATTER: "reducescatter",
-    CollKind.ALL_TO_ALL: "alltoall",
+_COLL_NAME: dict[str, str] = {
+    "allreduce": "allreduce",
+    "allgather": "allgather",
+    "reducescatter": "reducescatter",
+    "alltoall": "alltoall",
 }
+"""The collectives SimAI costs, by CollKind value (a CollKind, a StrEnum, looks itself up here)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -136,7 +139,11 @@ class SimaiLayerRow:
     ig_busbw: float
 
     def as_dict(self) -> dict[str, object]:
-        return {f: getattr(self, f) for f in self.__slots__}  # type: ignore[attr-defined]
+        return dict(zip(_ROW_FIELDS, _row_values(self)))
+
+
+_ROW_FIELDS: tuple[str, ...] = SimaiLayerRow.__slots__  # type: ignore[attr-defined]
+_row_values = attrgetter(*_ROW_FIELDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +186,9 @@ def load_ratio_table(name: str) -> tuple[tuple[float, ...], ...]:
     comma does not make an extra cell (C++ getline), which never matters because the
     column it would be is unreachable.
     """
+    import csv
+    from importlib import resources
+
     text = resources.files("engine.data.simai_ratio").joinpath(f"{name}_ratio.csv").read_text(encoding="utf-8")
     rows = list(csv.reader(text.splitlines()))[1:]
     table = []
@@ -295,7 +305,7 @@ def group_busbw(cluster: SimaiCluster, group: SimaiGroup, tp: int, ep: int, nran
 
 
 def comm_time_ns(
-    cluster: SimaiCluster, kind: CollKind | None, group: SimaiGroup | None, size: int, nranks: int, tp: int, ep: int,
+    cluster: SimaiCluster, kind: CollKind | str | None, group: SimaiGroup | None, size: int, nranks: int, tp: int, ep: int,
     where: str = "",
 ) -> int:
     """SimAI's ``compute_time`` for one collective, in integer ns."""
@@ -319,18 +329,18 @@ def comm_time_ns(
     ratio = bw_ratio(size, nranks, tp, cluster.gpus_per_server, group, coll, is_nvlink)
     denom = float(F32(ratio * busbw))
     t = float(size) * 1.0 / GIB / denom * 1e9
-    if kind == CollKind.ALL_REDUCE:
+    if kind == "allreduce":
         t = t * 2
     t = t * (nranks - 1) / (nranks / 1.0)
     return int(t)
 
 
-def _algbw_busbw(kind: CollKind | None, nranks: int, size: int, time_ns: int) -> tuple[float, float]:
+def _algbw_busbw(kind: CollKind | str | None, nranks: int, size: int, time_ns: int) -> tuple[float, float]:
     """SimAI's per-layer algbw/busbw columns; 0 where it would print inf or nan."""
     if kind is None or time_ns <= 0:
         return 0.0, 0.0
     algbw = float(F32(size / (time_ns / FREQ) * 1_000_000 / GIB))
-    factor = 2 * (nranks - 1) / nranks if kind == CollKind.ALL_REDUCE else (nranks - 1) / nranks
+    factor = 2 * (nranks - 1) / nranks if kind == "allreduce" else (nranks - 1) / nranks
     return algbw, float(F32(algbw * factor))
 
 
@@ -361,45 +371,27 @@ def simai_accounting(workload: SimaiWorkload, cluster: SimaiCluster) -> SimaiAcc
     dp_us = dp_ep_us = tp_us = ep_us = 0.0
     rows: list[SimaiLayerRow] = []
     memo: dict[tuple, int] = {}
+    # Records repeat ga times, and a file read from disk shares one record object per
+    # distinct line (formats.simai_reader): each distinct record is costed once, and the
+    # sums below add its terms in file order, exactly as the record-by-record loop did.
+    per_record: dict[int, tuple] = {}
     for idx, rec in enumerate(workload.records):
-        sizes = {}
-        groups = {}
-        kinds = {}
-        for col in ("fwd", "ig", "wg"):
-            groups[col] = rec.group(col)  # type: ignore[arg-type]
-            kinds[col] = rec.comm(col).kind  # type: ignore[arg-type]
-            sizes[col] = workload.effective_bytes(rec, col)  # type: ignore[arg-type]
-        nr = _group_sizes(rec, tp, ep, dp)
-        t = {}
-        for col in ("fwd", "ig", "wg"):
-            key = (kinds[col], groups[col], sizes[col], nr[col])
-            if key not in memo:  # records repeat ga times: time each distinct collective once
-                memo[key] = comm_time_ns(cluster, *key, tp, ep, f" (record {idx + 1}, {rec.name})")
-            t[col] = memo[key]
-        if rec.name != "embedding_layer":
-            bubble_us += (t["fwd"] + rec.fwd_compute_ns + rec.wg_compute_ns + rec.ig_compute_ns + t["ig"]) / FREQ
-        wg_exp = _scale(t["wg"], cluster.dp_o)
-        if groups["wg"] == SimaiGroup.DP_EP:
-            dp_ep_us += wg_exp / FREQ
+        terms = per_record.get(id(rec))
+        if terms is None:
+            terms = per_record[id(rec)] = _record_terms(workload, rec, idx, cluster, tp, ep, dp, memo)
+        bubble, wg_term, wg_dp_ep, fi_term, fi_ep, compute, row = terms
+        if bubble is not None:
+            bubble_us += bubble
+        if wg_dp_ep:
+            dp_ep_us += wg_term
         else:
-            dp_us += wg_exp / FREQ
-        o = cluster.ep_o if groups["fwd"] == SimaiGroup.EP else cluster.tp_o
-        fwd_exp, ig_exp = _scale(t["fwd"], o), _scale(t["ig"], o)
-        if groups["fwd"] == SimaiGroup.EP:
-            ep_us += (fwd_exp + ig_exp) / FREQ
+            dp_us += wg_term
+        if fi_ep:
+            ep_us += fi_term
         else:
-            tp_us += (fwd_exp + ig_exp) / FREQ
-        compute_ns += rec.fwd_compute_ns + rec.wg_compute_ns + rec.ig_compute_ns
-        bw = {col: _algbw_busbw(kinds[col], nr[col], sizes[col], t[col]) for col in ("fwd", "ig", "wg")}
-        rows.append(SimaiLayerRow(
-            name=rec.name,
-            fwd_compute_us=rec.fwd_compute_ns / FREQ, wg_compute_us=rec.wg_compute_ns / FREQ,
-            ig_compute_us=rec.ig_compute_ns / FREQ,
-            fwd_exposed_us=fwd_exp / FREQ, wg_exposed_us=wg_exp / FREQ, ig_exposed_us=ig_exp / FREQ,
-            fwd_comm_us=t["fwd"] / FREQ, fwd_algbw=bw["fwd"][0], fwd_busbw=bw["fwd"][1],
-            wg_comm_us=t["wg"] / FREQ, wg_algbw=bw["wg"][0], wg_busbw=bw["wg"][1],
-            ig_comm_us=t["ig"] / FREQ, ig_algbw=bw["ig"][0], ig_busbw=bw["ig"][1],
-        ))
+            tp_us += fi_term
+        compute_ns += compute
+        rows.append(row)
     bubble_us *= (pp - 1) / (ga * vpp)
     pp_comm = (header.pp_comm or 0) & 0xFFFFFFFF  # SimAI keeps it in a uint32
     pp_o = float(F32(cluster.pp_o))
@@ -412,10 +404,41 @@ def simai_accounting(workload: SimaiWorkload, cluster: SimaiCluster) -> SimaiAcc
     )
 
 
-def _group_sizes(rec: SimaiRecord, tp: int, ep: int, dp: int) -> dict[Column, int]:
-    """SimAI's group sizes: fwd/ig use ep for EP groups, else tp; wg uses dp, or dp/ep for DP_EP."""
-    out: dict[Column, int] = {}
-    for col in ("fwd", "ig"):
-        out[col] = ep if rec.group(col) == SimaiGroup.EP else tp  # type: ignore[index]
-    out["wg"] = dp // ep if rec.group("wg") == SimaiGroup.DP_EP else dp
-    return out
+def _record_terms(workload: SimaiWorkload, rec: SimaiRecord, idx: int, cluster: SimaiCluster, tp: int, ep: int,
+                  dp: int, memo: dict[tuple, int]) -> tuple:
+    """One record's share of the report: (bubble term or None, weight-grad exposed us, whether
+    it is DP_EP, forward + input-grad exposed us, whether that is EP, compute ns, its row)."""
+    fwd_c, ig_c, wg_c = rec.fwd_comm, rec.ig_comm, rec.wg_comm
+    g_f, g_i, g_w = comm_group(fwd_c.token, "fwd"), comm_group(ig_c.token, "ig"), comm_group(wg_c.token, "wg")
+    k_f, k_i, k_w = coll_name(fwd_c.token), coll_name(ig_c.token), coll_name(wg_c.token)
+    s_f, s_i, s_w = (workload.effective_bytes(rec, "fwd"), workload.effective_bytes(rec, "ig"),
+                     workload.effective_bytes(rec, "wg"))
+    # SimAI's group sizes: fwd/ig use ep for EP groups, else tp; wg uses dp, or dp/ep for DP_EP
+    n_f = ep if g_f == SimaiGroup.EP else tp
+    n_i = ep if g_i == SimaiGroup.EP else tp
+    n_w = dp // ep if g_w == SimaiGroup.DP_EP else dp
+    where = f" (record {idx + 1}, {rec.name})"
+    t = []
+    for key in ((k_f, g_f, s_f, n_f), (k_i, g_i, s_i, n_i), (k_w, g_w, s_w, n_w)):
+        if key not in memo:  # records repeat ga times: time each distinct collective once
+            memo[key] = comm_time_ns(cluster, *key, tp, ep, where)
+        t.append(memo[key])
+    t_f, t_i, t_w = t
+    bubble = None
+    if rec.name != "embedding_layer":
+        bubble = (t_f + rec.fwd_compute_ns + rec.wg_compute_ns + rec.ig_compute_ns + t_i) / FREQ
+    wg_exp = _scale(t_w, cluster.dp_o)
+    o = cluster.ep_o if g_f == SimaiGroup.EP else cluster.tp_o
+    fwd_exp, ig_exp = _scale(t_f, o), _scale(t_i, o)
+    bw_f, bw_i, bw_w = _algbw_busbw(k_f, n_f, s_f, t_f), _algbw_busbw(k_i, n_i, s_i, t_i), _algbw_busbw(k_w, n_w, s_w, t_w)
+    row = SimaiLayerRow(
+        name=rec.name,
+        fwd_compute_us=rec.fwd_compute_ns / FREQ, wg_compute_us=rec.wg_compute_ns / FREQ,
+        ig_compute_us=rec.ig_compute_ns / FREQ,
+        fwd_exposed_us=fwd_exp / FREQ, wg_exposed_us=wg_exp / FREQ, ig_exposed_us=ig_exp / FREQ,
+        fwd_comm_us=t_f / FREQ, fwd_algbw=bw_f[0], fwd_busbw=bw_f[1],
+        wg_comm_us=t_w / FREQ, wg_algbw=bw_w[0], wg_busbw=bw_w[1],
+        ig_comm_us=t_i / FREQ, ig_algbw=bw_i[0], ig_busbw=bw_i[1],
+    )
+    return (bubble, wg_exp / FREQ, g_w == SimaiGroup.DP_EP, (fwd_exp + ig_exp) / FREQ, g_f == SimaiGroup.EP,
+            rec.fwd_compute_ns + rec.wg_compute_ns + rec.ig_compute_ns, row)

@@ -363,7 +363,17 @@ def find_microbatch_block(records: tuple[SimaiRecord, ...], ga: int) -> tuple[in
     n = len(records)
     if ga == 1:
         return 0, n
-    keys = [_record_key(r) for r in records]
+    # Each distinct key as a small int (a file read from disk shares one record object per
+    # distinct line, so most records are looked up by identity): the search below then
+    # compares ints, and gives the same answer as comparing the keys themselves.
+    ids: dict[tuple, int] = {}
+    by_obj: dict[int, int] = {}
+    keys = []
+    for r in records:
+        k = by_obj.get(id(r))
+        if k is None:
+            k = by_obj[id(r)] = ids.setdefault(_record_key(r), len(ids))
+        keys.append(k)
     # Every record of a block repeats ga times, so a block is at most as long as the records
     # whose key occurs ga times or more, over ga: without this bound a file with no block
     # (or a long once-per-iteration part) costs O(n^2 / ga) comparisons.
@@ -412,7 +422,7 @@ def _mean_times(records: tuple[SimaiRecord, ...], start: int, length: int, ga: i
     for k in range(length):
         copies = [records[start + b * length + k] for b in range(ga)]
         rec = copies[0]
-        if any(c != rec for c in copies[1:]):
+        if any(c is not rec and c != rec for c in copies[1:]):
             rec = replace(
                 rec,
                 fwd_compute_ns=sum(c.fwd_compute_ns for c in copies) / ga,  # type: ignore[arg-type]

@@ -33,7 +33,7 @@ from formats.simai_text import (
     SimaiHeader,
     SimaiRecord,
     SimaiWorkload,
-    comm_kind,
+    coll_name,
 )
 from workload_gen.errors import FormatError
 from workload_gen.limits import check_limit
@@ -132,7 +132,7 @@ def _field_int(tok: str, what: str, path: str, lineno: int, *, signed: bool = Fa
 def _comm(f: list[str], idx: int, what: str, path: str, lineno: int) -> SimaiComm:
     """The comm slot at ``f[idx]`` (type token) and ``f[idx + 1]`` (bytes)."""
     token = f[idx]
-    if comm_kind(token) is None and token not in _KNOWN_NO_COMM:
+    if coll_name(token) is None and token not in _KNOWN_NO_COMM:
         raise FormatError(path, lineno, f"{what} comm type is {token[:40]!r}; SimAI knows NONE and ALLREDUCE, ALLGATHER, "
                                         "REDUCESCATTER, ALLTOALL (optionally with _EP or _DP_EP); it would silently "
                                         "treat anything else as no communication")
@@ -208,12 +208,21 @@ def parse_simai(text: str, path: str = "<string>", *, require_parallel: bool = T
     count = _field_int(count_tokens[0], "record count", path, 2, limit=("MAX_RECORDS", "records"))
     customized = header.policy == "HYBRID_CUSTOMIZED"
     records: list[SimaiRecord] = []
+    # A file repeats its micro-batch block ga times (the official example: 23 distinct lines
+    # of 1789), and a record is immutable, so an identical line gives the same record
+    # object: each distinct line is parsed and checked once.
+    seen: dict[str, SimaiRecord] = {}
     for lineno, line in enumerate(lines[2:], start=3):
-        if not line.strip():
-            continue
-        if len(records) == count:
+        rec = seen.get(line)
+        if rec is None:
+            if not line.strip():
+                continue
+            if len(records) == count:
+                raise FormatError(path, lineno, f"more records than the {count} announced on line 2 (SimAI would drop them)")
+            rec = seen[line] = _parse_record(line, path, lineno, customized)
+        elif len(records) == count:
             raise FormatError(path, lineno, f"more records than the {count} announced on line 2 (SimAI would drop them)")
-        records.append(_parse_record(line, path, lineno, customized))
+        records.append(rec)
     if len(records) != count:
         raise FormatError(path, 2, f"line 2 announces {count} records but the file has {len(records)}")
     return SimaiWorkload(header=header, records=tuple(records), source=path)

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from workload_gen.records import CollKind
+if TYPE_CHECKING:  # loaded on first use: a reader or the SimAI accounting never needs the record types
+    from workload_gen.records import CollKind
 
 POLICIES: tuple[str, ...] = (
     "DATA",
@@ -60,24 +61,38 @@ class SimaiGroup(StrEnum):
     """A collective type token with an unknown suffix: SimAI keeps the kind, no group."""
 
 
-# Prefixes in the order SimAI tests them. ALLREDUCEALLTOALL is listed by SimAI after
-# ALLTOALL but can never match (ALLREDUCE catches it first); we mirror that.
-_PREFIXES: tuple[tuple[str, CollKind], ...] = (
-    ("ALLREDUCE", CollKind.ALL_REDUCE),
-    ("ALLTOALL", CollKind.ALL_TO_ALL),
-    ("ALLGATHER", CollKind.ALL_GATHER),
-    ("REDUCESCATTER", CollKind.REDUCE_SCATTER),
+# Prefixes in the order SimAI tests them, with the name of the collective (CollKind's
+# value). ALLREDUCEALLTOALL is listed by SimAI after ALLTOALL but can never match
+# (ALLREDUCE catches it first); we mirror that.
+_PREFIXES: tuple[tuple[str, str], ...] = (
+    ("ALLREDUCE", "allreduce"),
+    ("ALLTOALL", "alltoall"),
+    ("ALLGATHER", "allgather"),
+    ("REDUCESCATTER", "reducescatter"),
 )
 
-_KIND_TOKEN: dict[CollKind, str] = {kind: prefix for prefix, kind in _PREFIXES}
+_KIND_TOKEN: dict[str, str] = {name: prefix for prefix, name in _PREFIXES}
+"""CollKind value -> token prefix (a CollKind, a StrEnum, looks itself up here)."""
+
+
+def coll_name(token: str) -> str | None:
+    """The collective a comm type token names, as CollKind's value (``"allreduce"``), or None.
+
+    :func:`comm_kind` without building the enum; the reader and the accounting use it."""
+    for prefix, name in _PREFIXES:
+        if token.startswith(prefix):
+            return name
+    return None
 
 
 def comm_kind(token: str) -> CollKind | None:
     """The collective a comm type token names, or None (NONE, BROADCAST, anything else)."""
-    for prefix, kind in _PREFIXES:
-        if token.startswith(prefix):
-            return kind
-    return None
+    name = coll_name(token)
+    if name is None:
+        return None
+    from workload_gen.records import CollKind
+
+    return CollKind(name)
 
 
 def comm_group(token: str, column: Column) -> SimaiGroup | None:
@@ -87,7 +102,7 @@ def comm_group(token: str, column: Column) -> SimaiGroup | None:
     column; ``_EP`` is the EP group, ``_DP_EP`` the DP/EP group; any other suffix keeps
     the collective but gives it no group (SimAI then costs it as a short TP message or 0).
     """
-    for prefix, _kind in _PREFIXES:
+    for prefix, _name in _PREFIXES:
         if token.startswith(prefix):
             suffix = token[len(prefix):]
             if suffix == "":
