@@ -9,7 +9,6 @@ an entry point in the ``trainsim.network_backends`` group whose object meets
 from __future__ import annotations
 
 import importlib
-from importlib.metadata import entry_points
 from typing import Any
 
 from network.backend import BackendKind, NetworkBackend
@@ -31,6 +30,8 @@ def _load(target: str) -> Any:
 
 
 def _plugins() -> dict[str, Any]:
+    from importlib.metadata import entry_points  # only when a name is not built in (~10 ms)
+
     return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name not in BUILTIN_KINDS}
 
 

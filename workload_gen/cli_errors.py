@@ -42,6 +42,15 @@ def package_version() -> str:
         return "unknown (not installed)"
 
 
+class _VersionAction(argparse._VersionAction):
+    """``--version``: the package version, looked up only when asked for (reading the
+    package metadata costs ~15 ms, too much for every command start)."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        print(f"{parser.prog} {package_version()}")  # on stdout, as argparse's own version action
+        parser.exit()
+
+
 class OneLineParser(argparse.ArgumentParser):
     """The parser of every command: usage errors are one line (exit code 2) with a "did
     you mean" for a mistyped flag, like every other bad-input error; ``--help`` prints the
@@ -51,7 +60,7 @@ class OneLineParser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs) -> None:
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
-        self.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
+        self.add_argument("--version", action=_VersionAction)
 
     def error(self, message: str) -> NoReturn:
         hint = self._did_you_mean(message)
