@@ -119,6 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_out(k, metavar="FILE", help="write the Markdown report here (default: stdout)")
     k.add_argument("--write", action="store_true",
                    help="store the fitted values in compute_profile/data/calibrated.yaml (used by every run)")
+    k.add_argument("--plot", metavar="PNG",
+                   help="also draw predicted against measured step time and each run's error (a .png file)")
     k.add_argument("--outer", type=int, default=2, metavar="N",
                    help="full re-simulations of the references between surrogate fits (default 2)")
     return p
@@ -265,12 +267,14 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 
     from compute_profile.estimator import CALIBRATED_PATH
     from engine.calibration import calibrated_yaml, cross_validate, render_markdown
-    from formats.atomic import write_text_atomic
+    from formats.atomic import atomic_write, write_text_atomic
     from formats.measured_runs import read_measured_dir
     from workload_gen.progress import Progress
 
     if args.outer < 1:
         raise ConfigError("outer", args.outer, "must be >= 1")
+    if args.plot and not str(args.plot).endswith(".png"):
+        raise ConfigError("--plot", args.plot, "must name a .png file")
     runs = read_measured_dir(args.data)
     # Work units: the in-sample fit, then one fit per left-out model family. The number of
     # folds is known from the first "fold k/F" message; the ETA counts only finished fits.
@@ -298,6 +302,12 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         _say(args, f"[calibrate] wrote {args.out}")
     else:
         sys.stdout.write(text)
+    if args.plot:
+        from engine.calibration_plot import render_calibration_png
+
+        with atomic_write(args.plot, "wb", field="--plot") as fh:
+            fh.write(render_calibration_png(report))
+        _say(args, f"[calibrate] wrote {args.plot}")
     if args.write:
         write_text_atomic(CALIBRATED_PATH, calibrated_yaml(report, args.data))
         _say(args, f"[calibrate] wrote {CALIBRATED_PATH}")
