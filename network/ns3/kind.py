@@ -39,6 +39,8 @@ class Ns3Kind:
                        help="fat-tree: nodes under one ToR (default 32 NICs' worth)")
         n.add_argument("--transport", choices=("rdma", "dctcp"), default="rdma",
                        help="rdma: paced UDP with DCQCN on a lossless fabric (default); dctcp: ns-3 TCP DCTCP with ECN")
+        n.add_argument("--cc", choices=("dcqcn", "hpcc"), default="dcqcn",
+                       help="rdma congestion control: dcqcn (ECN/CNP, default) or hpcc (in-band telemetry, per-packet ACKs)")
         n.add_argument("--mtu", type=int, default=9000, metavar="BYTES",
                        help="IP MTU (default 9000; cost grows ~6x at 1500)")
         n.add_argument("--nvswitch", action="store_true",
@@ -80,7 +82,8 @@ class Ns3Kind:
             print("[run-ns3] loading ns-3 (10-40 s of cppyy JIT on first use)", file=progress, flush=True)
         backend = self.create(system, world_size, fabric=fabric, topology=topo, spines=args.spines,
                               nodes_per_rack=args.nodes_per_rack,
-                              params=TransportParams(transport=args.transport, mtu=args.mtu),
+                              params=TransportParams(transport=args.transport, mtu=args.mtu,
+                                                     cc=getattr(args, "cc", "dcqcn")),
                               nvswitch=args.nvswitch, algorithm=args.algorithm, progress=progress,
                               efficiency=args.efficiency)
         if progress is not None:

@@ -42,16 +42,17 @@ def links_csv(backend: Ns3Backend, duration_s: float | None = None) -> str:
     per traffic class (data = priority 3, lossless, ECN-capable; CNPs = priority 6): PFC
     pauses sent and received and time paused (p3), ECN marks (p3), CNPs (p6), and the
     peak buffer the receiving switch held for this port (p3) and the sender's whole
-    shared buffer at its peak."""
+    shared buffer at its peak; in the reliable mode (HPCC, lossy links) ACKs and NACKs sent
+    (p6, the CNP class), and packets lost to the link's error rate."""
     t = duration_s if duration_s is not None else backend.net.now
     buf = io.StringIO()
     buf.write("src,dst,rate_bps,tx_bytes,utilisation,peak_queue_bytes,drops,pauses_sent_p3,pauses_received_p3,"
-              "paused_s_p3,ecn_marks_p3,cnps_p6,peak_ingress_bytes_p3,peak_switch_buffer_bytes\n")
+              "paused_s_p3,ecn_marks_p3,cnps_p6,peak_ingress_bytes_p3,peak_switch_buffer_bytes,acks_p6,nacks_p6,lost\n")
     for r in backend.net.link_reports():
         util = r.tx_bytes * 8 / (r.rate_bps * t) if t > 0 else 0.0
         buf.write(f"{r.src},{r.dst},{r.rate_bps:.6g},{r.tx_bytes},{util:.6f},{r.peak_queue_bytes},{r.drops},"
                   f"{r.pauses_sent},{r.pauses_received},{r.paused_s:.9g},{r.ecn_marks},{r.cnps},"
-                  f"{r.peak_ingress_bytes},{r.peak_switch_buffer_bytes}\n")
+                  f"{r.peak_ingress_bytes},{r.peak_switch_buffer_bytes},{r.acks},{r.nacks},{r.lost}\n")
     return buf.getvalue()
 
 

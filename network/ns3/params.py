@@ -14,6 +14,7 @@ from typing import Literal
 from workload_gen.errors import ConfigError
 
 TRANSPORTS = ("rdma", "dctcp")
+CONGESTION_CONTROLS = ("dcqcn", "hpcc")
 
 # SimAI.conf: KMIN_MAP / KMAX_MAP (KB) and PMAX_MAP, keyed by link speed (bits/s).
 _ECN_MAP: tuple[tuple[float, float, float, float], ...] = (
@@ -27,15 +28,36 @@ _ECN_MAP: tuple[tuple[float, float, float, float], ...] = (
 )
 
 
-def ecn_thresholds(link_bps: float) -> tuple[float, float, float]:
-    """(Kmin bytes, Kmax bytes, Pmax) for a link: SimAI.conf's entry for the largest listed
-    speed not above the link's (the slowest entry for slower links)."""
+def ecn_thresholds(link_bps: float, ecn_map: str = "simai") -> tuple[float, float, float]:
+    """(Kmin bytes, Kmax bytes, Pmax) for a link.
+
+    ``simai`` (default): SimAI.conf's entry for the largest listed speed not above the
+    link's (the slowest entry for slower links). ``scaled``: the HPCC artifact's rule (alibaba-edu/High-Precision-Congestion-
+    Control, simulation/run.py, used for its DCQCN runs): Kmin 100 KB and Kmax 400 KB per
+    25 Gb/s of link, Pmax 0.2 (1.6/6.4 MB at 400 Gb/s), so the queue DCQCN oscillates in
+    drains in the same time at every speed."""
+    if ecn_map == "scaled":
+        return 100e3 * link_bps / 25e9, 400e3 * link_bps / 25e9, 0.2
     chosen = _ECN_MAP[0]
     for row in _ECN_MAP:
         if row[0] <= link_bps * 1.0001:
             chosen = row
     return chosen[1], chosen[2], chosen[3]
 
+
+DEEP_INCAST_DCQCN: dict[str, float | int] = dict(
+    rate_ai_bps=400e6, rate_hai_bps=4e9, rp_timer_s=20e-6, fast_recovery_times=1, byte_counter_bytes=10_000_000,
+    cnp_interval_s=4e-6, rate_decrease_interval_s=4e-6, alpha_interval_s=55e-6)
+"""DCQCN that holds deep incasts at 400 Gb/s by ECN alone, for :meth:`TransportParams.deep_incast`:
+the DCQCN paper's byte counter (B = 10 MB; Zhu et al., SIGCOMM 2015) and alpha period
+(K = 55 us), its AI (40 Mb/s at 40 Gb/s) scaled x10 to 400 Gb/s NICs with HAI = 10 x AI (as
+the HPCC artifact scales DCQCN's rates with link speed), ConnectX's CNP and rate-decrease
+periods (min_time_between_cnps, rate_reduce_monitor_period: 4 us), F = 1 (ConnectX
+rpg_threshold), and a 20 us increase timer (the paper's 55 us is for 40 Gb/s; the queue
+left after a cut drains in 16-64 us at 400 Gb/s). It cuts within microseconds, so it also
+throttles short transfers: a 2 x 20 MB incast finishes 8.7% late (0.5% with the defaults)
+and an all-to-all over a 3:1 oversubscribed uplink takes 11.8x the non-blocking time
+instead of ~3x."""
 
 CONNECTX_DCQCN: dict[str, float | int] = dict(
     rate_ai_bps=5e6, rate_hai_bps=50e6, min_rate_bps=1e6, ewma_gain=5 / 1024, alpha_interval_s=1e-6,
@@ -56,10 +78,11 @@ class TransportParams:
     mtu: int = 9000
     """IP MTU in bytes (SimAI.conf PACKET_PAYLOAD_SIZE 9000). Packet count drives cost."""
     # DCQCN. Each knob names its NVIDIA ConnectX setting (MLNX_OFED roce_rp/roce_np) and
-    # gives ConnectX's and SimAI.conf's defaults. ConnectX's full set (AI 5 Mb/s, HAI 50,
-    # min 1 Mb/s, g 5/1024, alpha 1 us, timer 300 us, F 1, CNP 4 us) is
-    # CONNECTX_DCQCN below; in this model it collapses an 8-to-1 incast at 400 Gb/s to ~1%
-    # of the link (docs/ns3.md), so the defaults stay the tuned set that keeps links busy.
+    # gives ConnectX's and SimAI.conf's defaults. The defaults keep links busy but barely
+    # act on a deep incast: the 32 KB byte counter is a fast-recovery step every 0.7 us at
+    # 400 Gb/s, which undoes each cut, so PFC holds such incasts. DEEP_INCAST_DCQCN
+    # (:meth:`deep_incast`) is the set that holds 8- and 16-to-1 incasts by ECN alone, and
+    # CONNECTX_DCQCN (:meth:`connectx`) ConnectX's own; docs/ns3.md compares the three.
     rate_ai_bps: float = 50e6
     """rpg_ai_rate: additive increase step of the target rate (ConnectX: 5 Mb/s; SimAI.conf
     RATE_AI 50 Mb/s, used here)."""
@@ -90,6 +113,12 @@ class TransportParams:
     ecn: dict[float, tuple[float, float, float]] = field(default_factory=dict, hash=False)
     """Overrides of (Kmin bytes, Kmax bytes, Pmax) per link speed in bits/s; other speeds
     use SimAI.conf's KMIN_MAP/KMAX_MAP/PMAX_MAP (see :func:`ecn_thresholds`)."""
+    ecn_map: Literal["simai", "scaled"] = "simai"
+    """Default ECN thresholds per link speed (see :func:`ecn_thresholds`): ``simai``
+    (SimAI.conf's KMIN_MAP/KMAX_MAP/PMAX_MAP: 800 KB/3.2 MB/0.2 at 400 Gb/s) or ``scaled``
+    (Kmin/Kmax proportional to the link rate, the HPCC artifact's DCQCN setting: 1.6/6.4 MB
+    at 400 Gb/s; with DEEP_INCAST_DCQCN and 32 MB per sender it kept 75%/93%/91% of the link
+    busy for 2/8/16 senders, against 99%/89%/88% with ``simai``)."""
     ecn_marking: bool = True
     """Switches mark CE at egress (off: DCQCN never hears of congestion; PFC alone holds)."""
     pfc: bool = True
@@ -111,6 +140,35 @@ class TransportParams:
     packets)."""
     tcp_buffer_bytes: int = 4 << 20
     """DCTCP socket send/receive buffers (larger ones destabilised ns-3's TCP)."""
+    cc: Literal["dcqcn", "hpcc"] = "dcqcn"
+    """RDMA congestion control: ``dcqcn`` (ECN marks -> CNPs -> rate cuts) or ``hpcc``
+    (in-band telemetry on every data packet, returned on per-packet ACKs; Li et al.,
+    SIGCOMM 2019)."""
+    ecn_at_dequeue: bool = True
+    """Switches CE-mark data packets as they leave the egress queue (as SimAI's and HPCC's
+    ns-3 switches do); False marks them as they join it, so the mark waits behind the
+    whole queue before it reaches the receiver."""
+    clamp_target_rate: bool = False
+    """DCQCN: every cut sets the target rate to the current rate (clamp_tgt_rate; the DCQCN
+    paper). False: only the first cut and cuts after a timer increase do (ConnectX's
+    default clamp_tgt_rate_after_time_inc), so back-to-back cuts recover to the rate before
+    the congestion."""
+    hpcc_eta: float = 0.95
+    """HPCC target utilisation eta (paper: 95%)."""
+    hpcc_max_stage: int = 5
+    """HPCC maxStage: additive-increase steps before the window is recomputed
+    multiplicatively even below eta (paper: 5)."""
+    hpcc_ai_fraction: float = 4e-4
+    """HPCC W_AI as a fraction of the line rate times the base RTT: the HPCC artifact's
+    RATE_AI of 10 Mb/s per 25 Gb/s of NIC (160 Mb/s at 400 Gb/s)."""
+    hpcc_int_bytes: int = 42
+    """Bytes of each HPCC data packet taken by the INT header (2 + 8 per hop for 5 hops,
+    the paper's figure), so payload per packet is MTU - 28 - 42."""
+    retransmit_timeout_s: float = 4e-3
+    """Reliable mode (HPCC, lossy links): go back to the last ACKed byte after this long
+    without an ACK (recovers a lost last packet; RoCE's local ACK timeout, 4.096 us x 2^10)."""
+    nack_interval_s: float = 100e-6
+    """Reliable mode: a receiver NACKs the same missing byte at most once per interval."""
 
     def __post_init__(self) -> None:
         if self.transport not in TRANSPORTS:
@@ -127,6 +185,48 @@ class TransportParams:
             raise ConfigError("switch_buffer_bytes", self.switch_buffer_bytes, "must hold at least 4 MTUs")
         if not 0 < self.ewma_gain <= 1:
             raise ConfigError("ewma_gain", self.ewma_gain, "must be in (0, 1]")
+        if self.ecn_map not in ("scaled", "simai"):
+            raise ConfigError("ecn_map", self.ecn_map, "valid: scaled, simai")
+        if self.cc not in CONGESTION_CONTROLS:
+            raise ConfigError("cc", self.cc, f"valid: {', '.join(CONGESTION_CONTROLS)}")
+        if self.cc == "hpcc" and self.transport != "rdma":
+            raise ConfigError("cc", self.cc, "HPCC runs on the rdma transport only")
+        if not 0 < self.hpcc_eta <= 1:
+            raise ConfigError("hpcc_eta", self.hpcc_eta, "must be in (0, 1]")
+        if self.hpcc_max_stage < 0:
+            raise ConfigError("hpcc_max_stage", self.hpcc_max_stage, "must be >= 0")
+        if not 0 < self.hpcc_ai_fraction < 1:
+            raise ConfigError("hpcc_ai_fraction", self.hpcc_ai_fraction, "must be in (0, 1)")
+        if not 0 <= self.hpcc_int_bytes <= self.mtu - 28 - 64:
+            raise ConfigError("hpcc_int_bytes", self.hpcc_int_bytes, "must leave a payload of at least 64 bytes")
+        if self.fast_recovery_times < 0:
+            raise ConfigError("fast_recovery_times", self.fast_recovery_times, "must be >= 0")
+        if self.byte_counter_bytes < 1:
+            raise ConfigError("byte_counter_bytes", self.byte_counter_bytes, "must be >= 1")
+        for name in ("retransmit_timeout_s", "nack_interval_s"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(name, getattr(self, name), "must be > 0")
+
+    def configure_cc(self, P, *, lossy: bool = False) -> None:
+        """Copies the congestion-control and reliability settings into the C++ Params.
+
+        ``lossy``: some link has a non-zero error rate, so the RDMA model runs reliably
+        (per-packet ACKs, NACKs, go-back-N), as it always does under HPCC."""
+        P.cc = CONGESTION_CONTROLS.index(self.cc)
+        P.ecnAtDequeue = bool(self.ecn_at_dequeue)
+        P.clampTargetRate = bool(self.clamp_target_rate)
+        P.reliable = bool(self.transport == "rdma" and (self.cc == "hpcc" or lossy))
+        P.hpccEta = float(self.hpcc_eta)
+        P.hpccMaxStage = int(self.hpcc_max_stage)
+        P.hpccRateAiFraction = float(self.hpcc_ai_fraction)
+        P.hpccIntBytes = int(self.hpcc_int_bytes)
+        P.rto = float(self.retransmit_timeout_s)
+        P.nackInterval = float(self.nack_interval_s)
+
+    @classmethod
+    def deep_incast(cls, **overrides) -> TransportParams:
+        """DCQCN tuned to hold deep incasts by ECN alone (see DEEP_INCAST_DCQCN)."""
+        return cls(**{**DEEP_INCAST_DCQCN, **overrides})
 
     @classmethod
     def connectx(cls, **overrides) -> TransportParams:
@@ -134,12 +234,13 @@ class TransportParams:
         return cls(**{**CONNECTX_DCQCN, **overrides})
 
     def thresholds(self, link_bps: float) -> tuple[float, float, float]:
-        return self.ecn.get(link_bps) or ecn_thresholds(link_bps)
+        return self.ecn.get(link_bps) or ecn_thresholds(link_bps, self.ecn_map)
 
     @property
     def udp_payload(self) -> int:
-        """Payload bytes of one RDMA data packet (MTU minus IPv4 20 and UDP 8)."""
-        return self.mtu - 28
+        """Payload bytes of one RDMA data packet (MTU minus IPv4 20 and UDP 8, and under
+        HPCC minus the INT header's bytes)."""
+        return self.mtu - 28 - (self.hpcc_int_bytes if self.cc == "hpcc" else 0)
 
     @property
     def tcp_payload(self) -> int:

@@ -38,6 +38,9 @@ class Link:
     kind: str
     """``nic`` (host-leaf), ``fabric`` (switch-switch) or ``nvlink`` (GPU-NVSwitch, only when
     the NVSwitch is simulated in ns-3)."""
+    error_rate: float = 0.0
+    """Probability that a packet crossing the link (either way) is lost (SimAI topology
+    files' last column); non-zero makes the RDMA model run go-back-N retransmission."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,6 +279,7 @@ def read_simai_topology(path: str | Path, *, nvswitch: bool = False) -> Fabric:
             raise FormatError(str(p), k, f"field rate = {parts[2]!r}: a link rate must be finite and > 0")
         if not (math.isfinite(delay) and delay >= 0):
             raise FormatError(str(p), k, f"field delay = {parts[3]!r}: a link delay must be finite and >= 0")
+        err = 0.0
         if len(parts) >= 5:
             try:
                 err = float(parts[4])
@@ -283,11 +287,6 @@ def read_simai_topology(path: str | Path, *, nvswitch: bool = False) -> Fabric:
                 err = math.nan
             if not (math.isfinite(err) and 0 <= err < 1):
                 raise FormatError(str(p), k, f"field error_rate = {parts[4]!r}: expected a probability in [0, 1)")
-            if err > 0:
-                # The RDMA model is lossless and has no retransmission (go-back-N): a lost
-                # packet would leave its flow unfinished forever, so refuse instead.
-                raise FormatError(str(p), k, f"field error_rate = {parts[4]!r}: link error rates are not modelled "
-                                  "(the lossless RDMA model has no retransmission); use 0")
         if a == b:
             raise FormatError(str(p), k, f"field dst = {parts[1]!r}: a link must join two different nodes")
         if a in nv_ids or b in nv_ids:
@@ -296,7 +295,7 @@ def read_simai_topology(path: str | Path, *, nvswitch: bool = False) -> Fabric:
             kind = "nvlink"
         else:
             kind = "nic" if (a < gpus or b < gpus) else "fabric"
-        links.append(Link(new_id.get(a, a), new_id.get(b, b), rate, delay, kind))
+        links.append(Link(new_id.get(a, a), new_id.get(b, b), rate, delay, kind, err))
     if len(body) and sum(1 for ln in body if ln) != n_links:
         raise FormatError(str(p), 1, f"header says {n_links} links, the file has {sum(1 for ln in body if ln)}")
     with_nic = {e for ln in links if ln.kind == "nic" for e in (ln.a, ln.b) if e < gpus}

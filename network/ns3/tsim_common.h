@@ -67,7 +67,7 @@ SourcePortKey(uint32_t host, uint16_t port)
 // Parameters handed over from Python (network/ns3/params.py documents each one).
 struct Params
 {
-    int transport{0};              // 0 = rdma (paced UDP + DCQCN), 1 = dctcp
+    int transport{0};              // 0 = rdma (paced UDP + DCQCN or HPCC), 1 = dctcp
     uint32_t mtu{9000};            // IP MTU, bytes
     double nvlinkBps{0};           // fluid model: per-GPU NVLink port rate, bits/s
     double nvlinkLatency{0};       // fluid model: start-up latency per flow, s
@@ -89,6 +89,99 @@ struct Params
     double dtAlpha{8.0};         // dynamic threshold: an ingress port may hold alpha x free buffer
     double xonOffsetBytes{18060};  // XON once an ingress port is this far below its threshold
     double headroomExtraBytes{0};  // added to every port's computed headroom
+    // congestion control and reliability (params.py documents each one)
+    int cc{0};                     // 0 = DCQCN, 1 = HPCC
+    bool ecnAtDequeue{true};       // switches mark CE as packets leave the egress queue
+    bool clampTargetRate{false};   // DCQCN: Rt <- Rc on every cut (else only after a timer increase)
+    bool reliable{false};          // per-packet ACKs, NACK and go-back-N (HPCC, lossy links)
+    double hpccEta{0.95};          // HPCC target utilisation
+    int hpccMaxStage{5};           // HPCC additive-increase stages before a multiplicative update
+    double hpccRateAiFraction{4e-4}; // HPCC W_AI as a fraction of the NIC line rate (x base RTT)
+    uint32_t hpccIntBytes{42};     // HPCC: INT header bytes each data packet reserves (5 hops)
+    double rto{1e-3};              // go-back-N: retransmit from the last ACK after this long without one
+    double nackInterval{100e-6};   // receiver: min gap between NACKs asking for the same byte
+};
+
+// What a switch egress port reports in a data packet's in-band telemetry (HPCC's INT).
+struct IntHop
+{
+    uint32_t qlen{0};     // bytes in the port's data queue as the packet leaves
+    uint64_t txBytes{0};  // bytes the port has sent, all classes
+    uint64_t tsNs{0};     // when, ns
+    uint64_t bps{0};      // the port's line rate
+};
+
+static const uint32_t kMaxIntHops = 5;
+
+// The RDMA header fields the model needs, as an ns-3 packet tag: the packet sequence number
+// (byte offset) of data packets, ACK/NACK kind and ACKed byte, and the INT hop records
+// switches push onto data packets (copied back by the receiver onto its ACK).
+class RdmaTag : public Tag
+{
+  public:
+    enum Kind : uint8_t
+    {
+        kData = 0,
+        kAck = 1,
+        kNack = 2
+    };
+
+    uint8_t kind{kData};
+    uint8_t intOn{0}; // switches append INT hops
+    uint8_t nhop{0};
+    uint64_t seq{0}; // data: byte offset of the payload; ACK/NACK: next byte expected
+    IntHop hop[kMaxIntHops];
+
+    static TypeId GetTypeId()
+    {
+        static TypeId tid = TypeId("tsim::RdmaTag").SetParent<Tag>().SetGroupName("Network");
+        return tid;
+    }
+
+    TypeId GetInstanceTypeId() const override
+    {
+        return GetTypeId();
+    }
+
+    uint32_t GetSerializedSize() const override
+    {
+        return 3 + 8 + nhop * 28;
+    }
+
+    void Serialize(TagBuffer b) const override
+    {
+        b.WriteU8(kind);
+        b.WriteU8(intOn);
+        b.WriteU8(nhop);
+        b.WriteU64(seq);
+        for (uint32_t i = 0; i < nhop; i++)
+        {
+            b.WriteU32(hop[i].qlen);
+            b.WriteU64(hop[i].txBytes);
+            b.WriteU64(hop[i].tsNs);
+            b.WriteU64(hop[i].bps);
+        }
+    }
+
+    void Deserialize(TagBuffer b) override
+    {
+        kind = b.ReadU8();
+        intOn = b.ReadU8();
+        nhop = b.ReadU8();
+        seq = b.ReadU64();
+        for (uint32_t i = 0; i < nhop; i++)
+        {
+            hop[i].qlen = b.ReadU32();
+            hop[i].txBytes = b.ReadU64();
+            hop[i].tsNs = b.ReadU64();
+            hop[i].bps = b.ReadU64();
+        }
+    }
+
+    void Print(std::ostream& os) const override
+    {
+        os << "kind=" << int(kind) << " seq=" << seq << " nhop=" << int(nhop);
+    }
 };
 
 // One point-to-point flow. Network flows run between ns-3 hosts; fluid (NVLink) flows

@@ -34,6 +34,7 @@ struct LinkStat
     uint64_t txBytes{0};
     uint32_t peakQueue{0};
     uint64_t drops{0};
+    uint64_t lost{0};               // packets the receiving end discarded as corrupted (link error rate)
     Ptr<PointToPointNetDevice> dev; // this direction's sending device
     double bps{0};                  // the link's real rate, bits/s
     double carryNs{0};              // exact minus granted serialisation time so far, ns
@@ -69,6 +70,11 @@ struct LinkStat
     void OnDevDrop(Ptr<const Packet>)
     {
         drops++;
+    }
+
+    void OnLost(Ptr<const Packet>)
+    {
+        lost++;
     }
 };
 
@@ -182,12 +188,17 @@ class SwitchMmu
 };
 
 // ---------------------------------------------------------------------------------------
-// Switch egress port: two strict-priority classes. Class 0 carries CNPs (TOS kCnpTos) and
-// is never paused; class 1 carries data: a FIFO that marks ECN-capable packets CE as they
-// arrive, with probability rising linearly from 0 at Kmin to Pmax at Kmax bytes of this
-// port's data queue, and 1 above Kmax (DCQCN's RED-style marking at egress; Kmin = Kmax gives DCTCP's
-// step), and that stops while the downstream device has paused it (PFC). Every data
-// packet is charged to its ingress port in the switch's MMU until it leaves.
+// Switch egress port: two strict-priority classes. Class 0 carries the control packets
+// (TOS kCnpTos: CNPs, and the ACKs/NACKs of the reliable mode) and is never paused; class 1
+// carries data: a FIFO that marks ECN-capable packets CE with probability rising linearly
+// from 0 at Kmin to Pmax at Kmax bytes of this port's data queue, and 1 above Kmax
+// (DCQCN's RED-style marking; Kmin = Kmax gives DCTCP's step), and that stops while the
+// downstream device has paused it (PFC). Marking happens as a packet leaves the queue
+// (ecnAtDequeue, the default: the mark then reflects the queue without waiting behind it,
+// as in shared-buffer ASICs and SimAI's/HPCC's ns-3 switch) or as it joins it. Data
+// packets that carry INT (HPCC) get this port's hop record (queue, bytes sent, time,
+// rate) pushed as they leave. Every data packet is charged to its ingress port in the
+// switch's MMU until it leaves.
 class EcnQueueDisc : public QueueDisc
 {
   public:
@@ -206,11 +217,16 @@ class EcnQueueDisc : public QueueDisc
 
     double m_kmin{0}, m_kmax{0}, m_pmax{1};
     bool m_ecn{true};
+    bool m_ecnAtDequeue{true};
+    double m_bps{0};          // the port's line rate (INT)
+    uint64_t m_txBytes{0};    // bytes dequeued, all classes (INT)
     SwitchMmu* m_mmu{nullptr};
     Ptr<UniformRandomVariable> m_uv;
     // per-port counters (links.csv)
     uint64_t m_ecnMarks{0};
     uint64_t m_cnps{0};
+    uint64_t m_acks{0};
+    uint64_t m_nacks{0};
     uint64_t m_pausesReceived{0};
     double m_pausedSince{-1};
     double m_pausedTotal{0};
@@ -253,11 +269,30 @@ class EcnQueueDisc : public QueueDisc
         return ip && ip->GetHeader().GetTos() == kCnpTos;
     }
 
+    // CE-marks an ECN-capable data packet with the RED-style probability for a data
+    // queue of q bytes.
+    void MaybeMark(Ptr<QueueDiscItem> item, double q)
+    {
+        double p = q < m_kmin ? 0.0 : (q >= m_kmax ? 1.0 : m_pmax * (q - m_kmin) / (m_kmax - m_kmin));
+        if (p > 0 && (p >= 1.0 || m_uv->GetValue() < p) && Mark(item, "ecn threshold"))
+        {
+            m_ecnMarks++;
+        }
+    }
+
     bool DoEnqueue(Ptr<QueueDiscItem> item) override
     {
         if (IsCnp(item))
         {
-            m_cnps++;
+            RdmaTag t;
+            if (item->GetPacket()->PeekPacketTag(t))
+            {
+                (t.kind == RdmaTag::kNack ? m_nacks : m_acks)++;
+            }
+            else
+            {
+                m_cnps++;
+            }
             return GetInternalQueue(0)->Enqueue(item);
         }
         int32_t ingress = m_mmu ? m_mmu->curIngress : -1;
@@ -272,17 +307,9 @@ class EcnQueueDisc : public QueueDisc
                 return false;
             }
         }
-        if (m_ecn)
+        if (m_ecn && !m_ecnAtDequeue)
         {
-            // Marked on arrival at the egress queue, on the queue it joins. (Marking as
-            // packets leave, as many ASICs do, gave faster feedback but cut a 2-flow
-            // incast to 78% of the link with the DCQCN defaults: docs/ns3.md.)
-            double q = double(GetInternalQueue(1)->GetNBytes());
-            double p = q < m_kmin ? 0.0 : (q >= m_kmax ? 1.0 : m_pmax * (q - m_kmin) / (m_kmax - m_kmin));
-            if (p > 0 && (p >= 1.0 || m_uv->GetValue() < p) && Mark(item, "ecn threshold"))
-            {
-                m_ecnMarks++;
-            }
+            MaybeMark(item, double(GetInternalQueue(1)->GetNBytes()));
         }
         bool ok = GetInternalQueue(1)->Enqueue(item);
         if (ok)
@@ -301,10 +328,19 @@ class EcnQueueDisc : public QueueDisc
         Ptr<QueueDiscItem> item = GetInternalQueue(0)->Dequeue();
         if (item || m_paused)
         {
+            if (item)
+            {
+                m_txBytes += item->GetSize();
+            }
             return item;
         }
         item = GetInternalQueue(1)->Dequeue();
-        if (item && !m_charge.empty())
+        if (!item)
+        {
+            return item;
+        }
+        m_txBytes += item->GetSize();
+        if (!m_charge.empty())
         {
             auto c = m_charge.front();
             m_charge.pop_front();
@@ -312,6 +348,23 @@ class EcnQueueDisc : public QueueDisc
             {
                 m_mmu->Release(c.first, double(item->GetSize()), c.second);
             }
+        }
+        uint32_t qlen = GetInternalQueue(1)->GetNBytes();
+        if (m_ecn && m_ecnAtDequeue)
+        {
+            MaybeMark(item, double(qlen));
+        }
+        Ptr<Packet> p = item->GetPacket();
+        RdmaTag t;
+        if (p->PeekPacketTag(t) && t.intOn && t.nhop < kMaxIntHops)
+        {
+            p->RemovePacketTag(t);
+            IntHop& h = t.hop[t.nhop++];
+            h.qlen = qlen;
+            h.txBytes = m_txBytes;
+            h.tsNs = uint64_t(Simulator::Now().GetNanoSeconds());
+            h.bps = uint64_t(m_bps);
+            p->AddPacketTag(t);
         }
         return item;
     }
@@ -373,10 +426,12 @@ class Fabric
     std::vector<std::vector<EcnQueueDisc*>> qdiscs; // [switch node][iface]: its egress queue
     std::vector<std::unique_ptr<SwitchMmu>> mmus;   // [node]: null for hosts
     std::vector<std::pair<uint32_t, uint32_t>> linkIfaces; // per link: a's and b's interface
+    std::vector<std::pair<Ptr<PointToPointNetDevice>, Ptr<PointToPointNetDevice>>> linkDevs; // per link: a's, b's device
     std::function<void(uint32_t host, bool pause)> hostPause; // a host NIC paused/resumed
     std::vector<uint64_t> hostPausesReceived;      // per host
     std::vector<double> hostPausedSince, hostPausedTotal; // per host, s (-1: not paused)
     std::vector<uint64_t> hostCnpsSent;            // per host: CNPs its receiver sent
+    std::vector<uint64_t> hostAcksSent, hostNacksSent; // per host: ACKs / NACKs its receiver sent
     const Params* P{nullptr};
     uint64_t ipDrops{0};                 // packets IPv4 dropped anywhere (no route, TTL)
     std::map<int, uint64_t> ipDropReasons; // Ipv4L3Protocol::DropReason -> packets
@@ -409,6 +464,8 @@ class Fabric
         hostPausedSince.assign(numHosts, -1);
         hostPausedTotal.assign(numHosts, 0);
         hostCnpsSent.assign(numHosts, 0);
+        hostAcksSent.assign(numHosts, 0);
+        hostNacksSent.assign(numHosts, 0);
         peers.assign(nodes.GetN(), std::vector<Peer>(1));
         qdiscs.assign(nodes.GetN(), std::vector<EcnQueueDisc*>(1, nullptr));
         mmus.resize(nodes.GetN());
@@ -533,6 +590,8 @@ class Fabric
                 q->m_kmax = std::max(kmaxBytes, kminBytes + 1.0);
                 q->m_pmax = pmax;
                 q->m_ecn = P->ecn;
+                q->m_ecnAtDequeue = P->ecnAtDequeue;
+                q->m_bps = bps;
                 q->m_mmu = mmus[n].get();
                 // a fixed random stream per port, so runs repeat exactly even when several
                 // simulations share one process
@@ -547,6 +606,7 @@ class Fabric
             ip->SetUp(iface);
         }
         linkIfaces.push_back({ifs[0], ifs[1]});
+        linkDevs.push_back({DynamicCast<PointToPointNetDevice>(d.Get(0)), DynamicCast<PointToPointNetDevice>(d.Get(1))});
         for (int side = 0; side < 2; side++)
         {
             uint32_t n = side == 0 ? a : b, other = side == 0 ? b : a;
@@ -575,6 +635,23 @@ class Fabric
             }
         }
         return idx;
+    }
+
+    // Link errors: each end of link discards an arriving packet (data, ACK, NACK or CNP)
+    // with probability `rate` (SimAI topology files' error_rate; PFC frames are modelled
+    // out of band and never lost). Counted per direction (LinkStat::lost).
+    void SetLinkErrorRate(uint32_t link, double rate)
+    {
+        for (int side = 0; side < 2; side++)
+        {
+            Ptr<PointToPointNetDevice> rx = side == 0 ? linkDevs[link].second : linkDevs[link].first;
+            Ptr<RateErrorModel> em = CreateObject<RateErrorModel>();
+            em->SetUnit(RateErrorModel::ERROR_UNIT_PACKET);
+            em->SetRate(rate);
+            em->AssignStreams(int64_t(1000000 + 2 * link + side)); // runs repeat exactly
+            rx->SetReceiveErrorModel(em);
+            rx->TraceConnectWithoutContext("PhyRxDrop", MakeCallback(&LinkStat::OnLost, linkStats[2 * link + side]));
+        }
     }
 
     // Installs node's next-hop interfaces towards dstHost (interface indices: a node's links
@@ -628,8 +705,10 @@ class Fabric
     // sent to b: a's ingress from b was full), pausesReceived (times b paused a's
     // transmission to b), pausedSeconds (how long it was paused), ecnMarks (CE marks at
     // a's egress), cnps (CNPs sent a->b), peakIngressBytes (b's buffer held for packets
-    // that came from a; 0 when b is a host).
-    static const int kLinkColumns = 10;
+    // that came from a; 0 when b is a host), peakSwitchBuffer (a's whole shared buffer at
+    // its fullest; 0 for a host), acks and nacks (sent a->b; reliable mode), lost (packets
+    // b discarded as corrupted: the link's error rate).
+    static const int kLinkColumns = 13;
 
     void LinkTable(std::vector<double>& out) const
     {
@@ -644,12 +723,15 @@ class Fabric
                 uint32_t ifa = side == 0 ? linkIfaces[l].first : linkIfaces[l].second;
                 uint32_t ifb = side == 0 ? linkIfaces[l].second : linkIfaces[l].first;
                 const LinkStat* st = linkStats[2 * l + side];
-                double pausesSent = 0, pausesRecv = 0, paused = 0, marks = 0, cnps = 0, peakIn = 0;
+                double pausesSent = 0, pausesRecv = 0, paused = 0, marks = 0, cnps = 0, peakIn = 0, acks = 0,
+                       nacks = 0;
                 if (a < numHosts)
                 {
                     pausesRecv = double(hostPausesReceived[a]);
                     paused = hostPausedTotal[a] + (hostPausedSince[a] >= 0 ? now - hostPausedSince[a] : 0.0);
                     cnps = double(hostCnpsSent[a]);
+                    acks = double(hostAcksSent[a]);
+                    nacks = double(hostNacksSent[a]);
                 }
                 else
                 {
@@ -659,14 +741,17 @@ class Fabric
                     paused = q->PausedSeconds();
                     marks = double(q->m_ecnMarks);
                     cnps = double(q->m_cnps);
+                    acks = double(q->m_acks);
+                    nacks = double(q->m_nacks);
                 }
                 if (b >= numHosts)
                 {
                     peakIn = mmus[b]->in[ifb].peak;
                 }
+                double peakBuf = a >= numHosts ? mmus[a]->peakUsed : 0.0; // a's whole shared buffer, peak
                 out.insert(out.end(), {double(st->txBytes), double(st->peakQueue), double(st->drops), pausesSent,
-                                       pausesRecv, paused, marks, cnps, peakIn, 0.0});
-                out.back() = a >= numHosts ? mmus[a]->peakUsed : 0.0; // a's whole shared buffer, peak
+                                       pausesRecv, paused, marks, cnps, peakIn, peakBuf, acks, nacks,
+                                       double(st->lost)});
             }
         }
     }

@@ -14,6 +14,9 @@ from network.ns3 import runtime
 from network.ns3.params import TransportParams
 from network.ns3.topology import Fabric
 
+LINK_COLUMNS = 13
+"""Numbers per link direction in Fabric::LinkTable (tsim_fabric.h kLinkColumns)."""
+
 SWITCH_END = 0xFFFFFFFF
 """Fluid-model endpoint meaning "the node's NVSwitch" (NVLS flows)."""
 
@@ -41,6 +44,12 @@ class LinkReport:
     """dst's buffer held at most this much for packets that came from src (0 for a host)."""
     peak_switch_buffer_bytes: int = 0
     """src's whole shared buffer at its fullest (0 for a host)."""
+    acks: int = 0
+    """ACKs sent src -> dst (reliable mode: HPCC or lossy links; high-priority class)."""
+    nacks: int = 0
+    """NACKs sent src -> dst (go-back-N requests)."""
+    lost: int = 0
+    """Packets dst discarded as corrupted (the link's error rate)."""
 
 
 class PacketNetwork:
@@ -77,12 +86,16 @@ class PacketNetwork:
         P.dtAlpha = float(params.buffer_alpha)
         P.xonOffsetBytes = float(params.xon_offset_bytes)
         P.headroomExtraBytes = float(params.headroom_extra_bytes)
+        lossy = any(getattr(ln, "error_rate", 0.0) > 0 for ln in fabric.links)
+        params.configure_cc(P, lossy=lossy)
         gpn = fabric.gpus_per_node
         servers = max(1, -(-num_gpus // gpn))
         w.Init(fabric.num_hosts, len(fabric.switch_names), gpn, servers)
         for ln in fabric.links:
             kmin, kmax, pmax = params.thresholds(ln.rate_bps)
-            w.AddLink(ln.a, ln.b, ln.rate_bps, ln.delay_s, kmin, kmax, pmax)
+            i = w.AddLink(ln.a, ln.b, ln.rate_bps, ln.delay_s, kmin, kmax, pmax)
+            if getattr(ln, "error_rate", 0.0) > 0:
+                w.fabric.SetLinkErrorRate(i, float(ln.error_rate))
         for node, per_dst in enumerate(fabric.next_hops()):
             if not any(per_dst):
                 continue
@@ -175,14 +188,14 @@ class PacketNetwork:
         return self._read("FlowTable", 6)
 
     def link_reports(self) -> list[LinkReport]:
-        arr = self._read("LinkTable", 10)
+        arr = self._read("LinkTable", LINK_COLUMNS)
         out = []
         for i, ln in enumerate(self.fabric.links):
             for side, (a, b) in enumerate(((ln.a, ln.b), (ln.b, ln.a))):
-                tx, peak, drops, ps, pr, paused, marks, cnps, peak_in, peak_buf = arr[2 * i + side]
+                tx, peak, drops, ps, pr, paused, marks, cnps, peak_in, peak_buf, acks, nacks, lost = arr[2 * i + side]
                 out.append(LinkReport(self.fabric.node_name(a), self.fabric.node_name(b), ln.rate_bps,
                                       int(tx), int(peak), int(drops), int(ps), int(pr), float(paused), int(marks),
-                                      int(cnps), int(peak_in), int(peak_buf)))
+                                      int(cnps), int(peak_in), int(peak_buf), int(acks), int(nacks), int(lost)))
         return out
 
     def close(self) -> None:

@@ -74,7 +74,7 @@ def test_simai_topology_errors_name_the_line(tmp_path):
     ("0 4 infGbps 0.0005ms 0", "rate", "infGbps"),
     ("0 4 1e999Gbps 0.0005ms 0", "rate", "1e999Gbps"),
     ("0 4 400Gbps nanms 0", "delay", "nanms"),
-    ("0 4 400Gbps 0.0005ms 0.001", "error_rate", "0.001"),  # not modelled: refused
+    ("0 4 400Gbps 0.0005ms -0.001", "error_rate", "-0.001"),
     ("0 4 400Gbps 0.0005ms nan", "error_rate", "nan"),
     ("0 4 400Gbps 0.0005ms 1.5", "error_rate", "1.5"),
 ])
@@ -85,6 +85,14 @@ def test_simai_topology_bad_link_values_name_file_line_field_and_value(tmp_path,
         read_simai_topology(p)
     msg = str(exc.value)
     assert msg.startswith(f"{p}:3: field {field} = {value!r}") and "\n" not in msg
+
+
+def test_simai_topology_error_rates_are_kept(tmp_path):
+    """A non-zero error rate is a link property now (the RDMA model retransmits)."""
+    p = tmp_path / "topo.txt"
+    p.write_text("3 2 0 1 2 H100\n2\n0 2 400Gbps 0.0005ms 0.0001\n1 2 400Gbps 0.0005ms 0\n")
+    fab = read_simai_topology(p)
+    assert [ln.error_rate for ln in fab.links] == [1e-4, 0.0]
 
 
 def test_simai_topology_gpu_without_a_nic_link_is_refused(tmp_path):
