@@ -28,11 +28,13 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from formats.simai_reader import is_simai_file
 from workload_gen.cli_errors import OneLineParser, run_cli
+from workload_gen.cli_vocab import add_out, add_profile, add_quiet
 from workload_gen.errors import ConfigError
 from workload_gen.units import GiB as GIB
 
@@ -55,9 +57,10 @@ def add_run_arguments(ap: argparse.ArgumentParser) -> None:
                     help="workload file: native (gen-workload) or SimAI/AICB text; omit to generate from flags")
     ap.add_argument("--system", default=DEFAULT_SYSTEM, metavar="NAME|YAML",
                     help=f"system preset (a100, h100, h200, h20, b200) or YAML file; default {DEFAULT_SYSTEM}")
-    ap.add_argument("--out", metavar="DIR", help="output directory (created); without it only stdout")
+    add_out(ap, metavar="DIR", help="output directory (created); without it only stdout")
     ap.add_argument("--json", action="store_true", help="print summary.json to stdout instead of the table")
-    ap.add_argument("--profile", metavar="DB", help="compute profile database (compute-profile); default: estimates")
+    add_profile(ap, help="compute profile database (compute-profile); default: estimates")
+    add_quiet(ap, help="no progress lines on stderr (warnings and errors still print)")
     ap.add_argument("--gpu", metavar="NAME", help="GPU whose compute times to use; default the system's")
     ap.add_argument("--efficiency", metavar="YAML",
                     help="collective efficiency table (default network/data/efficiency.yaml); run-ns3 uses its "
@@ -77,10 +80,10 @@ def add_simai_cluster_arguments(ap: argparse.ArgumentParser) -> argparse._Argume
     """SimAI's cluster flags, for SimAI workload files (run-analytical, run-ns3)."""
     s = ap.add_argument_group("SimAI cluster flags (for SimAI files; GB = 2^30 bytes)")
     s.add_argument("--gpus", type=int, metavar="N", help="SimAI -g: total GPUs (default: the file's all_gpus)")
-    s.add_argument("--gpus-per-node", type=int, metavar="N", help="SimAI -g_p_s (default: the system's)")
+    s.add_argument("--gpus-per-node", type=int, metavar="N", help="GPUs per node (SimAI -g_p_s; default: the system's)")
     s.add_argument("--nvlink-busbw", type=float, metavar="GB/s", help="SimAI -nv: NVLink bus bandwidth")
     s.add_argument("--nic-busbw", type=float, metavar="GB/s", help="SimAI -nic: bandwidth of one NIC")
-    s.add_argument("--nics-per-node", type=int, metavar="N", help="SimAI -n_p_s")
+    s.add_argument("--nics-per-node", type=int, metavar="N", help="NICs per node (SimAI -n_p_s)")
     return s
 
 
@@ -127,13 +130,20 @@ def build_parser(backend: str = "analytical") -> argparse.ArgumentParser:
     return ap
 
 
+_QUIET: list[bool] = [False]
+"""--quiet of the command running now (set by _body; the helpers below print through _progress)."""
+
+
 def _progress(msg: str, prog: str = "run-analytical") -> None:
-    print(f"[{prog}] {msg}", file=sys.stderr, flush=True)
+    if not _QUIET[0]:
+        print(f"[{prog}] {msg}", file=sys.stderr, flush=True)
 
 
-def has_model_flags(args: argparse.Namespace) -> bool:
-    return bool(getattr(args, "config", None) or getattr(args, "model", None)) or any(
-        v is not None for k, v in vars(args).items() if k.startswith(("m_", "p_")))
+def has_model_flags(args: argparse.Namespace, allowed: tuple[str, ...] = ()) -> bool:
+    """Any model/parallel flag given (``allowed``: dests not counted, e.g. a SimAI file's fill-ins)."""
+    return bool(getattr(args, "config", None) or getattr(args, "model", None)
+                or getattr(args, "hf_config", None)) or any(
+        v is not None for k, v in vars(args).items() if k.startswith(("m_", "p_")) and k not in allowed)
 
 
 def _simai_system(args: argparse.Namespace, base: Any, all_gpus: int | None) -> tuple[Any, int]:
@@ -173,7 +183,6 @@ def _simai_cluster(args: argparse.Namespace, system: Any, gpus: int) -> Any:
 def _simai_accounting_outputs(args: argparse.Namespace, path: Path, system: Any) -> tuple[dict[str, Any], dict[str, str | bytes]]:
     """SimAI_analytical's report for a SimAI file: summary.json, EndToEnd.csv, layers.csv."""
     from engine.simai_accounting import simai_accounting
-    from formats.endtoend_csv import render_endtoend_csv
     from formats.simai_reader import read_simai
 
     sw = read_simai(path)
@@ -198,6 +207,11 @@ def _simai_accounting_outputs(args: argparse.Namespace, path: Path, system: Any)
                    "cluster": {k: getattr(cluster, k) for k in cluster.__slots__},
                    "system": system.to_dict()},
     }
+    files: dict[str, str | bytes] = {"summary.json": json.dumps(summary, indent=2) + "\n"}
+    if not args.out:  # the per-layer files are rendered only to be written
+        return summary, files
+    from formats.endtoend_csv import render_endtoend_csv
+
     rows = [r.as_dict() for r in acc.layers]
     layer_lines = ["record,name,fwd_compute_s,wg_compute_s,ig_compute_s,fwd_comm_s,wg_comm_s,ig_comm_s,"
                    "exposed_comm_s"]
@@ -205,11 +219,8 @@ def _simai_accounting_outputs(args: argparse.Namespace, path: Path, system: Any)
         exp = r.fwd_exposed_us + r.wg_exposed_us + r.ig_exposed_us
         vals = (r.fwd_compute_us, r.wg_compute_us, r.ig_compute_us, r.fwd_comm_us, r.wg_comm_us, r.ig_comm_us, exp)
         layer_lines.append(f"{i},{r.name}," + ",".join(f"{v * us:.9g}" for v in vals))
-    files: dict[str, str | bytes] = {
-        "summary.json": json.dumps(summary, indent=2) + "\n",
-        "EndToEnd.csv": render_endtoend_csv(totals, rows, name=path.name, run_name="Analytical"),
-        "layers.csv": "\n".join(layer_lines) + "\n",
-    }
+    files["EndToEnd.csv"] = render_endtoend_csv(totals, rows, name=path.name, run_name="Analytical")
+    files["layers.csv"] = "\n".join(layer_lines) + "\n"
     return summary, files
 
 
@@ -219,23 +230,85 @@ def _header_dict(header: Any) -> dict[str, Any]:
 
 
 def load_workload(args: argparse.Namespace, path: Path, system: Any, prog: str = "run-analytical") -> tuple[Any, Any]:
-    """A workload from a file (native or SimAI, formats.workload_files) and the system to run it on."""
+    """A workload from a file (native or SimAI, formats.workload_files) and the system to run it on.
+
+    A SimAI file gets the sequence length and micro-batch of ``--seq-length`` and
+    ``--micro-batch`` when given (the file has neither; they set the tokens per
+    iteration); its ``meta['placeholders']`` (JSON) names the headline figures that remain the
+    file's placeholders (:func:`simai_placeholders`)."""
     from formats.workload_files import open_workload
 
     wf = open_workload(path)
     if wf.format == "simai":
+        from formats.simai_convert import simai_to_workload
+
         assert wf.simai is not None
         system, gpus = _simai_system(args, system, wf.header_gpus)
         _progress(f"read SimAI workload {path} ({len(wf.simai.records)} records) for {gpus} GPUs", prog)
-        return wf.to_workload(gpus), system
+        fill = _simai_fill(args)
+        workload = simai_to_workload(wf.simai, gpus=gpus, **fill)
+        meta = dict(workload.meta)
+        meta["placeholders"] = json.dumps(  # meta holds strings
+            simai_placeholders(wf.simai, gpus, given_gpus=args.gpus is not None, fill=fill))
+        return replace(workload, meta=meta), system
     _progress(f"read workload {path}", prog)
     return wf.to_workload(), system
+
+
+SIMAI_FILL_FLAGS = {"seq_length": "--seq-length", "micro_batch": "--micro-batch"}
+"""Figures a SimAI file lacks that a flag fills in (event mode): they set the tokens per iteration."""
+
+
+def _simai_fill(args: argparse.Namespace) -> dict[str, int]:
+    return {k: getattr(args, f"p_{k}") for k in SIMAI_FILL_FLAGS if getattr(args, f"p_{k}", None) is not None}
+
+
+def simai_placeholders(sw: Any, gpus: int, *, given_gpus: bool, fill: dict[str, int]) -> dict[str, str]:
+    """The headline figures of an event-mode run of a SimAI/AICB file that are not the
+    job's but the file's placeholders, each with why and what would fill it in.
+
+    A SimAI file is rank 0's records plus a header: it has no model (so no parameters,
+    no memory model), no sequence length or micro-batch (so no tokens), and AICB writes
+    a compute time of 1 ns (or 0) wherever it had no AIOB measurement."""
+    h = sw.header
+    pp = h.pp or 1
+    out: dict[str, str] = {}
+    if pp > 1:
+        where = f"--gpus {gpus}" if given_gpus else f"the file's all_gpus {h.all_gpus}"
+        out["gpus"] = (f"{gpus // pp} GPUs = one pipeline stage of {gpus} ({where}); the file holds one stage's "
+                       f"records, so pp {pp} and its bubble are not simulated")
+    missing = [flag for k, flag in SIMAI_FILL_FLAGS.items() if k not in fill]
+    if missing:
+        out["batch_tokens"] = (f"micro-batch x sequence length are placeholders (the file has neither): give "
+                               f"{' and '.join(missing)}; tokens/s depends on them")
+    out["memory"] = ("no model in the file: weights, gradients, optimizer state and activations are not known; "
+                     "the figure holds only communication buffers")
+    times = [t for r in sw.records for t in (r.fwd_compute_ns, r.ig_compute_ns, r.wg_compute_ns)]
+    if times and max(times) <= 1:
+        out["compute"] = ("every compute time in the file is AICB's placeholder (<= 1 ns: generated without AIOB); "
+                          "regenerate it with AIOB, or simulate from the model's flags with --profile DB")
+    out["flops"] = "no model in the file: TFLOP/s and MFU are not computed"
+    return out
+
+
+def _check_simai_flags(args: argparse.Namespace, accounting: str) -> None:
+    """Flags that a SimAI file's event run can or cannot use: one line each for those it cannot."""
+    fill = _simai_fill(args)
+    if fill and accounting == "simai":
+        k = next(iter(fill))
+        raise ConfigError(SIMAI_FILL_FLAGS[k], fill[k], "--accounting simai reproduces SimAI's report, which has "
+                          "no tokens or throughput; the flag fills in the tokens of the event simulation "
+                          "(drop --accounting simai)")
+    if args.profile:
+        raise ConfigError("--profile", args.profile, "a SimAI/AICB file carries compute times but no op shapes, "
+                          "so no time can be looked up in a profile; simulate from the model's flags "
+                          "(--model/--hf-config ... --profile DB) to use measured times")
 
 
 def event_outputs(args: argparse.Namespace, result: Any) -> tuple[dict[str, Any], dict[str, str | bytes]]:
     from formats.chrome_trace import trace_json
     from formats.endtoend_csv import render_endtoend_csv, totals_from_breakdown
-    from formats.run_outputs import layers_csv, summary_dict
+    from formats.run_outputs import endtoend_layer_rows, layers_csv, summary_dict
 
     simai = result.backend == "simai-accounting"
     summary = summary_dict(result, accounting="simai" if simai else "event")
@@ -247,7 +320,7 @@ def event_outputs(args: argparse.Namespace, result: Any) -> tuple[dict[str, Any]
         else:
             totals = totals_from_breakdown(b.compute_s, b.exposed_comm_s, b.bubble_s, b.optimizer_s,
                                            result.iteration_time_s)
-            rows = []
+            rows = endtoend_layer_rows(result)  # per-layer rows of the critical stage
         files["layers.csv"] = layers_csv(result)
         files["EndToEnd.csv"] = render_endtoend_csv(totals, rows, name=result.workload.model.name,
                                                     run_name="Analytical" if simai else "trainsim")
@@ -277,7 +350,7 @@ def _warn_mismatches(args: argparse.Namespace, workload: Any, system: Any, prog:
                   f"every compute time will be estimated (use --gpu NAME to pick one of its GPUs)",
                   file=sys.stderr, flush=True)
     timed_on = getattr(workload, "gpu", "") or ""
-    if timed_on and timed_on != target and any(
+    if timed_on not in ("", "imported") and timed_on != target and any(
             getattr(op, "time_s", None) is not None for _, _, op in workload.ops()):
         print(f"warning: the workload's compute times are for {timed_on} but the system's GPU is {target}; "
               f"the times are kept as they are and MFU is against {target}'s peak", file=sys.stderr, flush=True)
@@ -334,19 +407,25 @@ def summary_table(summary: dict[str, Any]) -> str:
                      f"{d.get('num_microbatches')} micro-batches of {par['micro_batch']} x {par['seq_length']} tokens")
     else:
         lines.append(f"{cfg.get('workload', '')} ({summary.get('accounting')} accounting)")
-    lines.append(f"iteration time   {_fmt_s(t)}")
+    ph = summary.get("placeholders") or {}
+    if ph:
+        lines.append("PLACEHOLDERS: figures below that come from the SimAI file's placeholders, not from your job:")
+        lines += [f"  {k}: {v}" for k, v in ph.items()]
+    lines.append(f"iteration time   {_fmt_s(t)}" + ("  (compute times are placeholders)" if "compute" in ph else ""))
     if "tokens_per_s" in summary:
         mfu, tf = summary.get("mfu"), summary.get("tflops_per_gpu")
         lines.append(f"throughput       {summary['tokens_per_s']:,.0f} tokens/s"
                      + (f", {tf:.1f} TFLOP/s per GPU" if tf is not None else "")
-                     + (f", MFU {mfu:.1%}" if mfu is not None else ""))
+                     + (f", MFU {mfu:.1%}" if mfu is not None else "")
+                     + ("  (placeholder: batch tokens)" if "batch_tokens" in ph else ""))
     lines.append("breakdown (critical stage)        share")
     for k, v in summary["breakdown_s"].items():
         if v:
             lines.append(f"  {k:<15s}{_fmt_s(v)}  {v / t:6.1%}" if t else f"  {k:<15s}{_fmt_s(v)}")
     if any(summary.get("peak_memory_bytes") or ()):
         cap = summary.get("gpu_memory_bytes") or 0
-        lines.append("peak memory per stage: allocated / reserved (GiB)" + (f", GPU has {cap / GIB:.1f}" if cap else ""))
+        lines.append("peak memory per stage: allocated / reserved (GiB)" + (f", GPU has {cap / GIB:.1f}" if cap else "")
+                     + ("  (placeholder: no model in the file)" if "memory" in ph else ""))
         for i, (a, r) in enumerate(zip(summary["peak_memory_bytes"], summary["reserved_memory_bytes"])):
             over = "  DOES NOT FIT" if cap and r > cap else ""
             lines.append(f"  stage {i:<3d} {a / GIB:8.2f} / {r / GIB:8.2f}{over}")
@@ -383,15 +462,21 @@ def _body(argv: list[str] | None, backend_name: str) -> int:
     kind = backend_kind(backend_name)
     prog = RUN_COMMANDS.get(backend_name, (f"run-{backend_name}",))[0]
     args = build_parser(backend_name).parse_args(argv)
+    _QUIET[0] = args.quiet
     accounting = getattr(args, "accounting", "event")
     t0 = time.perf_counter()
     system = kind.configure(args, load_system(args.system))
     wpath = Path(args.workload) if args.workload else None
-    if wpath is not None and has_model_flags(args):
-        raise ConfigError("workload", str(wpath), "give a workload file or model/parallel flags (-c, --model, --tp, ...), not both")
     if wpath is not None and not wpath.is_file():
         raise ConfigError("workload", str(wpath), "no such file")
-    if wpath is None or not is_simai_file(wpath):
+    simai_file = wpath is not None and is_simai_file(wpath)
+    fills = tuple(f"p_{k}" for k in SIMAI_FILL_FLAGS) if simai_file else ()
+    if wpath is not None and has_model_flags(args, fills):
+        raise ConfigError("workload", str(wpath), "give a workload file or model/parallel flags (-c, --model, --tp, ...), "
+                          "not both" + (" (a SimAI file takes only --seq-length and --micro-batch)" if simai_file else ""))
+    if simai_file:
+        _check_simai_flags(args, accounting)
+    else:
         reject_simai_flags(args)
     net = None
     if accounting == "simai" and wpath is not None and is_simai_file(wpath):
@@ -413,13 +498,22 @@ def _body(argv: list[str] | None, backend_name: str) -> int:
             _progress(f"SimAI accounting on {system.name}", prog)
             result = run_workload(workload, system, profile=args.profile, gpu=args.gpu, accounting="simai")
         else:
-            net = kind.from_args(args, system, workload.parallel.world_size, sys.stderr)
+            net = kind.from_args(args, system, workload.parallel.world_size, None if args.quiet else sys.stderr)
             _progress(f"simulating on {system.name} ({kind.name} backend)", prog)
             # the timeline is built only for the files that read it (trace.json, layers.csv)
             result = run_workload(workload, system, profile=args.profile, gpu=args.gpu,
                                   timeline=bool(args.out) and not args.no_trace, backend=net)
             result.extras.update(kind.report(net))
+        if args.out:
+            t_sim = time.perf_counter()
+            _progress(f"simulated in {t_sim - t0:.2f} s; rendering the output files "
+                      f"({'summary, layers, trace.json' if result.intervals else 'summary, layers'}"
+                      f"{'' if args.no_plot else ', run.png'})", prog)
         summary, files = event_outputs(args, result)
+        placeholders = json.loads(workload.meta.get("placeholders") or "{}")
+        if placeholders:
+            summary["placeholders"] = placeholders
+            files["summary.json"] = json.dumps(summary, indent=2) + "\n"
         if args.profile:  # the table's hint to give a profile would be wrong
             summary.setdefault("config", {})["profile"] = args.profile
     try:
@@ -435,7 +529,7 @@ def _body(argv: list[str] | None, backend_name: str) -> int:
             sys.stdout.write(summary_table(summary))
     finally:
         if net is not None:
-            kind.finish(net, sys.stderr)
+            kind.finish(net, None if args.quiet else sys.stderr)
     _progress(f"done in {time.perf_counter() - t0:.2f} s", prog)
     return 0
 

@@ -13,7 +13,7 @@ the work on that rank (compute ops in time order; a collective at its issue poin
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from engine.passes import PassProfile
@@ -81,24 +81,48 @@ class Block:
 
 
 class Timeline(Sequence):
-    """Immutable sequence of :class:`Interval`, materialised lazily."""
+    """Immutable sequence of :class:`Interval`, materialised lazily.
 
-    __slots__ = ("_parts", "_len", "_cache")
+    Readers that need only part of it, or only sums, should not materialise it: at 3072
+    micro-batches a run holds ~10^7 intervals (gigabytes as objects). :meth:`parts` gives the
+    compact form (Blocks share their pass profile), :meth:`iter_intervals` streams intervals
+    (optionally only some micro-batches) without keeping them, and :meth:`layer_sums`
+    aggregates per (stage, layer, phase) from pass profiles x counts.
+    """
+
+    __slots__ = ("_parts", "_len", "_cache", "_layer_sums")
 
     def __init__(self, parts: list[Any]) -> None:
         """``parts``: Interval objects and :class:`Block` objects, in output order."""
         self._parts = parts
         self._len = sum(len(p) if isinstance(p, Block) else 1 for p in parts)
         self._cache: tuple[Interval, ...] | None = None
+        self._layer_sums: dict[tuple[int, int, str], Any] | None = None
 
     def __len__(self) -> int:
         return self._len
 
     def __iter__(self) -> Iterator[Interval]:
-        # Materialised once, on first use, then kept: consumers (trace, layers.csv, plots)
-        # each iterate, and building the records is the expensive part. The memory is what
-        # a tuple would have held from the start; runs that never look pay nothing.
+        # Materialised once, on first use, then kept: consumers that iterate several times
+        # pay the construction once. The output writers use parts()/iter_intervals() instead.
         return iter(self.to_tuple())
+
+    def parts(self) -> list[Any]:
+        """The compact form: :class:`Block` (a memoised pass) and Interval objects, in order."""
+        return self._parts
+
+    def iter_intervals(self, keep: Callable[[int], bool] | None = None) -> Iterator[Interval]:
+        """Intervals in order, built one at a time and not kept; ``keep(microbatch)`` filters
+        (a Block is skipped whole when its micro-batch is not kept)."""
+        if self._cache is not None and keep is None:
+            yield from self._cache
+            return
+        for p in self._parts:
+            if type(p) is Block:
+                if keep is None or keep(p.microbatch):
+                    yield from p
+            elif keep is None or keep(p.microbatch):
+                yield p
 
     def _generate(self) -> Iterator[Interval]:
         for p in self._parts:
@@ -113,8 +137,83 @@ class Timeline(Sequence):
     def to_tuple(self) -> tuple[Interval, ...]:
         if self._cache is None:
             self._cache = tuple(self._generate())
-            self._parts = []  # the records now hold everything
         return self._cache
+
+    def layer_sums(self) -> dict[tuple[int, int, str], Any]:
+        """Per (stage, layer, phase) totals from pass profiles x counts
+        (:func:`formats.run_outputs.layer_sums`); computed once, the timeline is immutable."""
+        if self._layer_sums is None:
+            from formats.run_outputs import layer_sums
+
+            self._layer_sums = layer_sums(self._parts)
+        return self._layer_sums
+
+    def pass_spans(self) -> list[tuple[int, int, int, bool, float, float]]:
+        """(stage, chunk, micro-batch, forward, start, end) of every pass of each stage's first
+        rank: the span of its compute ops (a memoised pass from its profile, once per profile;
+        an op-level pass from its intervals)."""
+        first: dict[int, int] = {}
+        spans: dict[tuple[int, int, int, bool], list[float]] = {}
+        prof_span: dict[int, tuple[bool, float, float] | None] = {}
+        for p in self._parts:
+            if first.setdefault(p.stage, p.rank) != p.rank or p.microbatch < 0:
+                continue
+            if type(p) is Block:
+                ps = prof_span.get(id(p.profile), False)
+                if ps is False:
+                    recs = p.profile.records
+                    comp = [(s, e) for stream, _, s, e, _ in recs if stream == "compute"]
+                    ps = prof_span[id(p.profile)] = (recs[0][1].phase._value_ == "fwd", min(s for s, _ in comp),
+                                                     max(e for _, e in comp)) if comp else None
+                if ps is None:
+                    continue
+                fwd, lo, hi = ps[0], ps[1] + p.offset, ps[2] + p.offset
+            else:
+                if p.stream != "compute":
+                    continue
+                fwd, lo, hi = p.phase == "fwd", p.start, p.end
+            key = (p.stage, p.chunk, p.microbatch, fwd)
+            cur = spans.get(key)
+            if cur is None:
+                spans[key] = [lo, hi]
+            else:
+                cur[0] = min(cur[0], lo)
+                cur[1] = max(cur[1], hi)
+        return [(k[0], k[1], k[2], k[3], v[0], v[1]) for k, v in spans.items()]
+
+    def memory_track(self, workload: Any, memory: Sequence[Any]) -> list[tuple[int, float, float, int]]:
+        """(stage, time, allocated bytes, micro-batch) of each stage's first rank, at every change:
+        weights, gradients, optimizer states and buffers (``memory``: engine.memory's estimate
+        per stage) plus the activations of the micro-batches in flight (engine.memory's bytes per
+        micro-batch of each chunk), held from the start of a chunk's forward to the end of its
+        backward. Its peak is the estimate's allocated peak, except that full recompute's one
+        transient group is not drawn. Empty for a workload without a model."""
+        from engine.memory import _stage_chunk_activation
+        from workload_gen.errors import TrainsimError
+
+        par = workload.parallel
+        try:
+            per_chunk = {(st.stage, ch.chunk): _stage_chunk_activation(
+                workload, st.stage, ch.chunk, attention=par.attention_backend, dropout=False)[0]
+                for st in workload.stages for ch in st.chunks}
+        except (TrainsimError, KeyError, ValueError, ZeroDivisionError, AttributeError, StopIteration):
+            return []  # a SimAI import has no model to size activations with
+        changes: dict[int, list[tuple[float, int, float, int]]] = {}
+        for stage, chunk, mb, fwd, lo, hi in self.pass_spans():
+            act = per_chunk.get((stage, chunk), 0.0)
+            # freed at the end of the backward, taken at the start of the forward (frees first)
+            changes.setdefault(stage, []).append((lo, 1, act, mb) if fwd else (hi, 0, -act, mb))
+        out: list[tuple[int, float, float, int]] = []
+        for stage in sorted(changes):
+            if stage >= len(memory):
+                continue
+            m = memory[stage]
+            held = float(m.weights + m.gradients + m.optimizer_states + m.temporary)
+            base = held
+            for t, _, delta, mb in sorted(changes[stage], key=lambda c: (c[0], c[1])):
+                held += delta
+                out.append((stage, t, max(held, base), mb))
+        return out
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, (Timeline, tuple, list)):

@@ -107,6 +107,50 @@ def write_endtoend_csv(
         fh.write(text)
 
 
+_PHASE_COLUMN = {"fwd": "fwd", "recompute": "fwd", "bwd-input": "ig", "bwd-weight": "wg", "iter": "wg"}
+"""Our phases onto SimAI's three: forward (recompute is forward work re-run during the
+backward), input gradient, weight gradient (the once-per-iteration gradient sync and
+optimizer step go with the weight gradients, as SimAI puts its DP all-reduce there)."""
+
+
+def event_layer_rows(layer_rows: Sequence[Mapping[str, object]], stage: int) -> list[dict[str, object]]:
+    """SimAI-style per-layer rows of an event-mode run, from layers.csv's rows
+    (formats.run_outputs.layer_rows) of one pipeline stage (the critical one, whose breakdown
+    fills the header).
+
+    One row per layer: ``embedding`` (layer -1), ``layer_<i>``, and ``iteration`` (layer -1's
+    once-per-iteration work: gradient sync, optimizer). Times in us; compute = busy compute
+    stream; exposed = layers.csv's ``exposed_comm_s``; total comm = wire time; algbw = bytes /
+    wire time (GB/s, GB = 2^30); busbw is left 0 (a row mixes collectives of several kinds and
+    group sizes, so no single bus factor applies). The compute columns sum to the header's
+    total comp; the exposed columns sum to its total exposed comm plus Expose_PP_comm when no
+    wait is on a pipeline transfer counted twice (pp = 1 always).
+    """
+    rows: dict[str, dict[str, float]] = {}
+    nbytes: dict[tuple[str, str], float] = {}
+    for r in layer_rows:
+        if int(r["stage"]) != stage:  # type: ignore[call-overload]
+            continue
+        layer, phase = int(r["layer"]), str(r["phase"])  # type: ignore[call-overload]
+        name = "iteration" if (layer == -1 and phase == "iter") else ("embedding" if layer == -1 else f"layer_{layer}")
+        col = _PHASE_COLUMN.get(phase, "fwd")
+        row = rows.setdefault(name, {"name": name, **{k: 0.0 for k in LAYER_KEYS}})  # type: ignore[dict-item]
+        row[f"{col}_compute_us"] += float(r["compute_s"] or 0.0) * 1e6  # type: ignore[arg-type]
+        row[f"{col}_exposed_us"] += float(r["exposed_comm_s"] or 0.0) * 1e6  # type: ignore[arg-type]
+        row[f"{col}_comm_us"] += float(r["comm_s"] or 0.0) * 1e6  # type: ignore[arg-type]
+        nbytes[(name, col)] = nbytes.get((name, col), 0.0) + float(r["comm_bytes"] or 0)  # type: ignore[arg-type]
+    out = []
+    for name, row in rows.items():
+        for col in ("fwd", "wg", "ig"):
+            t_us = row[f"{col}_comm_us"]
+            b = nbytes.get((name, col), 0.0)
+            row[f"{col}_algbw"] = b / (t_us * 1e-6) / 2**30 if t_us > 0 else 0.0
+        out.append(row)
+    order = {"embedding": -2, "iteration": 10**9}
+    out.sort(key=lambda x: order.get(str(x["name"]), int(str(x["name"]).removeprefix("layer_")) if str(x["name"]).startswith("layer_") else 0))
+    return out
+
+
 def totals_from_breakdown(
     compute_s: float,
     exposed_comm_s: Mapping[str, float],

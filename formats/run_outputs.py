@@ -15,11 +15,12 @@ import csv
 import dataclasses
 import io
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from workload_gen.metrics import headline
 from workload_gen.records import ComputeOp
-from workload_gen.run_result import RunResult
+from workload_gen.run_result import Interval, RunResult
 
 UNITS = {
     "time": "s", "memory": "bytes", "tokens_per_s": "tokens/s",
@@ -108,58 +109,232 @@ def summary_json(result: RunResult, **kw: Any) -> str:
 
 
 LAYER_COLUMNS = ("stage", "layer", "phase", "microbatches", "compute_s", "comm_s", "exposed_comm_s", "comm_bytes",
-                 "compute_per_microbatch_s", "exposed_comm_per_microbatch_s")
+                 "compute_per_microbatch_s", "exposed_comm_per_microbatch_s", "waited_comm_s")
+"""layers.csv's columns. Per (stage, layer, phase) on the stage's representative rank, summed
+over the iteration (seconds, bytes):
+
+- ``compute_s``: busy time of the compute stream (optimizer kernels included);
+- ``comm_s``: wire time of the row's collectives (start to end on their streams);
+- ``exposed_comm_s``: the part of ``comm_s`` during which the compute stream waited for
+  those collectives; a wait that began while earlier collectives of the same stream were
+  still on the wire is counted on them, and a pipeline transfer waited for by both its
+  sender and its receiver counts once; so ``exposed_comm_s <= comm_s`` on every row;
+- ``waited_comm_s``: the waits the engine charged to the row's collectives, as in the
+  breakdown (the one ending last takes a wait on several; a pipeline transfer carries the
+  waits of its sender and its receiver). Summed over every row of the run it equals the sum
+  over stages of ``stage_breakdowns_s``' exposed communication; it may exceed ``comm_s``.
+- ``microbatches``: distinct (micro-batch, chunk) instances of the row.
+"""
+
+
+# --------------------------------------------------------------------------- layer sums
+class LayerSum:
+    """One (stage, layer, phase) row's totals over the iteration (seconds, bytes).
+
+    ``waited_s`` is what the engine charged to the row's collectives (the breakdown's
+    exposed communication: a wait on several collectives goes to the one that ended last,
+    and a pipeline transfer carries the waits of both its sender and its receiver), so its
+    sums over rows equal the run's totals. ``exposed_comm_s`` is the same time placed on
+    the collectives that were on the wire while the compute stream waited (a wait that
+    covers earlier collectives queued on the same stream is moved onto them), each capped
+    at its own wire time, so ``exposed_comm_s <= comm_s`` for every row."""
+
+    __slots__ = ("comm_bytes", "comm_s", "compute_s", "exposed_comm_s", "instances", "waited_s")
+
+    def __init__(self) -> None:
+        self.compute_s = self.comm_s = self.exposed_comm_s = self.waited_s = 0.0
+        self.comm_bytes = 0
+        self.instances: set[tuple[int, int]] = set()
+        """(micro-batch, chunk) pairs that ran some op of the row."""
+
+
+def spread_waits(spans: list[tuple[float, float, float]]) -> list[float]:
+    """Exposed time per collective of one stream (in issue order: (start, end, charged wait)),
+    placed on the collectives that were on the wire during each wait and capped at each one's
+    wire time.
+
+    A wait charged to collective C ends at C's end; when it began before C started, the
+    stream was busy with C's predecessors (FIFO: C was issued before the wait began), so that
+    part is moved onto them, newest first. What finds no collective on the wire is dropped
+    (it stays in ``waited_s``)."""
+    out = [0.0] * len(spans)
+    for i, (s, e, x) in enumerate(spans):
+        if x <= 0.0:
+            continue
+        w = e - s
+        if x <= w:
+            out[i] += x
+            continue
+        out[i] += w
+        lo, hi = e - x, s
+        j = i - 1
+        while j >= 0 and hi > lo:
+            sj, ej, _ = spans[j]
+            if ej <= lo:
+                break
+            ov = min(ej, hi) - max(sj, lo)
+            if ov > 0:
+                out[j] += ov
+            hi = min(hi, sj)
+            j -= 1
+    return [min(v, e - s) if v > 0.0 else 0.0 for v, (s, e, _) in zip(out, spans)]
+
+
+_PROFILE_SUMS: dict[int, tuple[Any, dict[tuple[int, str], tuple[float, float, float, float, int]]]] = {}
+
+
+def profile_layer_sums(profile: Any) -> dict[tuple[int, str], tuple[float, float, float, float, int]]:
+    """(layer, phase) -> (compute_s, comm_s, exposed_comm_s, waited_s, comm_bytes) of one
+    instance of a memoised pass; computed once per profile."""
+    hit = _PROFILE_SUMS.get(id(profile))
+    if hit is not None and hit[0] is profile:
+        return hit[1]
+    sums: dict[tuple[int, str], list] = {}
+    by_stream: dict[str, list[int]] = {}
+    recs = profile.records
+    for k, (stream, op, s, e, x) in enumerate(recs):
+        if stream != "compute":
+            by_stream.setdefault(stream, []).append(k)
+    exposed = [0.0] * len(recs)
+    for stream, idx in by_stream.items():
+        spread = spread_waits([(recs[k][2], recs[k][3], recs[k][4]) for k in idx]) if stream != "pp" else \
+            [min(recs[k][4], recs[k][3] - recs[k][2]) for k in idx]
+        for k, v in zip(idx, spread):
+            exposed[k] = v
+    for k, (stream, op, s, e, x) in enumerate(recs):
+        key = (op.layer, op.phase._value_)
+        acc = sums.get(key)
+        if acc is None:
+            acc = sums[key] = [0.0, 0.0, 0.0, 0.0, 0]
+        if stream == "compute":
+            acc[0] += e - s
+        else:
+            acc[1] += e - s
+            acc[2] += exposed[k]
+            acc[3] += x
+            acc[4] += op.bytes
+    out = {key: tuple(v) for key, v in sums.items()}
+    if len(_PROFILE_SUMS) > 4096:
+        _PROFILE_SUMS.clear()
+    _PROFILE_SUMS[id(profile)] = (profile, out)  # type: ignore[assignment]
+    return out  # type: ignore[return-value]
+
+
+def layer_sums(parts: Sequence[Any]) -> dict[tuple[int, int, str], LayerSum]:
+    """Per (stage, layer, phase) totals of a timeline's compact form (engine.timeline.Block:
+    one memoised pass instance, and Interval parts): each memoised pass is summed once (:func:`profile_layer_sums`) and
+    multiplied by its instance count, so the cost follows the number of distinct passes
+    plus the op-level intervals, not the micro-batches. Layer sums of the representative
+    rank of each stage only (the lowest rank of the stage in the timeline)."""
+    first_rank: dict[int, int] = {}
+    blocks: dict[tuple[int, int], tuple[Any, int, list[tuple[int, int]]]] = {}
+    loose: list[Interval] = []
+    for p in parts:
+        stage = p.stage
+        r = first_rank.setdefault(stage, p.rank)
+        if p.rank != r:
+            continue
+        if type(p) is not Interval:  # an engine.timeline.Block
+            key = (stage, id(p.profile))
+            b = blocks.get(key)
+            if b is None:
+                b = blocks[key] = (p.profile, stage, [])
+            b[2].append((p.microbatch, p.chunk))
+        else:
+            loose.append(p)
+    out: dict[tuple[int, int, str], LayerSum] = {}
+
+    def row(key: tuple[int, int, str]) -> LayerSum:
+        r = out.get(key)
+        if r is None:
+            r = out[key] = LayerSum()
+        return r
+
+    shared: dict[tuple[int, int, str], list[set[tuple[int, int]]]] = {}
+    for prof, stage, inst in blocks.values():
+        n = len(inst)
+        inst_set = set(inst)
+        for (layer, phase), (comp, comm, exp, waited, nbytes) in profile_layer_sums(prof).items():
+            key = (stage, layer, phase)
+            r = row(key)
+            r.compute_s += comp * n
+            r.comm_s += comm * n
+            r.exposed_comm_s += exp * n
+            r.waited_s += waited * n
+            r.comm_bytes += nbytes * n
+            shared.setdefault(key, []).append(inst_set)
+    for key, sets in shared.items():  # most rows belong to one pass: share its set
+        r = out[key]
+        if len(sets) == 1 and not r.instances:
+            r.instances = sets[0]
+        else:
+            r.instances = set(r.instances).union(*sets)
+    # op-level intervals: exposure spread per (rank, stream), in issue order
+    streams: dict[tuple[int, str], list[Interval]] = {}
+    copied: set[tuple[int, int, str]] = set()
+    for iv in loose:
+        key = (iv.stage, iv.layer, iv.phase)
+        r = row(key)
+        if key not in copied:  # never add to a set shared with another row
+            r.instances = set(r.instances)
+            copied.add(key)
+        r.instances.add((iv.microbatch, iv.chunk))
+        if iv.stream == "compute":
+            r.compute_s += iv.end - iv.start
+        else:
+            r.comm_s += iv.end - iv.start
+            r.waited_s += iv.exposed_s
+            r.comm_bytes += iv.bytes
+            streams.setdefault((iv.rank, iv.stream), []).append(iv)
+    for (_, stream), ivs in streams.items():
+        if stream == "pp":
+            spread = [min(iv.exposed_s, iv.end - iv.start) for iv in ivs]
+        else:
+            spread = spread_waits([(iv.start, iv.end, iv.exposed_s) for iv in ivs])
+        for iv, v in zip(ivs, spread):
+            out[(iv.stage, iv.layer, iv.phase)].exposed_comm_s += v
+    return out
 
 
 def layer_rows(result: RunResult) -> list[dict[str, Any]]:
-    """Per (stage, layer, phase) totals over the iteration on the stage's representative rank.
+    """Per (stage, layer, phase) totals over the iteration on the stage's representative rank
+    (:data:`LAYER_COLUMNS`).
 
-    From the timeline when there is one; else from the workload's compute times only
-    (communication columns left empty, they need the simulation).
+    From the timeline when there is one: from pass profiles x their instance counts
+    (engine.timeline.layer_sums), never materialising the intervals; else from the workload's
+    compute times only (communication columns left empty, they need the simulation).
     """
-    acc: dict[tuple[int, int, str], dict[str, Any]] = {}
-
-    def row(stage: int, layer: int, phase: str) -> dict[str, Any]:
-        key = (stage, layer, phase)
-        if key not in acc:
-            acc[key] = {"stage": stage, "layer": layer, "phase": phase, "mbs": set(), "compute_s": 0.0,
-                        "comm_s": 0.0, "exposed_comm_s": 0.0, "comm_bytes": 0}
-        return acc[key]
-
-    if result.intervals:
-        # one pass, plain locals: a run's timeline has 10^5+ intervals
-        sums: dict[tuple[int, int, str], list] = {}
-        for iv in result.intervals:
-            key = (iv.stage, iv.layer, iv.phase)
-            s = sums.get(key)
-            if s is None:
-                s = sums[key] = [0.0, 0.0, 0.0, 0, set()]
-            s[4].add((iv.microbatch, iv.chunk))
-            if iv.stream == "compute":
-                s[0] += iv.end - iv.start
-            else:
-                s[1] += iv.end - iv.start
-                s[2] += iv.exposed_s
-                s[3] += iv.bytes
-        for (stage, layer, phase), (comp, comm, exposed, nbytes, mbs) in sums.items():
-            r = row(stage, layer, phase)
-            r.update(compute_s=comp, comm_s=comm, exposed_comm_s=exposed, comm_bytes=nbytes, mbs=mbs)
-    else:
-        m = result.workload.parallel.num_microbatches
-        for stage, chunk, op in result.workload.ops():
-            if isinstance(op, ComputeOp):
-                r = row(stage, op.layer, op.phase.value)
-                mult = 1 if chunk < 0 else m
-                r["mbs"].update((i, chunk) for i in range(mult))
-                r["compute_s"] += (op.time_s or 0.0) * mult
-                r["comm_s"] = r["exposed_comm_s"] = r["comm_bytes"] = ""
     rows = []
+    if result.intervals:
+        iv = result.intervals
+        sums = iv.layer_sums() if hasattr(iv, "layer_sums") else layer_sums(list(iv))
+        for key in sorted(sums):
+            s = sums[key]
+            n = max(len(s.instances), 1)
+            rows.append({"stage": key[0], "layer": key[1], "phase": key[2], "microbatches": n,
+                         "compute_s": s.compute_s, "comm_s": s.comm_s, "exposed_comm_s": s.exposed_comm_s,
+                         "comm_bytes": s.comm_bytes, "compute_per_microbatch_s": s.compute_s / n,
+                         "exposed_comm_per_microbatch_s": s.exposed_comm_s / n, "waited_comm_s": s.waited_s})
+        return rows
+    acc: dict[tuple[int, int, str], dict[str, Any]] = {}
+    m = result.workload.parallel.num_microbatches
+    for stage, chunk, op in result.workload.ops():
+        if isinstance(op, ComputeOp):
+            key = (stage, op.layer, op.phase.value)
+            r = acc.get(key)
+            if r is None:
+                r = acc[key] = {"stage": stage, "layer": op.layer, "phase": op.phase.value, "mbs": set(),
+                                "compute_s": 0.0, "comm_s": "", "exposed_comm_s": "", "comm_bytes": "",
+                                "waited_comm_s": ""}
+            mult = 1 if chunk < 0 else m
+            r["mbs"].update((i, chunk) for i in range(mult))
+            r["compute_s"] += (op.time_s or 0.0) * mult
     for key in sorted(acc):
         r = acc[key]
         n = max(len(r.pop("mbs")), 1)
         r["microbatches"] = n
         r["compute_per_microbatch_s"] = r["compute_s"] / n
-        r["exposed_comm_per_microbatch_s"] = r["exposed_comm_s"] / n if r["exposed_comm_s"] != "" else ""
+        r["exposed_comm_per_microbatch_s"] = ""
         rows.append({c: r[c] for c in LAYER_COLUMNS})
     return rows
 
@@ -173,3 +348,9 @@ def layers_csv(result: RunResult) -> str:
     return buf.getvalue()
 
 
+def endtoend_layer_rows(result: RunResult) -> list[dict[str, Any]]:
+    """EndToEnd.csv's per-layer rows for an event-mode run: layers.csv's rows of the critical
+    stage in SimAI's columns (formats.endtoend_csv.event_layer_rows)."""
+    from formats.endtoend_csv import event_layer_rows
+
+    return event_layer_rows(layer_rows(result), int(result.extras.get("critical_stage", 0)))

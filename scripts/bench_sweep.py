@@ -1,14 +1,18 @@
 """Sweep throughput: points per minute for a dense-model sweep, local processes vs Ray.
 
-Usage: python scripts/bench_sweep.py [--points N] [--model llama3-8b] [--no-ray]
-Prints points/minute (all points, and valid ones only) for 1 process, all cores, and a
-local Ray instance on the same machine. Each point is built, memory-checked, attached and
-simulated in-process (timeline off), exactly as `sweep` does.
+Usage: python scripts/bench_sweep.py [--points N] [--model llama3-8b] [--no-ray] [--workers 2]
+Prints points/minute (all points, and valid ones only) for 1 process, N worker processes, and
+a local Ray instance on the same machine, with the CPU seconds each took (this process and its
+workers: on a shared machine wall time says more about the neighbours than about the code).
+Each point is built, memory-checked, attached and simulated in-process (timeline off),
+exactly as `sweep` does. The grid is docs/sweep.md's kind of dense grid: TP x PP x micro-batch
+x recompute x NIC bandwidth x (GPUs, global batch).
 """
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -36,14 +40,24 @@ def make_points(model: str, n: int):
     return expand(spec)[:n]
 
 
+def _cpu() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)  # pool workers, once reaped
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def run(points, label, **kw):
+    from engine.pipeline import clear_caches
+
+    clear_caches()  # each variant starts cold, as a fresh sweep does
     with tempfile.TemporaryDirectory() as d:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _cpu()
         rows = run_points(points, evaluate_config, Path(d) / "j.jsonl", progress=False, **kw)
-        dt = time.perf_counter() - t0
+        dt, cpu = time.perf_counter() - t0, _cpu() - c0
     ok = sum(r["status"] == "ok" for r in rows)
-    print(f"{label:<28} {len(points):6d} points ({ok} valid) in {dt:7.2f} s = "
-          f"{len(points) / dt * 60:9.0f} points/min ({ok / dt * 60:8.0f} valid/min)")
+    print(f"{label:<28} {len(points):6d} points ({ok} valid) in {dt:7.2f} s wall, {cpu:7.2f} s CPU "
+          f"({cpu / len(points) * 1e3:5.2f} ms/point) = {len(points) / dt * 60:9.0f} points/min "
+          f"({ok / dt * 60:8.0f} valid/min)")
     return dt
 
 
@@ -52,9 +66,11 @@ def main() -> None:
     ap.add_argument("--points", type=int, default=3000)
     ap.add_argument("--model", default="llama3-8b")
     ap.add_argument("--no-ray", action="store_true")
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     args = ap.parse_args()
     points = make_points(args.model, args.points)
-    cores = os.cpu_count() or 1
+    cores = args.workers
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", file=sys.stderr)
     print(f"dense sweep: {args.model}, {len(points)} points, {cores} cores", file=sys.stderr)
     t1 = run(points, "local, 1 process", workers=1)
     tn = run(points, f"local, {cores} processes", workers=cores, batch_size=128)

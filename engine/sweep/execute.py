@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +105,27 @@ def _batches(points: list[SweepPoint], size: int) -> Iterator[list[SweepPoint]]:
         yield points[i:i + size]
 
 
+def _workload_key(config: dict[str, Any]) -> str:
+    """The point's config without its system: points with equal keys build the same workload."""
+    try:
+        return json.dumps({k: v for k, v in config.items() if k != "system"}, sort_keys=True, default=str)
+    except TypeError:  # keys of mixed types
+        return repr(sorted((str(k), repr(v)) for k, v in config.items() if k != "system"))
+
+
+def _by_workload(points: list[SweepPoint]) -> list[SweepPoint]:
+    """Points that differ only in system fields next to each other (groups in order of first
+    appearance, points in order within a group), so they land in one batch and one worker,
+    which builds and attaches their workload once (engine.pipeline.build_cached). Rows are
+    still tabulated in point order."""
+    groups: dict[str, list[SweepPoint]] = {}
+    for p in points:
+        groups.setdefault(_workload_key(p.config), []).append(p)
+    if len(groups) == len(points):
+        return points
+    return [p for g in groups.values() for p in g]
+
+
 def _eval_one(evaluate: Evaluator, cfg: dict[str, Any]) -> Row:
     """One point; an unexpected exception (a bug) becomes an ``error`` row with its type and
     message, so one bad point never ends a sweep of thousands."""
@@ -154,6 +176,28 @@ def _stop_pool(pool: ProcessPoolExecutor) -> None:
     manager = getattr(pool, "_executor_manager_thread", None)
     if manager is not None:
         manager.join(1.0)
+
+
+@contextmanager
+def local_pool(workers: int | None,
+               died: str = "a worker process died (out of memory, or killed)") -> Iterator[ProcessPoolExecutor | None]:
+    """The sweep's process pool (workers that leave Ctrl-C to the parent and die with it),
+    or None for one worker (run in this process). ``search`` runs on it too. On an interrupt
+    or error the workers are terminated at once; a worker that died is one line."""
+    n = workers if workers is not None else (os.cpu_count() or 1)
+    if n <= 1:
+        yield None
+        return
+    pool = ProcessPoolExecutor(max_workers=n, initializer=_worker_init)
+    try:
+        yield pool
+    except BrokenProcessPool:
+        _stop_pool(pool)
+        raise TrainsimError(died) from None
+    except BaseException:
+        _stop_pool(pool)
+        raise
+    pool.shutdown(wait=True)
 
 
 class Progress:
@@ -231,7 +275,7 @@ def _run_todo(todo: list[SweepPoint], evaluate: Evaluator, journal: Path, done: 
             jf.flush()
             bar.update(n)
 
-        batches = [[(p.key, p.config) for p in b] for b in _batches(todo, batch_size)]
+        batches = [[(p.key, p.config) for p in b] for b in _batches(_by_workload(todo), batch_size)]
         if use_ray:
             _run_ray(batches, evaluate, record, ray_address)
         else:
@@ -240,19 +284,13 @@ def _run_todo(todo: list[SweepPoint], evaluate: Evaluator, journal: Path, done: 
                 for b in batches:
                     record(_eval_batch(evaluate, b))
             else:
-                pool = ProcessPoolExecutor(max_workers=min(n_workers, len(batches)), initializer=_worker_init)
-                try:
+                died = ("a sweep worker process died (out of memory, or killed); the points finished so far "
+                        f"are in {journal}: run the sweep again to resume")
+                with local_pool(min(n_workers, len(batches)), died) as pool:
+                    assert pool is not None
                     futures = [pool.submit(_eval_batch, evaluate, b) for b in batches]
                     for fut in futures:  # in order: deterministic journal for a given worker count
                         record(fut.result())
-                except BrokenProcessPool:
-                    _stop_pool(pool)
-                    raise TrainsimError("a sweep worker process died (out of memory, or killed); the points "
-                                        f"finished so far are in {journal}: run the sweep again to resume") from None
-                except BaseException:
-                    _stop_pool(pool)
-                    raise
-                pool.shutdown(wait=True)
 
 
 def _run_ray(batches: list[list[tuple[str, dict[str, Any]]]], evaluate: Evaluator, record, address: str | None) -> None:

@@ -7,6 +7,7 @@ before simulating, since it is cheap and such points need no timing.
 """
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from workload_gen.errors import TrainsimError
@@ -17,20 +18,31 @@ from workload_gen.units import GiB as GIB
 SUMMARY_COLUMNS = ("iteration_time_s", "tokens_per_s", "tflops_per_gpu", "mfu")
 
 
+_SYSTEMS: dict[str, SystemConfig] = {}
+"""A mapping-valued system, by its JSON text: the grid's system axes repeat few values."""
+
+
 def system_of(config: dict[str, Any]) -> SystemConfig:
     spec = config.get("system", "h100")
     if isinstance(spec, str):
         return load_system(spec)
     if isinstance(spec, dict):
-        return system_from_dict(spec, source="sweep system")
+        try:
+            key = json.dumps(spec, sort_keys=True, default=str)
+        except TypeError:  # keys of mixed types: no cache
+            return system_from_dict(spec, source="sweep system")
+        hit = _SYSTEMS.get(key)
+        if hit is None:
+            if len(_SYSTEMS) > 256:
+                _SYSTEMS.clear()
+            hit = _SYSTEMS[key] = system_from_dict(spec, source="sweep system")
+        return hit
     raise TrainsimError(f"system={spec!r} must be a preset name or a mapping of system fields")
 
 
 def evaluate_config(config: dict[str, Any]) -> dict[str, Any]:
     """One row: status, reason, the resolved inputs, and every summary figure."""
-    from engine.memory import estimate_memory
-    from engine.pipeline import run_workload
-    from workload_gen import build
+    from engine.pipeline import build_cached, run_workload
     from workload_gen.config_loading import configs_from_dict
     from workload_gen.metrics import headline
 
@@ -44,8 +56,9 @@ def evaluate_config(config: dict[str, Any]) -> dict[str, Any]:
             "micro_batch": par.micro_batch, "global_batch": par.global_batch, "seq_length": par.seq_length,
             "recompute": par.recompute, "distributed_optimizer": par.distributed_optimizer,
         })
-        workload = build(model, par)
-        memory = estimate_memory(workload)
+        # built once per (model, parallel) in this process: points that differ only in
+        # system fields share the workload, its memory estimate and its compute times
+        workload, memory = build_cached(model, par)
         peak = max(m.allocated_peak for m in memory)
         reserved = max(m.reserved_peak for m in memory)
         row.update(peak_memory_bytes=peak, reserved_memory_bytes=reserved, peak_memory_gib=peak / GIB)

@@ -11,11 +11,18 @@ Enumeration (all combinations, then validated by the same constructors users hit
   (Transformer Engine's userbuffers) on: Megatron's recommended settings at scale.
 The memory model prunes before any simulation (it needs only the workload build); for
 each layout only the lightest recompute setting that fits is kept, since recomputation
-never makes an iteration faster. The survivors are simulated with the analytical backend.
+never makes an iteration faster; a recompute setting over memory at one micro-batch is over
+at every larger one (no build needed). The survivors are simulated with the analytical
+backend, on the sweep's process pool (engine.sweep.execute.local_pool). Asked for the top K
+only (``top_k``), layouts are simulated in order of a lower bound of their iteration time
+(:func:`compute_bound`) and those whose bound exceeds the K-th best time so far are skipped.
 """
 from __future__ import annotations
 
+import bisect
 import itertools
+import os
+from concurrent.futures import FIRST_COMPLETED, wait
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -63,6 +70,9 @@ class SearchResult:
     over_memory: int
     simulated: int
     invalid_reasons: tuple[tuple[str, int], ...]
+    pruned: int = 0
+    """Layouts that fit but were not ranked: their compute bound exceeds the top_k-th best
+    time (search's ``top_k``); 0 when every fitting layout is simulated."""
 
 
 def _pow2_upto(n: int) -> list[int]:
@@ -98,48 +108,237 @@ def enumerate_layouts(model: ModelConfig, base: ParallelConfig, system: SystemCo
     return valid, reasons
 
 
-def search(model: ModelConfig, base: ParallelConfig, system: SystemConfig, *, progress=None) -> SearchResult:
-    from engine.memory import estimate_memory
-    from engine.pipeline import run_workload
-    from workload_gen import build
-    from workload_gen.metrics import headline
-
-    layouts, reasons = enumerate_layouts(model, base, system)
-    capacity = system.gpu_spec.memory_bytes
-    fitting: list[tuple[ParallelConfig, Any, Any, int]] = []
-    over = 0
-    # Recomputation only adds work, so for one layout the lightest recompute that fits
-    # dominates the heavier ones: none < selective < full. Layouts come grouped that way.
-    settled: set[ParallelConfig] = set()
+def _groups(layouts: list[ParallelConfig]) -> list[list[list[ParallelConfig]]]:
+    """Families of groups: a group is the layouts that differ only in recompute (in order none <
+    selective < full); a family the groups that differ only in micro-batch (ascending)."""
+    groups: dict[ParallelConfig, list[ParallelConfig]] = {}
     for par in layouts:
-        lighter = replace(par, recompute="none")
-        if lighter in settled:
+        groups.setdefault(replace(par, recompute="none"), []).append(par)
+    families: dict[ParallelConfig, list[list[ParallelConfig]]] = {}
+    for light, g in groups.items():
+        families.setdefault(replace(light, micro_batch=1), []).append(g)
+    for fam in families.values():
+        fam.sort(key=lambda g: g[0].micro_batch)
+    return list(families.values())
+
+
+def compute_bound(workload: Any) -> float:
+    """A lower bound of the iteration time from compute alone (communication, waits and
+    compute slowed by collectives only add to it), the larger of:
+
+    - the busiest stage's compute kernels back to back (one compute stream per rank);
+    - for each stage s: before its first forward (chunk 0 of micro-batch 0) the forwards of
+      chunk 0 on stages 0..s-1 must have run one after another, after its last backward
+      (chunk 0 of the last micro-batch) the backwards of chunk 0 on stages s-1..0, and then
+      stage 0's once-per-iteration work (gradient sync, optimizer) follows on stage 0.
+    """
+    from workload_gen.records import ComputeOp
+
+    m = workload.parallel.num_microbatches
+
+    def busy(ops: Any) -> float:
+        return sum(op.time_s or 0.0 for op in ops if type(op) is ComputeOp)
+
+    per_mb, tail, fwd0, bwd0 = [], [], [], []
+    for st in workload.stages:
+        per_mb.append(sum(busy(ch.forward) + busy(ch.backward) for ch in st.chunks))
+        tail.append(busy(st.iteration))
+        first = next((ch for ch in st.chunks if ch.chunk == 0), None)
+        fwd0.append(busy(first.forward) if first is not None else 0.0)
+        bwd0.append(busy(first.backward) if first is not None else 0.0)
+    bound = max((p * m + t for p, t in zip(per_mb, tail)), default=0.0)
+    ahead = 0.0
+    for s in range(1, len(per_mb)):
+        ahead += fwd0[s - 1] + bwd0[s - 1]
+        bound = max(bound, ahead + per_mb[s] * m + tail[0])
+    return bound
+
+
+def _fit_group(model: ModelConfig, pars: list[ParallelConfig], gpu: str, capacity: int, bound: bool,
+               known_over: set[str] | None = None) -> tuple[int, tuple[ParallelConfig, int, float] | None]:
+    """The lightest recompute setting of one layout that fits: (layouts over memory, and
+    (parallel, reserved bytes, compute bound or 0 when not ``bound``) of the one that fits,
+    or None).
+
+    ``known_over``: recompute settings over memory at a smaller micro-batch of the same layout
+    (updated here). Reserved memory never falls as the micro-batch grows (activations and
+    buffers scale with it; fewer micro-batches in flight never offsets it, since
+    micro-batch x micro-batches in flight does not fall), so those are over without a build."""
+    from engine.pipeline import attach_compute, build_cached
+
+    over = 0
+    for par in pars:
+        if known_over is not None and par.recompute in known_over:
+            over += 1
             continue
-        workload = build(model, par)
-        memory = estimate_memory(workload)
+        workload, memory = build_cached(model, par)
         reserved = max(m.reserved_peak for m in memory)
         if reserved > capacity:
             over += 1
+            if known_over is not None:
+                known_over.add(par.recompute)
             continue
-        settled.add(lighter)
-        fitting.append((par, workload, memory, reserved))
-    done: list[Candidate] = []
-    for i, (par, workload, memory, reserved) in enumerate(fitting):
+        if not bound:
+            return over, (par, reserved, 0.0)
         try:
-            res = run_workload(workload, system, timeline=False, attach=True, memory=memory)
+            timed, _ = attach_compute(workload, gpu, None)
         except TrainsimError:
-            continue
-        h = headline(res)
-        done.append(Candidate(par, reserved, h.iteration_time_s, h.tokens_per_s, h.mfu,
-                              tuple(res.breakdown.as_dict().items())))
-        if progress:
-            progress(i + 1, len(fitting))
+            return over, (par, reserved, 0.0)
+        return over, (par, reserved, compute_bound(timed))
+    return over, None
+
+
+def _fit_groups(model: ModelConfig, families: list[list[list[ParallelConfig]]], gpu: str, capacity: int,
+                bound: bool) -> list:
+    out = []
+    for fam in families:
+        known: set[str] = set()
+        out += [_fit_group(model, g, gpu, capacity, bound, known) for g in fam]
+    return out
+
+
+def _fit_and_simulate(model: ModelConfig, families: list[list[list[ParallelConfig]]], system: SystemConfig,
+                      capacity: int) -> list[tuple[int, bool, Candidate | None]]:
+    """Per group: (layouts over memory, whether one fits, its simulated candidate or None),
+    in one worker, so the workload built for the memory check is the one simulated."""
+    out = []
+    for fam in families:
+        known: set[str] = set()
+        for g in fam:
+            over, fit = _fit_group(model, g, system.gpu, capacity, False, known)
+            out.append((over, fit is not None,
+                        _simulate(model, fit[0], system, fit[1]) if fit is not None else None))
+    return out
+
+
+def _simulate(model: ModelConfig, par: ParallelConfig, system: SystemConfig, reserved: int) -> Candidate | None:
+    from engine.pipeline import build_cached, run_workload
+    from workload_gen.metrics import headline
+
+    try:
+        workload, memory = build_cached(model, par)
+        res = run_workload(workload, system, timeline=False, attach=True, memory=memory)
+    except TrainsimError:
+        return None
+    h = headline(res)
+    return Candidate(par, reserved, h.iteration_time_s, h.tokens_per_s, h.mfu, tuple(res.breakdown.as_dict().items()))
+
+
+def search(model: ModelConfig, base: ParallelConfig, system: SystemConfig, *, progress=None,
+           workers: int | None = None, top_k: int | None = None) -> SearchResult:
+    """Every valid layout, pruned by memory, simulated, ranked (best first).
+
+    ``workers``: processes (the sweep's pool, engine.sweep.execute.local_pool; default all
+    cores, 1 runs here). ``top_k``: when given, only the layouts that can still be among the
+    ``top_k`` fastest are simulated: each fitting layout gets a lower bound of its iteration
+    time (:func:`compute_bound`), layouts are simulated in order of that bound, and one whose
+    bound exceeds the ``top_k``-th best time found so far is skipped (``pruned``). The top
+    ``top_k`` are exactly those of the full search; ``ranked`` then holds every layout whose
+    bound is within the final ``top_k``-th best time (the same set whatever the worker count
+    or timing). None simulates every fitting layout.
+    """
+    from engine.sweep.execute import local_pool
+
+    if top_k is not None and top_k < 1:
+        raise ConfigError("top_k", top_k, "must be a positive integer")
+    layouts, reasons = enumerate_layouts(model, base, system)
+    capacity = system.gpu_spec.memory_bytes
+    gpu = system.gpu
+    # Recomputation only adds work, so for one layout the lightest recompute that fits
+    # dominates the heavier ones: none < selective < full.
+    families = _groups(layouts)
+    n_workers = workers if workers is not None else (os.cpu_count() or 1)
+    with local_pool(n_workers, "a search worker process died (out of memory, or killed)") as pool:
+        size = max(1, min(16, len(families) // (8 * n_workers) or 1))
+        chunks = [families[i:i + size] for i in range(0, len(families), size)]
+        if top_k is None:
+            # every fitting layout is simulated: memory check and simulation in one task
+            results = []
+            total = sum(len(f) for f in families)
+            if pool is None:
+                for c in chunks:
+                    results += _fit_and_simulate(model, c, system, capacity)
+                    if progress:
+                        progress(len(results), total)
+            else:
+                for f in [pool.submit(_fit_and_simulate, model, c, system, capacity) for c in chunks]:
+                    results += f.result()
+                    if progress:
+                        progress(len(results), total)
+            kept = [c for _, _, c in results if c is not None]
+            kept.sort(key=lambda c: (-c.tokens_per_s, c.reserved_bytes, c.label()))
+            return SearchResult(
+                ranked=tuple(kept), enumerated=len(layouts) + sum(reasons.values()),
+                invalid=sum(reasons.values()), over_memory=sum(o for o, _, _ in results), simulated=len(kept),
+                invalid_reasons=tuple(sorted(reasons.items())))
+        if pool is None:
+            fits = [r for c in chunks for r in _fit_groups(model, c, gpu, capacity, True)]
+        else:
+            futs = [pool.submit(_fit_groups, model, c, gpu, capacity, True) for c in chunks]
+            fits = [r for f in futs for r in f.result()]
+        over = sum(o for o, _ in fits)
+        fitting = sorted(((lb, i, par, reserved) for i, (_, (par, reserved, lb)) in
+                          enumerate((o, x) for o, x in fits if x is not None)), key=lambda t: (t[0], t[1]))
+        done: list[tuple[float, Candidate]] = []
+        best: list[float] = []  # the top_k smallest iteration times so far, ascending
+
+        def threshold() -> float:
+            return best[top_k - 1] if top_k is not None and len(best) >= top_k else float("inf")
+
+        failed = [0]
+
+        def record(lb: float, cand: Candidate | None) -> None:
+            if cand is None:
+                failed[0] += 1
+                return
+            done.append((lb, cand))
+            if top_k is not None:
+                bisect.insort(best, cand.iteration_time_s)
+                del best[top_k:]
+
+        def skip(lb: float) -> bool:
+            return lb * (1 - 1e-9) > threshold()
+
+        n = len(fitting)
+        finished = 0
+        if pool is None:
+            for lb, _, par, reserved in fitting:
+                if skip(lb):
+                    break
+                record(lb, _simulate(model, par, system, reserved))
+                finished += 1
+                if progress:
+                    progress(finished, n)
+        else:
+            pending: dict[Any, float] = {}
+            queue = iter(fitting)
+            exhausted = False
+            while True:
+                while not exhausted and len(pending) < 2 * n_workers:
+                    nxt = next(queue, None)
+                    if nxt is None or skip(nxt[0]):
+                        exhausted = True  # sorted by bound: every later one is pruned too
+                        break
+                    lb, _, par, reserved = nxt
+                    pending[pool.submit(_simulate, model, par, system, reserved)] = lb
+                if not pending:
+                    break
+                ready, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+                for fut in ready:
+                    record(pending.pop(fut), fut.result())
+                    finished += 1
+                    if progress:
+                        progress(finished, n)
+    if progress and n and finished < n:
+        progress(n, n)  # the rest were pruned
+    final = threshold()
+    kept = [c for lb, c in done if not (lb * (1 - 1e-9) > final)]
     # Deterministic ranking: throughput, then less memory, then the label.
-    done.sort(key=lambda c: (-c.tokens_per_s, c.reserved_bytes, c.label()))
+    kept.sort(key=lambda c: (-c.tokens_per_s, c.reserved_bytes, c.label()))
     return SearchResult(
-        ranked=tuple(done), enumerated=len(layouts) + sum(reasons.values()),
-        invalid=sum(reasons.values()), over_memory=over, simulated=len(done),
-        invalid_reasons=tuple(sorted(reasons.items())),
+        ranked=tuple(kept), enumerated=len(layouts) + sum(reasons.values()),
+        invalid=sum(reasons.values()), over_memory=over, simulated=len(kept),
+        invalid_reasons=tuple(sorted(reasons.items())), pruned=len(fitting) - len(kept) - failed[0],
     )
 
 

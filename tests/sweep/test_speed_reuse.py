@@ -1,0 +1,136 @@
+"""Sweeps and search reuse work without changing a single figure.
+
+- engine.pipeline.build_cached / attach_compute keep the workload of points that differ only
+  in system fields; rows are identical to evaluating every point from scratch.
+- The executor puts such points in one batch; the table stays in point order.
+- search on the process pool, and search pruned by the compute bound (top_k), rank the same
+  top layouts as the plain sequential search.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from engine import pipeline
+from engine.sweep.execute import _by_workload, run_points
+from engine.sweep.grid import expand, spec_from_dict
+from engine.sweep.point import evaluate_config
+from engine.sweep.search import compute_bound, search
+from workload_gen.config_loading import configs_from_dict
+from workload_gen.model_presets import get_preset
+from workload_gen.parallel_config import ParallelConfig
+from workload_gen.system import load_system
+
+SPEC = {
+    "base": {"model": "gpt3-125m", "system": "h100",
+             "training": {"seq_length": 1024, "distributed_optimizer": True, "overlap_grad_reduce": True}},
+    "grid": [
+        {"product": {"parallel.tp": [1, 2], "parallel.pp": [1, 2], "system.nic_bw": [25e9, 50e9, 100e9]}},
+        {"zip": {"parallel.world_size": [8, 16], "training.global_batch": [16, 32]}},
+    ],
+}
+
+
+def test_build_and_attach_are_kept_per_configuration():
+    pipeline.clear_caches()
+    model, par = configs_from_dict({"model": "gpt3-125m", "parallel": {"tp": 2, "world_size": 4, "global_batch": 8}})
+    w1, m1 = pipeline.build_cached(model, par)
+    w2, m2 = pipeline.build_cached(model, replace(par))
+    assert w1 is w2 and m1 is m2
+    w3, _ = pipeline.build_cached(model, replace(par, tp=1))
+    assert w3 is not w1
+    a1 = pipeline.attach_compute(w1, "h100", None)
+    assert pipeline.attach_compute(w1, "h100", None) is a1
+    assert pipeline.attach_compute(w1, "a100", None) is not a1
+
+
+def test_rows_equal_evaluating_every_point_from_scratch(tmp_path):
+    points = expand(spec_from_dict(SPEC))
+    assert len(points) == 24
+    fresh = []
+    for p in points:
+        pipeline.clear_caches()
+        fresh.append(evaluate_config(p.config))
+    pipeline.clear_caches()
+    rows = run_points(points, evaluate_config, tmp_path / "j.jsonl", workers=1, progress=False)
+    import json
+
+    assert rows == [json.loads(json.dumps(r, default=str)) for r in fresh]
+    # points differing only in the system end up adjacent, so one worker builds their workload once
+    order = _by_workload(points)
+    assert sorted(p.index for p in order) == [p.index for p in points]
+    keys = [p.config["parallel"] | {"gb": p.config["training"]["global_batch"]} for p in order]
+    assert all(keys[i] == keys[i + 1] for i in range(0, len(keys), 3))
+
+
+@pytest.fixture(scope="module")
+def small_search():
+    model = replace(get_preset("llama3-70b"), num_layers=4)
+    base = ParallelConfig(world_size=16, global_batch=16, seq_length=65536)  # some layouts over memory
+    return model, base, load_system("h100")
+
+
+def test_pool_and_pruning_keep_the_ranking(small_search):
+    model, base, system = small_search
+    plain = search(model, base, system, workers=1)
+    pooled = search(model, base, system, workers=2)
+    assert [(c.label(), c.iteration_time_s) for c in pooled.ranked] == \
+        [(c.label(), c.iteration_time_s) for c in plain.ranked]
+    assert (pooled.over_memory, pooled.invalid, pooled.simulated) == (plain.over_memory, plain.invalid, plain.simulated)
+    # the memory pruning (no build where a smaller micro-batch was already over) counts as
+    # building every layout did
+    from engine.memory import estimate_memory
+    from engine.sweep.search import enumerate_layouts
+    from workload_gen import build
+
+    layouts, _ = enumerate_layouts(model, base, system)
+    settled, over = set(), 0
+    for par in layouts:
+        lighter = replace(par, recompute="none")
+        if lighter in settled:
+            continue
+        if max(m.reserved_peak for m in estimate_memory(build(model, par))) > system.gpu_spec.memory_bytes:
+            over += 1
+            continue
+        settled.add(lighter)
+    assert over > 0 and plain.over_memory == over and plain.simulated == len(settled)
+    # the bound never exceeds the simulated time (else pruning could drop a top layout)
+    for c in plain.ranked:
+        timed, _ = pipeline.attach_compute(pipeline.build_cached(model, c.parallel)[0], system.gpu, None)
+        assert compute_bound(timed) <= c.iteration_time_s * (1 + 1e-12), c.label()
+    k = 3
+    pruned = search(model, base, system, workers=2, top_k=k)
+    assert [c.label() for c in pruned.ranked[:k]] == [c.label() for c in plain.ranked[:k]]
+    assert pruned.simulated + pruned.pruned == plain.simulated
+    assert pruned.pruned > 0
+    again = search(model, base, system, workers=1, top_k=k)
+    assert [c.label() for c in again.ranked] == [c.label() for c in pruned.ranked]
+
+
+def test_compute_bound_is_below_the_simulated_time():
+    model, par = configs_from_dict({"model": "gpt3-125m", "parallel": {
+        "tp": 2, "pp": 2, "world_size": 8, "global_batch": 32, "seq_length": 512, "sp": True}})
+    res = pipeline.run_analytical(model, par, "h100", timeline=False)
+    assert 0 < compute_bound(res.workload) <= res.iteration_time_s
+    assert Path(__file__).exists()
+
+
+def test_csv_table_is_what_pandas_wrote(tmp_path):
+    """The sweep's CSV is written without pandas, byte for byte as pandas wrote it."""
+    pd = pytest.importorskip("pandas")
+    import io
+
+    from engine.sweep.table import csv_text, write_table
+
+    points = expand(spec_from_dict(SPEC))
+    rows = [{**dict(p.axes), **evaluate_config(p.config)} for p in points]
+    rows.append({"status": "invalid", "reason": 'a "quoted", multi\nline reason', "tp": 3, "mfu": float("nan"),
+                 "flag": True, "mixed": 2.5, "axis": {"k": [1, 2]}})
+    rows.append({"mixed": "text", "flag": None, "big": 2**40})
+    expected = io.StringIO()
+    pd.DataFrame(rows).to_csv(expected, index=False, float_format="%.9g")
+    assert csv_text(rows) == expected.getvalue()
+    write_table(rows, tmp_path / "t.csv")
+    assert (tmp_path / "t.csv").read_text() == expected.getvalue()
