@@ -12,17 +12,15 @@ Units: seconds, bytes, bytes/s.
 """
 from __future__ import annotations
 
-import argparse
 import heapq
 import math
 from pathlib import Path
-from typing import Any, TextIO
 
 from collectives.closed_form import bus_factor as algorithm_factor
 from network.backend import Completion, Transfer
 from network.busbw import CollectivePath, collective_path
 from network.busbw_overrides import BusbwOverrides, read_busbw_yaml
-from network.efficiency import IDEAL, EfficiencyTable, load_efficiency, shipped_efficiency
+from network.efficiency import IDEAL, EfficiencyTable, load_efficiency
 from workload_gen.errors import ConfigError
 from workload_gen.placement import GroupShape
 from workload_gen.records import CollectiveOp, CollKind, Group
@@ -113,40 +111,6 @@ class AnalyticalBackend:
         return self.advance_to(heap[0][0])
 
 
-class AnalyticalKind:
-    """The registered ``analytical`` kind (network.registry): closed forms, no contention."""
-
-    name = "analytical"
-    description = "analytical network backend: closed-form bus-bandwidth collective times"
-
-    def create(self, system: SystemConfig, world_size: int, *,
-               busbw_overrides: BusbwOverrides | str | Path | None = None,
-               efficiency: EfficiencyTable | str | Path | None = None) -> AnalyticalBackend:
-        if efficiency is None:
-            efficiency = shipped_efficiency(system.name)
-        return AnalyticalBackend(system, world_size, busbw_overrides=busbw_overrides, efficiency=efficiency)
-
-    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--busbw", metavar="YAML",
-                            help="bus-bandwidth overrides in SimAI's busbw.yaml format (GB/s)")
-
-    def configure(self, args: argparse.Namespace, system: SystemConfig) -> SystemConfig:
-        return system
-
-    def from_args(self, args: argparse.Namespace, system: SystemConfig, world_size: int,
-                  progress: TextIO | None) -> AnalyticalBackend:
-        return self.create(system, world_size, busbw_overrides=args.busbw, efficiency=args.efficiency)
-
-    output_files: tuple[str, ...] = ()
-
-    def render_outputs(self, backend: object, iteration_time_s: float) -> dict[str, str | bytes]:
-        return {}
-
-    def report(self, backend: object) -> dict[str, Any]:
-        return {}
-
-    def finish(self, backend: object, progress: TextIO | None) -> None:
-        return None
-
-
-ANALYTICAL = AnalyticalKind()
+# The registered kind lives in network/analytical_kind.py (light to import: the run command
+# loads it to add its flags, also on paths that never build this backend).
+from network.analytical_kind import ANALYTICAL, AnalyticalKind  # noqa: F401  (re-exported)

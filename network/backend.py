@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
-from typing import Any, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
-from workload_gen.records import CollectiveOp
-from workload_gen.system import SystemConfig
+if TYPE_CHECKING:  # annotations only: importing the records' dataclasses costs every command start
+    from workload_gen.records import CollectiveOp
+    from workload_gen.system import SystemConfig
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from workload_gen.system import SystemConfig
 ENTRY_POINT_GROUP = "trainsim.network_backends"
 
 BUILTIN_KINDS: dict[str, str] = {
-    "analytical": "network.analytical:ANALYTICAL",
+    "analytical": "network.analytical_kind:ANALYTICAL",
     "ns3": "network.ns3.kind:NS3",
 }
 """Name -> where its BackendKind lives."""

@@ -1,0 +1,59 @@
+"""The registered ``analytical`` backend kind (network.registry): its flags and how it is built.
+
+Kept apart from network/analytical.py so that the run command can add the kind's flags
+without importing the backend's closed forms, efficiency table and records (the SimAI
+accounting path never builds it). Units: seconds, bytes.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from network.analytical import AnalyticalBackend
+    from network.busbw_overrides import BusbwOverrides
+    from network.efficiency import EfficiencyTable
+    from workload_gen.system import SystemConfig
+
+
+class AnalyticalKind:
+    """The registered ``analytical`` kind (network.registry): closed forms, no contention."""
+
+    name = "analytical"
+    description = "analytical network backend: closed-form bus-bandwidth collective times"
+
+    def create(self, system: SystemConfig, world_size: int, *,
+               busbw_overrides: BusbwOverrides | str | Path | None = None,
+               efficiency: EfficiencyTable | str | Path | None = None) -> AnalyticalBackend:
+        from network.analytical import AnalyticalBackend
+        from network.efficiency import shipped_efficiency
+
+        if efficiency is None:
+            efficiency = shipped_efficiency(system.name)
+        return AnalyticalBackend(system, world_size, busbw_overrides=busbw_overrides, efficiency=efficiency)
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--busbw", metavar="YAML",
+                            help="bus-bandwidth overrides in SimAI's busbw.yaml format (GB/s)")
+
+    def configure(self, args: argparse.Namespace, system: SystemConfig) -> SystemConfig:
+        return system
+
+    def from_args(self, args: argparse.Namespace, system: SystemConfig, world_size: int,
+                  progress: TextIO | None) -> AnalyticalBackend:
+        return self.create(system, world_size, busbw_overrides=args.busbw, efficiency=args.efficiency)
+
+    output_files: tuple[str, ...] = ()
+
+    def render_outputs(self, backend: object, iteration_time_s: float) -> dict[str, str | bytes]:
+        return {}
+
+    def report(self, backend: object) -> dict[str, Any]:
+        return {}
+
+    def finish(self, backend: object, progress: TextIO | None) -> None:
+        return None
+
+
+ANALYTICAL = AnalyticalKind()
