@@ -27,7 +27,7 @@ import numpy as np
 from collectives.expander import choose_algorithm, expand, normalize_op
 from collectives.flowgraph import FlowGraph
 from collectives.layout import MAX_CHANNELS, GroupLayout
-from collectives.protocol import PROTOCOLS, auto_protocol, get_protocol
+from collectives.protocol import PROTOCOLS, auto_protocol, get_protocol, resolve
 from collectives.registry import ALGORITHMS, OPS
 from collectives.timing import LinkModel, Timing, evaluate
 from formats.atomic import atomic_write
@@ -130,7 +130,11 @@ def estimate_flows(op: str, nbytes: int, ranks, placement: Placement, system: Sy
             n_ch = max(1, min(int(channels), MAX_CHANNELS))
         except (TypeError, ValueError):
             n_ch = MAX_CHANNELS
-    proto = auto_protocol(nbytes / n / n_ch) if protocol == "auto" else get_protocol(protocol)
+    first = auto_protocol(nbytes / n / n_ch) if protocol == "auto" else get_protocol(protocol)
+    kind = "chain" if algo == "ring" and op_name in ("broadcast", "reduce") else algo
+    # the protocol and chunk the builders will settle on (NCCL's rules, collectives.protocol.resolve)
+    proto = resolve(first, kind, op_name, nbytes, n, layout.num_nodes, layout.max_per_node, n_ch,
+                    layout.rails_per_node())
     link_bytes = (2.5 if op_name == "allreduce" else 1.0) * nbytes * n
     if algo in _RING_LIKE:
         pieces = 2 * n * (n - 1) * n_ch

@@ -1,23 +1,46 @@
-"""NCCL protocols as the expander models them: chunk size and payload efficiency.
+"""NCCL protocols as the expander models them: which one, its chunk, its payload efficiency.
 
-NCCL moves data through a FIFO of ``NCCL_STEPS = 8`` slots per channel and peer, and a
-rank posts data in *chunks* of several slots. We keep one number per protocol, the chunk
-a flow carries at most, and one efficiency, the payload fraction of the bytes on the wire:
+NCCL moves data through a FIFO of ``NCCL_STEPS = 8`` slots per channel and peer; a rank
+posts data in *chunks* of one or more slots. A flow of the expander carries one chunk.
+Facts (NVIDIA/nccl master, src/; tuning.cc, enqueue.cc ``calcCollChunking``,
+init.cc buffer sizes, transport/nvls.cc, include/collectives.h):
 
-- ``simple``: 4 MiB buffer / 8 slots = 512 KiB per slot, 4 slots per chunk (NCCL's
-  ``ALLREDUCE_CHUNKSTEPS = NCCL_STEPS/2``) -> 2 MiB chunks; payload 100 %.
-- ``ll128``: 128-byte lines carrying 120 bytes of data and an 8-byte flag -> 120/128;
-  we use 512 KiB chunks (NCCL's LL128 slot is ~600 KB of lines).
-- ``ll``: 8-byte lines of 4 data bytes + 4 flag bytes -> 50 % payload; one 64 KiB slot
-  of lines carries 32 KiB of data, our chunk.
+- ``simple``: a 4 MiB buffer (init.cc DEFAULT_BUFFSIZE) / 8 slots = 512 KiB per step. The
+  ring takes ``ALLREDUCE_CHUNKSTEPS = NCCL_STEPS/2`` = 4 steps per chunk -> 2 MiB; every
+  other algorithm takes one step (``chunkSteps = ... RING ? info->chunkSteps : 1``) -> the
+  tree's chunk is 512 KiB. Payload 100 %.
+- ``ll128``: 128-byte lines carrying 120 bytes of data and an 8-byte flag -> 120/128; one
+  step of lines carries ~563 KB of data, we use 512 KiB.
+- ``ll``: 8-byte lines of 4 data bytes + 4 flag bytes -> 50 % payload; one 64 KiB step of
+  lines carries 32 KiB of data.
+- NVLS and NVLS-tree run the Simple protocol only (tuning.cc: ``if ((a == NCCL_ALGO_NVLS
+  || a == NCCL_ALGO_NVLS_TREE) && p != NCCL_PROTO_SIMPLE) continue;``) on
+  ``nvlsChannels`` = 16 channels on Hopper (NVLS_NCHANNELS_SM90), whatever the size, each
+  channel split over the node's ``nHeads`` heads (one per NIC across nodes). Their chunk is
+  ``NCCL_NVLS_CHUNKSIZE`` = 128 KiB, capped at ``nvlsTreeMaxChunkSize`` = 64 KiB for
+  NVLS-tree on >= 4 nodes, and halved for small buffers by ``concurrentOps = nChannels x
+  nHeads`` rules (see :func:`nvls_chunk`).
 
-These are our modelling constants, not NCCL's exact tuning (which also varies by version).
-``auto`` picks by the bytes each rank moves per channel: below 64 KiB LL (latency-bound),
-below 1 MiB LL128, else Simple.
+How the protocol is chosen (``protocol="auto"``): NCCL picks (algorithm, protocol) by the
+least predicted time of the *whole* buffer (enqueue.cc ``topoGetAlgoInfo`` over
+tuning.cc's latency/bandwidth tables), not by a per-rank slice. The expander chooses the
+algorithm first (collectives.auto), then the protocol for that algorithm:
+
+- nvls, nvls_tree: Simple (the only one NCCL has);
+- ring, tree, the broadcast/reduce chain: NCCL's own model, :func:`nccl_protocol_time`,
+  with Hopper's constants from tuning.cc;
+- send/recv and all-to-all (NCCL's p2p path): LL when a peer's bytes are at most
+  ``channels x NCCL_P2P_LL_THRESHOLD`` (16 KiB), else Simple (enqueue.cc);
+- halving-doubling (not an NCCL algorithm): by the bytes per rank per channel, below
+  64 KiB LL, below 1 MiB LL128, else Simple.
+
+``expand`` calls :func:`auto_protocol` with the bytes per rank and channel only; the
+protocol it returns is provisional (``auto=True``), and each algorithm builder settles it
+with :func:`settle` from the whole collective.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from workload_gen.errors import ConfigError
 from workload_gen.units import KiB, MiB
@@ -29,6 +52,8 @@ class Protocol:
     chunk_bytes: int
     efficiency: float
     """Fraction of the link bandwidth that carries payload."""
+    auto: bool = False
+    """Chosen by ``protocol="auto"`` and still to be settled by the algorithm (:func:`settle`)."""
 
 
 PROTOCOLS: dict[str, Protocol] = {
@@ -36,6 +61,17 @@ PROTOCOLS: dict[str, Protocol] = {
     "ll128": Protocol("ll128", 512 * KiB, 120 / 128),
     "ll": Protocol("ll", 32 * KiB, 0.5),
 }
+
+SIMPLE_STEP_BYTES = 512 * KiB
+"""NCCL's Simple step: 4 MiB buffer / NCCL_STEPS; the chunk of every non-ring algorithm."""
+NVLS_CHANNELS = 16
+"""NCCL's NVLS channel count on Hopper (transport/nvls.cc NVLS_NCHANNELS_SM90)."""
+NVLS_CHUNK_BYTES = 128 * KiB
+"""NCCL_NVLS_CHUNKSIZE's default."""
+NVLS_TREE_MAX_CHUNK_BYTES = 64 * KiB
+"""nvlsTreeMaxChunkSize when the communicator spans >= 4 nodes (transport/nvls.cc)."""
+P2P_LL_THRESHOLD = 16 * KiB
+"""NCCL_P2P_LL_THRESHOLD: a send/recv uses LL up to this many bytes per channel."""
 
 
 def get_protocol(name: str) -> Protocol:
@@ -45,9 +81,192 @@ def get_protocol(name: str) -> Protocol:
     return PROTOCOLS[key]
 
 
-def auto_protocol(bytes_per_rank_per_channel: float) -> Protocol:
+def _per_rank_rule(bytes_per_rank_per_channel: float) -> Protocol:
     if bytes_per_rank_per_channel < 64 * KiB:
         return PROTOCOLS["ll"]
     if bytes_per_rank_per_channel < 1 * MiB:
         return PROTOCOLS["ll128"]
     return PROTOCOLS["simple"]
+
+
+def auto_protocol(bytes_per_rank_per_channel: float) -> Protocol:
+    """Provisional ``auto`` choice from the bytes per rank and channel (the old rule, still
+    what ``expand-collective``'s flow bound reads); the algorithm settles it (:func:`settle`)."""
+    return replace(_per_rank_rule(bytes_per_rank_per_channel), auto=True)
+
+
+# --- NCCL's tuning model (tuning.cc ncclTopoTuneModel, Hopper constants) -----------------
+# Latencies in microseconds, bandwidths in GB/s, index by protocol.
+_PROTOS = ("ll", "ll128", "simple")
+_BASE_LAT = {"tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4)}
+_HW_LAT_NVLINK = {"tree": (0.6, 1.25, 4.0), "ring": (0.6, 1.9, 3.4)}
+_HW_LAT_NET = {"tree": (5.0, 8.5, 14.0), "ring": (2.7, 4.0, 14.0)}
+_LL_MAX_BW_HOPPER = (141.0, 45.0, 35.0)  # 1 node, 2 nodes, more
+_PER_CH_RING_LL128 = 36.7                # GB/s per channel, Hopper
+_PER_CH_TREE = (38.7, 41.4, 36.0)
+_PER_CH_TREE_LL128 = (36.7, 36.7, 29.0)
+_NET_OVERHEAD_US = 1.0                   # getNetOverhead on Intel x86; x3 for Simple
+
+
+def _log2i(x: int) -> int:
+    return max(int(x), 1).bit_length() - 1
+
+
+def nccl_protocol_time(algorithm: str, op: str, nbytes: float, n: int, nodes: int, per_node: int,
+                       busbw: float, protocol: str, channels: int = 1) -> float:
+    """NCCL's predicted time (s) of one collective by ring or tree with ``protocol``.
+
+    ``busbw`` (bytes/s) is the collective's large-message bus bandwidth (the analytical
+    backend's path busbw); NCCL's refinements: LL runs at half of it capped at llMaxBw, LL128
+    at 92% (ring) or 120/128 (tree; 7/9 in one node), the tree's all-reduce at 92%, each
+    capped per channel (Hopper's perChMax tables, times our ``channels``); the algorithm
+    bandwidth is busbw x n/nsteps for the ring and busbw/2 for the tree. Latency: base + per
+    step hardware latency (NVLink inside a node, the network across nodes, at least the
+    network post overhead per intra-node step of a multi-node ring).
+    """
+    a = "tree" if algorithm == "tree" else "ring"
+    p = _PROTOS.index(protocol)
+    bw = busbw / 1e9
+    idx = 0 if nodes <= 1 else 1 if nodes == 2 else 2
+    ll_max = _LL_MAX_BW_HOPPER[idx]
+    ch = max(1, channels)
+    if a == "ring":
+        if protocol == "ll":
+            bw = min(ll_max, bw * 0.5)
+        elif protocol == "ll128":
+            bw = min(bw * 0.92, ch * _PER_CH_RING_LL128)
+    else:
+        if op == "allreduce":
+            bw = min(bw * 0.92, ch * _PER_CH_TREE[idx])
+        if protocol == "ll":
+            bw = min(bw / 3.8, ll_max)
+        elif protocol == "ll128":
+            bw = min(bw * (7.0 / 9.0 if nodes <= 1 else 120.0 / 128.0), ch * _PER_CH_TREE_LL128[idx])
+    nsteps = 2 * (n - 1) if op == "allreduce" else (n - 1 if op in ("allgather", "reducescatter") else n)
+    algbw = bw * (n / nsteps if a == "ring" else 0.5)
+    lat = _BASE_LAT[a][p]
+    intra = _HW_LAT_NVLINK[a][p]
+    inter = _HW_LAT_NET["tree" if per_node == 1 else a][p]
+    if a == "ring":
+        if nodes > 1:
+            intra = max(intra, _NET_OVERHEAD_US * (3 if protocol == "simple" else 1))
+        hw = intra if nodes <= 1 else inter
+        if op in ("broadcast", "reduce"):
+            lat += nsteps * hw
+        else:
+            n_inter = 0 if nodes <= 1 else (2 * (nodes - 1) if op == "allreduce" else nodes - 1)
+            lat += (nsteps - n_inter) * intra + n_inter * inter
+    elif op == "allreduce":
+        lat += 2 * ((per_node - 1) * intra + _log2i(nodes) * inter)
+    return lat * 1e-6 + nbytes / (algbw * 1e9)
+
+
+def nccl_protocol(algorithm: str, op: str, nbytes: float, n: int, nodes: int, per_node: int,
+                  busbw: float, channels: int = 1) -> Protocol:
+    """The protocol NCCL's model predicts fastest for the whole buffer (ring, tree, chain)."""
+    best = min(_PROTOS, key=lambda p: (nccl_protocol_time(algorithm, op, nbytes, n, nodes, per_node, busbw, p,
+                                                          channels), -_PROTOS.index(p)))
+    return PROTOCOLS[best]
+
+
+def nvls_chunk(nbytes: float, heads: int, nodes: int, channels: int = NVLS_CHANNELS) -> int:
+    """NCCL's NVLS / NVLS-tree chunk (bytes) for a buffer of ``nbytes`` (enqueue.cc
+    calcCollChunking), with ``concurrentOps = channels x heads``."""
+    ops = max(1, channels) * max(1, heads)
+    if nodes <= 1:
+        c = min(SIMPLE_STEP_BYTES, NVLS_CHUNK_BYTES)
+        if nbytes < 64 * ops * c and c > 64 * KiB:
+            c = 64 * KiB
+        if nbytes < 8 * ops * c and c > 32 * KiB:
+            c = 32 * KiB
+        if nbytes < 2 * ops * c and c > 16 * KiB:
+            c = 16 * KiB
+        return c
+    c = min(NVLS_CHUNK_BYTES, NVLS_TREE_MAX_CHUNK_BYTES if nodes >= 4 else NVLS_CHUNK_BYTES)
+    for factor, cap in ((32, 256 * KiB), (16, 128 * KiB), (4, 64 * KiB), (1, 32 * KiB)):
+        if nbytes < factor * ops * c and c > cap:
+            c = cap
+    return c
+
+
+def nvls_pipeline(nbytes: int, channels: int, heads: int, nodes: int) -> tuple[int, int]:
+    """(chunks per channel K, bytes per flow) of an NVLS or NVLS-tree all-reduce.
+
+    NCCL runs ``NVLS_CHANNELS`` channels, each cut over ``heads`` heads, and every (channel,
+    head) lane pipelines its share in chunks of :func:`nvls_chunk`: ``K = nbytes /
+    (NVLS_CHANNELS x heads x chunk)`` chunks per lane. Our channel stands for
+    ``NVLS_CHANNELS x heads / channels`` of NCCL's lanes, which move their chunks in lock
+    step, so one of our flows carries that many NCCL chunks and the pipeline keeps NCCL's
+    depth K (what sets its fill and drain). With more channels than NCCL's lanes a flow
+    still carries at least one NCCL chunk per head.
+    """
+    chunk = nvls_chunk(nbytes, heads, nodes)
+    lanes = NVLS_CHANNELS * max(1, heads)
+    flow = max(chunk * max(1, heads), chunk * lanes // max(1, channels))
+    per_channel = -(-int(nbytes) // max(1, channels))
+    return max(1, -(-per_channel // flow)), flow
+
+
+DEFAULT_NVLINK_BUSBW = 360e9
+"""bytes/s: the h100 preset's NVLink bus bandwidth, for NCCL's protocol model (the expander
+does not carry the system into the builders; the choice depends on ratios far more)."""
+DEFAULT_NIC_BUSBW = 46e9
+"""bytes/s per rail: the h100 preset's achievable NIC bandwidth (400 Gb/s x 0.92)."""
+
+
+def model_busbw(nodes: int, per_node: int, rails: int) -> float:
+    """Bus bandwidth (bytes/s) NCCL's model sees: NVLink in one node; across nodes the
+    group's rails, but never more than NVLink (network/busbw.py's ring rule)."""
+    if nodes <= 1:
+        return DEFAULT_NVLINK_BUSBW
+    net = max(1, rails) * DEFAULT_NIC_BUSBW
+    return min(DEFAULT_NVLINK_BUSBW, net) if per_node > 1 else net
+
+
+def settle(protocol: Protocol, algorithm: str, op: str, nbytes: int, n: int, nodes: int, per_node: int,
+           channels: int, rails: int = 1) -> Protocol:
+    """The final protocol of a collective: ``protocol`` itself unless it is a provisional
+    ``auto`` choice, which is replaced by NCCL's rule for ``algorithm`` (module docstring).
+    ``rails``: NICs the group uses per node (the bus bandwidth of NCCL's model)."""
+    if not protocol.auto:
+        return protocol
+    if algorithm in ("nvls", "nvls_tree"):
+        return PROTOCOLS["simple"]
+    if algorithm in ("ring", "tree", "chain"):
+        return nccl_protocol(algorithm, op, nbytes, n, nodes, per_node, model_busbw(nodes, per_node, rails),
+                             channels)
+    if algorithm in ("p2p", "alltoall", "pairwise"):
+        per_peer = nbytes if algorithm == "p2p" else nbytes / max(n, 1)
+        return PROTOCOLS["ll" if per_peer <= channels * P2P_LL_THRESHOLD else "simple"]
+    return replace(protocol, auto=False)
+
+
+def resolve(protocol: Protocol, algorithm: str, op: str, nbytes: int, n: int, nodes: int, per_node: int,
+            channels: int, rails: int = 1) -> Protocol:
+    """The protocol a collective's flows use, with the chunk one flow carries: :func:`settle`,
+    then NCCL's chunk for the algorithm where it is not the protocol's own: the tree's Simple
+    chunk is one 512 KiB step; NVLS and NVLS-tree pipelines follow :func:`nvls_pipeline`
+    (``heads``: the group's NICs per node across nodes, its GPUs in one node).
+    ``expand`` and ``expand-collective``'s flow bound should both ask this."""
+    p = settle(protocol, algorithm, op, nbytes, n, nodes, per_node, channels, rails)
+    chunk = p.chunk_bytes
+    if p.name == "simple" and algorithm == "tree":
+        chunk = SIMPLE_STEP_BYTES
+    elif p.name == "simple" and algorithm in ("nvls", "nvls_tree"):
+        chunk = nvls_pipeline(nbytes, channels, rails if nodes > 1 else per_node, nodes)[1]
+    return p if chunk == p.chunk_bytes else replace(p, chunk_bytes=int(chunk))
+
+
+__all__ = [
+    "PROTOCOLS",
+    "Protocol",
+    "auto_protocol",
+    "get_protocol",
+    "model_busbw",
+    "nccl_protocol",
+    "nccl_protocol_time",
+    "nvls_chunk",
+    "nvls_pipeline",
+    "resolve",
+    "settle",
+]

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from collectives.auto import choose
-from collectives.closed_form import latency_steps, node_tree_height
+from collectives.closed_form import latency_steps, node_tree_height, nvls_tree_fill_s
 from workload_gen.placement import GroupShape
 from workload_gen.records import CollKind
 from workload_gen.system import SystemConfig
@@ -102,7 +102,8 @@ def collective_path(kind: CollKind, shape: GroupShape, system: SystemConfig, nby
         # Reduce into the switch, tree between node heads on all k rails, multicast back.
         net = nic_share(system, k)
         busbw, link = (system.nvls_busbw, Link.NVLS) if system.nvls_busbw < net else (net, Link.NIC)
-        return CollectivePath(algo, busbw, 2 * lat_nv + 2 * node_tree_height(nodes) * lat_net, link)
+        fill = nvls_tree_fill_s(nbytes, nodes, system.nics_per_node, system.nic_busbw, system.nvlink_busbw)
+        return CollectivePath(algo, busbw, 2 * lat_nv + 2 * node_tree_height(nodes) * lat_net + fill, link)
     busbw, link = _ring_busbw(shape, system)
     # ring, the broadcast chain, and NCCL's double binary tree (a chain of k inside a node
     # below the node tree): step counts from collectives.closed_form

@@ -6,7 +6,13 @@ Two cases from issue 6: (1) a whole small iteration (GPT-1.3B, 4 layers, 16 H100
 that crossed the packet network (fabric GB) and, separately, all bytes including NVLink
 (the fluid model, which is nearly free). The ns-3 import/JIT (10-40 s) is reported apart.
 
+``--dp N [N ...]`` runs issue 15's case instead: a 128 MiB data-parallel all-reduce over N
+H100 GPUs on a non-blocking fat-tree, with run-analytical's time beside it (the ratio),
+drops, flows, fabric GB, CPU s per fabric GB and wall. CPU seconds on a shared machine
+vary by up to 2x between identical runs; repeat and take the lowest.
+
     python scripts/bench_ns3.py [--transport rdma|dctcp] [--mtu 9000] [--algorithm auto|ring]
+    python scripts/bench_ns3.py --dp 512 1024
 """
 from __future__ import annotations
 
@@ -29,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--transport", default="rdma", choices=("rdma", "dctcp"))
     ap.add_argument("--mtu", type=int, default=9000)
     ap.add_argument("--algorithm", default="auto")
+    ap.add_argument("--dp", type=int, nargs="+", metavar="N", help="128 MiB DP all-reduce over N GPUs (fat-tree)")
     args = ap.parse_args(argv)
 
     t = time.perf_counter()
@@ -50,6 +57,26 @@ def main(argv: list[str] | None = None) -> int:
 
     params = TransportParams(transport=args.transport, mtu=args.mtu)
     h100 = load_system("h100")
+
+    if args.dp:
+        from network.analytical import AnalyticalBackend
+
+        for n in args.dp:
+            w0 = time.perf_counter()
+            be = Ns3Backend(h100, n, params=params, algorithm=args.algorithm, topology="fat-tree",
+                            oversubscription=1)
+            op = CollectiveOp("grad_allreduce", 0, Phase.ITERATION, CollKind.ALL_REDUCE, Group.DP, n, 128 << 20)
+            c0 = time.process_time()
+            be.submit(Transfer(0, op, tuple(range(n))), 0.0)
+            done = be.advance_until(math.inf)
+            cpu = time.process_time() - c0
+            st = be.stats()
+            t_an = AnalyticalBackend(h100, n).collective_time(op, tuple(range(n)))
+            print(f"{n} GPUs: run-analytical {t_an * 1e3:.3f} ms, run-ns3 {done[0].time * 1e3:.3f} ms, "
+                  f"ratio {done[0].time / t_an:.3f}, drops {st['queue_drops'] + st['ip_drops']}")
+            _report(f"{n}-GPU DP all-reduce of 128 MiB", time.perf_counter() - w0, cpu, st, done[0].time)
+            be.net.close()
+        return 0
 
     # (1) the 16-GPU iteration
     from dataclasses import replace

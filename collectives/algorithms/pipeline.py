@@ -12,11 +12,24 @@ template, so ids are topologically ordered.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from collectives.common import Context
 from collectives.flowgraph import FlowBuilder
+from collectives.protocol import Protocol, resolve
+
+
+def settled(ctx: Context, algorithm: str, builder: FlowBuilder) -> Context:
+    """``ctx`` with its protocol resolved for ``algorithm`` (collectives.protocol.resolve:
+    an ``auto`` choice becomes NCCL's whole-buffer choice, and the chunk NCCL's for the
+    algorithm); the builder records it, and the graph reports it."""
+    L = ctx.layout
+    proto: Protocol = resolve(ctx.protocol, algorithm, ctx.op, ctx.nbytes, L.n, L.num_nodes, L.max_per_node,
+                              ctx.channels, L.rails_per_node() if L.n else 1)
+    builder.protocol = proto
+    return replace(ctx, protocol=proto)
 
 
 @dataclass

@@ -70,3 +70,19 @@ def test_inside_one_node_the_per_rank_rule_is_unchanged():
     layout = GroupLayout.build(range(8), Placement(8, 8), 8)
     assert layout.default_channels(8 * 64 * 1024) == 1
     assert layout.default_channels(1 << 30) == 8
+
+
+@pytest.mark.parametrize("n", [512, 1024])
+def test_auto_all_reduce_puts_equal_bytes_on_the_8_nics_of_every_node(n):
+    """NVLS-tree (Simple, NCCL's chunking): channels 2r and 2r+1 (trees 0 and 1) ride NIC
+    r, and a node plays the same role in a tree on every rail, so all 8 NICs of a node send
+    the same bytes and receive the same bytes (a node's total depends on its place in the
+    trees: interior nodes forward more)."""
+    g = expand("allreduce", 128 * MiB, range(n), Placement(n, 8), system=H100)
+    assert (g.algorithm, g.protocol, g.channels) == ("nvls_tree", "simple", 16)
+    sent, received = _nic_bytes(g)
+    sent, received = sent.reshape(-1, 8), received.reshape(-1, 8)
+    assert sent.min() > 0 and received.min() > 0
+    assert (sent == sent[:, :1]).all() and (received == received[:, :1]).all()
+    # per channel (1/16 of the buffer) every non-root node has one up and one down edge
+    assert sent.sum() == received.sum() == 2 * (n // 8 - 1) * 128 * MiB

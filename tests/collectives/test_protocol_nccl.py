@@ -1,0 +1,85 @@
+"""The protocol and chunking follow NCCL for the whole collective (issue 15).
+
+NCCL facts (NVIDIA/nccl src/graph/tuning.cc, src/enqueue.cc calcCollChunking,
+src/transport/nvls.cc): NVLS and NVLS-tree run the Simple protocol only, on 16 channels
+(Hopper), each channel cut over the node's heads; NVLS-tree's chunk is 64 KiB on >= 4
+nodes (128 KiB below), halved for small buffers; the ring's Simple chunk is 4 steps of
+512 KiB, every other algorithm's one step; the protocol of ring and tree is the one NCCL's
+latency/bandwidth model predicts fastest for the whole buffer.
+"""
+from __future__ import annotations
+
+import pytest
+
+from collectives import expand
+from collectives.protocol import NVLS_CHANNELS, nccl_protocol, nvls_chunk, nvls_pipeline
+from workload_gen.placement import Placement
+from workload_gen.system import get_system
+from workload_gen.units import KiB, MiB
+
+H100 = get_system("h100")
+
+
+@pytest.mark.parametrize("n", [8, 16, 512])
+def test_large_nvls_all_reduce_runs_simple(n):
+    g = expand("allreduce", 128 * MiB, range(n), Placement(n, 8), system=H100)
+    assert g.algorithm == ("nvls" if n == 8 else "nvls_tree")
+    assert g.protocol == "simple"
+    assert g.bytes.max() <= g.chunk_bytes
+
+
+def test_small_nvls_all_reduce_still_simple_with_smaller_chunks():
+    # 1 MiB (the smallest NVLS message of the auto rule) over 64 GPUs: NCCL's chunk halves to
+    # 32 KiB (nBytes < concurrentOps x 64 KiB), still Simple, never LL
+    g = expand("allreduce", MiB, range(64), Placement(64, 8), system=H100)
+    assert (g.algorithm, g.protocol) == ("nvls_tree", "simple")
+    assert nvls_chunk(MiB, heads=8, nodes=8) == 32 * KiB
+
+
+def test_a_forced_protocol_is_kept():
+    g = expand("allreduce", 128 * MiB, range(64), Placement(64, 8), protocol="ll", system=H100)
+    assert g.protocol == "ll" and g.bytes.max() <= 32 * KiB
+
+
+def _nvls_tree_edges_per_channel(nodes: int, gpn: int = 8) -> int:
+    # per node: gpn reduces into the switch, switch -> head, head -> switch, gpn-1 multicasts;
+    # across nodes: one up and one down edge per non-root node of the channel's tree
+    return nodes * (gpn + 1 + 1 + gpn - 1) + 2 * (nodes - 1)
+
+
+@pytest.mark.parametrize("n", [512, 1024])
+def test_flow_count_of_the_dp_all_reduce_is_channels_x_chunks_x_edges(n):
+    nodes = n // 8
+    g = expand("allreduce", 128 * MiB, range(n), Placement(n, 8), system=H100)
+    # NCCL: 16 channels x 8 heads = 128 lanes; chunk 64 KiB (>= 4 nodes): 128 MiB / 128 lanes
+    # = 1 MiB per lane = 16 chunks. Our 16 channels each stand for 8 lanes: 16 flows of 512 KiB.
+    assert nvls_chunk(128 * MiB, heads=8, nodes=nodes) == 64 * KiB
+    assert nvls_pipeline(128 * MiB, 16, 8, nodes) == (16, 512 * KiB)
+    assert g.channels == NVLS_CHANNELS == 16 and int(g.chunk.max()) + 1 == 16
+    assert g.num_flows == 16 * 16 * _nvls_tree_edges_per_channel(nodes)
+    assert g.num_flows == {512: 310_784, 1024: 622_080}[n]
+    assert g.bytes.max() == 512 * KiB and g.chunk_bytes == 512 * KiB
+
+
+def test_nvls_pipeline_depth_is_nccls_whatever_our_channel_count():
+    # 1 GiB over 2 nodes: chunk 128 KiB (< 4 nodes), 16 x 8 lanes -> K = 1 GiB / (128 x 128 KiB) = 64
+    assert nvls_pipeline(1 << 30, 16, 8, 2) == (64, MiB)
+    assert nvls_pipeline(1 << 30, 8, 8, 2) == (64, 2 * MiB)
+
+
+def test_ring_protocol_follows_nccls_model_of_the_whole_buffer():
+    P = Placement(1024, 8)
+    assert expand("allreduce", 8 * KiB, range(8), P, algorithm="ring").protocol == "ll"
+    assert expand("allreduce", 1 << 30, range(8), P, algorithm="ring").protocol == "simple"
+    # 1 GiB over 16 nodes: Simple (the bench case; the old per-slice rule agreed)
+    assert expand("allreduce", 1 << 30, range(128), P, algorithm="ring", system=H100).protocol == "simple"
+    # 128 MiB over 512 GPUs: 16 KiB per rank and channel made it LL (bandwidth capped at
+    # 35 GB/s by llMaxBw); NCCL's model of the whole buffer never picks LL there
+    g = expand("allreduce", 128 * MiB, range(512), P, algorithm="ring", system=H100)
+    assert g.protocol != "ll"
+    assert nccl_protocol("ring", "allreduce", 128 * MiB, 512, 64, 8, 368e9, 8).name == g.protocol
+
+
+def test_tree_simple_chunk_is_one_nccl_step():
+    g = expand("allreduce", 1 << 30, range(64), Placement(64, 8), algorithm="tree", protocol="simple")
+    assert g.bytes.max() == 512 * KiB
