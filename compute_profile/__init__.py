@@ -12,8 +12,9 @@ import ...``.
 """
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from workload_gen.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from compute_profile.attaching import Coverage, TimeResolver, attach
@@ -28,10 +29,4 @@ _LAZY = {
 
 __all__ = ["Coverage", "ProfileDB", "ProfileRow", "TimeResolver", "attach", "estimate_time"]
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'compute_profile' has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _LAZY)

@@ -8,8 +8,9 @@ Both load on first use, so that a command which needs one submodule (``engine.cl
 """
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from workload_gen.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from engine.api import simulate
@@ -19,10 +20,4 @@ _LAZY = {"simulate": "engine.api", "estimate_memory": "engine.memory"}
 
 __all__ = ["estimate_memory", "simulate"]
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'engine' has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _LAZY)

@@ -8,8 +8,9 @@ submodule (``workload_gen.errors``, ``workload_gen.units``) does not load the bu
 """
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from workload_gen.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from workload_gen.builder import build
@@ -19,10 +20,4 @@ _LAZY = {"build": "workload_gen.builder", "model_flops_per_iteration": "workload
 
 __all__ = ["build", "model_flops_per_iteration"]
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'workload_gen' has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _LAZY)

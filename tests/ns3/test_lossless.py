@@ -9,28 +9,16 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
+from incast_fabric import run_incast
 
 from network.ns3.params import TransportParams
-from network.ns3.topology import Fabric, Link
-from network.ns3.world import PacketNetwork
 
 RATE, DELAY, NBYTES = 400e9, 1e-6, 4_000_000
 
 
 def _incast(n: int, params: TransportParams):
-    fab = Fabric(n + 1, 1, 1, ("sw",), tuple(Link(h, n + 1, RATE, DELAY, "nic") for h in range(n + 1)))
-    net = PacketNetwork(fab, params, nvlink_bps=1e12, nvlink_latency_s=0.0, num_gpus=n + 1)
-    net.add_flows(0, np.arange(n), np.full(n, n), np.full(n, float(NBYTES)), np.zeros(n + 1, dtype=np.int32),
-                  np.zeros(0, dtype=np.int32), np.zeros(n, dtype=np.uint8))
-    while net.pending_transfers():
-        net.run_until(net.now + 0.1)
-    finish = net.flow_table()[:, 4]
-    reps = net.link_reports()
-    net.close()
-    down = next(r for r in reps if r.src == "sw" and r.dst == f"nic{n}")
-    ups = [r for r in reps if r.dst == "sw"]
+    finish, reps, down, ups = run_incast(n, params, NBYTES, RATE, DELAY)
     wire = n * (NBYTES + math.ceil(NBYTES / 8972) * 30) * 8
     return finish, reps, down, ups, wire / RATE / finish.max()
 
