@@ -11,7 +11,7 @@ from pathlib import Path
 
 from workload_gen.cli_errors import OneLineParser, run_cli
 from workload_gen.cli_vocab import add_out, add_quiet
-from workload_gen.progress import Progress, stream_is_tty
+from workload_gen.progress import Progress
 
 
 def _sweep_parser() -> argparse.ArgumentParser:
@@ -90,7 +90,7 @@ def sweep_main(argv: list[str] | None = None) -> int:
         # The bar is drawn only where someone watches it (a terminal); a log gets the final line.
         rows = run_points(points, evaluate_config, journal, workers=args.workers, use_ray=args.ray is not None,
                           ray_address=args.ray or None, batch_size=args.batch_size,
-                          progress=not args.quiet and stream_is_tty(sys.stderr))
+                          progress=not args.quiet)
         elapsed = time.perf_counter() - t0
         table = [{**dict(p.axes), **r} for p, r in zip(points, rows)]
         write_table(table, out)

@@ -200,41 +200,6 @@ def local_pool(workers: int | None,
     pool.shutdown(wait=True)
 
 
-class Progress:
-    """One line on stderr, rewritten: done/total, rate and ETA. Silent when not a TTY unless asked."""
-
-    def __init__(self, total: int, already: int, enabled: bool = True) -> None:
-        self.total, self.done, self.start = total, already, time.perf_counter()
-        self.base = already
-        self.enabled = enabled
-        self.last = 0.0
-        self.drawn = False
-        """A bar is on screen without its newline (an interrupt must not glue its message to it)."""
-
-    def break_line(self) -> None:
-        if self.drawn:
-            print(file=sys.stderr, flush=True)
-            self.drawn = False
-
-    def update(self, n: int) -> None:
-        self.done += n
-        now = time.perf_counter()
-        if not self.enabled or (now - self.last < 0.25 and self.done < self.total):
-            return
-        self.last = now
-        elapsed = now - self.start
-        rate = (self.done - self.base) / elapsed if elapsed > 0 else 0.0
-        eta = (self.total - self.done) / rate if rate > 0 else float("inf")
-        width = 30
-        filled = int(width * self.done / max(self.total, 1))
-        bar = "#" * filled + "-" * (width - filled)
-        eta_s = f"{eta:6.0f}s" if eta != float("inf") else "     ?"
-        print(f"\r[{bar}] {self.done}/{self.total} {rate:8.0f} pts/s ETA {eta_s}", end="", file=sys.stderr, flush=True)
-        self.drawn = True
-        if self.done >= self.total:
-            self.break_line()
-
-
 def run_points(
     points: list[SweepPoint],
     evaluate: Evaluator,
@@ -247,21 +212,23 @@ def run_points(
     progress: bool = True,
 ) -> list[Row]:
     """Evaluate every point not yet in the journal; return rows in point order."""
+    from workload_gen.progress import Progress  # the one progress bar of every long job
+
     done = read_journal(journal)
     todo = [p for p in points if p.key not in done]
-    bar = Progress(len(points), len(points) - len(todo), enabled=progress)
+    # points resumed from the journal are shown as done but kept out of the rate and ETA
+    bar = Progress(len(points), "sweep", unit="pt", initial=len(points) - len(todo), quiet=not progress)
     try:
         _run_todo(todo, evaluate, journal, done, bar, workers=workers, ray_address=ray_address, use_ray=use_ray,
                   batch_size=batch_size)
-    except BaseException:
-        bar.break_line()
-        raise
+    finally:
+        bar.close()  # the bar leaves the screen before anything else prints (an interrupt's line too)
     if progress and not todo:
         print(f"all {len(points)} points already done (journal {journal})", file=sys.stderr)
     return [done[p.key] for p in points]
 
 
-def _run_todo(todo: list[SweepPoint], evaluate: Evaluator, journal: Path, done: dict[str, Row], bar: Progress, *,
+def _run_todo(todo: list[SweepPoint], evaluate: Evaluator, journal: Path, done: dict[str, Row], bar: Any, *,
               workers: int | None, ray_address: str | None, use_ray: bool, batch_size: int) -> None:
     """Evaluate ``todo`` into the journal and ``done`` (see :func:`run_points`)."""
     with _open_journal(journal) as jf:
