@@ -306,14 +306,16 @@ def _check_simai_flags(args: argparse.Namespace, accounting: str) -> None:
 
 
 def event_outputs(args: argparse.Namespace, result: Any) -> tuple[dict[str, Any], dict[str, str | bytes]]:
-    from formats.chrome_trace import trace_json
-    from formats.endtoend_csv import render_endtoend_csv, totals_from_breakdown
-    from formats.run_outputs import endtoend_layer_rows, layers_csv, summary_dict
+    from formats.run_outputs import summary_dict
 
     simai = result.backend == "simai-accounting"
     summary = summary_dict(result, accounting="simai" if simai else "event")
     files: dict[str, str | bytes] = {"summary.json": json.dumps(summary, indent=2) + "\n"}
-    if args.out:
+    if args.out:  # the file renderers load only when there are files to render
+        from formats.chrome_trace import trace_json
+        from formats.endtoend_csv import render_endtoend_csv, totals_from_breakdown
+        from formats.run_outputs import endtoend_layer_rows, layers_csv
+
         b = result.breakdown
         if simai:
             totals, rows = result.extras["simai_totals_us"], result.extras["simai_layers"]

@@ -35,7 +35,6 @@ file or ``.DIR.*.tmpdir``/``.DIR.*.old`` directory behind.
 """
 from __future__ import annotations
 
-import ctypes
 import errno
 import itertools
 import os
@@ -431,6 +430,8 @@ def _exchange(a: str, b: str) -> bool:
     global _renameat2_fn
     if not sys.platform.startswith("linux"):
         return False
+    import ctypes  # here, not at module level: ctypes costs every command start, few write directories
+
     if _renameat2_fn is None:
         try:
             fn = ctypes.CDLL(None, use_errno=True).renameat2

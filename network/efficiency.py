@@ -29,7 +29,8 @@ from workload_gen.yaml_file import read_yaml_mapping
 
 DEFAULT_TABLE = Path(__file__).resolve().parent / "data" / "efficiency.yaml"
 JSON_MIRROR = DEFAULT_TABLE.with_suffix(".json")
-"""The shipped table parsed, as JSON, with the SHA-256 of the YAML it came from: importing
+"""The shipped table parsed, as JSON, with the CRC-32 of the YAML it came from (an edit
+check, not a security one; hashlib's OpenSSL import alone costs milliseconds): importing
 PyYAML and parsing cost ~30 ms per process, a quarter of a whole run-analytical on SimAI's
 example. Used only while the hash matches (an edited YAML is read directly, never a stale
 mirror); tests/analytical/test_efficiency_mirror.py checks the shipped mirror is current."""
@@ -37,13 +38,13 @@ mirror); tests/analytical/test_efficiency_mirror.py checks the shipped mirror is
 
 def _shipped_table_data() -> dict[str, Any]:
     """The shipped YAML's content: from the JSON mirror when it is current, else parsed."""
-    import hashlib
     import json
+    import zlib
 
     raw = DEFAULT_TABLE.read_bytes()
     try:
         mirror = json.loads(JSON_MIRROR.read_text(encoding="utf-8"))
-        if isinstance(mirror, dict) and mirror.get("source_sha256") == hashlib.sha256(raw).hexdigest():
+        if isinstance(mirror, dict) and mirror.get("source_crc32") == zlib.crc32(raw):
             return mirror["data"]
     except (OSError, ValueError, KeyError):
         pass
@@ -53,14 +54,14 @@ def _shipped_table_data() -> dict[str, Any]:
 def write_json_mirror() -> Path:
     """Regenerate network/data/efficiency.json from efficiency.yaml (after editing it:
     ``python -c "from network.efficiency import write_json_mirror; write_json_mirror()"``)."""
-    import hashlib
     import json
+    import zlib
 
     from formats.atomic import write_text_atomic
 
     raw = DEFAULT_TABLE.read_bytes()
     data = read_yaml_mapping(DEFAULT_TABLE, "'default' and 'systems' curves")
-    text = json.dumps({"source": DEFAULT_TABLE.name, "source_sha256": hashlib.sha256(raw).hexdigest(),
+    text = json.dumps({"source": DEFAULT_TABLE.name, "source_crc32": zlib.crc32(raw),
                        "note": "generated from efficiency.yaml by network.efficiency.write_json_mirror; do not edit",
                        "data": data}, indent=1, sort_keys=True)
     write_text_atomic(JSON_MIRROR, text + "\n")
