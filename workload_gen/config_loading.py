@@ -59,8 +59,6 @@ model from a Hugging Face config (:mod:`workload_gen.hf_config`).
 from __future__ import annotations
 
 import argparse
-import ast
-import itertools
 import math
 import re
 import sys
@@ -409,32 +407,49 @@ _PAR_BOOL_FLAGS: tuple[tuple[tuple[str, ...], str], ...] = (
 _FIELD_DOCS: dict[type, dict[str, str]] = {}
 
 
+_FIELD_LINE = re.compile(r"    ([A-Za-z_]\w*)\s*:(?!=)")
+_TRIPLE = ('"' * 3, "'" * 3)
+
+
 def field_docs(cls: type) -> dict[str, str]:
     """The attribute docstrings of a dataclass (the string right under each field), read
-    from its module's source with ast; {} when the source is not available. The module is
-    parsed once and the class found by name: inspect.getsource's tokenizer walk cost
-    20 ms per class on every command start."""
-    if cls not in _FIELD_DOCS:
-        import sys
+    from its module's source; {} when the source is not available.
 
+    A line scan, not ``ast``: the flag help of every command needs these at start-up, and
+    parsing the config modules cost ~8 ms a process (tests/workload_gen/test_field_docs.py
+    checks the scan against ast on every config dataclass). Within the class body (4-space
+    indent), a field line ``name: ...`` (continuation lines indented deeper) followed by a
+    line opening with triple quotes gives that string, whitespace collapsed."""
+    if cls not in _FIELD_DOCS:
         docs: dict[str, str] = {}
         module = sys.modules.get(cls.__module__)
-        path = getattr(module, "__file__", None)
         try:
-            with open(path, encoding="utf-8") as f:  # type: ignore[arg-type]
-                tree = ast.parse(f.read())
-        except (OSError, TypeError, SyntaxError, ValueError):
-            tree = None
-        body: list = []
-        for node in (tree.body if tree is not None else ()):
-            if isinstance(node, ast.ClassDef) and node.name == cls.__name__:
-                body = node.body
-                break
-        for node, nxt in itertools.pairwise(body):
-            if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
-                    and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant)
-                    and isinstance(nxt.value.value, str)):
-                docs[node.target.id] = " ".join(nxt.value.value.split())
+            with open(getattr(module, "__file__", None), encoding="utf-8") as f:  # type: ignore[arg-type]
+                lines = f.read().splitlines()
+        except (OSError, TypeError, ValueError):
+            lines = []
+        head = f"class {cls.__name__}"
+        start = next((i for i, ln in enumerate(lines) if ln.startswith(head) and ln[len(head):len(head) + 1] in ":(["),
+                     None)
+        i, n = (start + 1 if start is not None else len(lines)), len(lines)
+        pending: str | None = None
+        while i < n:
+            ln = lines[i]
+            if ln.strip() and not ln.startswith(" "):
+                break  # the class body has ended
+            if ln.startswith("    ") and not ln.startswith("     "):  # a statement of the class body
+                stripped = ln.strip()
+                if pending is not None and stripped[:3] in _TRIPLE:
+                    quote, body = stripped[:3], stripped[3:]
+                    while quote not in body and i + 1 < n:
+                        i += 1
+                        body += "\n" + lines[i]
+                    docs[pending] = " ".join(body[:body.index(quote)].split()) if quote in body else ""
+                    pending = None
+                else:
+                    m = _FIELD_LINE.match(ln)
+                    pending = m.group(1) if m else None
+            i += 1
         _FIELD_DOCS[cls] = docs
     return _FIELD_DOCS[cls]
 
@@ -734,6 +749,8 @@ def _moe_layer_freq(text: str) -> int | None:
     m = re.fullmatch(r"\(?\s*\[\s*0\s*\]\s*\*\s*(\d+)\s*\+\s*\[\s*1\s*\]\s*\*\s*(\d+)\s*\)?", text)
     if m:
         return int(m.group(1))
+    import ast  # only for a pattern the regular expression above does not take
+
     try:
         pattern = ast.literal_eval(text)
     except (ValueError, SyntaxError):
