@@ -1,7 +1,7 @@
 """trainsim against SimAI's own analytical binary on SimAI's official example: CPU seconds
 of the whole process, medians, both accountings. Prints figures; asserts nothing.
 
-Usage: python scripts/bench_vs_simai.py PATH/TO/SimAI_analytical [--runs 7] [--simai-root DIR]
+Usage: python scripts/bench_vs_simai.py PATH/TO/SimAI_analytical [--runs 7] [--simai-root DIR] [--python PY]
 
 SimAI is not part of trainsim: build its analytical binary yourself (aliyun/SimAI,
 ``scripts/build.sh -c analytical``; docs/simai.md "Performance" says how the figures there
@@ -67,6 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=7, help="counted runs of each command (default 7)")
     ap.add_argument("--simai-root", help="SimAI checkout (default: found above the binary)")
     ap.add_argument("--workload", default=str(EXAMPLE), help="SimAI workload file (default: the official example)")
+    ap.add_argument("--python", metavar="PATH",
+                    help="interpreter with trainsim installed as users install it (e.g. a venv's python after "
+                         "`pip install --no-deps trainsim-*.whl`); default: this interpreter on this checkout, "
+                         "which pays the development environment's start-up (an editable install's import hook)")
     args = ap.parse_args(argv)
 
     binary = Path(args.simai)
@@ -82,8 +86,9 @@ def main(argv: list[str] | None = None) -> int:
 
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # bytecode cache on
     script = "import sys; from engine.cli import analytical_main; sys.exit(analytical_main())"
-    run_analytical = [sys.executable, "-c", script, str(workload), *CLUSTER]
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    run_analytical = [args.python or sys.executable, "-c", script, str(workload), *CLUSTER]
+    if not args.python:
+        env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     commands = {
         "trainsim event": run_analytical,
         "trainsim --accounting simai": [*run_analytical, "--accounting", "simai"],
