@@ -32,6 +32,7 @@ def simulate(
     level: Literal["auto", "op", "pass"] = "auto",
     memory: tuple[MemoryEstimate, ...] | None = None,
     extrapolate: bool = True,
+    trace_window: int | None = None,
 ) -> RunResult:
     """Simulate one training iteration.
 
@@ -51,6 +52,10 @@ def simulate(
     extrapolate: without a timeline at pass level, simulate three short iterations and
         extrapolate the steady state when it is exactly periodic (:func:`_steady_state`),
         so the cost does not grow with the micro-batch count.
+    trace_window: with a timeline, the micro-batches its reader shows (a trace's first and
+        last halves, formats.chrome_trace); the timeline then holds only those and the
+        once-per-iteration work, built from a short run with whole-run layer sums
+        (engine.steady_timeline), when that is exact. None keeps every interval.
     """
     par = workload.parallel
     net = _resolve_backend(backend, system, par.world_size)
@@ -73,6 +78,16 @@ def simulate(
                 "num_microbatches": par.num_microbatches, "events": events, "transfers": transfers,
                 "extrapolated_from_microbatches": steady_points(par.num_microbatches, par.pp, par.vpp),
                 "stage_overlap_slowdown_s": slowed})
+    if memo and timeline and extrapolate and trace_window is not None:
+        mem = memory if memory is not None else estimate_memory(workload)
+        got = _steady_window(workload, net, sched, trace_window, mem)
+        if got is not None:
+            (total, breakdowns, ends, events, transfers, slowed), tl = got
+            return _result(workload, system, name, total, breakdowns, ends, mem, tl, {
+                "level": "pass", "ranks_simulated": par.pp, "schedule": sched,
+                "num_microbatches": par.num_microbatches, "events": events, "transfers": transfers,
+                "extrapolated_from_microbatches": steady_points(par.num_microbatches, par.pp, par.vpp),
+                "timeline_window_microbatches": trace_window, "stage_overlap_slowdown_s": slowed})
     sim = Simulator(workload, net, memo=memo, all_ranks=every_rank, timeline=timeline, schedule=sched)
     total = sim.run()
     reps = sim.representatives()
@@ -123,6 +138,57 @@ def _result(workload: Workload, system: SystemConfig, name: str, total: float, b
     )
 
 
+def _steady_window(workload: Workload, net: NetworkBackend, sched: str, window: int,
+                   memory: tuple[MemoryEstimate, ...]) -> tuple[tuple, Any] | None:
+    """The steady-state figures and a :class:`engine.steady_timeline.WindowTimeline` of the
+    ``window`` micro-batches a trace shows, from three short runs; None (simulate in full)
+    when the run is too short to gain, or a check fails (engine.steady_timeline)."""
+    from engine.steady_timeline import (
+        WindowTimeline,
+        extrapolate_sums,
+        same_window,
+        shown,
+        tail_starts,
+        window_memory,
+        window_parts,
+    )
+
+    par = workload.parallel
+    m = par.num_microbatches
+    head, tail = (window + 1) // 2, window // 2
+    points = steady_points(m, par.pp, par.vpp)
+    if window < 1 or m <= window or points is None or m < 2 * sum(points):
+        return None  # the short runs with their timelines would cost about as much as the whole
+    runs: list = []
+    steady = _steady_state(workload, net, sched, runs)
+    if steady is None or len(runs) != 3:
+        return None
+    (ta, ends_a, ma), (tb, ends_b, mb), (tc, _, _) = runs
+    if ma - tail < head:
+        return None
+    sums = extrapolate_sums([ta.layer_sums(), tb.layer_sums(), tc.layer_sums()], (m - ma) / par.pp)
+    if sums is None:
+        return None
+    total = steady[0]
+    starts = tail_starts(ta.parts(), ma - tail)
+    # the construction, checked where the answer is known: run a extended to run b's count
+    shift_b = [y - x for x, y in zip(ends_a, ends_b)]
+    if not same_window(window_parts(ta.parts(), ma, mb, head, tail, shift_b), shown(tb.parts(), mb, head, tail),
+                       total):
+        return None
+    track_a = ta.memory_track(workload, memory)
+    built = window_memory(track_a, ma, mb, head, tail, shift_b, starts)
+    actual = [x for x in tb.memory_track(workload, memory) if x[3] < head or x[3] >= mb - tail]
+    if len(built) != len(actual) or any(
+            (x[0], x[3]) != (y[0], y[3]) or abs(x[1] - y[1]) > 1e-9 * total or abs(x[2] - y[2]) > 1e-6 * max(y[2], 1.0)
+            for x, y in zip(built, actual)):
+        return None
+    shift_m = [y - x for x, y in zip(ends_a, steady[2])]
+    parts_m = window_parts(ta.parts(), ma, m, head, tail, shift_m)
+    track_m = window_memory(track_a, ma, m, head, tail, shift_m, starts)
+    return steady, WindowTimeline(parts_m, sums, lambda _w, _m: track_m)
+
+
 def steady_points(m: int, pp: int, vpp: int) -> tuple[int, int, int] | None:
     """Micro-batch counts whose simulations pin the steady state: three, one schedule
     period (pp micro-batches) apart, past every warm-up and cool-down (2 pp vpp + pp, and
@@ -137,7 +203,8 @@ def steady_points(m: int, pp: int, vpp: int) -> tuple[int, int, int] | None:
     return first, first + period, first + 2 * period
 
 
-def _steady_state(workload: Workload, net: NetworkBackend, sched: str) -> tuple | None:
+def _steady_state(workload: Workload, net: NetworkBackend, sched: str,
+                  timelines: list | None = None) -> tuple | None:
     """The iteration's figures from three short simulations when they are exactly affine
     in the number of micro-batches (the schedule's steady state repeats every period),
     extrapolated to the workload's count; None (simulate in full) when they are not.
@@ -148,6 +215,9 @@ def _steady_state(workload: Workload, net: NetworkBackend, sched: str) -> tuple 
     and the optimizer do not depend on how many periods there are. The check below
     verifies it on each run (second differences zero to 1e-12 of the iteration) rather
     than assuming it, and falls back to the full simulation otherwise.
+
+    ``timelines``: a list to receive the three short runs' (Timeline, stage ends, micro-batch
+    count), which are then simulated with a timeline (engine.steady_timeline reads them).
     """
     par = workload.parallel
     points = steady_points(par.num_microbatches, par.pp, par.vpp)
@@ -156,9 +226,11 @@ def _steady_state(workload: Workload, net: NetworkBackend, sched: str) -> tuple 
     samples = []
     for m in points:
         w = replace(workload, parallel=replace(par, global_batch=m * par.micro_batch * par.dp))
-        sim = Simulator(w, net, memo=True, all_ranks=False, timeline=False, schedule=sched)
+        sim = Simulator(w, net, memo=True, all_ranks=False, timeline=timelines is not None, schedule=sched)
         total = sim.run()
         reps = sim.representatives()
+        if timelines is not None:
+            timelines.append((Timeline(sim.timeline_parts()), [R.end for R in reps], m))
         bds = [sim.breakdown(R, total) for R in reps]
         vec = [total, float(sim.events), float(sim.transfers)]
         for R, b in zip(reps, bds):

@@ -502,9 +502,11 @@ def _body(argv: list[str] | None, backend_name: str) -> int:
         else:
             net = kind.from_args(args, system, workload.parallel.world_size, None if args.quiet else sys.stderr)
             _progress(f"simulating on {system.name} ({kind.name} backend)", prog)
-            # the timeline is built only for the files that read it (trace.json, layers.csv)
+            # the timeline is built only for the files that read it (trace.json, layers.csv);
+            # without the PNG (which draws every pass) it may hold only the trace's window
+            window = _trace_microbatches(args) if args.out and args.no_plot else None
             result = run_workload(workload, system, profile=args.profile, gpu=args.gpu,
-                                  timeline=bool(args.out) and not args.no_trace, backend=net)
+                                  timeline=bool(args.out) and not args.no_trace, backend=net, trace_window=window)
             result.extras.update(kind.report(net))
         if args.out:
             t_sim = time.perf_counter()

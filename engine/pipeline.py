@@ -175,6 +175,7 @@ def run_workload(
     attach: bool | None = None,
     memory: tuple[Any, ...] | None = None,
     backend: NetworkBackend | None = None,
+    trace_window: int | None = None,
 ) -> RunResult:
     """Simulate an existing workload (generated, read from a file, or converted from SimAI).
 
@@ -183,6 +184,7 @@ def run_workload(
     report instead of the event simulation (:func:`simai_accounting_run`). ``backend``: a
     network backend already built (e.g. run-ns3's); default the analytical one, with
     ``busbw_overrides`` and ``efficiency`` (a table, a YAML path, or None for the shipped one).
+    ``trace_window``: engine.api.simulate's (the timeline keeps only the micro-batches a trace shows).
     """
     if accounting not in ACCOUNTINGS:
         raise ConfigError("accounting", accounting, f"valid: {', '.join(ACCOUNTINGS)}")
@@ -201,7 +203,7 @@ def run_workload(
 
         net = backend if backend is not None else make_backend(
             sysc, workload.parallel.world_size, busbw_overrides=busbw_overrides, efficiency=efficiency)
-        result = simulate(workload, sysc, net, timeline=timeline, memory=memory)
+        result = simulate(workload, sysc, net, timeline=timeline, memory=memory, trace_window=trace_window)
     if coverage is not None:
         result.extras["compute_coverage"] = coverage
     return result
