@@ -267,7 +267,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 
     from compute_profile.estimator import CALIBRATED_PATH
     from engine.calibration import calibrated_yaml, cross_validate, render_markdown
-    from formats.atomic import atomic_write, write_text_atomic
+    from formats.atomic import atomic_write, check_output_path, write_text_atomic
     from formats.measured_runs import read_measured_dir
     from workload_gen.progress import Progress
 
@@ -275,6 +275,9 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         raise ConfigError("outer", args.outer, "must be >= 1")
     if args.plot and not str(args.plot).endswith(".png"):
         raise ConfigError("--plot", args.plot, "must name a .png file")
+    for flag, path in (("--out", args.out), ("--plot", args.plot)):
+        if path:
+            check_output_path(path, flag)  # before a minute of fitting, not after
     runs = read_measured_dir(args.data)
     # Work units: the in-sample fit, then one fit per left-out model family. The number of
     # folds is known from the first "fold k/F" message; the ETA counts only finished fits.

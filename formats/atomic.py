@@ -188,6 +188,22 @@ def _ensure_parent(directory: Path, field: str, shown: object) -> None:
         raise ConfigError(field, str(shown), f"cannot create its directory {directory}: {exc.strerror}") from None
 
 
+def check_output_path(path: str | os.PathLike[str], field: str = "output") -> None:
+    """Refuse, before any long work, an output file path that cannot be written: the path is
+    a directory, or a component above it is not one (a missing parent is fine: it is created
+    when the file is written). One-line ConfigError naming ``field``."""
+    p = Path(path)
+    st = _stat(p)
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise ConfigError(field, str(path), "is a directory; give a file path")
+    for comp in p.parents:
+        st = _stat(comp)
+        if st is not None:
+            if not stat.S_ISDIR(st.st_mode):
+                raise ConfigError(field, str(path), f"its parent {comp} is a {_kind(st.st_mode)}, not a directory")
+            break
+
+
 def _resolve(path: Path, field: str) -> Path:
     """Where a write to ``path`` lands: ``path`` itself, or the end of its symlink chain."""
     if not os.path.islink(path):

@@ -1,6 +1,8 @@
 """compute-profile CLI in-process: measure a tiny model on the CPU, imports, exports, errors."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from cp_fixtures import SHARED_DATA
 
@@ -108,3 +110,20 @@ def test_help_everywhere(cmd, capsys):
         main([cmd, "--help"])
     assert e.value.code == 0
     assert "usage: compute-profile" in capsys.readouterr().out
+
+
+def test_calibrate_refuses_unwritable_outputs_before_fitting(tmp_path, capsys):
+    """--out/--plot that cannot be written are refused up front (exit 2, one line), not after
+    a minute of fitting; a missing parent directory is fine (created on write)."""
+    from compute_profile.cli import main
+
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")
+    data = str(Path(__file__).resolve().parents[3] / "shared" / "data" / "real")
+    for argv, needle in ((["--out", str(blocker / "r.md")], "not a directory"),
+                         (["--plot", str(blocker / "p.png")], "not a directory"),
+                         (["--out", str(tmp_path)], "is a directory"),
+                         (["--plot", str(tmp_path / "p.jpg")], ".png")):
+        assert main(["calibrate", "--data", data, *argv]) == 2
+        err = capsys.readouterr().err
+        assert needle in err and err.count("\n") == 1
