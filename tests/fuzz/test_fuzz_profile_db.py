@@ -81,25 +81,28 @@ def test_profile_db_contents_only_raise_trainsim_errors(updates, statement, crea
     only_trainsim_errors(_use, path, create)
 
 
-def test_text_that_is_not_utf8_in_the_database_is_a_format_error():
-    # Found by the fuzzer (a flipped byte in a TEXT cell): sqlite3 failed to decode it.
-    path = scratch_file("not-utf8.sqlite", profile_db_bytes())
+def _damaged_db(name: str, *statements: str) -> str:
+    """A valid profile database edited by ``statements`` (the damage a fuzz run found)."""
+    path = scratch_file(name, profile_db_bytes())
     con = sqlite3.connect(path)
-    con.execute("UPDATE kernel_times SET note = CAST(x'ff41' AS TEXT) WHERE rowid = 1")
+    for statement in statements:
+        con.execute(statement)
     con.commit()
     con.close()
+    return path
+
+
+def test_text_that_is_not_utf8_in_the_database_is_a_format_error():
+    # Found by the fuzzer (a flipped byte in a TEXT cell): sqlite3 failed to decode it.
+    path = _damaged_db("not-utf8.sqlite", "UPDATE kernel_times SET note = CAST(x'ff41' AS TEXT) WHERE rowid = 1")
     only_trainsim_errors(_use, path, False)
 
 
 def test_a_table_name_that_is_not_text_is_a_format_error():
     # Found by the long fuzz run (a flipped byte made a schema name a BLOB): sorting the
     # table names to list them compared bytes with str.
-    path = scratch_file("blob-name.sqlite", profile_db_bytes())
-    con = sqlite3.connect(path)
-    con.execute("PRAGMA writable_schema = ON")
-    con.execute("UPDATE sqlite_master SET name = x'6d657461' WHERE name = 'meta'")  # the bytes of 'meta'
-    con.commit()
-    con.close()
+    path = _damaged_db("blob-name.sqlite", "PRAGMA writable_schema = ON",
+                       "UPDATE sqlite_master SET name = x'6d657461' WHERE name = 'meta'")  # the bytes of 'meta'
     only_trainsim_errors(_use, path, False)
 
 
