@@ -12,7 +12,7 @@ from pathlib import Path
 
 from compute_profile.db import ProfileDB
 from workload_gen.cli_errors import OneLineParser, run_cli
-from workload_gen.cli_vocab import add_out, add_profile, add_quiet
+from workload_gen.cli_vocab import add_out, add_profile, add_quiet, inform
 from workload_gen.config_loading import add_config_arguments, configs_from_args
 from workload_gen.errors import ConfigError
 
@@ -147,12 +147,6 @@ def _workload(args: argparse.Namespace):
     return build(model, par)
 
 
-def _say(args: argparse.Namespace, msg: str) -> None:
-    """An informational line on stderr (not with --quiet)."""
-    if not getattr(args, "quiet", False):
-        print(msg, file=sys.stderr, flush=True)
-
-
 def _cmd_measure(args: argparse.Namespace) -> int:
     """Measure shape by shape into the database: each row is stored when its shape is done, so
     an interrupted run keeps what it measured, and a rerun skips the shapes the database
@@ -197,8 +191,8 @@ def _cmd_import_aiob(args: argparse.Namespace) -> int:
     from compute_profile.aiob import rows_from_aiob
     rows, skipped = rows_from_aiob(args.file, args.gpu, _workload(args))
     for s in skipped:
-        _say(args, f"skipped {s}")
-    _say(args, _put(args.profile, rows, args.replace))
+        inform(args, f"skipped {s}")
+    inform(args, _put(args.profile, rows, args.replace))
     return 0
 
 
@@ -213,7 +207,7 @@ def _cmd_import_trace(args: argparse.Namespace) -> int:
     if not Path(args.file).is_file():
         raise FileNotFoundError(2, "No such file", args.file)
     rows = rows_from_trace(args.file, args.gpu)
-    _say(args, _put(args.profile, list(rows), args.replace))
+    inform(args, _put(args.profile, list(rows), args.replace))
     return 0
 
 
@@ -243,13 +237,13 @@ def _cmd_show(args: argparse.Namespace) -> int:
 def _cmd_export(args: argparse.Namespace) -> int:
     with ProfileDB(args.profile, create=False) as db:
         n = db.export_csv(args.out, gpu=args.gpu)
-    _say(args, f"{args.out}: {n} rows")
+    inform(args, f"{args.out}: {n} rows")
     return 0
 
 
 def _cmd_import_csv(args: argparse.Namespace) -> int:
     from compute_profile.db import read_csv_rows
-    _say(args, _put(args.profile, read_csv_rows(args.file), args.replace))
+    inform(args, _put(args.profile, read_csv_rows(args.file), args.replace))
     return 0
 
 
@@ -302,7 +296,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     text = render_markdown(report)
     if args.out:
         write_text_atomic(args.out, text)
-        _say(args, f"[calibrate] wrote {args.out}")
+        inform(args, f"[calibrate] wrote {args.out}")
     else:
         sys.stdout.write(text)
     if args.plot:
@@ -310,10 +304,10 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 
         with atomic_write(args.plot, "wb", field="--plot") as fh:
             fh.write(render_calibration_png(report))
-        _say(args, f"[calibrate] wrote {args.plot}")
+        inform(args, f"[calibrate] wrote {args.plot}")
     if args.write:
         write_text_atomic(CALIBRATED_PATH, calibrated_yaml(report, args.data))
-        _say(args, f"[calibrate] wrote {CALIBRATED_PATH}")
+        inform(args, f"[calibrate] wrote {CALIBRATED_PATH}")
     return 0
 
 

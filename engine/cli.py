@@ -34,7 +34,7 @@ from typing import Any
 
 from formats.simai_reader import is_simai_file
 from workload_gen.cli_errors import OneLineParser, run_cli
-from workload_gen.cli_vocab import add_out, add_profile, add_quiet
+from workload_gen.cli_vocab import add_out, add_profile, add_quiet, inform
 from workload_gen.errors import ConfigError
 from workload_gen.units import GiB as GIB
 
@@ -130,15 +130,6 @@ def build_parser(backend: str = "analytical") -> argparse.ArgumentParser:
     return ap
 
 
-_QUIET: list[bool] = [False]
-"""--quiet of the command running now (set by _body; the helpers below print through _progress)."""
-
-
-def _progress(msg: str, prog: str = "run-analytical") -> None:
-    if not _QUIET[0]:
-        print(f"[{prog}] {msg}", file=sys.stderr, flush=True)
-
-
 def has_model_flags(args: argparse.Namespace, allowed: tuple[str, ...] = ()) -> bool:
     """Any model/parallel flag given (``allowed``: dests not counted, e.g. a SimAI file's fill-ins)."""
     return bool(getattr(args, "config", None) or getattr(args, "model", None)
@@ -180,6 +171,10 @@ def _simai_cluster(args: argparse.Namespace, system: Any, gpus: int) -> Any:
     )
 
 
+def _progress(args: argparse.Namespace, msg: str, prog: str = "run-analytical") -> None:
+    inform(args, msg, prog)
+
+
 def _simai_accounting_outputs(args: argparse.Namespace, path: Path, system: Any) -> tuple[dict[str, Any], dict[str, str | bytes]]:
     """SimAI_analytical's report for a SimAI file: summary.json, EndToEnd.csv, layers.csv."""
     from engine.simai_accounting import simai_accounting
@@ -188,7 +183,7 @@ def _simai_accounting_outputs(args: argparse.Namespace, path: Path, system: Any)
     sw = read_simai(path)
     system, gpus = _simai_system(args, system, sw.header.all_gpus)
     cluster = _simai_cluster(args, system, gpus)
-    _progress(f"SimAI accounting of {path} ({len(sw.records)} records, {gpus} GPUs)")
+    _progress(args, f"SimAI accounting of {path} ({len(sw.records)} records, {gpus} GPUs)")
     acc = simai_accounting(sw, cluster)
     totals = acc.totals_us()
     us = 1e-6
@@ -244,14 +239,14 @@ def load_workload(args: argparse.Namespace, path: Path, system: Any, prog: str =
 
         assert wf.simai is not None
         system, gpus = _simai_system(args, system, wf.header_gpus)
-        _progress(f"read SimAI workload {path} ({len(wf.simai.records)} records) for {gpus} GPUs", prog)
+        _progress(args, f"read SimAI workload {path} ({len(wf.simai.records)} records) for {gpus} GPUs", prog)
         fill = _simai_fill(args)
         workload = simai_to_workload(wf.simai, gpus=gpus, **fill)
         meta = dict(workload.meta)
         meta["placeholders"] = json.dumps(  # meta holds strings
             simai_placeholders(wf.simai, gpus, given_gpus=args.gpus is not None, fill=fill))
         return replace(workload, meta=meta), system
-    _progress(f"read workload {path}", prog)
+    _progress(args, f"read workload {path}", prog)
     return wf.to_workload(), system
 
 
@@ -464,7 +459,6 @@ def _body(argv: list[str] | None, backend_name: str) -> int:
     kind = backend_kind(backend_name)
     prog = RUN_COMMANDS.get(backend_name, (f"run-{backend_name}",))[0]
     args = build_parser(backend_name).parse_args(argv)
-    _QUIET[0] = args.quiet
     accounting = getattr(args, "accounting", "event")
     t0 = time.perf_counter()
     system = kind.configure(args, load_system(args.system))
@@ -493,15 +487,15 @@ def _body(argv: list[str] | None, backend_name: str) -> int:
             from workload_gen.config_loading import configs_from_args
 
             model, par = configs_from_args(args)
-            _progress(f"building workload: {model.name}, {par.world_size} GPUs", prog)
+            _progress(args, f"building workload: {model.name}, {par.world_size} GPUs", prog)
             workload = build(model, par)
         _warn_mismatches(args, workload, system, prog)
         if accounting == "simai":
-            _progress(f"SimAI accounting on {system.name}", prog)
+            _progress(args, f"SimAI accounting on {system.name}", prog)
             result = run_workload(workload, system, profile=args.profile, gpu=args.gpu, accounting="simai")
         else:
             net = kind.from_args(args, system, workload.parallel.world_size, None if args.quiet else sys.stderr)
-            _progress(f"simulating on {system.name} ({kind.name} backend)", prog)
+            _progress(args, f"simulating on {system.name} ({kind.name} backend)", prog)
             # the timeline is built only for the files that read it (trace.json, layers.csv);
             # without the PNG (which draws every pass) it may hold only the trace's window
             window = _trace_microbatches(args) if args.out and args.no_plot else None
@@ -510,7 +504,7 @@ def _body(argv: list[str] | None, backend_name: str) -> int:
             result.extras.update(kind.report(net))
         if args.out:
             t_sim = time.perf_counter()
-            _progress(f"simulated in {t_sim - t0:.2f} s; rendering the output files "
+            _progress(args, f"simulated in {t_sim - t0:.2f} s; rendering the output files "
                       f"({'summary, layers, trace.json' if result.intervals else 'summary, layers'}"
                       f"{'' if args.no_plot else ', run.png'})", prog)
         summary, files = event_outputs(args, result)
@@ -526,7 +520,7 @@ def _body(argv: list[str] | None, backend_name: str) -> int:
             if net is not None:
                 files.update(kind.render_outputs(net, result.iteration_time_s))
             write_outputs(out, files)
-            _progress(f"wrote {', '.join(n for n in known_output_files() if n in files)} to {out}/", prog)
+            _progress(args, f"wrote {', '.join(n for n in known_output_files() if n in files)} to {out}/", prog)
         if args.json:
             sys.stdout.write(files["summary.json"] if isinstance(files["summary.json"], str) else "")
         else:
@@ -534,7 +528,7 @@ def _body(argv: list[str] | None, backend_name: str) -> int:
     finally:
         if net is not None:
             kind.finish(net, None if args.quiet else sys.stderr)
-    _progress(f"done in {time.perf_counter() - t0:.2f} s", prog)
+    _progress(args, f"done in {time.perf_counter() - t0:.2f} s", prog)
     return 0
 
 

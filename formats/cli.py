@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from workload_gen.cli_errors import OneLineParser, run_cli
-from workload_gen.cli_vocab import add_out, add_quiet
+from workload_gen.cli_vocab import add_out, add_quiet, inform
 from workload_gen.errors import ConfigError
 
 
@@ -46,17 +46,16 @@ def diff_trace_main(argv: list[str] | None = None) -> int:
             raise ConfigError("--fail-above", args.fail_above, "must be a percentage >= 0")
         if args.top < 0:
             raise ConfigError("--top", args.top, "must be >= 0")
-        say = (lambda msg: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr))
-        say(f"reading {args.simulated}")
+        inform(args, f"reading {args.simulated}")
         pred = load_simulated(args.simulated, args.stage)
-        say(f"reading {', '.join(map(str, args.real))}")
+        inform(args, f"reading {', '.join(map(str, args.real))}")
         real = args.real if len(args.real) > 1 else args.real[0]
         meas = load_measured(real, args.rank, args.step, pred.parallel, args.stage)
         d = diff_timelines(pred, meas, args.top)
         sys.stdout.write(render_text(d))
         if args.out is not None:
             for p in write_outputs(d, pred, meas, args.out):
-                say(f"wrote {p}")
+                inform(args, f"wrote {p}")
         err = abs(d.iteration_error) * 100
         if args.fail_above is not None and err > args.fail_above:
             print(f"FAIL: iteration-time error {err:.1f}% exceeds --fail-above {args.fail_above:g}%", file=sys.stderr)
@@ -85,14 +84,13 @@ def diff_workload_main(argv: list[str] | None = None) -> int:
     def body() -> int:
         from formats.workload_diff import diff_workloads, load_summary, render_workload_diff, write_workload_diff
 
-        say = (lambda msg: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr))
-        say(f"reading {args.a} and {args.b}")
+        inform(args, f"reading {args.a} and {args.b}")
         a, b = load_summary(args.a), load_summary(args.b)
         d = diff_workloads(a, b)
         sys.stdout.write(render_workload_diff(d))
         if args.out is not None:
             for p in write_workload_diff(d, args.out):
-                say(f"wrote {p}")
+                inform(args, f"wrote {p}")
         return 0
 
     return run_cli(body)

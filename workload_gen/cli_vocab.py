@@ -53,5 +53,12 @@ def add_profile(p: Any, *, help: str, metavar: str = "DB", **kwargs) -> None:
     add_deprecated(p, "--db", "--profile", "profile", metavar=metavar)
 
 
+def inform(args: argparse.Namespace, msg: str, prog: str = "") -> None:
+    """One informational line on stderr (``[prog] msg`` when ``prog`` is given), unless the
+    command runs with ``-q/--quiet``: the one way every command honours the flag."""
+    if not getattr(args, "quiet", False):
+        print(f"[{prog}] {msg}" if prog else msg, file=sys.stderr, flush=True)
+
+
 def add_quiet(p: Any, help: str = "no progress or informational lines on stderr (warnings and errors still print)") -> None:
     p.add_argument("-q", "--quiet", action="store_true", help=help)

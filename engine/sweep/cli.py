@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 from workload_gen.cli_errors import OneLineParser, run_cli
-from workload_gen.cli_vocab import add_out, add_quiet
+from workload_gen.cli_vocab import add_out, add_quiet, inform
 from workload_gen.progress import Progress
 
 
@@ -33,7 +33,7 @@ def _sweep_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _with_hf_model(spec, path: str, say):
+def _with_hf_model(spec, path: str, args):
     """The spec with its base model read from a Hugging Face config (checked here, once)."""
     from dataclasses import replace
 
@@ -44,8 +44,8 @@ def _with_hf_model(spec, path: str, say):
         print(line, file=sys.stderr)
     old = spec.base.get("model")
     if old is not None:
-        say(f"note: --hf-config replaces the spec's base model ({old if isinstance(old, str) else 'a mapping'})")
-    say(f"sweep: base model from {path}: {hf.model.name}")
+        inform(args, f"note: --hf-config replaces the spec's base model ({old if isinstance(old, str) else 'a mapping'})")
+    inform(args, f"sweep: base model from {path}: {hf.model.name}")
     return replace(spec, base={**spec.base, "model": {"hf_config": str(Path(path).resolve())}})
 
 
@@ -68,21 +68,18 @@ def sweep_main(argv: list[str] | None = None) -> int:
         from engine.sweep.execute import journal_path, run_points
         from engine.sweep.grid import expand, load_spec
         from engine.sweep.point import evaluate_config
-        from engine.sweep.table import write_table
+        from engine.sweep.table import check_table_path, write_table
         from workload_gen.errors import ConfigError
 
         for flag, value in (("--workers", args.workers), ("--batch-size", args.batch_size)):
             if value is not None and value < 1:
                 raise ConfigError(flag, value, "must be a positive integer")
-        say = (lambda msg: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
         spec = load_spec(args.spec, output=args.out)
-        out = spec.output
-        if out.suffix not in (".csv", ".parquet"):
-            raise ConfigError("--out", str(out), "must end in .csv or .parquet")
+        out = check_table_path(spec.output, "--out") if args.out else spec.output  # the spec's is checked
         if args.hf_config:
-            spec = _with_hf_model(spec, args.hf_config, say)
+            spec = _with_hf_model(spec, args.hf_config, args)
         points = expand(spec)
-        say(f"sweep: {len(points)} points ({args.spec})")
+        inform(args, f"sweep: {len(points)} points ({args.spec})")
         journal = journal_path(out)
         if args.restart and journal.exists():
             journal.unlink()
@@ -97,7 +94,7 @@ def sweep_main(argv: list[str] | None = None) -> int:
         journal.unlink(missing_ok=True)
         ok = sum(1 for r in rows if r.get("status") == "ok")
         errors = sum(1 for r in rows if r.get("status") == "error")
-        say(f"sweep: {ok} ok, {len(rows) - ok - errors} invalid, "
+        inform(args, f"sweep: {ok} ok, {len(rows) - ok - errors} invalid, "
             + (f"{errors} failed with an internal error, " if errors else "")
             + f"{elapsed:.1f} s -> {out}")
         if not ok:
@@ -109,7 +106,7 @@ def sweep_main(argv: list[str] | None = None) -> int:
             from engine.sweep.table import read_table
 
             for path in write_plots(read_table(out), out.with_suffix("")):
-                say(f"plot: {path}")
+                inform(args, f"plot: {path}")
         return 0
 
     try:
@@ -177,15 +174,14 @@ def search_main(argv: list[str] | None = None) -> int:
         import json
 
         from engine.sweep.search import explain, search
+        from engine.sweep.table import check_table_path
         from workload_gen.config_loading import configs_from_args
         from workload_gen.errors import ConfigError
         from workload_gen.system import load_system
 
         if args.top_k < 1:
             raise ConfigError("--top-k", args.top_k, "must be a positive integer")
-        out = Path(args.out) if args.out else None
-        if out is not None and out.suffix not in (".csv", ".parquet"):
-            raise ConfigError("--out", str(out), "must end in .csv or .parquet")
+        out = check_table_path(Path(args.out), "--out") if args.out else None
         model, base = configs_from_args(args)
         system = load_system(args.system)
         t0 = time.perf_counter()

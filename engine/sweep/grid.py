@@ -42,6 +42,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from engine.sweep.table import check_table_path
 from workload_gen.errors import ConfigError
 from workload_gen.limits import (
     MAX_EXPR_CHARS,
@@ -197,8 +198,7 @@ def spec_from_dict(data: Any, source: str = "<spec>", base_dir: Path | None = No
         if confine_output and inside != root and root not in inside.parents:
             raise ConfigError("output", output, f"must stay inside the spec's directory {root}; "
                                                 "write elsewhere with --out PATH on the command line", source)
-    if out.suffix not in (".csv", ".parquet"):
-        raise ConfigError("output", str(out), "must end in .csv or .parquet", source)
+    check_table_path(out, "output", source)
     return SweepSpec(base=base, blocks=tuple(blocks), filters=tuple(filters), output=out, source=source)
 
 

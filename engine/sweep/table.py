@@ -15,7 +15,18 @@ from pathlib import Path
 from typing import Any
 
 from formats.atomic import atomic_write
+from workload_gen.errors import ConfigError
 
+TABLE_SUFFIXES = (".csv", ".parquet")
+"""What a sweep or search table may be written as (the suffix picks the format)."""
+
+
+
+def check_table_path(path: Path, field: str, source: str | None = None) -> Path:
+    """``path`` if its suffix names a table format we write; else one line naming ``field``."""
+    if path.suffix not in TABLE_SUFFIXES:
+        raise ConfigError(field, str(path), "must end in .csv or .parquet", source)
+    return path
 
 def _text(value: Any) -> Any:
     if value is None or (isinstance(value, float) and math.isnan(value)):
