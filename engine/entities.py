@@ -39,7 +39,7 @@ class Future:
     """
 
     __slots__ = ("seq", "group", "op", "ranks", "missing", "ready_time", "ready_stage", "start", "end",
-                 "waiters", "exposed_by_rank", "comm")
+                 "waiters", "exposed_by_rank", "comm", "joined")
 
     def __init__(self, seq: int, group: str, op: CollectiveOp | None, ranks: tuple[int, ...], missing: int) -> None:
         self.seq = seq
@@ -63,6 +63,9 @@ class Future:
         """Seconds each rank's compute stream waited on it (the timeline's exposed_s)."""
         self.comm: Comm | None = None
         """The communicator it runs on; None for a pipeline dependency with nothing on the wire."""
+        self.joined: list[RankState] | None = None
+        """Simulated members that issued it, kept only when compute is slowed beside
+        collectives (their ``comm_busy`` drops when it ends)."""
 
 
 class Comm:

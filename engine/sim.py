@@ -118,7 +118,6 @@ class Simulator:
                       for r in simulated]
         self.slowdown = float(workload.overlap_slowdown)
         """Fractional slow-down of compute started while a collective of its rank runs."""
-        self._by_rank = {rank.rank: rank for rank in self.ranks} if self.slowdown else {}
         for rank in self.ranks:
             for b in rank.plan.buckets:
                 if par.overlap_grad_reduce and b.chunk >= 0:
@@ -184,6 +183,10 @@ class Simulator:
             # From its own issue: a member that issues first and starts computing at the
             # same instant is as slowed as the one whose join starts the collective.
             rank.comm_busy += 1
+            if fut.joined is None:
+                fut.joined = [rank]
+            else:
+                fut.joined.append(rank)
         if self.timeline:
             rank.records.append(CollectiveRecord(op, fut, chunk, microbatch))
         if fut.missing == 0:
@@ -237,12 +240,10 @@ class Simulator:
 
     def _complete(self, fut: Future, now: float) -> None:
         fut.end = now
-        if self.slowdown and fut.group != PP_GROUP:  # each simulated member issued it (see _issue)
-            by_rank = self._by_rank
-            for r in fut.ranks:
-                st = by_rank.get(r)
-                if st is not None:
-                    st.comm_busy -= 1
+        joined = fut.joined
+        if joined is not None:  # only with a slowdown (see _issue)
+            for st in joined:
+                st.comm_busy -= 1
         comm = fut.comm
         if comm is not None:
             comm.running = None
