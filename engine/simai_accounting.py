@@ -72,12 +72,8 @@ SHORT_MESSAGE_LATENCY_NS: dict[int, int] = {2: 10_000, 4: 12_000, 8: 15_000, 16:
 """SimAI's fixed cost of a 1 < bytes < 1 MiB collective, by group size; other sizes cost 0 (its bug)."""
 SHORT_MESSAGE_LIMIT = 1_048_576
 
-_COLL_NAME: dict[str, str] = {
-    "allreduce": "allreduce",
-    "allgather": "allgather",
-    "reducescatter": "reducescatter",
-    "alltoall": "alltoall",
-}
+_COLLECTIVES = frozenset({"allreduce", "allgather", "reducescatter", "alltoall"})
+"""The collectives SimAI's analytical model prices (CollKind values; a StrEnum is its value as str)."""
 """The collectives SimAI costs, by CollKind value (a CollKind, a StrEnum, looks itself up here)."""
 
 
@@ -315,7 +311,9 @@ def comm_time_ns(
         return SHORT_MESSAGE_LATENCY_NS.get(nranks, 0)
     if nranks <= 1:
         return 0  # SimAI computes 0/0 here (undefined); a one-rank group moves nothing
-    coll = _COLL_NAME[kind]
+    coll = str(kind)
+    if coll not in _COLLECTIVES:
+        raise KeyError(kind)
     mapped = group_busbw(cluster, group, tp, ep, nranks, coll)
     if mapped is None:
         return 0

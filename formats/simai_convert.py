@@ -392,14 +392,15 @@ def find_microbatch_block(records: tuple[SimaiRecord, ...], ga: int) -> tuple[in
     raise ValueError(f"no {ga} identical consecutive micro-batch blocks")
 
 
-def _find_block_vectorised(keys: list, ga: int, longest: int) -> tuple[int, int]:
+def _find_block_vectorised(keys: list[int], ga: int, longest: int) -> tuple[int, int]:
     """find_microbatch_block's search for long files: for each length, the first window of
     ``length * (ga - 1)`` consecutive positions where a record equals the one ``length``
-    later, from a running sum (the same answer as the loop, in C)."""
+    later, from a running sum (the same answer as the loop, in C). The loop stays for short
+    searches: most files match at the first length tried, and importing numpy costs more
+    than that whole loop."""
     import numpy as np
 
-    ids: dict = {}
-    arr = np.fromiter((ids.setdefault(k, len(ids)) for k in keys), dtype=np.int64, count=len(keys))
+    arr = np.asarray(keys, dtype=np.int64)  # keys are already small ints (record ids)
     for length in range(longest, 0, -1):
         need = length * (ga - 1)
         eq = arr[:-length] == arr[length:]
