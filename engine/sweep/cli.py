@@ -195,6 +195,7 @@ def search_main(argv: list[str] | None = None) -> int:
                 bar.update_to(i)
 
             # without --out only the top K are shown: skip layouts that cannot reach them
+            # (at least 2: the explanation compares the best with the runner-up)
             res = search(model, base, system, progress=progress,
                          top_k=None if out is not None else max(args.top_k, 2))
         capacity = system.gpu_spec.memory_bytes / 2**30

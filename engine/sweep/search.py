@@ -16,6 +16,8 @@ at every larger one (no build needed). The survivors are simulated with the anal
 backend, on the sweep's process pool (engine.sweep.execute.local_pool). Asked for the top K
 only (``top_k``), layouts are simulated in order of a lower bound of their iteration time
 (:func:`compute_bound`) and those whose bound exceeds the K-th best time so far are skipped.
+
+Units: seconds (iteration times, bounds), bytes (memory), tokens per second.
 """
 from __future__ import annotations
 
@@ -64,15 +66,18 @@ class Candidate:
 @dataclass(frozen=True, slots=True)
 class SearchResult:
     ranked: tuple[Candidate, ...]
-    """Every simulated candidate that fits, best first."""
+    """Fitting layouts simulated and kept, best first: every one without ``top_k``; with it,
+    those whose compute bound is within the final ``top_k``-th best time."""
     enumerated: int
     invalid: int
     over_memory: int
     simulated: int
+    """``len(ranked)``: the layouts reported (simulated and kept)."""
     invalid_reasons: tuple[tuple[str, int], ...]
     pruned: int = 0
     """Layouts that fit but were not ranked: their compute bound exceeds the top_k-th best
-    time (search's ``top_k``); 0 when every fitting layout is simulated."""
+    time (skipped, or simulated before that time was known and then dropped); 0 without
+    ``top_k``."""
 
 
 def _pow2_upto(n: int) -> list[int]:
@@ -266,11 +271,7 @@ def search(model: ModelConfig, base: ParallelConfig, system: SystemConfig, *, pr
                     if progress:
                         progress(len(results), total)
             kept = [c for _, _, c in results if c is not None]
-            kept.sort(key=lambda c: (-c.tokens_per_s, c.reserved_bytes, c.label()))
-            return SearchResult(
-                ranked=tuple(kept), enumerated=len(layouts) + sum(reasons.values()),
-                invalid=sum(reasons.values()), over_memory=sum(o for o, _, _ in results), simulated=len(kept),
-                invalid_reasons=tuple(sorted(reasons.items())))
+            return _result(kept, len(layouts), reasons, sum(o for o, _, _ in results))
         if pool is None:
             fits = [r for c in chunks for r in _fit_groups(model, c, gpu, capacity, True)]
         else:
@@ -283,7 +284,7 @@ def search(model: ModelConfig, base: ParallelConfig, system: SystemConfig, *, pr
         best: list[float] = []  # the top_k smallest iteration times so far, ascending
 
         def threshold() -> float:
-            return best[top_k - 1] if top_k is not None and len(best) >= top_k else float("inf")
+            return best[top_k - 1] if len(best) >= top_k else float("inf")
 
         failed = [0]
 
@@ -292,9 +293,8 @@ def search(model: ModelConfig, base: ParallelConfig, system: SystemConfig, *, pr
                 failed[0] += 1
                 return
             done.append((lb, cand))
-            if top_k is not None:
-                bisect.insort(best, cand.iteration_time_s)
-                del best[top_k:]
+            bisect.insort(best, cand.iteration_time_s)
+            del best[top_k:]
 
         def skip(lb: float) -> bool:
             return lb * (1 - 1e-9) > threshold()
@@ -333,13 +333,15 @@ def search(model: ModelConfig, base: ParallelConfig, system: SystemConfig, *, pr
         progress(n, n)  # the rest were pruned
     final = threshold()
     kept = [c for lb, c in done if not (lb * (1 - 1e-9) > final)]
-    # Deterministic ranking: throughput, then less memory, then the label.
+    return _result(kept, len(layouts), reasons, over, pruned=len(fitting) - len(kept) - failed[0])
+
+
+def _result(kept: list[Candidate], valid: int, reasons: dict[str, int], over: int, pruned: int = 0) -> SearchResult:
+    """The search's answer, ranked deterministically: throughput, then less memory, then the label."""
     kept.sort(key=lambda c: (-c.tokens_per_s, c.reserved_bytes, c.label()))
     return SearchResult(
-        ranked=tuple(kept), enumerated=len(layouts) + sum(reasons.values()),
-        invalid=sum(reasons.values()), over_memory=over, simulated=len(kept),
-        invalid_reasons=tuple(sorted(reasons.items())), pruned=len(fitting) - len(kept) - failed[0],
-    )
+        ranked=tuple(kept), enumerated=valid + sum(reasons.values()), invalid=sum(reasons.values()),
+        over_memory=over, simulated=len(kept), invalid_reasons=tuple(sorted(reasons.items())), pruned=pruned)
 
 
 def explain(best: Candidate, runner_up: Candidate) -> str:
