@@ -19,6 +19,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, Self, TextIO
 
 
@@ -34,12 +35,14 @@ class Progress:
 
     ``total`` may be None (unknown yet; :meth:`set_total` later). ``initial`` is work
     already done before this run (shown, but not in the rate). ``tty`` forces the
-    terminal behaviour on or off (tests); None detects it from ``stream``.
+    terminal behaviour on or off (tests); None detects it from ``stream``. ``clock``
+    (seconds, any origin) times the run, the bar's elapsed time, rate and ETA included
+    (tests pass a fake one); None is the real clock.
     """
 
     def __init__(self, total: int | None, desc: str, *, unit: str = "it", initial: int = 0,
                  quiet: bool = False, stream: TextIO | None = None, tty: bool | None = None,
-                 refresh_s: float = 1.0) -> None:
+                 refresh_s: float = 1.0, clock: Callable[[], float] | None = None) -> None:
         self.stream = stream if stream is not None else sys.stderr
         self.quiet = quiet
         self.desc = desc
@@ -47,7 +50,8 @@ class Progress:
         self.total = total
         self.initial = initial
         self.n = initial
-        self.start = time.perf_counter()
+        self._clock = clock if clock is not None else time.perf_counter
+        self.start = self._clock()
         self.live = not quiet and (stream_is_tty(self.stream) if tty is None else tty)
         self._bar: Any = None
         self._stop = threading.Event()
@@ -57,6 +61,9 @@ class Progress:
 
             self._bar = tqdm(total=total, desc=desc, unit=unit, initial=initial, file=self.stream,
                              smoothing=0, dynamic_ncols=True, leave=False, mininterval=0.2)
+            if clock is not None:  # tqdm keeps its own clock: point it at the same one
+                self._bar._time = clock
+                self._bar.start_t = self._bar.last_print_t = clock()
             if refresh_s > 0:
                 self._thread = threading.Thread(target=self._tick, args=(refresh_s,), daemon=True)
                 self._thread.start()
@@ -82,20 +89,21 @@ class Progress:
 
     @property
     def elapsed_s(self) -> float:
-        return time.perf_counter() - self.start
+        return self._clock() - self.start
 
     def restart(self, total: int | None, *, initial: int = 0, now: str = "") -> None:
         """A new phase: new total, ``initial`` items counted as done but not in the rate, and
         the clock restarted (a phase before it, e.g. enumerating, is not in the rate)."""
         self.total, self.initial, self.n = total, initial, initial
-        self.start = time.perf_counter()
+        self.start = self._clock()
         if self._bar is not None:
             self._bar.reset(total=total)
             self._bar.set_postfix_str(now, refresh=False)
             if initial:
                 self._bar.update(initial)
-            self._bar.last_print_n = initial  # tqdm's rate: completions after this point only
-            self._bar.start_t = self._bar.last_print_t = time.time()
+            # tqdm's rate: completions after this point only (its rate is (n - initial) / elapsed)
+            self._bar.initial = self._bar.last_print_n = initial
+            self._bar.start_t = self._bar.last_print_t = self._bar._time()
 
     def set_total(self, total: int) -> None:
         self.total = total

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from collectives import expand
-from collectives.protocol import NVLS_CHANNELS, nccl_protocol, nvls_chunk, nvls_pipeline
+from collectives.protocol import NVLS_CHANNELS, nccl_protocol, nccl_protocol_time, nvls_chunk, nvls_pipeline
 from workload_gen.placement import Placement
 from workload_gen.system import get_system
 from workload_gen.units import KiB, MiB
@@ -74,10 +74,41 @@ def test_ring_protocol_follows_nccls_model_of_the_whole_buffer():
     # 1 GiB over 16 nodes: Simple (the bench case; the old per-slice rule agreed)
     assert expand("allreduce", 1 << 30, range(128), P, algorithm="ring", system=H100).protocol == "simple"
     # 128 MiB over 512 GPUs: 16 KiB per rank and channel made it LL (bandwidth capped at
-    # 35 GB/s by llMaxBw); NCCL's model of the whole buffer never picks LL there
+    # 35 GB/s by llMaxBw); NCCL's model of the whole buffer picks LL128 there
     g = expand("allreduce", 128 * MiB, range(512), P, algorithm="ring", system=H100)
-    assert g.protocol != "ll"
-    assert nccl_protocol("ring", "allreduce", 128 * MiB, 512, 64, 8, 368e9, 8).name == g.protocol
+    assert (g.protocol, g.channels) == ("ll128", 8)
+
+
+# tuning.cc by hand, ring all-reduce of 128 MiB over 64 nodes x 8 GPUs, 8 channels, bus
+# bandwidth min(NVLink 360, 8 rails x 46) = 360 GB/s: 2 x 511 = 1022 steps, 2 x 63 = 126 of
+# them across nodes; latency base + 896 intra-node steps + 126 network steps (us), bandwidth
+# term 128 MiB / (bw x 512 / 1022).
+_RING_512 = {
+    "ll": (6.6 + 896 * 1.0 + 126 * 2.7) * 1e-6 + 128 * MiB * 1022 / (512 * 35e9),  # llMaxBw 35 GB/s
+    "ll128": (14.0 + 896 * 1.9 + 126 * 4.0) * 1e-6 + 128 * MiB * 1022 / (512 * 8 * 36.7e9),  # 8 ch x 36.7
+    "simple": (8.4 + 896 * 3.4 + 126 * 14.0) * 1e-6 + 128 * MiB * 1022 / (512 * 360e9),
+}
+
+
+@pytest.mark.parametrize("protocol, seconds", sorted(_RING_512.items()))
+def test_ring_time_of_each_protocol_is_nccls_formula(protocol, seconds):
+    """8.90 ms LL, 3.13 ms LL128, 5.56 ms Simple: LL128 is NCCL's pick for this buffer."""
+    t = nccl_protocol_time("ring", "allreduce", 128 * MiB, 512, 64, 8, 360e9, protocol, 8)
+    assert t == pytest.approx(seconds, rel=1e-9)
+
+
+@pytest.mark.parametrize("nbytes, protocol", [
+    # one node, 8 GPUs, 8 channels, 360 GB/s; 14 steps over NVLink. By hand (us):
+    # LL 15.0 + S/80.6 kB/us, LL128 40.6 + S/167.8 kB/us, Simple 56.0 + S/205.7 kB/us:
+    # LL below ~4 MB, LL128 to ~14 MB, Simple above
+    (8 * KiB, "ll"),
+    (1 * MiB, "ll"),     # 28.0 us against 46.9 (LL128) and 61.1 (Simple)
+    (8 * MiB, "ll128"),  # 90.6 us against 119.1 (LL) and 96.8 (Simple)
+    (64 * MiB, "simple"),  # 382.2 us against 440.6 (LL128)
+    (1 << 30, "simple"),
+])
+def test_one_node_ring_protocol_by_size(nbytes, protocol):
+    assert nccl_protocol("ring", "allreduce", nbytes, 8, 1, 8, 360e9, 8).name == protocol
 
 
 def test_tree_simple_chunk_is_one_nccl_step():

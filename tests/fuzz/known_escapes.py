@@ -1,8 +1,9 @@
 """Escapes the fuzz suite found in modules its authors do not own (issue 16).
 
 Each entry is tolerated by the fuzzers (counted, and listed at the end of the run) and
-reproduced by tests/fuzz/test_known_escapes.py with a strict xfail: once the owner fixes
-it, that test fails with XPASS, and the entry is to be deleted here.
+reproduced by tests/fuzz/test_known_escapes.py with a strict xfail (one test per entry):
+once the owner fixes it, that test fails with XPASS, and the entry is to be deleted here
+(its seed then moves to FIXED_SEEDS).
 """
 from __future__ import annotations
 
@@ -43,7 +44,9 @@ non-numeric, list and list-of-systems curves (efficiency.py) and a non-UTF-8 top
 
 SEEDS: dict[tuple[str, str], Callable[[], object]] = {}
 
-FIXED_SEEDS: dict[str, Callable[[], object]] = {
-    "unknown key with a line break": lambda: _one_line(lambda: _config('model: gpt3-125m\nparallel: {"a\\nb": 1}\n')),
+FIXED_SEEDS: dict[str, tuple[Callable[[], object], str | None]] = {
+    "unknown key with a line break": (lambda: _config('model: gpt3-125m\nparallel: {"a\\nb": 1}\n'), "unknown key"),
 }
-"""Escapes fixed since the suite found them, replayed by tests/fuzz/test_known_escapes.py."""
+"""Escapes fixed since the suite found them, replayed by tests/fuzz/test_known_escapes.py:
+each seed with the words its one-line TrainsimError must contain, or None where the fixed
+code accepts the input."""

@@ -1,8 +1,6 @@
 """Issue 16, expand-collective: sizes, rank lists and flow counts are bounded up front."""
 from __future__ import annotations
 
-import time
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -29,11 +27,16 @@ from workload_gen.system import load_system
     (["--size", "1MiB", "--ranks", "8", "--gpus-per-node", "100000000"], "gpus-per-node=100000000 is invalid"),
     (["--size", "1MiB", "--ranks", ","], "ranks=',' is invalid"),
 ])
-def test_bad_arguments_are_one_line_and_fast(args, message):
-    t0 = time.perf_counter()
+def test_bad_arguments_are_refused_up_front_in_one_line(args, message, monkeypatch):
+    """Refused before any work: the collective is never expanded nor timed (the bound is
+    checked on the arguments and on the flow estimate, not on a graph once built)."""
+    def never(*_a, **_k):
+        raise AssertionError("expanded or timed before the refusal")
+
+    monkeypatch.setattr("collectives.cli.expand", never)
+    monkeypatch.setattr("collectives.cli.evaluate", never)
     rc, _, err = run_main(main, ["--op", "allreduce", *args])
     assert rc == 2 and message in err and err.count("\n") == 1, err
-    assert time.perf_counter() - t0 < 3
 
 
 def test_parsers_accept_what_they_did():

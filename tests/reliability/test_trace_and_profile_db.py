@@ -9,8 +9,6 @@ import json
 import shutil
 import sqlite3
 import subprocess
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -163,16 +161,32 @@ def test_corrupt_pages_are_format_errors(tmp_path):
     assert "refused" in outcomes
 
 
-def test_locked_database_waits_and_then_succeeds(tmp_path):
+def test_locked_database_waits_and_then_succeeds(tmp_path, monkeypatch):
+    """The other writer holds the lock until this one has hit it (busy timeout, then the
+    pause before a retry) and lets go only then: the open waited exactly once, and the
+    write after it lands."""
+    monkeypatch.setattr(dbmod, "BUSY_TIMEOUT_S", 0.05)  # speed only: nothing below depends on it
     path = _db(tmp_path / "p.sqlite")
-    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
-    threading.Timer(2.0, lambda: holder.execute("COMMIT")).start()
-    t0 = time.monotonic()
-    with ProfileDB(path) as db:  # waits out the lock (busy timeout + retry)
+
+    class RetryPause:
+        """db.py's ``time``: its sleep is the pause before a retry; the first one releases."""
+        waits = 0
+
+        def sleep(self, _s: float) -> None:
+            self.waits += 1
+            if self.waits == 1:
+                holder.execute("COMMIT")
+
+    pause = RetryPause()
+    monkeypatch.setattr(dbmod, "time", pause)
+    with ProfileDB(path) as db:  # blocked: the holder has the database exclusively
         assert db.put([_row("9x9x9")]).inserted == 1
-    assert time.monotonic() - t0 >= 1.5
     holder.close()
+    assert pause.waits == 1  # it hit the lock and retried (neither failed nor went through it)
+    with ProfileDB(path, create=False) as db:
+        assert "9x9x9" in {r.shape_key for r in db.rows()}
 
 
 def test_a_lock_never_released_is_one_line(tmp_path, monkeypatch):
