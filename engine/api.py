@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from engine.memory import estimate_memory
 from engine.schedules import SCHEDULES, default_schedule
@@ -69,25 +69,23 @@ def simulate(
     memo = (level != "op") and not every_rank
     sched = schedule or default_schedule(par.vpp)
     SCHEDULES.get(sched)
+    steady, tl, mem = None, (), memory
     if memo and not timeline and extrapolate:
         steady = _steady_state(workload, net, sched)
-        if steady is not None:
-            total, breakdowns, ends, events, transfers, slowed = steady
-            return _result(workload, system, name, total, breakdowns, ends, memory, (), {
-                "level": "pass", "ranks_simulated": par.pp, "schedule": sched,
-                "num_microbatches": par.num_microbatches, "events": events, "transfers": transfers,
-                "extrapolated_from_microbatches": steady_points(par.num_microbatches, par.pp, par.vpp),
-                "stage_overlap_slowdown_s": slowed})
-    if memo and timeline and extrapolate and trace_window is not None:
+    elif memo and timeline and extrapolate and trace_window is not None:
         mem = memory if memory is not None else estimate_memory(workload)
         got = _steady_window(workload, net, sched, trace_window, mem)
         if got is not None:
-            (total, breakdowns, ends, events, transfers, slowed), tl = got
-            return _result(workload, system, name, total, breakdowns, ends, mem, tl, {
-                "level": "pass", "ranks_simulated": par.pp, "schedule": sched,
-                "num_microbatches": par.num_microbatches, "events": events, "transfers": transfers,
-                "extrapolated_from_microbatches": steady_points(par.num_microbatches, par.pp, par.vpp),
-                "timeline_window_microbatches": trace_window, "stage_overlap_slowdown_s": slowed})
+            steady, tl = got
+    if steady is not None:
+        extras: dict[str, Any] = {
+            "level": "pass", "ranks_simulated": par.pp, "schedule": sched,
+            "num_microbatches": par.num_microbatches, "events": steady.events, "transfers": steady.transfers,
+            "extrapolated_from_microbatches": steady_points(par.num_microbatches, par.pp, par.vpp)}
+        if timeline:
+            extras["timeline_window_microbatches"] = trace_window
+        extras["stage_overlap_slowdown_s"] = steady.slowdowns
+        return _result(workload, system, name, steady.total, steady.breakdowns, steady.ends, mem, tl, extras)
     sim = Simulator(workload, net, memo=memo, all_ranks=every_rank, timeline=timeline, schedule=sched)
     total = sim.run()
     reps = sim.representatives()
@@ -139,7 +137,7 @@ def _result(workload: Workload, system: SystemConfig, name: str, total: float, b
 
 
 def _steady_window(workload: Workload, net: NetworkBackend, sched: str, window: int,
-                   memory: tuple[MemoryEstimate, ...]) -> tuple[tuple, Any] | None:
+                   memory: tuple[MemoryEstimate, ...]) -> tuple[SteadyState, Any] | None:
     """The steady-state figures and a :class:`engine.steady_timeline.WindowTimeline` of the
     ``window`` micro-batches a trace shows, from three short runs; None (simulate in full)
     when the run is too short to gain, or a check fails (engine.steady_timeline)."""
@@ -152,10 +150,12 @@ def _steady_window(workload: Workload, net: NetworkBackend, sched: str, window: 
         window_memory,
         window_parts,
     )
+    from formats.chrome_trace import window_bounds
 
     par = workload.parallel
     m = par.num_microbatches
-    head, tail = (window + 1) // 2, window // 2
+    head, tail_from = window_bounds(m, window)
+    tail = m - tail_from  # the window's last micro-batches, as a count (the short runs have fewer)
     points = steady_points(m, par.pp, par.vpp)
     if window < 1 or m <= window or points is None or m < 2 * sum(points):
         return None  # the short runs with their timelines would cost about as much as the whole
@@ -169,21 +169,21 @@ def _steady_window(workload: Workload, net: NetworkBackend, sched: str, window: 
     sums = extrapolate_sums([ta.layer_sums(), tb.layer_sums(), tc.layer_sums()], (m - ma) / par.pp)
     if sums is None:
         return None
-    total = steady[0]
+    total = steady.total
     starts = tail_starts(ta.parts(), ma - tail)
     # the construction, checked where the answer is known: run a extended to run b's count
     shift_b = [y - x for x, y in zip(ends_a, ends_b)]
-    if not same_window(window_parts(ta.parts(), ma, mb, head, tail, shift_b), shown(tb.parts(), mb, head, tail),
-                       total):
+    if not same_window(window_parts(ta.parts(), ma, mb, head, tail, shift_b), shown(tb.parts(), mb, window), total):
         return None
     track_a = ta.memory_track(workload, memory)
     built = window_memory(track_a, ma, mb, head, tail, shift_b, starts)
-    actual = [x for x in tb.memory_track(workload, memory) if x[3] < head or x[3] >= mb - tail]
+    tail_from_b = window_bounds(mb, window)[1]
+    actual = [x for x in tb.memory_track(workload, memory) if x[3] < head or x[3] >= tail_from_b]
     if len(built) != len(actual) or any(
             (x[0], x[3]) != (y[0], y[3]) or abs(x[1] - y[1]) > 1e-9 * total or abs(x[2] - y[2]) > 1e-6 * max(y[2], 1.0)
             for x, y in zip(built, actual)):
         return None
-    shift_m = [y - x for x, y in zip(ends_a, steady[2])]
+    shift_m = [y - x for x, y in zip(ends_a, steady.ends)]
     parts_m = window_parts(ta.parts(), ma, m, head, tail, shift_m)
     track_m = window_memory(track_a, ma, m, head, tail, shift_m, starts)
     return steady, WindowTimeline(parts_m, sums, lambda _w, _m: track_m)
@@ -203,8 +203,23 @@ def steady_points(m: int, pp: int, vpp: int) -> tuple[int, int, int] | None:
     return first, first + period, first + 2 * period
 
 
+class SteadyState(NamedTuple):
+    """An iteration's figures extrapolated from the steady state (:func:`_steady_state`)."""
+
+    total: float
+    """Iteration time, seconds."""
+    breakdowns: tuple[Breakdown, ...]
+    """Per stage's representative rank."""
+    ends: list[float]
+    """When each stage's representative rank finishes, seconds."""
+    events: int
+    transfers: int
+    slowdowns: list[float]
+    """Per stage: seconds its compute was slowed by collectives beside it (``stage_overlap_slowdown_s``)."""
+
+
 def _steady_state(workload: Workload, net: NetworkBackend, sched: str,
-                  timelines: list | None = None) -> tuple | None:
+                  timelines: list | None = None) -> SteadyState | None:
     """The iteration's figures from three short simulations when they are exactly affine
     in the number of micro-batches (the schedule's steady state repeats every period),
     extrapolated to the workload's count; None (simulate in full) when they are not.
@@ -232,17 +247,18 @@ def _steady_state(workload: Workload, net: NetworkBackend, sched: str,
         if timelines is not None:
             timelines.append((Timeline(sim.timeline_parts()), [R.end for R in reps], m))
         bds = [sim.breakdown(R, total) for R in reps]
+        # every figure the result reports, flat, for the affinity check
         vec = [total, float(sim.events), float(sim.transfers)]
         for R, b in zip(reps, bds):
-            vec += [R.end, b.compute_s, b.bubble_s, b.optimizer_s, b.other_s, R.acc.slowdown]
+            vec += [R.end, b.compute_s, b.bubble_s, b.optimizer_s, b.other_s]
             vec += [b.exposed_comm_s.get(g, 0.0) for g in sorted(b.exposed_comm_s)]
-        samples.append((vec, bds, [R.end for R in reps]))
-    (a, bd_a, _), (b, bd_b, _), (c, _, _) = samples
-    stride = 6  # per representative: end, compute, bubble, optimizer, other, slowdown, then its groups
-    if not (len(a) == len(b) == len(c)):
+        samples.append((vec, bds, [R.end for R in reps], [R.acc.slowdown for R in reps]))
+    (a, bd_a, ends_a, slow_a), (b, bd_b, ends_b, slow_b), (c, _, _, slow_c) = samples
+    if not (len(a) == len(b) == len(c) and len(slow_a) == len(slow_b) == len(slow_c)):
         return None
-    scale = max(abs(x) for x in a) or 1.0
-    if any(abs((z - y) - (y - x)) > 1e-12 * scale for x, y, z in zip(a, b, c)):
+    triples = [*zip(a, b, c), *zip(slow_a, slow_b, slow_c)]
+    scale = max(abs(x) for x, _, _ in triples) or 1.0
+    if any(abs((z - y) - (y - x)) > 1e-12 * scale for x, y, z in triples):
         return None
     k = (par.num_microbatches - points[0]) / par.pp
 
@@ -257,9 +273,7 @@ def _steady_state(workload: Workload, net: NetworkBackend, sched: str,
             exposed_comm_s={g: ext(b0.exposed_comm_s.get(g, 0.0), b1.exposed_comm_s.get(g, 0.0)) for g in groups},
             bubble_s=ext(b0.bubble_s, b1.bubble_s), optimizer_s=ext(b0.optimizer_s, b1.optimizer_s),
             other_s=ext(b0.other_s, b1.other_s)))
-    ends = [ext(x, y) for x, y in zip(samples[0][2], samples[1][2])]
-    slowed, pos = [], 3
-    for b0 in bd_a:
-        slowed.append(ext(a[pos + 5], b[pos + 5]))
-        pos += stride + len(b0.exposed_comm_s)
-    return (ext(a[0], b[0]), tuple(breakdowns), ends, round(ext(a[1], b[1])), round(ext(a[2], b[2])), slowed)
+    return SteadyState(
+        total=ext(a[0], b[0]), breakdowns=tuple(breakdowns), ends=[ext(x, y) for x, y in zip(ends_a, ends_b)],
+        events=round(ext(a[1], b[1])), transfers=round(ext(a[2], b[2])),
+        slowdowns=[ext(x, y) for x, y in zip(slow_a, slow_b)])

@@ -320,7 +320,7 @@ def layer_activation_bytes(
     return LayerActivation(core_attention=probs, rest=rest, input=e * T * h / sp_div)
 
 
-def _stage_chunk_activation(
+def stage_chunk_activation(
     workload: Workload, stage: int, chunk: int, *, attention: str, dropout: bool,
 ) -> tuple[float, float]:
     """(bytes held per micro-batch in flight, transient bytes while one is recomputed)."""
@@ -440,7 +440,7 @@ def estimate_memory(
         else:
             opt = opt_bytes * prog.params
         parts = {
-            ch.chunk: _stage_chunk_activation(workload, prog.stage, ch.chunk, attention=attention, dropout=dropout)
+            ch.chunk: stage_chunk_activation(workload, prog.stage, ch.chunk, attention=attention, dropout=dropout)
             for ch in prog.chunks
         }
         # Held activations of the micro-batches in flight, plus (full recompute) the one

@@ -28,6 +28,7 @@ from dataclasses import replace
 from typing import Any
 
 from engine.timeline import Block, Timeline
+from formats.chrome_trace import window_bounds
 
 
 class WindowTimeline(Timeline):
@@ -165,9 +166,11 @@ def same_window(built: Sequence[Any], actual: Sequence[Any], scale: float) -> bo
     return True
 
 
-def shown(parts: Sequence[Any], m: int, head: int, tail: int) -> list[Any]:
-    """The parts a trace of an ``m``-micro-batch run shows (formats.chrome_trace's window)."""
-    return [p for p in parts if p.microbatch < head or p.microbatch >= m - tail]
+def shown(parts: Sequence[Any], m: int, window: int) -> list[Any]:
+    """The parts a trace showing ``window`` of an ``m``-micro-batch run shows
+    (:func:`formats.chrome_trace.window_bounds`)."""
+    head, tail_from = window_bounds(m, window)
+    return [p for p in parts if p.microbatch < head or p.microbatch >= tail_from]
 
 
 __all__ = ["WindowTimeline", "extrapolate_sums", "same_window", "shown", "tail_starts", "window_memory",

@@ -10,6 +10,9 @@ offset, micro-batch) blocks and materialises intervals only when someone iterate
 It behaves as an immutable sequence of Interval: ``len``, iteration, indexing, equality
 with a tuple. The records are built on first use and then kept. Order: per simulated rank (ascending), in the order the engine recorded
 the work on that rank (compute ops in time order; a collective at its issue point).
+
+Units: seconds for every time and span (interval start/end, exposed time, block offsets,
+pass spans), bytes for memory (:meth:`Timeline.memory_track`) and communication sizes.
 """
 from __future__ import annotations
 
@@ -68,7 +71,15 @@ class Block:
         return len(self.profile.records)
 
     def __iter__(self) -> Iterator[Interval]:
-        st, rk, off, ch, mb = self.stage, self.rank, self.offset, self.chunk, self.microbatch
+        return self._intervals(self.offset)
+
+    def relative_intervals(self) -> Iterator[Interval]:
+        """The pass's intervals with times relative to its start (offset 0): what every
+        instance of the profile shares (formats.chrome_trace formats them once per profile)."""
+        return self._intervals(0.0)
+
+    def _intervals(self, off: float) -> Iterator[Interval]:
+        st, rk, ch, mb = self.stage, self.rank, self.chunk, self.microbatch
         # ``_value_``: the enum member's value, without the ``.value`` property call (this
         # runs once per interval of the run).
         for stream, op, s, e, exp in self.profile.records:  # ProfileRecord
@@ -187,17 +198,18 @@ class Timeline(Sequence):
         per stage) plus the activations of the micro-batches in flight (engine.memory's bytes per
         micro-batch of each chunk), held from the start of a chunk's forward to the end of its
         backward. Its peak is the estimate's allocated peak, except that full recompute's one
-        transient group is not drawn. Empty for a workload without a model."""
-        from engine.memory import _stage_chunk_activation
-        from workload_gen.errors import TrainsimError
+        transient group is not drawn. Empty without an estimate (``memory`` empty). The
+        activations come from the function the estimate uses (engine.memory.estimate_memory's
+        defaults), so any workload with an estimate has them; a SimAI import is sized by its
+        placeholder model (formats.simai_convert), like its memory figures."""
+        from engine.memory import stage_chunk_activation
 
+        if not memory:
+            return []  # nothing to draw the static parts from
         par = workload.parallel
-        try:
-            per_chunk = {(st.stage, ch.chunk): _stage_chunk_activation(
-                workload, st.stage, ch.chunk, attention=par.attention_backend, dropout=False)[0]
-                for st in workload.stages for ch in st.chunks}
-        except (TrainsimError, KeyError, ValueError, ZeroDivisionError, AttributeError, StopIteration):
-            return []  # a SimAI import has no model to size activations with
+        per_chunk = {(st.stage, ch.chunk): stage_chunk_activation(
+            workload, st.stage, ch.chunk, attention=par.attention_backend, dropout=False)[0]
+            for st in workload.stages for ch in st.chunks}
         changes: dict[int, list[tuple[float, int, float, int]]] = {}
         for stage, chunk, mb, fwd, lo, hi in self.pass_spans():
             act = per_chunk.get((stage, chunk), 0.0)

@@ -39,13 +39,22 @@ a trace, and at 96+ micro-batches the full one is tens of MB that no viewer open
 ``run-analytical --trace-microbatches all`` writes every one."""
 
 
+def window_bounds(total: int, shown: int) -> tuple[int, int]:
+    """(head_end, tail_start) of a trace showing ``shown`` of ``total`` micro-batches: it shows
+    micro-batches ``mb < head_end`` and ``mb >= tail_start``, the first ceil(shown / 2) and the
+    last floor(shown / 2). Why both ends: the first hold the pipeline's warm-up and the last
+    its cool-down, while those between repeat the steady state. The one statement of the rule:
+    the trace writer and engine.api / engine.steady_timeline (which build only this window of
+    a long run) must agree on it. Meaningful when ``shown < total``."""
+    return (shown + 1) // 2, total - shown // 2
+
+
 def _window(result: RunResult, microbatches: int | None) -> tuple[Callable[[int], bool] | None, tuple[int, int] | None]:
     """The micro-batch filter of a trace (None: all shown) and the (first, last) left out."""
     m = result.workload.parallel.num_microbatches
     if microbatches is None or m <= microbatches:
         return None, None
-    head = (microbatches + 1) // 2
-    tail_from = m - microbatches // 2
+    head, tail_from = window_bounds(m, microbatches)
     return (lambda mb: mb < head or mb >= tail_from), (head, tail_from - 1)
 
 
@@ -134,14 +143,6 @@ def _scan(result: RunResult, keep: Callable[[int], bool] | None) -> _Tracks:
     return tracks
 
 
-def _metadata(result: RunResult, intervals: list[Interval] | None = None) -> list[dict[str, Any]]:
-    """Process (stage) and thread (stream) names, for the streams each stage uses."""
-    tracks = _Tracks()
-    for iv in (result.intervals if intervals is None else intervals):
-        tracks.see(iv.stage, iv.rank, iv.stream)
-    return tracks.metadata(result)
-
-
 def _other(result: RunResult) -> dict[str, Any]:
     return {"units": UNITS, "producer": "trainsim", "iteration_time_s": result.iteration_time_s,
             "backend": result.backend, "model": result.workload.model.name, "system": result.system.name,
@@ -179,18 +180,14 @@ def _memory_counters(result: RunResult, keep: Callable[[int], bool] | None) -> l
     """A counter track per stage: allocated memory of its first rank over the iteration (GiB),
     from the timeline's ``memory_track`` (engine.timeline.Timeline: static parts plus the
     activations of the micro-batches in flight). Events only at the shown micro-batches'
-    passes; the values count every micro-batch. None for a timeline without one."""
+    passes; the values count every micro-batch. Empty for a timeline without a memory track
+    or a run without a memory estimate."""
     track = getattr(result.intervals, "memory_track", None)
     if track is None or not result.memory:
         return []
     return [{"ph": "C", "pid": stage, "name": "allocated memory", "ts": _us(t),
              "args": {"GiB": round(nbytes / 2**30, 4)}}
             for stage, t, nbytes, mb in track(result.workload, result.memory) if keep is None or keep(mb)]
-
-
-def _args(iv: Interval) -> dict[str, Any]:
-    return {"layer": iv.layer, "phase": iv.phase, "microbatch": iv.microbatch, "chunk": iv.chunk,
-            "bytes": int(iv.bytes), "exposed_s": float(iv.exposed_s), "rank": iv.rank}
 
 
 def trace_dict(result: RunResult, microbatches: int | None = None) -> dict[str, Any]:
@@ -207,7 +204,9 @@ def trace_dict(result: RunResult, microbatches: int | None = None) -> dict[str, 
         ts = _us(iv.start)
         events.append({
             "ph": "X", "pid": iv.stage, "tid": tracks.tid(iv.stage, iv.rank, iv.stream), "name": iv.name,
-            "cat": iv.category, "ts": ts, "dur": round(_us(iv.end) - ts, 3), "args": _args(iv),
+            "cat": iv.category, "ts": ts, "dur": round(_us(iv.end) - ts, 3),
+            "args": {"layer": iv.layer, "phase": iv.phase, "microbatch": iv.microbatch, "chunk": iv.chunk,
+                     "bytes": int(iv.bytes), "exposed_s": float(iv.exposed_s), "rank": iv.rank},
         })
         if iv.stream == "pp":
             f = _flow(result, tracks, iv, len(flows) // 2 + 1)
@@ -224,6 +223,15 @@ def _other_data(result: RunResult, omitted: tuple[int, int] | None) -> dict[str,
         other_data["note"] = (f"micro-batches {omitted[0]}-{omitted[1]} (the pipeline's steady state) are left out; "
                               "--trace-microbatches all writes them")
     return other_data
+
+
+def _x_text(q: Callable[[str], str], tid: int, iv: Interval) -> tuple[str, str, str]:
+    """A complete event's JSON text without its per-instance fields, as (pre, mid, post): the
+    event is ``pre + ts + ',"dur":' + dur + mid + microbatch + ',"chunk":' + chunk + post``
+    (the order of :func:`trace_dict`'s keys). ``q``: JSON-quotes a string."""
+    return (f'{{"ph":"X","pid":{iv.stage},"tid":{tid},"name":{q(iv.name)},"cat":{q(iv.category)},"ts":',
+            f',"args":{{"layer":{iv.layer},"phase":{q(iv.phase)},"microbatch":',
+            f',"bytes":{int(iv.bytes)},"exposed_s":{float(iv.exposed_s)!r},"rank":{iv.rank}}}}}')
 
 
 def iter_trace_json(result: RunResult, microbatches: int | None = None) -> Iterator[str]:
@@ -257,16 +265,8 @@ def iter_trace_json(result: RunResult, microbatches: int | None = None) -> Itera
             tkey = (id(prof), rk)
             hit = templates.get(tkey)
             if hit is None or hit[0] is not prof:
-                recs = []
-                for stream, op, s, e, x in prof.records:
-                    comp = stream == "compute"
-                    cat = op.kind._value_ if comp else stream
-                    pre = (f'{{"ph":"X","pid":{st},"tid":{tracks.tid(st, rk, stream)},"name":{q(op.name)},'
-                           f'"cat":{q(cat)},"ts":')
-                    mid = f',"args":{{"layer":{op.layer},"phase":{q(op.phase._value_)},"microbatch":'
-                    post = (f',"bytes":0,"exposed_s":0.0,"rank":{rk}}}}}' if comp else
-                            f',"bytes":{int(op.bytes)},"exposed_s":{float(x)!r},"rank":{rk}}}}}')
-                    recs.append((s, e, pre, mid, post))
+                recs = [(iv.start, iv.end, *_x_text(q, tracks.tid(st, rk, iv.stream), iv))
+                        for iv in p.relative_intervals()]
                 hit = templates[tkey] = (prof, recs)
             off = p.offset
             mbch = f'{p.microbatch},"chunk":{p.chunk}'
@@ -275,12 +275,9 @@ def iter_trace_json(result: RunResult, microbatches: int | None = None) -> Itera
                 chunk.append(f'{pre}{ts!r},"dur":{round(round((e + off) * 1e6, 3) - ts, 3)!r}{mid}{mbch}{post}')
         else:
             iv = p
+            pre, mid, post = _x_text(q, tracks.tid(iv.stage, iv.rank, iv.stream), iv)
             ts = _us(iv.start)
-            chunk.append(
-                f'{{"ph":"X","pid":{iv.stage},"tid":{tracks.tid(iv.stage, iv.rank, iv.stream)},"name":{q(iv.name)},'
-                f'"cat":{q(iv.category)},"ts":{ts!r},"dur":{round(_us(iv.end) - ts, 3)!r},"args":{{"layer":{iv.layer},'
-                f'"phase":{q(iv.phase)},"microbatch":{iv.microbatch},"chunk":{iv.chunk},"bytes":{int(iv.bytes)},'
-                f'"exposed_s":{float(iv.exposed_s)!r},"rank":{iv.rank}}}}}')
+            chunk.append(f'{pre}{ts!r},"dur":{round(_us(iv.end) - ts, 3)!r}{mid}{iv.microbatch},"chunk":{iv.chunk}{post}')
             if iv.stream == "pp":
                 f = _flow(result, tracks, iv, len(flows) // 2 + 1)
                 if f:

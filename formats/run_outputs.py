@@ -196,9 +196,9 @@ def profile_layer_sums(profile: Any) -> dict[tuple[int, str], tuple[float, float
         if stream != "compute":
             by_stream.setdefault(stream, []).append(k)
     exposed = [0.0] * len(recs)
-    for stream, idx in by_stream.items():
-        spread = spread_waits([(recs[k][2], recs[k][3], recs[k][4]) for k in idx]) if stream != "pp" else \
-            [min(recs[k][4], recs[k][3] - recs[k][2]) for k in idx]
+    # No "pp" stream here: a pass profile holds no pipeline transfer (engine.program._split_pass takes them out).
+    for idx in by_stream.values():
+        spread = spread_waits([(recs[k][2], recs[k][3], recs[k][4]) for k in idx])
         for k, v in zip(idx, spread):
             exposed[k] = v
     for k, (stream, op, s, e, x) in enumerate(recs):

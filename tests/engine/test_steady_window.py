@@ -38,12 +38,21 @@ def _same(fast, full):
     for x, y in zip(ra, rb):
         for k in ("compute_s", "comm_s", "exposed_comm_s", "waited_comm_s", "comm_bytes"):
             assert x[k] == pytest.approx(y[k], rel=1e-9, abs=1e-15), (x["stage"], x["layer"], x["phase"], k)
-    keep = lambda mb: mb < (WINDOW + 1) // 2 or mb >= full.workload.parallel.num_microbatches - WINDOW // 2  # noqa: E731
+    m = full.workload.parallel.num_microbatches
+    keep = lambda mb: mb < 4 or mb >= m - 4  # WINDOW 8 shows the first 4 and the last 4
     ma = fast.intervals.memory_track(fast.workload, fast.memory)
     mb = [p for p in full.intervals.memory_track(full.workload, full.memory) if keep(p[3])]
     assert [(s, m) for s, _, _, m in ma if keep(m)] == [(s, m) for s, _, _, m in mb]
     for x, y in zip([p for p in ma if keep(p[3])], mb):
         assert x[1] == pytest.approx(y[1], abs=tol) and x[2] == pytest.approx(y[2], rel=1e-9)
+
+
+def test_window_bounds_show_the_first_and_last_halves():
+    from formats.chrome_trace import window_bounds
+
+    assert window_bounds(3072, 8) == (4, 3068)  # micro-batches 0-3 and 3068-3071
+    assert window_bounds(3072, 7) == (4, 3069)  # odd: the extra one at the head, 0-3 and 3069-3071
+    assert window_bounds(16, 1) == (1, 16)  # micro-batch 0 only
 
 
 @pytest.mark.parametrize("kw", [
@@ -76,6 +85,13 @@ def test_a_generated_moe_workload_with_cp_ep_and_overlaps():
     full = simulate(w, SYSTEMS["h100"], "analytical")
     _same(fast, full)
     assert len(fast.intervals) < len(full.intervals) / 4  # only the window is kept
+
+
+def test_no_memory_estimate_draws_no_memory_track():
+    w = workload(pp=2, m=40, pp_bytes=int(1e9))
+    res = simulate(w, SYSTEM, LinearBackend())
+    assert res.intervals.memory_track(w, res.memory)
+    assert res.intervals.memory_track(w, ()) == []
 
 
 def test_a_short_run_keeps_its_whole_timeline():
