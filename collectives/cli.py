@@ -24,10 +24,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from collectives.expander import choose_algorithm, expand, normalize_op
+from collectives.expander import expand, plan_collective
 from collectives.flowgraph import FlowGraph
-from collectives.layout import MAX_CHANNELS, GroupLayout
-from collectives.protocol import PROTOCOLS, auto_protocol, get_protocol, resolve
+from collectives.layout import MAX_CHANNELS
+from collectives.protocol import PROTOCOLS
 from collectives.registry import ALGORITHMS, OPS
 from collectives.timing import LinkModel, Timing, evaluate
 from formats.atomic import atomic_write
@@ -110,32 +110,19 @@ def estimate_flows(op: str, nbytes: int, ranks, placement: Placement, system: Sy
                    pxn: bool = False) -> int:
     """An upper bound on the flows :func:`collectives.expander.expand` would build, known
     before building them: pieces (one per step, rank and channel) plus the chunks the
-    bytes on links cut them into.
+    bytes on links cut them into. The arguments are checked, and the algorithm, channels
+    and protocol decided, as ``expand`` does (:func:`collectives.expander.plan_collective`).
 
     Every flow carries at most one protocol chunk, and a piece ends in at most one partial
     chunk, so flows <= bytes on links / chunk + pieces; bytes on links are at most 2.5x the
     buffer per rank for an all-reduce (NVLS-tree measures 2.37x) and 1x otherwise, and PXN
     relays at most double them."""
-    op_name = normalize_op(op)
-    nics = system.nics_per_node if system is not None else placement.gpus_per_node
-    layout = GroupLayout.build(ranks, placement, nics)
-    n = layout.n
+    plan = plan_collective(op, nbytes, ranks, placement, algorithm, channels, protocol, system)
+    n, n_ch, algo = plan.layout.n, plan.channels, plan.algorithm
     if n < 2:
         return 0
-    algo = choose_algorithm(op_name, nbytes, layout, system) if algorithm == "auto" else algorithm
-    if channels == "auto":
-        n_ch = layout.default_channels(nbytes, per_rail=2 if algo in ("tree", "nvls_tree") else 1)
-    else:
-        try:
-            n_ch = max(1, min(int(channels), MAX_CHANNELS))
-        except (TypeError, ValueError):
-            n_ch = MAX_CHANNELS
-    first = auto_protocol(nbytes / n / n_ch) if protocol == "auto" else get_protocol(protocol)
-    kind = "chain" if algo == "ring" and op_name in ("broadcast", "reduce") else algo
-    # the protocol and chunk the builders will settle on (NCCL's rules, collectives.protocol.resolve)
-    proto = resolve(first, kind, op_name, nbytes, n, layout.num_nodes, layout.max_per_node, n_ch,
-                    layout.rails_per_node())
-    link_bytes = (2.5 if op_name == "allreduce" else 1.0) * nbytes * n
+    proto = plan.settled_protocol()  # the protocol and chunk the builder will settle on
+    link_bytes = (2.5 if plan.op == "allreduce" else 1.0) * plan.nbytes * n
     if algo in _RING_LIKE:
         pieces = 2 * n * (n - 1) * n_ch
     elif algo == "hd":

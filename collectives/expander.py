@@ -6,6 +6,7 @@ closed forms (collectives.closed_form) must agree with their contention-free tim
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 # Importing the algorithm modules registers them.
 import collectives.algorithms.alltoall  # noqa: F401
@@ -13,11 +14,13 @@ import collectives.algorithms.hd  # noqa: F401
 import collectives.algorithms.nvls  # noqa: F401
 import collectives.algorithms.ring  # noqa: F401
 import collectives.algorithms.tree  # noqa: F401
+from collectives.algorithms.pipeline import resolved
+from collectives.algorithms.ring import ring_kind
 from collectives.auto import choose
 from collectives.common import Context, nested_split
 from collectives.flowgraph import FlowBuilder, FlowGraph, empty_graph
 from collectives.layout import MAX_CHANNELS, GroupLayout
-from collectives.protocol import auto_protocol, get_protocol
+from collectives.protocol import Protocol, auto_protocol, get_protocol
 from collectives.pxn import apply_pxn
 from collectives.registry import ALGORITHMS, OPS
 from workload_gen.errors import ConfigError
@@ -44,17 +47,40 @@ def choose_algorithm(op: str, nbytes: int, layout: GroupLayout, system: SystemCo
     return choose(op, nbytes, layout.num_nodes, layout.max_per_node, system)
 
 
-def expand(op: CollKind | str, bytes: int, ranks: Sequence[int], placement: Placement,
-           algorithm: str = "auto", channels: int | str = "auto", protocol: str = "auto",
-           system: SystemConfig | None = None, *, pxn: bool = False, root: int = 0) -> FlowGraph:
-    """Expand one collective into a FlowGraph.
+@dataclass(frozen=True)
+class CollectivePlan:
+    """What a collective is built from, decided (and its arguments checked) before any
+    flow is: :func:`expand` builds from it, and expand-collective bounds its flow count
+    from it (collectives.cli.estimate_flows), so the two cannot disagree."""
 
-    op: a records.CollKind or its string (plus ``reduce``). bytes: NCCL convention (the
-    full buffer as nccl-tests counts it). ranks: the group's global ranks (for send/recv:
-    (src, dst)). placement: rank -> node. system: NICs per node and NVLS availability (the
-    defaults without one: one NIC per GPU, no NVLS). pxn: relay inter-node flows through the
-    GPU on the destination's rail. root: index into ``ranks`` for broadcast/reduce.
-    """
+    op: str
+    nbytes: int
+    layout: GroupLayout
+    algorithm: str
+    channels: int
+    protocol: Protocol
+    """The call's protocol: ``auto_protocol`` of the bytes per rank and channel, or the one
+    asked for; each builder settles it for its algorithm (:meth:`settled_protocol`)."""
+    root: int = 0
+
+    def context(self) -> Context:
+        """What the algorithm's builder receives."""
+        return Context(self.op, self.nbytes, self.layout, self.channels, self.protocol, self.root)
+
+    def settled_protocol(self) -> Protocol:
+        """The protocol and chunk the builder will settle on (algorithms.pipeline.resolved;
+        the ring builds broadcast/reduce as chains, algorithms.ring.ring_kind)."""
+        kind = ring_kind(self.op) if self.algorithm == "ring" else self.algorithm
+        return resolved(self.context(), kind)
+
+
+def plan_collective(op: CollKind | str, bytes: int, ranks: Sequence[int], placement: Placement,
+                    algorithm: str = "auto", channels: int | str = "auto", protocol: str = "auto",
+                    system: SystemConfig | None = None, *, root: int = 0) -> CollectivePlan:
+    """Check the arguments of :func:`expand` (same meaning) and decide the group layout,
+    algorithm (``auto``: :func:`choose_algorithm`), channels (``auto``: the layout's
+    default, two per rail for the trees) and protocol (``auto``: by the bytes per rank and
+    channel)."""
     op_name = normalize_op(op)
     nbytes = int(bytes)
     if nbytes < 0:
@@ -84,17 +110,33 @@ def expand(op: CollKind | str, bytes: int, ranks: Sequence[int], placement: Plac
             raise ConfigError("channels", channels, f"auto or an integer in [1, {MAX_CHANNELS}]")
     per_channel = nbytes / max(layout.n, 1) / n_ch
     proto = auto_protocol(per_channel) if protocol == "auto" else get_protocol(protocol)
-    meta = dict(op=op_name, algorithm=algo_name, protocol=proto.name, channels=n_ch, chunk_bytes=proto.chunk_bytes,
-                ranks=layout.ranks, gpus_per_node=placement.gpus_per_node, nics_per_node=nics, pxn=pxn)
+    return CollectivePlan(op_name, nbytes, layout, algo_name, n_ch, proto, root)
+
+
+def expand(op: CollKind | str, bytes: int, ranks: Sequence[int], placement: Placement,
+           algorithm: str = "auto", channels: int | str = "auto", protocol: str = "auto",
+           system: SystemConfig | None = None, *, pxn: bool = False, root: int = 0) -> FlowGraph:
+    """Expand one collective into a FlowGraph.
+
+    op: a records.CollKind or its string (plus ``reduce``). bytes: NCCL convention (the
+    full buffer as nccl-tests counts it). ranks: the group's global ranks (for send/recv:
+    (src, dst)). placement: rank -> node. system: NICs per node and NVLS availability (the
+    defaults without one: one NIC per GPU, no NVLS). pxn: relay inter-node flows through the
+    GPU on the destination's rail. root: index into ``ranks`` for broadcast/reduce.
+    """
+    plan = plan_collective(op, bytes, ranks, placement, algorithm, channels, protocol, system, root=root)
+    layout = plan.layout
+    meta = dict(op=plan.op, algorithm=plan.algorithm, protocol=plan.protocol.name, channels=plan.channels,
+                chunk_bytes=plan.protocol.chunk_bytes, ranks=layout.ranks, gpus_per_node=placement.gpus_per_node,
+                nics_per_node=layout.nics_per_node, pxn=pxn)
     if layout.n < 2:
         return empty_graph(**meta)
-    ctx = Context(op_name, nbytes, layout, n_ch, proto, root)
     builder = FlowBuilder()
-    concurrency = algo.build(ctx, builder)
+    concurrency = ALGORITHMS.get(plan.algorithm).build(plan.context(), builder)
     graph = builder.build(layout.node_of, concurrency=concurrency, **meta)
     if pxn:
         graph = apply_pxn(graph, layout)
     return graph
 
 
-__all__ = ["expand", "choose_algorithm", "normalize_op", "nested_split"]
+__all__ = ["expand", "plan_collective", "CollectivePlan", "choose_algorithm", "normalize_op", "nested_split"]

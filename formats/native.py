@@ -33,7 +33,7 @@ from pathlib import Path
 
 from formats.atomic import atomic_write
 from workload_gen.errors import ConfigError, FormatError
-from workload_gen.limits import MAX_LAYERS, MAX_NESTING, check_limit, nesting_depth
+from workload_gen.limits import MAX_LAYERS, MAX_NESTING, PARALLEL_FIELD_LIMITS, check_limit, nesting_depth
 from workload_gen.model_config import ModelConfig
 from workload_gen.parallel_config import DTYPE_BYTES, ParallelConfig
 from workload_gen.records import (
@@ -150,16 +150,7 @@ _REQUIRED_PARALLEL = ("world_size", "tp", "pp", "vpp", "cp", "ep", "micro_batch"
 _INT_LIMITS: dict[str, tuple[str, str]] = {
     "model.num_layers": ("MAX_LAYERS", "layers"),
     "model.num_dense_layers": ("MAX_LAYERS", "layers"),
-    "parallel.world_size": ("MAX_RANKS", "ranks"),
-    "parallel.tp": ("MAX_RANKS", "ranks"),
-    "parallel.pp": ("MAX_RANKS", "ranks"),
-    "parallel.cp": ("MAX_RANKS", "ranks"),
-    "parallel.ep": ("MAX_RANKS", "ranks"),
-    "parallel.etp": ("MAX_RANKS", "ranks"),
-    "parallel.vpp": ("MAX_LAYERS", "virtual stages"),
-    "parallel.recompute_num_layers": ("MAX_LAYERS", "layers"),
-    "parallel.first_stage_layers": ("MAX_LAYERS", "layers"),
-    "parallel.last_stage_layers": ("MAX_LAYERS", "layers"),
+    **{f"parallel.{name}": limit for name, limit in PARALLEL_FIELD_LIMITS.items()},
 }
 """Header fields with a limit of their own; every other integer is bounded by MAX_DIM."""
 

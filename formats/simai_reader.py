@@ -36,7 +36,7 @@ from formats.simai_text import (
     coll_name,
 )
 from workload_gen.errors import FormatError
-from workload_gen.limits import check_limit
+from workload_gen.limits import PARALLEL_FIELD_LIMITS, check_limit
 
 _INT_KEYS: dict[str, str] = {
     "model_parallel_NPU_group:": "tp",
@@ -47,16 +47,15 @@ _INT_KEYS: dict[str, str] = {
     "all_gpus:": "all_gpus",
 }
 
-# Header key -> (limit name in workload_gen.limits, unit): checked as the header is read.
+_PARALLEL_KEYS: dict[str, str] = {"tp": "tp", "ep": "ep", "pp": "pp", "vpp": "vpp", "all_gpus": "world_size"}
+"""Header keys (as _INT_KEYS names them) that are ParallelConfig fields, and which."""
+
 _HEADER_LIMITS: dict[str, tuple[str, str]] = {
-    "tp": ("MAX_RANKS", "ranks"),
-    "ep": ("MAX_RANKS", "ranks"),
-    "pp": ("MAX_RANKS", "ranks"),
-    "vpp": ("MAX_LAYERS", "virtual stages"),
+    **{key: PARALLEL_FIELD_LIMITS[field] for key, field in _PARALLEL_KEYS.items()},
     "ga": ("MAX_MICROBATCHES", "micro-batches"),
-    "all_gpus": ("MAX_RANKS", "ranks"),
     "pp_comm": ("MAX_BYTES", "bytes"),
 }
+"""Header key -> (limit name in workload_gen.limits, unit): checked as the header is read."""
 _KNOWN_NO_COMM = ("NONE", "BROADCAST")
 """Comm type tokens SimAI reads as no collective (every other token must start with a
 collective prefix; anything else SimAI would also treat as none, silently)."""

@@ -83,22 +83,44 @@ MAX_NESTING = 64
 deep; Python's parsers recurse per level)."""
 
 
+LIMITS: dict[str, int | float] = {k: v for k, v in list(vars().items()) if k.startswith("MAX_")}
+"""Every limit above by its name, as :func:`check_limit` and the tables below name them."""
+
+PARALLEL_FIELD_LIMITS: dict[str, tuple[str, str]] = {
+    "world_size": ("MAX_RANKS", "ranks"),
+    "tp": ("MAX_RANKS", "ranks"),
+    "pp": ("MAX_RANKS", "ranks"),
+    "cp": ("MAX_RANKS", "ranks"),
+    "ep": ("MAX_RANKS", "ranks"),
+    "etp": ("MAX_RANKS", "ranks"),
+    "vpp": ("MAX_LAYERS", "virtual stages"),
+    "recompute_num_layers": ("MAX_LAYERS", "layers"),
+    "first_stage_layers": ("MAX_LAYERS", "layers"),
+    "last_stage_layers": ("MAX_LAYERS", "layers"),
+}
+"""ParallelConfig field -> (limit name, unit) for :func:`check_limit`: the bounds every
+workload reader (native, SimAI text) applies to the parallel layout it reads."""
+
+
 def limit_message(field: str, value: object, limit: float, unit: str, name: str) -> str:
     """``field=value exceeds the limit of <limit> <unit> (workload_gen/limits.py NAME)``."""
+    return f"{field}={value!r} {_exceeds(limit, unit, name)}"
+
+
+def _exceeds(limit: float, unit: str, name: str) -> str:
     shown = f"{limit:,}" if isinstance(limit, int) else f"{limit:g}"
-    return f"{field}={value!r} exceeds the limit of {shown} {unit} (workload_gen/limits.py {name})"
+    return f"exceeds the limit of {shown} {unit} (workload_gen/limits.py {name})"
 
 
 def check_limit(field: str, value: float, name: str, unit: str, *, path: str | None = None,
                 line: int | None = None) -> None:
     """Raise (FormatError with ``path``, else ConfigError) when ``value`` exceeds the limit
-    ``name`` of this module, or is not a finite number."""
-    limit = globals()[name]
+    ``name`` of this module (a key of :data:`LIMITS`), or is not a finite number."""
+    limit = LIMITS[name]
     if isinstance(value, float) and not math.isfinite(value) or value > limit:
-        msg = limit_message(field, value, limit, unit, name)
         if path is not None:
-            raise FormatError(path, line, msg)
-        raise ConfigError(field, value, f"exceeds the limit of {limit:,} {unit} (workload_gen/limits.py {name})")
+            raise FormatError(path, line, limit_message(field, value, limit, unit, name))
+        raise ConfigError(field, value, _exceeds(limit, unit, name))  # ConfigError itself says field=value
 
 
 def nesting_depth(text: str) -> int:

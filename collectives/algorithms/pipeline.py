@@ -21,13 +21,20 @@ from collectives.flowgraph import FlowBuilder
 from collectives.protocol import Protocol, resolve
 
 
-def settled(ctx: Context, algorithm: str, builder: FlowBuilder) -> Context:
-    """``ctx`` with its protocol resolved for ``algorithm`` (collectives.protocol.resolve:
-    an ``auto`` choice becomes NCCL's whole-buffer choice, and the chunk NCCL's for the
-    algorithm); the builder records it, and the graph reports it."""
+def resolved(ctx: Context, algorithm: str) -> Protocol:
+    """The protocol ``algorithm`` settles on for ``ctx`` (collectives.protocol.resolve: an
+    ``auto`` choice becomes NCCL's whole-buffer choice, and the chunk NCCL's for the
+    algorithm); what :func:`settled` gives the builders and expand-collective's flow bound
+    (collectives.expander.CollectivePlan.settled_protocol) counts chunks with."""
     L = ctx.layout
-    proto: Protocol = resolve(ctx.protocol, algorithm, ctx.op, ctx.nbytes, L.n, L.num_nodes, L.max_per_node,
-                              ctx.channels, L.rails_per_node() if L.n else 1)
+    return resolve(ctx.protocol, algorithm, ctx.op, ctx.nbytes, L.n, L.num_nodes, L.max_per_node,
+                   ctx.channels, L.rails_per_node() if L.n else 1)
+
+
+def settled(ctx: Context, algorithm: str, builder: FlowBuilder) -> Context:
+    """``ctx`` with its protocol :func:`resolved` for ``algorithm``; the builder records
+    it, and the graph reports it."""
+    proto = resolved(ctx, algorithm)
     builder.protocol = proto
     return replace(ctx, protocol=proto)
 

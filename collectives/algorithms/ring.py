@@ -29,11 +29,20 @@ from collectives.common import Context, chunk_count, nested_split
 from collectives.flowgraph import FlowBuilder
 from collectives.registry import ALGORITHMS
 
+CHAIN_OPS = ("broadcast", "reduce")
+"""Ops the ring algorithm builds as pipelined chains (:func:`build_chain`)."""
 
-@ALGORITHMS.register_algorithm("ring", ("allreduce", "allgather", "reducescatter", "broadcast", "reduce"),
+
+def ring_kind(op: str) -> str:
+    """What the ring algorithm builds for ``op``, and settles its protocol as: ``chain``
+    for broadcast/reduce, else ``ring``."""
+    return "chain" if op in CHAIN_OPS else "ring"
+
+
+@ALGORITHMS.register_algorithm("ring", ("allreduce", "allgather", "reducescatter", *CHAIN_OPS),
                      "NCCL ring, one ring per channel, rail-aligned node crossings; chains for broadcast/reduce")
 def build_ring(ctx: Context, b: FlowBuilder) -> str:
-    if ctx.op in ("broadcast", "reduce"):
+    if ring_kind(ctx.op) == "chain":
         return build_chain(ctx, b)
     ctx = settled(ctx, "ring", b)
     L = ctx.layout
