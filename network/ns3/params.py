@@ -14,7 +14,7 @@ from typing import Literal
 from workload_gen.errors import ConfigError
 
 TRANSPORTS = ("rdma", "dctcp")
-CONGESTION_CONTROLS = ("dcqcn", "hpcc")
+CONGESTION_CONTROLS = ("dcqcn", "hpcc")  # index = the C++ kCcDcqcn / kCcHpcc (tsim_common.h)
 
 # SimAI.conf: KMIN_MAP / KMAX_MAP (KB) and PMAX_MAP, keyed by link speed (bits/s).
 _ECN_MAP: tuple[tuple[float, float, float, float], ...] = (

@@ -64,6 +64,10 @@ SourcePortKey(uint32_t host, uint16_t port)
     return (uint64_t(host) << 16) | port;
 }
 
+// Congestion controls, numbered as params.CONGESTION_CONTROLS lists them ("dcqcn", "hpcc").
+constexpr int kCcDcqcn = 0;
+constexpr int kCcHpcc = 1;
+
 // Parameters handed over from Python (network/ns3/params.py documents each one).
 struct Params
 {
@@ -90,7 +94,7 @@ struct Params
     double xonOffsetBytes{18060};  // XON once an ingress port is this far below its threshold
     double headroomExtraBytes{0};  // added to every port's computed headroom
     // congestion control and reliability (params.py documents each one)
-    int cc{0};                     // 0 = DCQCN, 1 = HPCC
+    int cc{kCcDcqcn};              // kCcDcqcn or kCcHpcc (params.py CONGESTION_CONTROLS order)
     bool ecnAtDequeue{true};       // switches mark CE as packets leave the egress queue
     bool clampTargetRate{false};   // DCQCN: Rt <- Rc on every cut (else only after a timer increase)
     bool reliable{false};          // per-packet ACKs, NACK and go-back-N (HPCC, lossy links)

@@ -140,7 +140,7 @@ class RdmaTransport
     // INT bytes the packet reserves for the switches' hop records.
     uint32_t Payload() const
     {
-        return P.mtu - 28 - (P.cc == 1 ? P.hpccIntBytes : 0);
+        return P.mtu - 28 - (P.cc == kCcHpcc ? P.hpccIntBytes : 0);
     }
 
     // Opens host h's receiver and sets its NIC's line rate (its links exist by now).
@@ -204,7 +204,7 @@ class RdmaTransport
         q->rc = q->rt = q->line;
         q->nextAvail = f.start;
         q->lastProgress = f.start;
-        if (P.cc == 1)
+        if (P.cc == kCcHpcc)
         {
             q->baseRtt = PathRtt(f.src, f.dst);
             q->win = q->wc = q->line * q->baseRtt / 8.0;
@@ -239,7 +239,7 @@ class RdmaTransport
         RdmaTag t;
         t.kind = kind;
         t.seq = seq;
-        if (data && P.cc == 1)
+        if (data && P.cc == kCcHpcc)
         {
             t.nhop = data->nhop;
             for (uint32_t i = 0; i < data->nhop; i++)
@@ -269,11 +269,22 @@ class RdmaTransport
                 continue;
             }
             Flow& f = m_flows[id];
-            auto qi = qpOfFlow.find(id);
-            Qp* q = qi == qpOfFlow.end() ? nullptr : qi->second;
+            // The queue pair is looked up only for the packets that need it (CE-marked,
+            // reliable mode, or the flow's last): not once per data packet.
+            Qp* q = nullptr;
+            bool looked = false;
+            auto qp = [&]() -> Qp* {
+                if (!looked)
+                {
+                    auto qi = qpOfFlow.find(id);
+                    q = qi == qpOfFlow.end() ? nullptr : qi->second;
+                    looked = true;
+                }
+                return q;
+            };
             double now = Simulator::Now().GetSeconds();
             SocketIpTosTag tos;
-            if (P.cc == 0 && q && p->PeekPacketTag(tos) && (tos.GetTos() & 0x3) == 0x3 &&
+            if (P.cc == kCcDcqcn && p->PeekPacketTag(tos) && (tos.GetTos() & 0x3) == 0x3 && qp() &&
                 (q->lastCnpSent < 0 || now - q->lastCnpSent >= P.cnpInterval - 1e-12))
             {
                 q->lastCnpSent = now;
@@ -283,7 +294,7 @@ class RdmaTransport
             if (P.reliable)
             {
                 RdmaTag t;
-                if (!q || !p->PeekPacketTag(t))
+                if (!qp() || !p->PeekPacketTag(t))
                 {
                     continue;
                 }
@@ -315,7 +326,7 @@ class RdmaTransport
             }
             if (f.rcvd >= f.bytes)
             {
-                if (q)
+                if (qp())
                 {
                     q->cutEvent.Cancel();
                     q->rateTimer.Cancel();
@@ -324,7 +335,7 @@ class RdmaTransport
                     q->sock = nullptr;
                     q->flow = -1; // the NIC drops it from its list lazily
                     nics[f.src].m_dirty = true;
-                    qpOfFlow.erase(qi);
+                    qpOfFlow.erase(id);
                 }
                 m_events.FlowDone(id);
             }
@@ -381,11 +392,11 @@ class RdmaTransport
                 q->sndNxt = q->sndUna;
             }
         }
-        if (P.cc == 1)
+        if (P.cc == kCcHpcc)
         {
             HpccUpdate(q, t);
         }
-        if (blocked || P.cc == 1)
+        if (blocked || P.cc == kCcHpcc)
         {
             nics[q->src].Kick();
         }
@@ -712,7 +723,7 @@ RdmaNic::Tick()
             RdmaTag t;
             t.kind = RdmaTag::kData;
             t.seq = pick->sndNxt;
-            t.intOn = P.cc == 1;
+            t.intOn = P.cc == kCcHpcc;
             p->AddPacketTag(t);
             if (pick->sndNxt == pick->sndUna)
             {
@@ -722,7 +733,7 @@ RdmaNic::Tick()
         pick->sock->Send(p);
         pick->sndNxt += size;
         T.OnSent(pick, size);
-        double wire = double(size + 30 + (P.cc == 1 ? P.hpccIntBytes : 0)) * 8.0; // + IPv4, UDP, PPP (and INT)
+        double wire = double(size + 30 + (P.cc == kCcHpcc ? P.hpccIntBytes : 0)) * 8.0; // + IPv4, UDP, PPP (and INT)
         // Ticks land on whole nanoseconds (CeilTime); a packet sent back to back continues
         // from the exact end of the previous one, so the rounding does not add up.
         double base = now - m_busyUntil < 1e-9 ? m_busyUntil : now;
