@@ -431,22 +431,19 @@ def _compile_filter(expr: str, source: str):
             return _bounded([ev(e, cfg) for e in node.elts])
         raise ConfigError("filters", _shown(expr), f"unsupported syntax '{ast.dump(node)[:40]}'", source)
 
-    def evaluate(cfg: dict[str, Any], where: str) -> bool:
+    def check(cfg: dict[str, Any], axes: tuple[tuple[str, Any], ...] = ()) -> bool:
         try:
             return bool(ev(tree, cfg))
         except TypeError:
             return False  # e.g. a name missing from this point: the filter cannot hold
-        except ZeroDivisionError:
-            raise ConfigError("filters", _shown(expr), f"divides by zero{where}", source) from None
-        except (OverflowError, _FilterLimit) as exc:
-            why = "overflows" if isinstance(exc, OverflowError) else f"computes {exc}"
+        except (ZeroDivisionError, OverflowError, _FilterLimit) as exc:
+            # the point's description is built only here, not for every point checked
+            where = " at the point " + ", ".join(f"{n}={v!r}" for n, v in axes)[:200] if axes else ""
+            why = ("divides by zero" if isinstance(exc, ZeroDivisionError)
+                   else "overflows" if isinstance(exc, OverflowError) else f"computes {exc}")
             raise ConfigError("filters", _shown(expr), f"{why}{where}", source) from None
-
-    def check(cfg: dict[str, Any], axes: tuple[tuple[str, Any], ...] = ()) -> bool:
-        where = " at the point " + ", ".join(f"{n}={v!r}" for n, v in axes)[:200] if axes else ""
-        return evaluate(cfg, where)
 
     # Validate once against an empty config (names evaluate to None): constant arithmetic
     # that divides by zero or exceeds a limit is refused when the spec is read.
-    evaluate({}, "")
+    check({})
     return check
