@@ -257,8 +257,6 @@ def _cmd_coverage(args: argparse.Namespace) -> int:
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
-    import re
-
     from compute_profile.estimator import CALIBRATED_PATH
     from engine.calibration import calibrated_yaml, cross_validate, render_markdown
     from formats.atomic import atomic_write, check_output_path, write_text_atomic
@@ -273,23 +271,21 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         if path:
             check_output_path(path, flag)  # before a minute of fitting, not after
     runs = read_measured_dir(args.data)
-    # Work units: the in-sample fit, then one fit per left-out model family. The number of
-    # folds is known from the first "fold k/F" message; the ETA counts only finished fits.
+    # Work units: the in-sample fit, then one fit per left-out model family (counted by
+    # cross_validate); the ETA counts only finished fits.
     bar = Progress(None, "calibrate", unit="fit", quiet=args.quiet)
-    fold = re.compile(r"fold (\d+)/(\d+)")
 
     def say(msg: str) -> None:
-        m = fold.match(msg)
-        if m:
-            k, n = int(m.group(1)), int(m.group(2))
-            if bar.total != n + 1:
-                bar.set_total(n + 1)
-            bar.update_to(k)  # the in-sample fit and k - 1 folds are done
         bar.note(f"[calibrate] {msg}")
         bar.doing(msg)
 
+    def fits_done(done: int, total: int) -> None:
+        if bar.total != total:
+            bar.set_total(total)
+        bar.update_to(done)
+
     with bar:
-        report = cross_validate(runs, outer=args.outer, progress=say)
+        report = cross_validate(runs, outer=args.outer, progress=say, fits_done=fits_done)
         if bar.total:
             bar.update_to(bar.total)
         bar.close(f"[calibrate] {bar.measured} fits on {len(runs)} measured runs in {bar.elapsed_s:.1f} s")

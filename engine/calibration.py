@@ -239,14 +239,20 @@ class CalibrationReport:
 
 
 def cross_validate(runs: Sequence[MeasuredRun], *, outer: int = 2,
-                   progress: Callable[[str], None] | None = None) -> CalibrationReport:
-    """Fit on all runs (in-sample) and leave each model family out in turn (cross-validated)."""
+                   progress: Callable[[str], None] | None = None,
+                   fits_done: Callable[[int, int], None] | None = None) -> CalibrationReport:
+    """Fit on all runs (in-sample) and leave each model family out in turn (cross-validated).
+
+    ``progress`` gets a line of text per step; ``fits_done(done, total)`` the count of
+    finished fits (the in-sample one, then one per left-out family) for a progress bar."""
     decl = declared_parameters()
     prior_theta = {d.path: d.prior for d in decl}
     if progress:
         progress(f"fitting {len(decl)} declared parameters on {len(runs)} measured runs")
     theta, refs = calibrate(runs, outer=outer, progress=progress)
     families = sorted({r.family for r in runs})
+    if fits_done:
+        fits_done(1, len(families) + 1)
     cv: dict[int, float] = {}
     values: dict[str, list[float]] = {d.path: [] for d in decl}
     for k, fam in enumerate(families, 1):
@@ -261,6 +267,8 @@ def cross_validate(runs: Sequence[MeasuredRun], *, outer: int = 2,
             cv[i] = simulate_run(runs[i], fold)[0]
         if progress:
             progress(f"fold {k}/{len(families)}: left out {fam} ({len(held)} runs)")
+        if fits_done:
+            fits_done(k + 1, len(families) + 1)
     preds = []
     for i, (run, ref) in enumerate(zip(runs, refs)):
         mem = simulate_run(run, theta)[1].memory if run.mem_allocated is not None else None

@@ -19,12 +19,17 @@ ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "data" / "real"
 
 
+FITS_SEEN: list[tuple[int, int]] = []
+"""What cross_validate reported to its progress callback while the fixture ran."""
+
+
 @pytest.fixture(scope="module")
 def report():
     from engine.calibration import cross_validate
     from formats.measured_runs import read_measured_dir
 
-    return cross_validate(read_measured_dir(DATA))
+    FITS_SEEN.clear()
+    return cross_validate(read_measured_dir(DATA), fits_done=lambda done, total: FITS_SEEN.append((done, total)))
 
 
 def _cv_errors(preds):
@@ -35,6 +40,8 @@ def test_every_measured_run_is_used(report):
     assert report.rows == 66  # 10 A100 + 12 B200 + 44 H100
     assert report.folds == 14  # 10 GPT sizes, 2 B200 models, 2 H100 models
     assert len(report.parameters) == 6
+    # the progress count: the in-sample fit, then one fit per left-out family, 15 in all
+    assert FITS_SEEN == [(k, 15) for k in range(1, 16)]
 
 
 def test_cross_validated_step_time_median_within_5_percent(report):
