@@ -180,15 +180,9 @@ def spread_waits(spans: list[tuple[float, float, float]]) -> list[float]:
     return [min(v, e - s) if v > 0.0 else 0.0 for v, (s, e, _) in zip(out, spans)]
 
 
-_PROFILE_SUMS: dict[int, tuple[Any, dict[tuple[int, str], tuple[float, float, float, float, int]]]] = {}
-
-
 def profile_layer_sums(profile: Any) -> dict[tuple[int, str], tuple[float, float, float, float, int]]:
     """(layer, phase) -> (compute_s, comm_s, exposed_comm_s, waited_s, comm_bytes) of one
-    instance of a memoised pass; computed once per profile."""
-    hit = _PROFILE_SUMS.get(id(profile))
-    if hit is not None and hit[0] is profile:
-        return hit[1]
+    instance of a memoised pass (:func:`layer_sums` calls it once per distinct profile)."""
     sums: dict[tuple[int, str], list] = {}
     by_stream: dict[str, list[int]] = {}
     recs = profile.records
@@ -213,11 +207,7 @@ def profile_layer_sums(profile: Any) -> dict[tuple[int, str], tuple[float, float
             acc[2] += exposed[k]
             acc[3] += x
             acc[4] += op.bytes
-    out = {key: tuple(v) for key, v in sums.items()}
-    if len(_PROFILE_SUMS) > 4096:
-        _PROFILE_SUMS.clear()
-    _PROFILE_SUMS[id(profile)] = (profile, out)  # type: ignore[assignment]
-    return out  # type: ignore[return-value]
+    return {key: tuple(v) for key, v in sums.items()}  # type: ignore[misc]
 
 
 def layer_sums(parts: Sequence[Any]) -> dict[tuple[int, int, str], LayerSum]:
