@@ -1,0 +1,87 @@
+"""How long a running sweep takes to stop on Ctrl-C (SIGINT to its process group, as a
+terminal sends it) and on SIGTERM: seconds from the signal to the command's exit, and to
+the last pool worker's exit. Prints figures; asserts nothing (the tests check the exit
+code, the one-line message and that no worker outlives the sweep).
+
+Usage: python scripts/bench_interrupt.py [--runs 5] [--workers 2]
+
+Each run starts ``sweep`` on a 3,240-point grid (Llama-3 70B layouts on 1,024 H100) in a
+scratch directory, waits until its journal has a first row (the pool is working), sends the
+signal and times the exit with a monotonic clock. Units: seconds.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+SPEC = {"base": {"model": "llama3-70b", "system": "h100", "parallel": {"world_size": 1024, "sp": True},
+                 "training": {"global_batch": 1024, "micro_batch": 1, "seq_length": 4096}},
+        "grid": [{"product": {"parallel.tp": [2, 4, 8], "parallel.pp": [2, 4, 8], "training.micro_batch": [1, 2],
+                              "parallel.cp": [1, 2], "training.global_batch": [512, 1024, 2048, 4096, 8192],
+                              "model.num_layers": [40, 80, 160], "training.seq_length": [2048, 4096, 8192]}}],
+        "output": "big.csv"}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+def one_run(how: str, workers: int) -> tuple[float, float, int, str]:
+    """(s to the command's exit, s to the last worker's exit, exit code, last stderr line)."""
+    with tempfile.TemporaryDirectory(prefix="bench_interrupt_") as tmp:
+        spec = Path(tmp) / "big.yaml"
+        spec.write_text(yaml.safe_dump(SPEC, sort_keys=False))
+        proc = subprocess.Popen(
+            [sys.executable, "-c", "from engine.sweep.cli import sweep_entry; sweep_entry()", str(spec),
+             "--workers", str(workers), "--batch-size", "1", "--quiet", "--no-plots"],
+            stderr=subprocess.PIPE, text=True, start_new_session=True)
+        journal = Path(tmp) / "big.csv.journal.jsonl"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not (journal.exists() and journal.stat().st_size > 0):
+            time.sleep(0.05)
+        kids = [int(k) for k in subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True,
+                                               check=False).stdout.split()]
+        t0 = time.monotonic()
+        if how == "SIGINT":
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+        t_exit = time.monotonic() - t0
+        while any(_alive(k) for k in kids) and time.monotonic() - t0 < 120:
+            time.sleep(0.01)
+        t_workers = time.monotonic() - t0
+        lines = err.strip().splitlines()
+        return t_exit, t_workers, proc.returncode, lines[-1] if lines else ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--workers", type=int, default=2)
+    args = ap.parse_args(argv)
+    for how in ("SIGINT", "SIGTERM"):
+        runs = [one_run(how, args.workers) for _ in range(args.runs)]
+        exits, gone = [r[0] for r in runs], [r[1] for r in runs]
+        codes = sorted({r[2] for r in runs})
+        last = sorted({r[3] for r in runs})
+        print(f"{how}: exit after {statistics.median(exits):.3f} s median ({min(exits):.3f}-{max(exits):.3f}), "
+              f"every worker gone after {statistics.median(gone):.3f} s median (max {max(gone):.3f}); "
+              f"exit codes {codes}, last stderr line {last}; {args.runs} runs, {args.workers} workers")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
