@@ -537,9 +537,14 @@ def analytical_main(argv: list[str] | None = None) -> int:
     return run_cli(lambda: _body(argv, "analytical"))
 
 
-def ns3_main(argv: list[str] | None = None) -> int:
+def ns3_main(argv: list[str] | None = None, *, exit_on_interrupt: bool = False) -> int:
     """``run-ns3``."""
-    return run_cli(lambda: _body(argv, "ns3"))
+    return run_cli(lambda: _body(argv, "ns3"), exit_on_interrupt=exit_on_interrupt)
+
+
+def ns3_entry() -> None:
+    """The ``run-ns3`` console script: after Ctrl-C the process ends at once (see run_cli)."""
+    sys.exit(ns3_main(exit_on_interrupt=True))
 
 
 main: Callable[[list[str] | None], int] = analytical_main

@@ -1,13 +1,15 @@
-"""How long a running sweep takes to stop on Ctrl-C (SIGINT to its process group, as a
-terminal sends it) and on SIGTERM: seconds from the signal to the command's exit, and to
-the last pool worker's exit. Prints figures; asserts nothing (the tests check the exit
-code, the one-line message and that no worker outlives the sweep).
+"""How long a running command takes to stop on Ctrl-C (SIGINT to its process group, as a
+terminal sends it) and on SIGTERM: seconds from the signal to the command's exit (and, for
+a sweep, to the last pool worker's exit). Prints figures; asserts nothing (the tests check
+the exit code, the one-line message and that no worker outlives the sweep).
 
-Usage: python scripts/bench_interrupt.py [--runs 5] [--workers 2]
+Usage: python scripts/bench_interrupt.py [--runs 5] [--workers 2] [--ns3]
 
-Each run starts ``sweep`` on a 3,240-point grid (Llama-3 70B layouts on 1,024 H100) in a
-scratch directory, waits until its journal has a first row (the pool is working), sends the
-signal and times the exit with a monotonic clock. Units: seconds.
+Each sweep run starts ``sweep`` on a 3,240-point grid (Llama-3 70B layouts on 1,024 H100)
+in a scratch directory, waits until its journal has a first row (the pool is working),
+sends the signal and times the exit with a monotonic clock. ``--ns3`` also times
+``run-ns3`` (GPT 1.3B, 4 layers, 64 H100, ~45 s of packet simulation) interrupted 1, 5 and
+20 s into its simulation (each run first loads ns-3: 10-40 s). Units: seconds.
 """
 from __future__ import annotations
 
@@ -67,10 +69,34 @@ def one_run(how: str, workers: int) -> tuple[float, float, int, str]:
         return t_exit, t_workers, proc.returncode, lines[-1] if lines else ""
 
 
+def ns3_run(delay_s: float) -> tuple[float, float, int]:
+    """(s to the line 'interrupted', s to exit, exit code) of run-ns3 interrupted
+    ``delay_s`` after its simulation starts."""
+    with tempfile.TemporaryDirectory(prefix="bench_interrupt_") as tmp:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", "from engine.cli import ns3_entry; ns3_entry()", "--model", "gpt3-1.3b",
+             "--num-layers", "4", "--tp", "8", "--world-size", "64", "--out", str(Path(tmp) / "run")],
+            stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=tmp)
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if "simulating on" in line:
+                break
+        time.sleep(delay_s)
+        t0 = time.monotonic()
+        os.killpg(proc.pid, signal.SIGINT)
+        t_line = float("nan")
+        for line in proc.stderr:
+            if line.strip() == "interrupted":
+                t_line = time.monotonic() - t0
+        proc.wait()
+        return t_line, time.monotonic() - t0, proc.returncode
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--ns3", action="store_true", help="also time run-ns3 interrupted mid-simulation")
     args = ap.parse_args(argv)
     for how in ("SIGINT", "SIGTERM"):
         runs = [one_run(how, args.workers) for _ in range(args.runs)]
@@ -80,6 +106,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{how}: exit after {statistics.median(exits):.3f} s median ({min(exits):.3f}-{max(exits):.3f}), "
               f"every worker gone after {statistics.median(gone):.3f} s median (max {max(gone):.3f}); "
               f"exit codes {codes}, last stderr line {last}; {args.runs} runs, {args.workers} workers")
+    if args.ns3:
+        for delay in (1.0, 5.0, 20.0):
+            t_line, t_exit, code = ns3_run(delay)
+            print(f"run-ns3 Ctrl-C {delay:.0f} s into the simulation: 'interrupted' after {t_line:.3f} s, "
+                  f"exit after {t_exit:.3f} s, exit code {code}")
     return 0
 
 

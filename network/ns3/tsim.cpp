@@ -69,7 +69,20 @@ class World : public FlowEvents
     uint64_t bytesDone{0};
     uint64_t netBytesDone{0}; // bytes of network (non-fluid) flows
     EventId stopEvent;
+    double stopTarget{-1.0};  // s: the time stopEvent stops at
     bool stopOnTransfer{true};
+    // Wall-clock yield: a long RunUntil returns to Python every ~budget seconds of wall time
+    // (yielded = true, nothing else changed), so Python can act on Ctrl-C; the caller runs
+    // again. The check is an ns-3 event whose simulated period adapts (doubles while checks
+    // come faster than 5 ms of wall time, halves above 50 ms) up to 2 us: a period grown in
+    // an idle stretch must stay short enough when packets flow again (a 512-GPU fabric
+    // simulates ~10 us per wall second); idle costs 500,000 checks per simulated second.
+    double yieldBudgetS{0.2};
+    bool yielded{false};
+    uint64_t yields{0}; // how often RunUntil handed control back early
+    double checkPeriodS{1e-6};
+    EventId checkEvent;
+    std::chrono::steady_clock::time_point runStart, lastCheck;
 
     // ---------------- building ----------------
     void Init(uint32_t nHosts, uint32_t nSwitches, uint32_t gpn, uint32_t servers)
@@ -290,16 +303,52 @@ class World : public FlowEvents
 
     // ---------------- clock ----------------
     // Runs until time t (seconds) or, if stopOnTransfer, until a transfer completes.
+    // Returns early with yielded set after ~yieldBudgetS of wall time (see above); the
+    // stop event of an unfinished call is kept, so events at exactly t keep their order.
     void RunUntil(double t)
     {
         double now = Simulator::Now().GetSeconds();
+        yielded = false;
         if (t > now)
         {
-            stopEvent.Cancel();
-            stopEvent = Simulator::Schedule(CeilTime(t - now), &DoStop);
+            if (!(stopEvent.IsPending() && stopTarget == t))
+            {
+                stopEvent.Cancel();
+                stopEvent = Simulator::Schedule(CeilTime(t - now), &DoStop);
+                stopTarget = t;
+            }
+            runStart = lastCheck = std::chrono::steady_clock::now();
+            checkEvent = Simulator::Schedule(Seconds(checkPeriodS), &World::CheckWallClock, this);
             Simulator::Run();
-            stopEvent.Cancel();
+            checkEvent.Cancel();
+            if (!yielded)
+            {
+                stopEvent.Cancel();
+            }
         }
+    }
+
+    void CheckWallClock()
+    {
+        auto wall = std::chrono::steady_clock::now();
+        if (std::chrono::duration<double>(wall - runStart).count() > yieldBudgetS)
+        {
+            yielded = true;
+            yields++;
+            Simulator::Stop();
+            return;
+        }
+        double since = std::chrono::duration<double>(wall - lastCheck).count();
+        lastCheck = wall;
+        if (since < 0.005)
+        {
+            checkPeriodS = std::min(checkPeriodS * 2, 2e-6);
+        }
+        else if (since > 0.05)
+        {
+            checkPeriodS = std::max(checkPeriodS / 2, 1e-9);
+        }
+        checkEvent = Simulator::Schedule(Seconds(checkPeriodS), &World::CheckWallClock, this);
     }
 
     double Now() const

@@ -14,6 +14,7 @@
 #include "ns3/traffic-control-module.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <deque>

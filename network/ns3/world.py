@@ -138,9 +138,30 @@ class PacketNetwork:
         return float(self._w.Now())
 
     def run_until(self, t: float, stop_on_transfer: bool = True) -> None:
-        """Run to ``t`` (s), or to the first transfer completion when ``stop_on_transfer``."""
-        self._w.stopOnTransfer = stop_on_transfer
-        self._w.RunUntil(float(t))
+        """Run to ``t`` (s), or to the first transfer completion when ``stop_on_transfer``.
+
+        ns-3 hands control back every ~0.2 s of wall time (``yielded``) and this loop calls
+        it again: between calls Python runs, so Ctrl-C ends a long run within a fraction of
+        a second instead of when the whole interval has been simulated."""
+        w = self._w
+        w.stopOnTransfer = stop_on_transfer
+        w.RunUntil(float(t))
+        while w.yielded:
+            w.RunUntil(float(t))
+
+    @property
+    def yield_budget_s(self) -> float:
+        """Wall seconds ns-3 runs before handing control back to Python (see run_until)."""
+        return float(self._w.yieldBudgetS)
+
+    @yield_budget_s.setter
+    def yield_budget_s(self, value: float) -> None:
+        self._w.yieldBudgetS = float(value)
+
+    @property
+    def yields(self) -> int:
+        """How often ns-3 handed control back before reaching a run_until's end."""
+        return int(self._w.yields)
 
     def take_done(self) -> list[tuple[int, float]]:
         """Transfers completed since the last call: (engine transfer id, time s)."""
