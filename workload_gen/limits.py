@@ -78,6 +78,9 @@ MAX_EXPR_INT_BITS = 256
 MAX_EXPR_SEQUENCE = 10_000
 """Length of any string or list a filter computes (``"a" * 4000000000`` would need 4 GB)."""
 
+MAX_EXPERTS = 65_536
+"""Routed experts in one MoE layer. The largest published Megatron-style MoE models route
+over 256-384 experts (DeepSeek-V3, Kimi K2); search enumerates the divisors of the count."""
 MAX_NESTING = 64
 """Nesting depth of a JSON or YAML value in any input file (configs are a few levels
 deep; Python's parsers recurse per level)."""
@@ -99,7 +102,26 @@ PARALLEL_FIELD_LIMITS: dict[str, tuple[str, str]] = {
     "last_stage_layers": ("MAX_LAYERS", "layers"),
 }
 """ParallelConfig field -> (limit name, unit) for :func:`check_limit`: the bounds every
-workload reader (native, SimAI text) applies to the parallel layout it reads."""
+parallel layout is held to, whether built from flags, a YAML file or a workload file."""
+
+MODEL_FIELD_LIMITS: dict[str, tuple[str, str]] = {
+    "num_layers": ("MAX_LAYERS", "layers"),
+    "num_experts": ("MAX_EXPERTS", "experts"),
+    **{name: ("MAX_DIM", "elements") for name in (
+        "hidden_size", "num_attention_heads", "vocab_size", "num_query_groups", "kv_channels", "ffn_hidden_size",
+        "moe_ffn_hidden_size", "dense_ffn_hidden_size", "moe_shared_expert_intermediate_size", "q_lora_rank",
+        "max_position_embeddings", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim")},
+}
+"""ModelConfig field -> (limit name, unit): layers and experts bound per-layer and
+per-expert work; widths only enter arithmetic, so they are bounded only to stay exact."""
+
+
+def check_fields(obj: object, table: dict[str, tuple[str, str]]) -> None:
+    """:func:`check_limit` on every field of ``obj`` that ``table`` names and that is set."""
+    for field, (name, unit) in table.items():
+        value = getattr(obj, field, None)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            check_limit(field, value, name, unit)
 
 
 def limit_message(field: str, value: object, limit: float, unit: str, name: str) -> str:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, fields
 from typing import Literal
 
 from workload_gen.errors import ConfigError
+from workload_gen.limits import MODEL_FIELD_LIMITS, check_fields
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,6 +78,7 @@ class ModelConfig:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
                 raise ConfigError(name, value, "must be a positive integer")
+        check_fields(self, MODEL_FIELD_LIMITS)  # before any per-layer work: 10^6 layers ran for minutes
         if self.moe_shared_expert_intermediate_size < 0:
             raise ConfigError("moe_shared_expert_intermediate_size", self.moe_shared_expert_intermediate_size, "must be >= 0")
         if self.num_query_groups is not None:

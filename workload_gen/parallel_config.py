@@ -10,6 +10,7 @@ from dataclasses import dataclass, fields
 from typing import Literal
 
 from workload_gen.errors import ConfigError
+from workload_gen.limits import MAX_MICROBATCHES, PARALLEL_FIELD_LIMITS, check_fields, check_limit
 from workload_gen.model_config import ModelConfig
 
 Dtype = Literal["bf16", "fp16", "fp32", "fp8"]
@@ -119,6 +120,9 @@ class ParallelConfig:
                 raise ConfigError(name, v, "uneven first/last stages are supported with vpp = 1 only")
         if self.etp is not None and (not isinstance(self.etp, int) or self.etp < 1):
             raise ConfigError("etp", self.etp, "must be a positive integer")
+        check_fields(self, PARALLEL_FIELD_LIMITS)  # 10^7 ranks ran for 16 s and 100+ GB of plans
+        for name in ("global_batch", "micro_batch", "seq_length"):
+            check_limit(name, getattr(self, name), "MAX_DIM", "elements")
         if self.dtype not in DTYPE_BYTES:
             raise ConfigError("dtype", self.dtype, f"valid: {', '.join(DTYPE_BYTES)}")
         if self.recompute not in ("none", "selective", "full"):
@@ -165,6 +169,10 @@ class ParallelConfig:
                 "global_batch", self.global_batch,
                 f"must be a multiple of micro_batch*dp = {self.micro_batch}*{self.dp} = {per_step}",
             )
+        if self.num_microbatches > MAX_MICROBATCHES:
+            raise ConfigError("global_batch", self.global_batch,
+                              f"gives {self.num_microbatches:,} micro-batches (global_batch / (micro_batch*dp)), over "
+                              f"the limit of {MAX_MICROBATCHES:,} (workload_gen/limits.py MAX_MICROBATCHES)")
         if self.vpp > 1 and self.pp == 1:
             raise ConfigError("vpp", self.vpp, "interleaving needs pp > 1")
         if self.vpp > 1 and self.num_microbatches % self.pp:
