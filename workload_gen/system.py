@@ -8,6 +8,7 @@ Units: bytes/s for bandwidth (per direction), seconds for latency.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -56,9 +57,20 @@ class SystemConfig:
             v = getattr(self, name)
             if not isinstance(v, int) or v < 1:
                 raise ConfigError(name, v, "must be a positive integer")
+        for name in ("nvlink_bw", "nvlink_busbw", "nvls_busbw", "nic_bw", "nic_efficiency", "oversubscription",
+                     "nvlink_latency_s", "network_latency_s", "link_latency_s"):
+            v = getattr(self, name)
+            # NaN passes every comparison below and ends as NaN in summary.json; inf is no rate
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ConfigError(name, v, "must be a finite number")
         for name in ("nvlink_bw", "nvlink_busbw", "nic_bw"):
             if getattr(self, name) <= 0:
                 raise ConfigError(name, getattr(self, name), "must be > 0 (bytes/s)")
+        if self.nvls_busbw < 0:
+            raise ConfigError("nvls_busbw", self.nvls_busbw, "must be >= 0 (bytes/s; 0 = no NVLS)")
+        for name in ("nvlink_latency_s", "network_latency_s", "link_latency_s"):
+            if getattr(self, name) < 0:
+                raise ConfigError(name, getattr(self, name), "must be >= 0 (seconds)")
         if not 0 < self.nic_efficiency <= 1:
             raise ConfigError("nic_efficiency", self.nic_efficiency, "must be in (0, 1]")
         if self.oversubscription < 1:

@@ -48,3 +48,32 @@ def test_gen_workload_refuses_a_million_layers_in_one_line(tmp_path):
     assert err.strip().splitlines() == [
         "error: num_layers=1000000 is invalid; exceeds the limit of 16,384 layers (workload_gen/limits.py MAX_LAYERS)"]
     assert not (tmp_path / "w.txt").exists()
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("nvlink_busbw", float("nan"), "nvlink_busbw=nan is invalid; must be a finite number"),
+    ("nic_bw", float("inf"), "nic_bw=inf is invalid; must be a finite number"),
+    ("oversubscription", float("nan"), "oversubscription=nan is invalid; must be a finite number"),
+    ("network_latency_s", -1e-6, "network_latency_s=-1e-06 is invalid; must be >= 0"),
+])
+def test_a_system_with_a_non_finite_or_negative_figure_is_refused(field, value, message):
+    """NaN passes every comparison, so it used to reach summary.json as NaN (not valid JSON)."""
+    from dataclasses import replace
+
+    from workload_gen.system import load_system
+
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        replace(load_system("h100"), **{field: value})
+
+
+@pytest.mark.parametrize("text, message", [
+    ("foo: 1\n", "foo=1 is invalid; unknown key"),
+    ("{}\n", "no curves"),
+])
+def test_an_efficiency_file_without_curves_is_refused(tmp_path, text, message):
+    """Such a file used to mean an ideal network, silently."""
+    from network.efficiency import load_efficiency
+
+    (tmp_path / "eff.yaml").write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        load_efficiency("h100", tmp_path / "eff.yaml")
