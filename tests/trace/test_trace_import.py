@@ -82,3 +82,11 @@ def test_compute_profile_import_trace_command(tmp_path, capsys):
     assert main(["import-trace", str(TRACE), "--gpu", "cpu", "--profile", str(db)]) == 0
     with ProfileDB(db, create=False) as d:
         assert len(d) == len(rows_from_trace(TRACE, "cpu"))
+
+
+def test_rows_are_stored_under_the_name_attach_looks_up():
+    """``--gpu h100`` used to store rows under 'h100' while attach looks up 'h100-sxm', so
+    they were never used; an unknown name stored rows nothing could use."""
+    assert {r.gpu for r in rows_from_trace(TRACE, "h100")} == {"h100-sxm"}
+    with pytest.raises(ConfigError, match="gpu='nosuch' is invalid; valid: "):
+        rows_from_trace(TRACE, "nosuch")
