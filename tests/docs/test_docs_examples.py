@@ -454,6 +454,8 @@ def first_simple_command(text: str) -> list[str]:
 
 def help_check(ws: Workspace, argv: list[str]) -> tuple[bool, str]:
     """`argv`'s program knows every option `argv` uses (its --help lists them)."""
+    while argv and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=\S*", argv[0]):
+        argv = argv[1:]  # VAR=value before the program: the shell's environment assignment
     if not argv:
         return False, "empty command"
     lead = [argv[0]]
