@@ -32,6 +32,7 @@ from typing import TypeVar
 
 from formats.atomic import atomic_write
 from workload_gen.errors import ConfigError, FormatError
+from workload_gen.gpu_specs import get_gpu
 from workload_gen.records import OpKind, Phase
 
 SCHEMA_VERSION = 1
@@ -454,8 +455,12 @@ def _csv_row(rec: dict, path: str, line: int) -> ProfileRow:
                 vals[col] = text
         except ValueError:
             raise FormatError(path, line, f"{col}={text[:40]!r} is not a number") from None
-    row = ProfileRow(**vals)  # type: ignore[arg-type]
     try:
+        if isinstance(vals.get("gpu"), str) and vals["gpu"]:
+            # stored under the name attach looks up (h100 -> h100-sxm): an alias or an unknown
+            # name would give rows that no run ever uses
+            vals["gpu"] = get_gpu(str(vals["gpu"])).name
+        row = ProfileRow(**vals)  # type: ignore[arg-type]
         row.validate()
     except ConfigError as exc:
         raise FormatError(path, line, str(exc)) from None

@@ -139,3 +139,16 @@ def test_csv_round_trip_is_exact_for_any_values(tmp_path_factory, items):
     path = tmp_path_factory.mktemp("csv") / "p.csv"
     db.export_csv(path)
     assert sorted(read_csv_rows(path), key=lambda r: r.key) == sorted(rows, key=lambda r: r.key)
+
+
+def test_csv_rows_are_stored_under_the_name_attach_looks_up(tmp_path):
+    """A CSV naming 'h100' used to be stored as 'h100' (attach looks up 'h100-sxm', so the
+    rows were never used), and an unknown GPU was accepted."""
+    head = "gpu,kind,shape_key,dtype,phase,time_s,source\n"
+    ok = tmp_path / "ok.csv"
+    ok.write_text(head + "h100,gemm,1x1x1,bf16,fwd,1e-3,measured\n")
+    assert [r.gpu for r in read_csv_rows(ok)] == ["h100-sxm"]
+    bad = tmp_path / "bad.csv"
+    bad.write_text(head + "nosuch,gemm,1x1x1,bf16,fwd,1e-3,measured\n")
+    with pytest.raises(FormatError, match=r"bad\.csv:2: gpu='nosuch' is invalid; valid: "):
+        read_csv_rows(bad)
