@@ -33,28 +33,37 @@ SPEC = {"base": {"model": "llama3-70b", "system": "h100", "parallel": {"world_si
         "output": "big.csv"}
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a zombie awaiting its parent's wait() does not)."""
     try:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
     except (FileNotFoundError, IndexError):
         return False
 
 
+def start_big_sweep(directory: Path, workers: int = 2) -> tuple[subprocess.Popen, list[int]]:
+    """Start ``sweep`` on :data:`SPEC` in ``directory`` (its own process group, stderr piped)
+    and return once its journal holds a first row: (the process, its pool workers' pids).
+    tests/reliability/test_sweep_reliability.py interrupts the same sweep."""
+    spec = directory / "big.yaml"
+    spec.write_text(yaml.safe_dump(SPEC, sort_keys=False))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from engine.sweep.cli import sweep_entry; sweep_entry()", str(spec),
+         "--workers", str(workers), "--batch-size", "1", "--quiet", "--no-plots"],
+        stderr=subprocess.PIPE, text=True, start_new_session=True)
+    journal = directory / "big.csv.journal.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (journal.exists() and journal.stat().st_size > 0):
+        time.sleep(0.05)
+    kids = [int(k) for k in subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True,
+                                           check=False).stdout.split()]
+    return proc, kids
+
+
 def one_run(how: str, workers: int) -> tuple[float, float, int, str]:
     """(s to the command's exit, s to the last worker's exit, exit code, last stderr line)."""
     with tempfile.TemporaryDirectory(prefix="bench_interrupt_") as tmp:
-        spec = Path(tmp) / "big.yaml"
-        spec.write_text(yaml.safe_dump(SPEC, sort_keys=False))
-        proc = subprocess.Popen(
-            [sys.executable, "-c", "from engine.sweep.cli import sweep_entry; sweep_entry()", str(spec),
-             "--workers", str(workers), "--batch-size", "1", "--quiet", "--no-plots"],
-            stderr=subprocess.PIPE, text=True, start_new_session=True)
-        journal = Path(tmp) / "big.csv.journal.jsonl"
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not (journal.exists() and journal.stat().st_size > 0):
-            time.sleep(0.05)
-        kids = [int(k) for k in subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True,
-                                               check=False).stdout.split()]
+        proc, kids = start_big_sweep(Path(tmp), workers)
         t0 = time.monotonic()
         if how == "SIGINT":
             os.killpg(proc.pid, signal.SIGINT)
@@ -62,7 +71,7 @@ def one_run(how: str, workers: int) -> tuple[float, float, int, str]:
             proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=120)
         t_exit = time.monotonic() - t0
-        while any(_alive(k) for k in kids) and time.monotonic() - t0 < 120:
+        while any(alive(k) for k in kids) and time.monotonic() - t0 < 120:
             time.sleep(0.01)
         t_workers = time.monotonic() - t0
         lines = err.strip().splitlines()

@@ -7,14 +7,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import time
 import tracemalloc
 from pathlib import Path
 
 import pytest
 import yaml
-from rel_helpers import PY, run_main
+from rel_helpers import run_main
 
 from engine.sweep.cli import sweep_main
 from engine.sweep.execute import journal_path, read_journal, run_points
@@ -183,34 +182,25 @@ def test_a_parquet_table_takes_mixed_and_nested_axis_values(tmp_path):
 
 
 # --- signals ---------------------------------------------------------------------------------
-BIG_SPEC = {"base": {"model": "llama3-70b", "system": "h100", "parallel": {"world_size": 1024, "sp": True},
-                     "training": {"global_batch": 1024, "micro_batch": 1, "seq_length": 4096}},
-            "grid": [{"product": {"parallel.tp": [2, 4, 8], "parallel.pp": [2, 4, 8], "training.micro_batch": [1, 2],
-                                  "parallel.cp": [1, 2], "training.global_batch": [512, 1024, 2048, 4096, 8192],
-                                  "model.num_layers": [40, 80, 160], "training.seq_length": [2048, 4096, 8192]}}],
-            "output": "big.csv"}
+def _bench_interrupt():
+    """scripts/bench_interrupt.py, whose big sweep these tests interrupt (one definition of it)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("trainsim_bench_interrupt",
+                                                  Path(__file__).resolve().parents[2] / "scripts" / "bench_interrupt.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
-def _alive(pid: str) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().split()[2]
-    except (FileNotFoundError, IndexError):
-        return False
-    return state != "Z"
+BENCH = _bench_interrupt()
+_alive = BENCH.alive
 
 
 def _start_big_sweep(tmp_path: Path):
-    spec = tmp_path / "big.yaml"
-    spec.write_text(yaml.safe_dump(BIG_SPEC, sort_keys=False))
-    proc = subprocess.Popen([PY, "-c", "from engine.sweep.cli import sweep_entry; sweep_entry()", str(spec), "--workers", "2",
-                             "--batch-size", "1", "--quiet", "--no-plots"],
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
-    journal = tmp_path / "big.csv.journal.jsonl"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not (journal.exists() and journal.stat().st_size > 0):
-        time.sleep(0.1)
-    assert journal.exists(), "the sweep never started"
-    kids = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True, check=False).stdout.split()
+    proc, kids = BENCH.start_big_sweep(tmp_path, workers=2)
+    assert (tmp_path / "big.csv.journal.jsonl").exists(), "the sweep never started"
     assert kids, "no pool workers"
     return proc, kids
 
@@ -238,8 +228,8 @@ def test_interrupt_ends_with_one_line_and_no_orphans(tmp_path, how, code):
 def test_workers_exit_when_the_parent_is_killed(tmp_path):
     proc, kids = _start_big_sweep(tmp_path)
     proc.kill()
-    proc.communicate(timeout=10)
-    deadline = time.monotonic() + 5
+    proc.communicate(timeout=60)
+    deadline = time.monotonic() + 60  # a hang guard: the workers' parent watch polls every 0.5 s
     while time.monotonic() < deadline and any(_alive(k) for k in kids):
         time.sleep(0.1)
     assert not [k for k in kids if _alive(k)], "pool workers outlived a killed parent"
