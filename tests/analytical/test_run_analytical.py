@@ -112,6 +112,15 @@ def test_simai_file_runs_in_the_event_simulation(tmp_path, capsys):
     # compute is the file's own, and SimAI's accounting sums it to 4.54 s (issue 5)
     assert s["breakdown_s"]["compute"] == pytest.approx(4.542795, rel=0.02)
     assert (out / "trace.json").exists() and (out / "EndToEnd.csv").exists()
+    # EndToEnd.csv has per-layer rows whose compute adds up to its header's total (in us,
+    # each row rounded to 1 us), and that total is SimAI's 4.54 s
+    lines = (out / "EndToEnd.csv").read_text().splitlines()
+    body = [line for line in lines[3:] if not line.startswith("#")]
+    assert len(body) > 10
+    header_comp_us = float(next(csv.reader([lines[1]], skipinitialspace=True))[7].split()[0])
+    comp_us = sum(float(c) for line in body for c in line.split(",")[2:5])
+    assert comp_us == pytest.approx(header_comp_us, abs=len(body) * 1.5 + 1)
+    assert comp_us == pytest.approx(4.542795e6, rel=0.02)
 
 
 def test_busbw_override_reaches_the_timeline(tmp_path):
