@@ -25,7 +25,7 @@ def _same(fast, full):
     a, omitted_a = shown_intervals(fast, WINDOW)
     b, omitted_b = shown_intervals(full, WINDOW)
     assert omitted_a == omitted_b
-    assert len(a) == len(b)
+    assert a and len(a) == len(b)
     tol = 1e-9 * full.iteration_time_s
     for x, y in zip(a, b):
         assert (x.stage, x.rank, x.stream, x.name, x.layer, x.phase, x.microbatch, x.chunk) == \
@@ -33,16 +33,18 @@ def _same(fast, full):
         assert x.start == pytest.approx(y.start, abs=tol) and x.end == pytest.approx(y.end, abs=tol)
         assert x.exposed_s == pytest.approx(y.exposed_s, abs=tol)
     ra, rb = layer_rows(fast), layer_rows(full)
+    assert ra
     assert [(r["stage"], r["layer"], r["phase"], r["microbatches"]) for r in ra] == \
         [(r["stage"], r["layer"], r["phase"], r["microbatches"]) for r in rb]
     for x, y in zip(ra, rb):
         for k in ("compute_s", "comm_s", "exposed_comm_s", "waited_comm_s", "comm_bytes"):
             assert x[k] == pytest.approx(y[k], rel=1e-9, abs=1e-15), (x["stage"], x["layer"], x["phase"], k)
-    m = full.workload.parallel.num_microbatches
-    keep = lambda mb: mb < 4 or mb >= m - 4  # WINDOW 8 shows the first 4 and the last 4
+    n_mb = full.workload.parallel.num_microbatches
+    keep = lambda mb: mb < 4 or mb >= n_mb - 4  # WINDOW 8 shows the first 4 and the last 4
     ma = fast.intervals.memory_track(fast.workload, fast.memory)
     mb = [p for p in full.intervals.memory_track(full.workload, full.memory) if keep(p[3])]
-    assert [(s, m) for s, _, _, m in ma if keep(m)] == [(s, m) for s, _, _, m in mb]
+    assert mb
+    assert [(s, i) for s, _, _, i in ma if keep(i)] == [(s, i) for s, _, _, i in mb]
     for x, y in zip([p for p in ma if keep(p[3])], mb):
         assert x[1] == pytest.approx(y[1], abs=tol) and x[2] == pytest.approx(y[2], rel=1e-9)
 

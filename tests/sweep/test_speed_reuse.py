@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -62,7 +61,9 @@ def test_rows_equal_evaluating_every_point_from_scratch(tmp_path):
     order = _by_workload(points)
     assert sorted(p.index for p in order) == [p.index for p in points]
     keys = [p.config["parallel"] | {"gb": p.config["training"]["global_batch"]} for p in order]
-    assert all(keys[i] == keys[i + 1] for i in range(0, len(keys), 3))
+    groups = [keys[i:i + 3] for i in range(0, len(keys), 3)]  # the 3 NIC bandwidths of one layout
+    assert all(g[0] == g[1] == g[2] for g in groups)
+    assert len({repr(sorted(g[0].items())) for g in groups}) == 8  # 2 tp x 2 pp x 2 (world, batch)
 
 
 @pytest.fixture(scope="module")
@@ -97,6 +98,7 @@ def test_pool_and_pruning_keep_the_ranking(small_search):
         settled.add(lighter)
     assert over > 0 and plain.over_memory == over and plain.simulated == len(settled)
     # the bound never exceeds the simulated time (else pruning could drop a top layout)
+    assert plain.ranked
     for c in plain.ranked:
         timed, _ = pipeline.attach_compute(pipeline.build_cached(model, c.parallel)[0], system.gpu, None)
         assert compute_bound(timed) <= c.iteration_time_s * (1 + 1e-12), c.label()
@@ -114,13 +116,28 @@ def test_compute_bound_is_below_the_simulated_time():
         "tp": 2, "pp": 2, "world_size": 8, "global_batch": 32, "seq_length": 512, "sp": True}})
     res = pipeline.run_analytical(model, par, "h100", timeline=False)
     assert 0 < compute_bound(res.workload) <= res.iteration_time_s
-    assert Path(__file__).exists()
+
+
+def test_compute_bound_of_one_gpu_is_the_iteration_time():
+    """On one GPU nothing communicates and nothing waits: the iteration is exactly its
+    compute (every op, every micro-batch, and the once-per-iteration work), so the bound is
+    reached, and it equals the ops' times summed by hand."""
+    model, par = configs_from_dict({"model": "gpt3-125m", "parallel": {
+        "world_size": 1, "global_batch": 4, "seq_length": 512}})
+    res = pipeline.run_analytical(model, par, "h100", timeline=False)
+    w = res.workload
+    st = w.stages[0]
+    by_hand = par.num_microbatches * sum(op.time_s for ch in st.chunks for op in (*ch.forward, *ch.backward)) \
+        + sum(op.time_s for op in st.iteration if hasattr(op, "time_s"))
+    assert compute_bound(w) == pytest.approx(by_hand, rel=1e-9)
+    assert res.iteration_time_s == pytest.approx(by_hand, rel=1e-9)
 
 
 def test_csv_table_is_what_pandas_wrote(tmp_path):
     """The sweep's CSV is written without pandas, byte for byte as pandas wrote it."""
-    pd = pytest.importorskip("pandas")
     import io
+
+    import pandas as pd
 
     from engine.sweep.table import csv_text, write_table
 
