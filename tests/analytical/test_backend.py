@@ -72,12 +72,12 @@ def test_nvls_tree_across_nvswitch_nodes():
     sysc = get_system("h100")
     ranks = tuple(range(16))  # two full nodes: NVLS inside, a 2-node tree on 8 rails between them
     busbw = min(480e9, 8 * 50e9 * 0.92)
-    # NCCL's pipeline fill (collectives.closed_form.nvls_tree_fill_s), written out: a 2-node
+    # NCCL's pipeline fill (collectives.closed_form.nvls_tree_fill_s), written out: below 4
+    # nodes the NVLS-tree chunk is NCCL_NVLS_CHUNKSIZE = 128 KiB, and 16 NVLS channels x 8
+    # heads = 128 lanes on our 16 channels make one flow 128 KiB x 128 / 16 = 1 MiB; a 2-node
     # tree has height 1, so the first flow crosses 2*1 - 1 edges at one NIC's rate, and the
-    # 16 NVLS channels' first flows leave the GPU over NVLink
-    from collectives.protocol import nvls_pipeline
-
-    _, flow = nvls_pipeline(S, 16, 8, 2)
+    # 16 channels' first flows leave the GPU over NVLink
+    flow = 2**20
     fill = 1 * flow / (50e9 * 0.92) + 16 * flow / 360e9
     expected = 2 * sysc.nvlink_latency_s + 2 * 1 * sysc.network_latency_s + fill + 2 * 15 / 16 * S / busbw
     got = ideal("h100").collective_time(op(CollKind.ALL_REDUCE, Group.DP, 16), ranks)

@@ -20,12 +20,16 @@ from workload_gen.units import KiB, MiB
 H100 = get_system("h100")
 
 
-@pytest.mark.parametrize("n", [8, 16, 512])
-def test_large_nvls_all_reduce_runs_simple(n):
+# Flow size by hand: NCCL's NVLS chunk is NCCL_NVLS_CHUNKSIZE = 128 KiB below 4 nodes and
+# nvlsTreeMaxChunkSize = 64 KiB from 4 nodes on; 16 NVLS channels x 8 heads = 128 lanes move
+# in lock step on our 16 channels, so one flow carries 128 / 16 = 8 chunks.
+@pytest.mark.parametrize("n, flow", [(8, 128 * KiB * 8), (16, 128 * KiB * 8), (512, 64 * KiB * 8)])
+def test_large_nvls_all_reduce_runs_simple(n, flow):
     g = expand("allreduce", 128 * MiB, range(n), Placement(n, 8), system=H100)
     assert g.algorithm == ("nvls" if n == 8 else "nvls_tree")
     assert g.protocol == "simple"
     assert g.bytes.max() <= g.chunk_bytes
+    assert set(g.bytes.tolist()) == {flow}
 
 
 def test_small_nvls_all_reduce_still_simple_with_smaller_chunks():

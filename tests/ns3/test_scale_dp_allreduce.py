@@ -24,8 +24,7 @@ import numpy as np
 import pytest
 
 from collectives import expand
-from collectives.closed_form import node_tree_height, nvls_tree_fill_s
-from collectives.protocol import nvls_pipeline
+from collectives.closed_form import nvls_tree_fill_s
 from network.analytical import AnalyticalBackend
 from network.backend import Transfer
 from network.ns3.backend import Ns3Backend
@@ -37,11 +36,17 @@ MiB = 1 << 20
 N, S = 32, 128 * MiB
 
 
-def _fill_s(system, n: int, nbytes: int) -> float:
-    nodes = n // system.gpus_per_node
-    _, flow = nvls_pipeline(nbytes, 16, system.nics_per_node, nodes)
+def _fill_s(system) -> float:
+    """NCCL's NVLS-tree pipeline fill for 128 MiB over 4 H100 nodes, from NCCL's constants:
+    at >= 4 nodes the chunk is nvlsTreeMaxChunkSize = 64 KiB; 16 NVLS channels x 8 heads =
+    128 lanes move in lock step on our 16 channels, so one flow is 64 KiB x 128 / 16 =
+    512 KiB. NCCL's 4-node tree (1 -> 2, 3 -> 2, 2 -> 0) has height 2, so the first flow
+    crosses 2*2 - 1 = 3 edges at one NIC's rate, and 16 channels' first flows leave the GPU
+    over NVLink."""
+    flow = 64 * 1024 * 128 // 16
+    assert flow == 512 * 1024
     nic_rate = system.nic_bw * system.nic_efficiency
-    return (2 * node_tree_height(nodes) - 1) * flow / nic_rate + 16 * flow / system.nvlink_busbw
+    return 3 * flow / nic_rate + 16 * flow / system.nvlink_busbw
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +71,7 @@ def test_flows_are_nccls_chunks(run):
 
 def test_agrees_with_analytical_which_carries_nccls_pipeline_fill(run):
     h100, _, t_ns3, t_an = run
-    fill = _fill_s(h100, N, S)
+    fill = _fill_s(h100)
     assert nvls_tree_fill_s(S, N // 8, 8, h100.nic_busbw, h100.nvlink_busbw) == pytest.approx(fill, rel=1e-12)
     assert t_ns3 == pytest.approx(t_an, rel=0.15)
     # the fill is real: without it the packets are slower than the closed form
