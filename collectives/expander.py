@@ -6,7 +6,7 @@ closed forms (collectives.closed_form) must agree with their contention-free tim
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 # Importing the algorithm modules registers them.
 import collectives.algorithms.alltoall  # noqa: F401
@@ -131,8 +131,12 @@ def expand(op: CollKind | str, bytes: int, ranks: Sequence[int], placement: Plac
                 nics_per_node=layout.nics_per_node, pxn=pxn)
     if layout.n < 2:
         return empty_graph(**meta)
+    # the protocol and chunk the algorithm runs (NCCL's whole-buffer choice), decided here
+    # once for every builder, as the flow bound decides it
+    proto = plan.settled_protocol()
+    meta.update(protocol=proto.name, chunk_bytes=proto.chunk_bytes)
     builder = FlowBuilder()
-    concurrency = ALGORITHMS.get(plan.algorithm).build(plan.context(), builder)
+    concurrency = ALGORITHMS.get(plan.algorithm).build(replace(plan.context(), protocol=proto), builder)
     graph = builder.build(layout.node_of, concurrency=concurrency, **meta)
     if pxn:
         graph = apply_pxn(graph, layout)

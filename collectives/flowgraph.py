@@ -244,9 +244,6 @@ class FlowBuilder:
     def __init__(self) -> None:
         self._parts: list[tuple[np.ndarray, ...]] = []
         self.next_id = 0
-        self.protocol = None
-        """The protocol the algorithm settled on (collectives.algorithms.pipeline.settled);
-        the graph reports its name and chunk instead of the expander's provisional ones."""
 
     def add(self, src, dst, nbytes, channel, step, chunk, parents: np.ndarray, hop=0) -> np.ndarray:
         src = np.asarray(src, dtype=np.int64)
@@ -263,8 +260,6 @@ class FlowBuilder:
 
     def build(self, node_of, **meta) -> FlowGraph:
         """``node_of`` maps an endpoint array to node indices (switch endpoints included)."""
-        if self.protocol is not None:
-            meta = {**meta, "protocol": self.protocol.name, "chunk_bytes": self.protocol.chunk_bytes}
         if not self._parts:
             return empty_graph(**meta)
         cols = [np.concatenate([p[j] for p in self._parts]) for j in range(7)]

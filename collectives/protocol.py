@@ -35,8 +35,9 @@ algorithm first (collectives.auto), then the protocol for that algorithm:
   64 KiB LL, below 1 MiB LL128, else Simple.
 
 ``expand`` calls :func:`auto_protocol` with the bytes per rank and channel only; the
-protocol it returns is provisional (``auto=True``), and each algorithm builder settles it
-with :func:`settle` from the whole collective.
+protocol it returns is provisional (``auto=True``). Before any builder runs, the expander
+settles it from the whole collective (CollectivePlan.settled_protocol -> :func:`resolve` ->
+:func:`settle`), and expand-collective's flow bound reads the same answer.
 """
 from __future__ import annotations
 
@@ -90,8 +91,8 @@ def _per_rank_rule(bytes_per_rank_per_channel: float) -> Protocol:
 
 
 def auto_protocol(bytes_per_rank_per_channel: float) -> Protocol:
-    """Provisional ``auto`` choice from the bytes per rank and channel (the old rule, still
-    what ``expand-collective``'s flow bound reads); the algorithm settles it (:func:`settle`)."""
+    """Provisional ``auto`` choice from the bytes per rank and channel; the algorithm settles
+    it (:func:`settle`)."""
     return replace(_per_rank_rule(bytes_per_rank_per_channel), auto=True)
 
 

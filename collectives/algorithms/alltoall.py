@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from collectives.algorithms.pipeline import Template, emit, settled
+from collectives.algorithms.pipeline import Template, emit
 from collectives.algorithms.rounds import Rounds
 from collectives.common import Context, chunk_count, nested_split
 from collectives.flowgraph import FlowBuilder
@@ -27,7 +27,6 @@ def _pair_bytes(ctx: Context, dst_pos: np.ndarray) -> np.ndarray:
 
 @ALGORITHMS.register_algorithm("alltoall", ("alltoall",), "direct all-to-all: every pair at once")
 def build_direct(ctx: Context, b: FlowBuilder) -> str:
-    ctx = settled(ctx, "alltoall", b)
     n = ctx.layout.n
     i, j = np.nonzero(~np.eye(n, dtype=bool))
     Rounds(ctx, b, np.asarray(ctx.layout.ranks)).round(i, j, _pair_bytes(ctx, j), data_dep=False)
@@ -36,7 +35,6 @@ def build_direct(ctx: Context, b: FlowBuilder) -> str:
 
 @ALGORITHMS.register_algorithm("pairwise", ("alltoall",), "pairwise exchange all-to-all in n-1 rounds")
 def build_pairwise(ctx: Context, b: FlowBuilder) -> str:
-    ctx = settled(ctx, "pairwise", b)
     n = ctx.layout.n
     R = Rounds(ctx, b, np.asarray(ctx.layout.ranks))
     i = np.arange(n)
@@ -48,7 +46,6 @@ def build_pairwise(ctx: Context, b: FlowBuilder) -> str:
 
 @ALGORITHMS.register_algorithm("p2p", ("sendrecv",), "point-to-point send/recv over all channels")
 def build_p2p(ctx: Context, b: FlowBuilder) -> str:
-    ctx = settled(ctx, "p2p", b)
     src, dst = ctx.layout.ranks
     C = ctx.channels
     K = chunk_count(nested_split(ctx.nbytes, (C,)).max(), ctx.protocol)

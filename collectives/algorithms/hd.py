@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from collectives.algorithms.pipeline import settled
 from collectives.algorithms.rounds import Rounds
 from collectives.common import Context, nested_split
 from collectives.flowgraph import FlowBuilder
@@ -54,7 +53,6 @@ def _hd(R: Rounds, parts: np.ndarray, nbytes: int, C: int, do_rs: bool, do_ag: b
 @ALGORITHMS.register_algorithm("hd", ("allreduce", "reducescatter", "allgather"),
                      "recursive halving-doubling (Rabenseifner); non-power-of-two all-reduce folds ranks first")
 def build_hd(ctx: Context, b: FlowBuilder) -> str:
-    ctx = settled(ctx, "hd", b)
     L = ctx.layout
     n, C = L.n, ctx.channels
     order = L.ring_orders(1)[0]

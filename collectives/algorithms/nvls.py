@@ -22,7 +22,7 @@ Across nodes (``nvls_tree``, NCCL's NVLS_TREE), per channel and chunk:
 """
 from __future__ import annotations
 
-from collectives.algorithms.pipeline import Template, emit, settled
+from collectives.algorithms.pipeline import Template, emit
 from collectives.algorithms.tree import add_up_down, node_tree_heads
 from collectives.common import Context, chunk_count, nested_split
 from collectives.flowgraph import FlowBuilder, switch_id
@@ -41,7 +41,6 @@ def build_nvls(ctx: Context, b: FlowBuilder) -> str:
     L = ctx.layout
     if L.num_nodes != 1:
         raise ConfigError("algorithm", "nvls", f"NVLS alone is single-node; this group spans {L.num_nodes} nodes (use nvls_tree)")
-    ctx = settled(ctx, "nvls", b)  # Simple, NCCL's NVLS pipeline (protocol.nvls_pipeline)
     sw = switch_id(L.node_ids[0])
     t = Template()
     for c in range(ctx.channels):
@@ -57,7 +56,6 @@ def build_nvls_tree(ctx: Context, b: FlowBuilder) -> str:
     L = ctx.layout
     if L.num_nodes == 1:
         return build_nvls(ctx, b)
-    ctx = settled(ctx, "nvls_tree", b)
     t = Template()
     for c in range(ctx.channels):
         node_par, heads = node_tree_heads(ctx, c)

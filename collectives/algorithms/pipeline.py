@@ -12,7 +12,7 @@ template, so ids are topologically ordered.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -24,19 +24,11 @@ from collectives.protocol import Protocol, resolve
 def resolved(ctx: Context, algorithm: str) -> Protocol:
     """The protocol ``algorithm`` settles on for ``ctx`` (collectives.protocol.resolve: an
     ``auto`` choice becomes NCCL's whole-buffer choice, and the chunk NCCL's for the
-    algorithm); what :func:`settled` gives the builders and expand-collective's flow bound
-    (collectives.expander.CollectivePlan.settled_protocol) counts chunks with."""
+    algorithm); collectives.expander.CollectivePlan.settled_protocol asks it for the
+    builders and for expand-collective's flow bound alike."""
     L = ctx.layout
     return resolve(ctx.protocol, algorithm, ctx.op, ctx.nbytes, L.n, L.num_nodes, L.max_per_node,
                    ctx.channels, L.rails_per_node() if L.n else 1)
-
-
-def settled(ctx: Context, algorithm: str, builder: FlowBuilder) -> Context:
-    """``ctx`` with its protocol :func:`resolved` for ``algorithm``; the builder records
-    it, and the graph reports it."""
-    proto = resolved(ctx, algorithm)
-    builder.protocol = proto
-    return replace(ctx, protocol=proto)
 
 
 @dataclass

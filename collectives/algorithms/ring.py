@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from collectives.algorithms.pipeline import Template, emit, settled
+from collectives.algorithms.pipeline import Template, emit
 from collectives.closed_form import ring_steps
 from collectives.common import Context, chunk_count, nested_split
 from collectives.flowgraph import FlowBuilder
@@ -44,7 +44,6 @@ def ring_kind(op: str) -> str:
 def build_ring(ctx: Context, b: FlowBuilder) -> str:
     if ring_kind(ctx.op) == "chain":
         return build_chain(ctx, b)
-    ctx = settled(ctx, "ring", b)
     L = ctx.layout
     n, C = L.n, ctx.channels
     orders = L.ring_orders(C)
@@ -83,7 +82,6 @@ def build_chain(ctx: Context, b: FlowBuilder) -> str:
     Broadcast: root -> ... -> tail. Reduce: tail -> ... -> root, each hop adding its
     contribution. The edge into hop i+1 depends on the edge into hop i (same chunk).
     """
-    ctx = settled(ctx, "chain", b)
     n, C = ctx.layout.n, ctx.channels
     chains = chain_orders(ctx)
     K = chunk_count(nested_split(ctx.nbytes, (C,)).max(), ctx.protocol)

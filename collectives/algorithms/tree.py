@@ -23,7 +23,7 @@ of time t each on equal links: T = 2h*latency + (2h + K - 1)*t.
 """
 from __future__ import annotations
 
-from collectives.algorithms.pipeline import Template, emit, settled
+from collectives.algorithms.pipeline import Template, emit
 from collectives.common import Context, chunk_count, nested_split
 from collectives.flowgraph import FlowBuilder
 from collectives.registry import ALGORITHMS
@@ -131,7 +131,6 @@ def add_up_down(t: Template, par: dict[int, int], channel: int, root_extra=(), s
 
 @ALGORITHMS.register_algorithm("tree", ("allreduce",), "NCCL double binary tree across nodes, chains inside nodes")
 def build_tree(ctx: Context, b: FlowBuilder) -> str:
-    ctx = settled(ctx, "tree", b)  # NCCL's tree takes one 512 KiB Simple step per chunk
     C = ctx.channels
     K = chunk_count(nested_split(ctx.nbytes, (C,)).max(), ctx.protocol)
     t = Template()
