@@ -102,7 +102,7 @@ def simulate(
     if every_rank and len(sim.ranks) > len(reps):
         ends = [R.end for R in sim.ranks]
         extras["rank_end_spread_s"] = max(ends) - min(ends)
-    return _result(workload, system, name, total, breakdowns, [R.end for R in reps], memory,
+    return _result(workload, system, name, total, breakdowns, [R.end for R in reps], mem,
                    Timeline(sim.timeline_parts()) if timeline else (), extras)
 
 

@@ -171,10 +171,6 @@ def _simai_cluster(args: argparse.Namespace, system: Any, gpus: int) -> Any:
     )
 
 
-def _progress(args: argparse.Namespace, msg: str, prog: str = "run-analytical") -> None:
-    inform(args, msg, prog)
-
-
 def _simai_accounting_outputs(args: argparse.Namespace, path: Path, system: Any) -> tuple[dict[str, Any], dict[str, str | bytes]]:
     """SimAI_analytical's report for a SimAI file: summary.json, EndToEnd.csv, layers.csv."""
     from engine.simai_accounting import simai_accounting
@@ -183,7 +179,7 @@ def _simai_accounting_outputs(args: argparse.Namespace, path: Path, system: Any)
     sw = read_simai(path)
     system, gpus = _simai_system(args, system, sw.header.all_gpus)
     cluster = _simai_cluster(args, system, gpus)
-    _progress(args, f"SimAI accounting of {path} ({len(sw.records)} records, {gpus} GPUs)")
+    inform(args, f"SimAI accounting of {path} ({len(sw.records)} records, {gpus} GPUs)", "run-analytical")
     acc = simai_accounting(sw, cluster)
     totals = acc.totals_us()
     us = 1e-6
@@ -239,14 +235,14 @@ def load_workload(args: argparse.Namespace, path: Path, system: Any, prog: str =
 
         assert wf.simai is not None
         system, gpus = _simai_system(args, system, wf.header_gpus)
-        _progress(args, f"read SimAI workload {path} ({len(wf.simai.records)} records) for {gpus} GPUs", prog)
+        inform(args, f"read SimAI workload {path} ({len(wf.simai.records)} records) for {gpus} GPUs", prog)
         fill = _simai_fill(args)
         workload = simai_to_workload(wf.simai, gpus=gpus, **fill)
         meta = dict(workload.meta)
         meta["placeholders"] = json.dumps(  # meta holds strings
             simai_placeholders(wf.simai, gpus, given_gpus=args.gpus is not None, fill=fill))
         return replace(workload, meta=meta), system
-    _progress(args, f"read workload {path}", prog)
+    inform(args, f"read workload {path}", prog)
     return wf.to_workload(), system
 
 
@@ -487,15 +483,15 @@ def _body(argv: list[str] | None, backend_name: str) -> int:
             from workload_gen.config_loading import configs_from_args
 
             model, par = configs_from_args(args)
-            _progress(args, f"building workload: {model.name}, {par.world_size} GPUs", prog)
+            inform(args, f"building workload: {model.name}, {par.world_size} GPUs", prog)
             workload = build(model, par)
         _warn_mismatches(args, workload, system, prog)
         if accounting == "simai":
-            _progress(args, f"SimAI accounting on {system.name}", prog)
+            inform(args, f"SimAI accounting on {system.name}", prog)
             result = run_workload(workload, system, profile=args.profile, gpu=args.gpu, accounting="simai")
         else:
             net = kind.from_args(args, system, workload.parallel.world_size, None if args.quiet else sys.stderr)
-            _progress(args, f"simulating on {system.name} ({kind.name} backend)", prog)
+            inform(args, f"simulating on {system.name} ({kind.name} backend)", prog)
             # the timeline is built only for the files that read it (trace.json, layers.csv);
             # without the PNG (which draws every pass) it may hold only the trace's window
             window = _trace_microbatches(args) if args.out and args.no_plot else None
@@ -504,7 +500,7 @@ def _body(argv: list[str] | None, backend_name: str) -> int:
             result.extras.update(kind.report(net))
         if args.out:
             t_sim = time.perf_counter()
-            _progress(args, f"simulated in {t_sim - t0:.2f} s; rendering the output files "
+            inform(args, f"simulated in {t_sim - t0:.2f} s; rendering the output files "
                       f"({'summary, layers, trace.json' if result.intervals else 'summary, layers'}"
                       f"{'' if args.no_plot else ', run.png'})", prog)
         summary, files = event_outputs(args, result)
@@ -520,7 +516,7 @@ def _body(argv: list[str] | None, backend_name: str) -> int:
             if net is not None:
                 files.update(kind.render_outputs(net, result.iteration_time_s))
             write_outputs(out, files)
-            _progress(args, f"wrote {', '.join(n for n in known_output_files() if n in files)} to {out}/", prog)
+            inform(args, f"wrote {', '.join(n for n in known_output_files() if n in files)} to {out}/", prog)
         if args.json:
             sys.stdout.write(files["summary.json"] if isinstance(files["summary.json"], str) else "")
         else:
@@ -528,7 +524,7 @@ def _body(argv: list[str] | None, backend_name: str) -> int:
     finally:
         if net is not None:
             kind.finish(net, None if args.quiet else sys.stderr)
-    _progress(args, f"done in {time.perf_counter() - t0:.2f} s", prog)
+    inform(args, f"done in {time.perf_counter() - t0:.2f} s", prog)
     return 0
 
 

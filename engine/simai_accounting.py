@@ -74,7 +74,6 @@ SHORT_MESSAGE_LIMIT = 1_048_576
 
 _COLLECTIVES = frozenset({"allreduce", "allgather", "reducescatter", "alltoall"})
 """The collectives SimAI's analytical model prices (CollKind values; a StrEnum is its value as str)."""
-"""The collectives SimAI costs, by CollKind value (a CollKind, a StrEnum, looks itself up here)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -313,7 +312,7 @@ def comm_time_ns(
         return 0  # SimAI computes 0/0 here (undefined); a one-rank group moves nothing
     coll = str(kind)
     if coll not in _COLLECTIVES:
-        raise KeyError(kind)
+        raise ConfigError("collective", coll, f"SimAI's analytical model prices {', '.join(sorted(_COLLECTIVES))}")
     mapped = group_busbw(cluster, group, tp, ep, nranks, coll)
     if mapped is None:
         return 0

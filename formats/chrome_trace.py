@@ -10,7 +10,8 @@ from each pipeline send to the receiving rank's compute track, and a counter tra
 ("ph": "C", "allocated memory", GiB). The reader takes the complete events.
 
 Written from the timeline's compact form (engine.timeline: memoised passes as Blocks): the
-cost follows the micro-batches shown, not the run (:func:`iter_trace_json`).
+cost of the events follows the micro-batches shown, not the run (:func:`iter_trace_json`);
+the memory counter track is the exception: it walks every pass of the run once.
 """
 from __future__ import annotations
 
@@ -335,7 +336,7 @@ def read_chrome_trace(path: str | Path) -> list[Interval]:
         try:
             pid, tid = int(ev["pid"]), int(ev["tid"])
             args = ev.get("args", {})
-            stream = names.get((pid, tid)) or (STREAMS[tid % 16] if 0 <= tid % 16 < len(STREAMS) else str(tid))
+            stream = names.get((pid, tid)) or (STREAMS[tid % _Tracks.STRIDE] if tid % _Tracks.STRIDE < len(STREAMS) else str(tid))
             if " (rank " in stream:  # a further rank's track ("tp (rank 3)")
                 stream = stream.split(" (rank ", 1)[0]
             start = float(ev["ts"]) * 1e-6

@@ -109,8 +109,3 @@ class AnalyticalBackend:
         if not heap or heap[0][0] > t:
             return []
         return self.advance_to(heap[0][0])
-
-
-# The registered kind lives in network/analytical_kind.py (light to import: the run command
-# loads it to add its flags, also on paths that never build this backend).
-from network.analytical_kind import ANALYTICAL, AnalyticalKind  # noqa: F401  (re-exported)

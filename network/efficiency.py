@@ -68,7 +68,6 @@ def write_json_mirror() -> Path:
     return JSON_MIRROR
 
 
-
 @dataclass(frozen=True, slots=True)
 class Curve:
     peak_fraction: float = 1.0
@@ -150,10 +149,10 @@ def load_efficiency(system_name: str, path: str | Path | None = None) -> Efficie
     p = Path(path) if path is not None else DEFAULT_TABLE
     where = str(p)
     data = _shipped_table_data() if path is None else read_yaml_mapping(p, "'default' and 'systems' curves")
-    unknown = sorted(str(k) for k in data if k not in ("default", "systems"))
+    unknown = [k for k in data if k not in ("default", "systems")]
     if unknown:
-        raise ConfigError(unknown[0], data[unknown[0]] if unknown[0] in data else None,
-                          "unknown key; an efficiency file has 'default' and 'systems'", where)
+        raise ConfigError(str(unknown[0]), data[unknown[0]], "unknown key; an efficiency file has 'default' and 'systems'",
+                          where)
     if not data.get("default") and not data.get("systems"):
         raise ConfigError("default", data.get("default"), "no curves: a file without 'default' or 'systems' "
                           "would silently mean an ideal network", where)
