@@ -211,19 +211,9 @@ def _cmd_import_trace(args: argparse.Namespace) -> int:
     return 0
 
 
-def _gpu_name(value: str | None) -> str | None:
-    """The name rows are stored under (``h100`` -> ``h100-sxm``), so a filter by an alias
-    finds them; an unknown name is one line listing the valid ones."""
-    if value is None:
-        return None
-    from workload_gen.gpu_specs import get_gpu
-
-    return get_gpu(value).name
-
-
 def _cmd_stats(args: argparse.Namespace) -> int:
     with ProfileDB(args.profile, create=False) as db:
-        stats = db.stats(_gpu_name(args.gpu))
+        stats = db.stats(args.gpu)
         print(f"{'gpu':<16}{'kind':<14}{'phase':<12}{'source':<11}{'rows':>6}")
         for gpu, kind, phase, source, n in stats:
             print(f"{gpu:<16}{kind:<14}{phase:<12}{source:<11}{n:>6}")
@@ -233,7 +223,7 @@ def _cmd_stats(args: argparse.Namespace) -> int:
 
 def _cmd_show(args: argparse.Namespace) -> int:
     with ProfileDB(args.profile, create=False) as db:
-        rows = db.rows(gpu=_gpu_name(args.gpu), kind=args.kind)
+        rows = db.rows(gpu=args.gpu, kind=args.kind)
     shown = rows if args.limit == 0 else rows[: args.limit]
     print(f"{'gpu':<14}{'kind':<13}{'phase':<11}{'dtype':<6}{'shape_key':<34}{'time_us':>11}  {'source':<9} note")
     for r in shown:
@@ -246,7 +236,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 def _cmd_export(args: argparse.Namespace) -> int:
     with ProfileDB(args.profile, create=False) as db:
-        n = db.export_csv(args.out, gpu=_gpu_name(args.gpu))
+        n = db.export_csv(args.out, gpu=args.gpu)
     inform(args, f"{args.out}: {n} rows")
     return 0
 

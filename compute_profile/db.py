@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import astuple, dataclass, fields
+from dataclasses import replace as replace_row
 from pathlib import Path
 from typing import TypeVar
 
@@ -155,6 +156,16 @@ class MergeResult:
     inserted: int
     replaced: int
     kept: int
+
+
+def stored_gpu_name(name: str, where: str | None = None) -> str:
+    """The name rows are stored and looked up under: the GPU spec's own name (``h100`` ->
+    ``h100-sxm``), which is what attach asks for. An unknown name is refused: its rows could
+    never be used. Every write (:meth:`ProfileDB.put`) and every filter by GPU goes through it."""
+    try:
+        return get_gpu(name).name
+    except ConfigError as exc:
+        raise ConfigError("gpu", name, str(exc).split("; ", 1)[-1], where) from None
 
 
 class ProfileDB:
@@ -313,6 +324,9 @@ class ProfileDB:
         rows = list(rows)
         for i, r in enumerate(rows):
             r.validate(f"row {i + 1}")
+            name = stored_gpu_name(r.gpu, f"row {i + 1}")
+            if name != r.gpu:
+                rows[i] = replace_row(r, gpu=name)
         if self.read_only:
             raise FormatError(self.path, None, "opened read-only; cannot add rows")
         placeholders = ", ".join("?" * len(COLUMNS))
@@ -357,6 +371,7 @@ class ProfileDB:
              phase: str | None = None, dtype: str | None = None) -> list[ProfileRow]:
         """Rows matching the given filters, in a stable order (key order)."""
         where, args = [], []
+        gpu = stored_gpu_name(gpu) if gpu is not None else None
         for col, val in (("gpu", gpu), ("kind", kind), ("phase", phase), ("dtype", dtype)):
             if val is not None:
                 where.append(f"{col}=?")
@@ -380,7 +395,7 @@ class ProfileDB:
         args: list[str] = []
         if gpu is not None:
             sql += " WHERE gpu=?"
-            args.append(gpu)
+            args.append(stored_gpu_name(gpu))
         sql += " GROUP BY gpu, kind, phase, source ORDER BY gpu, kind, phase, source"
         return [(str(g), str(k), str(p), str(s), int(n)) for g, k, p, s, n in self._query(sql, args)]
 
@@ -457,9 +472,7 @@ def _csv_row(rec: dict, path: str, line: int) -> ProfileRow:
             raise FormatError(path, line, f"{col}={text[:40]!r} is not a number") from None
     try:
         if isinstance(vals.get("gpu"), str) and vals["gpu"]:
-            # stored under the name attach looks up (h100 -> h100-sxm): an alias or an unknown
-            # name would give rows that no run ever uses
-            vals["gpu"] = get_gpu(str(vals["gpu"])).name
+            vals["gpu"] = stored_gpu_name(str(vals["gpu"]))  # here, so an unknown one names its line
         row = ProfileRow(**vals)  # type: ignore[arg-type]
         row.validate()
     except ConfigError as exc:

@@ -34,7 +34,6 @@ from pathlib import Path
 from compute_profile.db import ProfileRow
 from formats.kineto import TraceOp, read_kineto
 from workload_gen.errors import ConfigError
-from workload_gen.gpu_specs import get_gpu
 from workload_gen.records import OpKind
 
 _DTYPES = {"float": "fp32", "c10::bfloat16": "bf16", "bfloat16": "bf16", "c10::half": "fp16", "half": "fp16",
@@ -104,7 +103,6 @@ def rows_from_trace(path: str | Path | list, gpu: str, *, steps: list[int] | Non
     recorded shapes (traces made without ``record_shapes=True``) are skipped; a trace
     that yields no row at all is an error, so that an import never silently does nothing.
     """
-    gpu = get_gpu(gpu).name  # the name attach looks rows up by (h100 -> h100-sxm); unknown: one line
     trace = read_kineto(path)
     samples: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
     notes: dict[tuple[str, str, str, str], str] = {}
