@@ -74,14 +74,15 @@ class World : public FlowEvents
     // Wall-clock yield: a long RunUntil returns to Python every ~budget seconds of wall time
     // (yielded = true, nothing else changed), so Python can act on Ctrl-C; the caller runs
     // again. The check is an ns-3 event whose simulated period adapts (doubles while checks
-    // come faster than 5 ms of wall time, halves above 50 ms) up to 2 us: a period grown in
-    // an idle stretch must stay short enough when packets flow again (a 512-GPU fabric
-    // simulates ~10 us per wall second); idle costs 500,000 checks per simulated second.
+    // come faster than 5 ms of wall time, halves above 50 ms) up to 2 us (a 512-GPU fabric
+    // simulates ~10 us per wall second). It runs only while flows are in flight: a stretch
+    // without flows has few events and passes quickly, so it schedules no checks at all.
     double yieldBudgetS{0.2};
     bool yielded{false};
     uint64_t yields{0}; // how often RunUntil handed control back early
     double checkPeriodS{1e-6};
     EventId checkEvent;
+    bool running{false}; // inside RunUntil's Simulator::Run
     std::chrono::steady_clock::time_point runStart, lastCheck;
 
     // ---------------- building ----------------
@@ -207,6 +208,7 @@ class World : public FlowEvents
         Flow& f = flows[id];
         f.start = Simulator::Now().GetSeconds();
         activeFlows.insert(id);
+        ArmWallClockCheck();
         if (f.bytes == 0 || (f.src == f.dst && !f.fluid))
         {
             Simulator::ScheduleNow(&World::FlowDone, this, id);
@@ -318,13 +320,23 @@ class World : public FlowEvents
                 stopTarget = t;
             }
             runStart = lastCheck = std::chrono::steady_clock::now();
-            checkEvent = Simulator::Schedule(Seconds(checkPeriodS), &World::CheckWallClock, this);
+            running = true;
+            ArmWallClockCheck();
             Simulator::Run();
+            running = false;
             checkEvent.Cancel();
             if (!yielded)
             {
                 stopEvent.Cancel();
             }
+        }
+    }
+
+    void ArmWallClockCheck()
+    {
+        if (running && !activeFlows.empty() && !checkEvent.IsPending())
+        {
+            checkEvent = Simulator::Schedule(Seconds(checkPeriodS), &World::CheckWallClock, this);
         }
     }
 
@@ -348,7 +360,7 @@ class World : public FlowEvents
         {
             checkPeriodS = std::max(checkPeriodS / 2, 1e-9);
         }
-        checkEvent = Simulator::Schedule(Seconds(checkPeriodS), &World::CheckWallClock, this);
+        ArmWallClockCheck(); // none while no flow is in flight; StartFlow arms it again
     }
 
     double Now() const
