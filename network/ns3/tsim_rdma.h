@@ -273,10 +273,11 @@ class RdmaTransport
             // reliable mode, or the flow's last): not once per data packet.
             Qp* q = nullptr;
             bool looked = false;
+            auto qi = qpOfFlow.end(); // kept for the erase at the flow's end
             auto qp = [&]() -> Qp* {
                 if (!looked)
                 {
-                    auto qi = qpOfFlow.find(id);
+                    qi = qpOfFlow.find(id);
                     q = qi == qpOfFlow.end() ? nullptr : qi->second;
                     looked = true;
                 }
@@ -335,7 +336,7 @@ class RdmaTransport
                     q->sock = nullptr;
                     q->flow = -1; // the NIC drops it from its list lazily
                     nics[f.src].m_dirty = true;
-                    qpOfFlow.erase(id);
+                    qpOfFlow.erase(qi);
                 }
                 m_events.FlowDone(id);
             }
