@@ -14,10 +14,11 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from child_usage import run_child
 
 ROOT = Path(__file__).resolve().parents[1]
 GPT3 = ["--model", "gpt3-175b", "--tp", "8", "--pp", "8", "--world-size", "1024", "--micro-batch", "1",
@@ -25,19 +26,9 @@ GPT3 = ["--model", "gpt3-175b", "--tp", "8", "--pp", "8", "--world-size", "1024"
 
 
 def child(cmd: list[str], env: dict[str, str]) -> tuple[float, float, int]:
-    """(cpu seconds, wall seconds, max RSS bytes) of one child process."""
-    import time
-
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT, env=env)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    err = proc.stderr.read().decode() if proc.stderr else ""
-    proc.stderr.close() if proc.stderr else None
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {err.strip()[-400:]}")
-    return usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss * 1024
+    """(cpu seconds, wall seconds, max RSS bytes) of one child process (child_usage.run_child)."""
+    u = run_child(cmd, cwd=ROOT, env=env)
+    return u.cpu_s, u.wall_s, u.max_rss_bytes
 
 
 def main(argv: list[str] | None = None) -> int:

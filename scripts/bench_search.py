@@ -12,18 +12,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import sys
 import time
 from pathlib import Path
 
+from child_usage import cpu_self_and_children
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-
-def _cpu() -> float:
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,9 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     system = load_system("h100")
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; {args.workers} workers, "
           f"top_k {args.top_k or 'all'}")
-    t0, c0 = time.perf_counter(), _cpu()
+    t0, c0 = time.perf_counter(), cpu_self_and_children()
     res = search(model, base, system, workers=args.workers, top_k=args.top_k or None)
-    wall, cpu = time.perf_counter() - t0, _cpu() - c0
+    wall, cpu = time.perf_counter() - t0, cpu_self_and_children() - c0
     print(f"{res.enumerated} enumerated, {res.invalid} invalid, {res.over_memory} over memory, "
           f"{res.simulated} simulated, {res.pruned} pruned: {wall:.1f} s wall, {cpu:.1f} s CPU")
     for c in res.ranked[:5]:

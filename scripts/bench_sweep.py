@@ -3,7 +3,8 @@
 Usage: python scripts/bench_sweep.py [--points N] [--model llama3-8b] [--no-ray] [--workers 2]
 Prints points/minute (all points, and valid ones only) for 1 process, N worker processes, and
 a local Ray instance on the same machine, with the CPU seconds each took (this process and its
-workers: on a shared machine wall time says more about the neighbours than about the code).
+pool workers: on a shared machine wall time says more about the neighbours than about the
+code; for Ray only this driver's, since Ray's workers are not our child processes).
 Each point is built, memory-checked, attached and simulated in-process (timeline off),
 exactly as `sweep` does. The grid is docs/sweep.md's kind of dense grid: TP x PP x micro-batch
 x recompute x NIC bandwidth x (GPUs, global batch).
@@ -12,11 +13,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from child_usage import cpu_self_and_children
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -40,20 +42,14 @@ def make_points(model: str, n: int):
     return expand(spec)[:n]
 
 
-def _cpu() -> float:
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)  # pool workers, once reaped
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
-
-
 def run(points, label, **kw):
     from engine.pipeline import clear_caches
 
     clear_caches()  # each variant starts cold, as a fresh sweep does
     with tempfile.TemporaryDirectory() as d:
-        t0, c0 = time.perf_counter(), _cpu()
+        t0, c0 = time.perf_counter(), cpu_self_and_children()
         rows = run_points(points, evaluate_config, Path(d) / "j.jsonl", progress=False, **kw)
-        dt, cpu = time.perf_counter() - t0, _cpu() - c0
+        dt, cpu = time.perf_counter() - t0, cpu_self_and_children() - c0
     ok = sum(r["status"] == "ok" for r in rows)
     print(f"{label:<28} {len(points):6d} points ({ok} valid) in {dt:7.2f} s wall, {cpu:7.2f} s CPU "
           f"({cpu / len(points) * 1e3:5.2f} ms/point) = {len(points) / dt * 60:9.0f} points/min "

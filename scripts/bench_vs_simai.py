@@ -28,10 +28,11 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from child_usage import run_child
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = (REPO / ".." / "shared" / "data" / "simai" / "workload_analytical.txt").resolve()
@@ -41,15 +42,9 @@ SIMAI_FLAGS = ["-g", "9216", "-nv", "360", "-nic", "48.5", "-n_p_s", "8", "-g_p_
 
 
 def cpu_seconds(cmd: list[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> tuple[float, bytes]:
-    """Run ``cmd`` to completion; (user + sys CPU seconds of the child, its stdout)."""
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    assert proc.stdout is not None
-    out = proc.stdout.read()
-    _pid, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise SystemExit(f"{cmd[0]} exited with {proc.returncode}")
-    return usage.ru_utime + usage.ru_stime, out
+    """(user + sys CPU seconds of the finished child, its stdout): child_usage.run_child."""
+    u = run_child(cmd, cwd=cwd, env=env)
+    return u.cpu_s, u.stdout
 
 
 def find_simai_root(binary: Path) -> Path | None:

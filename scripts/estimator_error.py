@@ -39,8 +39,8 @@ def main() -> None:
     args = ap.parse_args()
     with ProfileDB(args.db, create=False) as db:
         table = errors(db, args.gpu, args.source)
-    print(f"| op kind, phase | rows | median est/meas | median abs error | worst abs error |")
-    print(f"|---|---:|---:|---:|---:|")
+    print("| op kind, phase | rows | median est/meas | median abs error | worst abs error |")
+    print("|---|---:|---:|---:|---:|")
     allerr = []
     for kind in sorted(table):
         ratios = [e / m for e, m, _ in table[kind]]
