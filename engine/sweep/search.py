@@ -195,6 +195,7 @@ def _fit_group(model: ModelConfig, pars: list[ParallelConfig], gpu: str, capacit
 
 def _fit_groups(model: ModelConfig, families: list[list[list[ParallelConfig]]], gpu: str, capacity: int,
                 bound: bool) -> list:
+    """Per group of one family: (layouts over memory, (parallel, reserved, bound) or None)."""
     out = []
     for fam in families:
         known: set[str] = set()
@@ -203,17 +204,11 @@ def _fit_groups(model: ModelConfig, families: list[list[list[ParallelConfig]]], 
 
 
 def _fit_and_simulate(model: ModelConfig, families: list[list[list[ParallelConfig]]], system: SystemConfig,
-                      capacity: int) -> list[tuple[int, bool, Candidate | None]]:
-    """Per group: (layouts over memory, whether one fits, its simulated candidate or None),
-    in one worker, so the workload built for the memory check is the one simulated."""
-    out = []
-    for fam in families:
-        known: set[str] = set()
-        for g in fam:
-            over, fit = _fit_group(model, g, system.gpu, capacity, False, known)
-            out.append((over, fit is not None,
-                        _simulate(model, fit[0], system, fit[1]) if fit is not None else None))
-    return out
+                      capacity: int) -> list[tuple[int, Candidate | None]]:
+    """Per group: (layouts over memory, its simulated candidate or None), in one worker, so
+    the workload built for the memory check is the one simulated."""
+    return [(over, _simulate(model, fit[0], system, fit[1]) if fit is not None else None)
+            for over, fit in _fit_groups(model, families, system.gpu, capacity, False)]
 
 
 def _simulate(model: ModelConfig, par: ParallelConfig, system: SystemConfig, reserved: int) -> Candidate | None:
@@ -270,8 +265,8 @@ def search(model: ModelConfig, base: ParallelConfig, system: SystemConfig, *, pr
                     results += f.result()
                     if progress:
                         progress(len(results), total)
-            kept = [c for _, _, c in results if c is not None]
-            return _result(kept, len(layouts), reasons, sum(o for o, _, _ in results))
+            kept = [c for _, c in results if c is not None]
+            return _result(kept, len(layouts), reasons, sum(o for o, _ in results))
         if pool is None:
             fits = [r for c in chunks for r in _fit_groups(model, c, gpu, capacity, True)]
         else:
