@@ -305,16 +305,17 @@ def event_outputs(args: argparse.Namespace, result: Any) -> tuple[dict[str, Any]
     if args.out:  # the file renderers load only when there are files to render
         from formats.chrome_trace import trace_json
         from formats.endtoend_csv import render_endtoend_csv, totals_from_breakdown
-        from formats.run_outputs import endtoend_layer_rows, layers_csv
+        from formats.run_outputs import endtoend_layer_rows, layer_rows, layers_csv
 
         b = result.breakdown
+        lrows = layer_rows(result)  # once, for layers.csv and EndToEnd.csv
         if simai:
             totals, rows = result.extras["simai_totals_us"], result.extras["simai_layers"]
         else:
             totals = totals_from_breakdown(b.compute_s, b.exposed_comm_s, b.bubble_s, b.optimizer_s,
                                            result.iteration_time_s)
-            rows = endtoend_layer_rows(result)  # per-layer rows of the critical stage
-        files["layers.csv"] = layers_csv(result)
+            rows = endtoend_layer_rows(result, lrows)  # per-layer rows of the critical stage
+        files["layers.csv"] = layers_csv(result, lrows)
         files["EndToEnd.csv"] = render_endtoend_csv(totals, rows, name=result.workload.model.name,
                                                     run_name="Analytical" if simai else "trainsim")
         if result.intervals:
@@ -471,7 +472,7 @@ def _body(argv: list[str] | None, backend_name: str) -> int:
     else:
         reject_simai_flags(args)
     net = None
-    if accounting == "simai" and wpath is not None and is_simai_file(wpath):
+    if accounting == "simai" and simai_file:
         summary, files = _simai_accounting_outputs(args, wpath, system)
     else:
         from engine.pipeline import run_workload

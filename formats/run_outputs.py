@@ -329,18 +329,20 @@ def layer_rows(result: RunResult) -> list[dict[str, Any]]:
     return rows
 
 
-def layers_csv(result: RunResult) -> str:
+def layers_csv(result: RunResult, rows: list[dict[str, Any]] | None = None) -> str:
+    """layers.csv; ``rows``: :func:`layer_rows` of ``result`` when the caller has them already."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(LAYER_COLUMNS)
-    for r in layer_rows(result):
+    for r in layer_rows(result) if rows is None else rows:
         w.writerow([f"{v:.9g}" if isinstance(v, float) else v for v in (r[c] for c in LAYER_COLUMNS)])
     return buf.getvalue()
 
 
-def endtoend_layer_rows(result: RunResult) -> list[dict[str, Any]]:
-    """EndToEnd.csv's per-layer rows for an event-mode run: layers.csv's rows of the critical
-    stage in SimAI's columns (formats.endtoend_csv.event_layer_rows)."""
+def endtoend_layer_rows(result: RunResult, rows: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """EndToEnd.csv's per-layer rows for an event-mode run: layers.csv's rows (``rows``, or
+    :func:`layer_rows` of ``result``) of the critical stage in SimAI's columns
+    (formats.endtoend_csv.event_layer_rows)."""
     from formats.endtoend_csv import event_layer_rows
 
-    return event_layer_rows(layer_rows(result), int(result.extras.get("critical_stage", 0)))
+    return event_layer_rows(layer_rows(result) if rows is None else rows, int(result.extras.get("critical_stage", 0)))
