@@ -102,7 +102,11 @@ def collective_path(kind: CollKind, shape: GroupShape, system: SystemConfig, nby
         # Reduce into the switch, tree between node heads on all k rails, multicast back.
         net = nic_share(system, k)
         busbw, link = (system.nvls_busbw, Link.NVLS) if system.nvls_busbw < net else (net, Link.NIC)
-        fill = nvls_tree_fill_s(nbytes, nodes, system.nics_per_node, system.nic_busbw, system.nvlink_busbw)
+        # the pipeline runs on the rails the group's k GPUs own (as nic_share counts them and
+        # the expander's heads are), one NIC's rate per edge, thinned like the bandwidth term
+        heads = max(1, k * system.nics_per_node // system.gpus_per_node)
+        fill = nvls_tree_fill_s(nbytes, nodes, heads, system.nic_busbw / system.oversubscription,
+                                system.nvlink_busbw)
         return CollectivePath(algo, busbw, 2 * lat_nv + 2 * node_tree_height(nodes) * lat_net + fill, link)
     busbw, link = _ring_busbw(shape, system)
     # ring, the broadcast chain, and NCCL's double binary tree (a chain of k inside a node

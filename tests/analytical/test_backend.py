@@ -208,3 +208,21 @@ def test_system_yaml_with_fewer_nics_and_oversubscription(tmp_path):
     busbw = 4 / 8 * 50e9 * 0.92 / 2
     expected = 3 * sysc.network_latency_s + 3 / 4 * S / busbw
     assert b.collective_time(op(CollKind.ALL_GATHER, Group.DP, 4), ranks) == pytest.approx(expected, rel=1e-12)
+
+
+def test_nvls_tree_fill_runs_on_the_groups_own_rails_at_the_thinned_rate():
+    """4 GPUs of each of 2 nodes (a DGX node: 8 GPUs, 8 NICs) own 4 rails, so NCCL's NVLS tree
+    has 4 heads per node: 16 channels x 4 heads = 64 lanes, chunk 128 KiB (NCCL_NVLS_CHUNKSIZE,
+    128 MiB is not below 4 x 64 lanes x 128 KiB = 32 MiB), one flow = 128 KiB x 64 / 16 =
+    512 KiB. A 2-node tree has height 1: the first flow crosses one edge at one NIC's rate,
+    halved by 2:1 oversubscription (as the bandwidth term is), and 16 channels' first flows
+    leave over NVLink. The fill used all 8 NICs and the unthinned rate before."""
+    from network.busbw import collective_path
+    from workload_gen.placement import GroupShape
+
+    sysc = replace(get_system("h100"), oversubscription=2.0)
+    path = collective_path(CollKind.ALL_REDUCE, GroupShape(8, 2, 4), sysc, 128 * 2**20)
+    assert path.algorithm == "nvls_tree"
+    flow = 512 * 1024
+    fill = flow / (50e9 * 0.92 / 2) + 16 * flow / 360e9
+    assert path.latency_s == pytest.approx(2 * 2e-6 + 2 * 1 * 5e-6 + fill, rel=1e-12)
