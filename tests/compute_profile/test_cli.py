@@ -1,8 +1,6 @@
 """compute-profile CLI in-process: measure a tiny model on the CPU, imports, exports, errors."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from cp_fixtures import SHARED_DATA
 
@@ -112,14 +110,18 @@ def test_help_everywhere(cmd, capsys):
     assert "usage: compute-profile" in capsys.readouterr().out
 
 
-def test_calibrate_refuses_unwritable_outputs_before_fitting(tmp_path, capsys):
+def test_calibrate_refuses_unwritable_outputs_before_fitting(tmp_path, capsys, monkeypatch):
     """--out/--plot that cannot be written are refused up front (exit 2, one line), not after
     a minute of fitting; a missing parent directory is fine (created on write)."""
     from compute_profile.cli import main
 
+    def no_fitting(*_args, **_kwargs):
+        raise AssertionError("calibrate started fitting before checking its outputs")
+
+    monkeypatch.setattr("engine.calibration.cross_validate", no_fitting)
     blocker = tmp_path / "a_file"
     blocker.write_text("x")
-    data = str(Path(__file__).resolve().parents[3] / "shared" / "data" / "real")
+    data = str(SHARED_DATA / "real")
     for argv, needle in ((["--out", str(blocker / "r.md")], "not a directory"),
                          (["--plot", str(blocker / "p.png")], "not a directory"),
                          (["--out", str(tmp_path)], "is a directory"),
