@@ -1,8 +1,7 @@
 """Fuzz sweep specs: the YAML, the grid, and the filter expression language."""
 from __future__ import annotations
 
-import tracemalloc
-
+from alloc_peak import peak_allocation
 from fuzz_helpers import fuzz_settings, json_values, mutated_text, only_trainsim_errors, scratch_file
 from fuzz_seeds import SWEEP_YAML
 from hypothesis import example, given
@@ -49,19 +48,11 @@ def _expand_filters(filters) -> None:
     limits (a 256-bit integer, 10,000-item repetition) would build its value; the seeds
     below that exhausted memory build 100 MB and more (9 ** 9 ** 9: 145 MB), while six
     points' filters need well under 1 MB, so 64 MiB of Python allocations at peak is the line."""
-    tracing = tracemalloc.is_tracing()
-    if tracing:
-        tracemalloc.reset_peak()
-    else:
-        tracemalloc.start()
-    base = tracemalloc.get_traced_memory()[0]
-    try:
-        expand(spec_from_dict({"base": BASE, "grid": GRID, "filters": filters}, source="fuzz.yaml"))
-    finally:  # also when it ends in an error: the value may have been built first
-        peak = tracemalloc.get_traced_memory()[1] - base
-        if not tracing:
-            tracemalloc.stop()
-        assert peak < 64 << 20, f"filters {filters!r} allocated {peak / 2**20:.0f} MiB"
+    peak, error = peak_allocation(
+        lambda: expand(spec_from_dict({"base": BASE, "grid": GRID, "filters": filters}, source="fuzz.yaml")))
+    assert peak < 64 << 20, f"filters {filters!r} allocated {peak / 2**20:.0f} MiB"
+    if error is not None:  # also when it ends in an error: the value may have been built first
+        raise error
 
 
 @fuzz_settings(200)
