@@ -54,7 +54,7 @@ def test_pfc_alone_is_unfair_and_dcqcn_restores_fair_shares(ns3_runtime):
     assert _jain(off) < 0.75
     on = parking_lot(TransportParams.deep_incast())
     assert on.sum() > 0.85 * RATE / 1e9
-    assert _jain(on) > 0.9  # measured 0.945 (PFC alone: 0.735)
+    assert _jain(on) > 0.9  # measured 0.968 (PFC alone: 0.735)
     assert 0.7 < on[:4].mean() / on[4:].mean() < 1.4  # no port-level bias left
 
 

@@ -1,9 +1,8 @@
 """Real ns-3: deep incasts held by congestion control (issue 15's physics tests).
 
 N senders on one 400 Gb/s switch (1 us links) send 32 MB each to one receiver. The
-receiver's link must stay busy (HPCC >= 90%; DCQCN with TransportParams.deep_incast() >= 85%:
-measured 88.9% and 88.1% for 8 and 16 senders, so the issue's 90% is not reached by DCQCN;
-see docs/ns3.md) (wire bytes / rate / finish of the last flow), nothing
+receiver's link must stay >= 90% busy under HPCC and under DCQCN with
+TransportParams.deep_incast() (wire bytes / rate / finish of the last flow), nothing
 may be dropped, and every ingress port must stay within its PFC threshold plus headroom.
 Whether PFC fires is established by comparison: with ECN on, DCQCN (or HPCC) holds the
 queue below the XOFF threshold so no PAUSE is sent; with ECN off the same incast fills the
@@ -36,7 +35,7 @@ def test_dcqcn_holds_a_deep_incast_with_ecn_alone(ns3_runtime, n):
     p = TransportParams.deep_incast()
     finish, reps, down, ups, util = incast(n, p)
     assert sum(r.drops for r in reps) == 0 and (finish > 0).all()
-    assert util >= 0.85
+    assert util >= 0.90  # measured 97.1% (8) and 94.7% (16)
     assert down.ecn_marks > 0 and sum(r.cnps for r in reps) > 0
     assert sum(r.pauses_sent for r in reps) == 0  # ECN alone held it: no PFC
     assert max(r.peak_ingress_bytes for r in ups) <= _threshold(p) + HEADROOM
