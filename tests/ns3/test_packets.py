@@ -133,6 +133,38 @@ def test_per_flow_ecmp_spreads_flows_over_spines(ns3_runtime):
     net.close()
 
 
+def test_ecmp_collisions_slow_exactly_the_flows_that_share_an_uplink(ns3_runtime):
+    """8 equal flows from the 8 NICs of leaf 0 to 8 distinct NICs of leaf 1 (rail fabric, 8
+    spines, every link at the NIC rate): the only resource two flows can share is an uplink
+    their 5-tuples hashed onto. A flow on an uplink that c flows hashed onto gets 1/c of it,
+    so it finishes at c x (its wire bytes / rate) plus the path's latency: flows alone on an
+    uplink are not slowed at all, and the slowdowns are exactly the collision counts."""
+    fab = build_fabric(H100, 64, "rail")
+    net = PacketNetwork(fab, TransportParams(), nvlink_bps=H100.nvlink_busbw * 8, nvlink_latency_s=0.0, num_gpus=64)
+    src = [8 * k for k in range(8)]  # NIC 0 of every node: leaf 0
+    dst = [8 * ((k + 1) % 8) + 1 for k in range(8)]  # NIC 1 of another node each: leaf 1
+    n, nbytes = len(src), 8_000_000
+    net.add_flows(0, np.array(src), np.array(dst), np.full(n, float(nbytes)), np.zeros(n + 1, dtype=np.int32),
+                  np.zeros(0, dtype=np.int32), np.zeros(n, dtype=np.uint8))
+    while net.pending_transfers():
+        net.run_until(net.now + 1.0)
+    finish = np.sort(net.flow_table()[:, 4])
+    reps = net.link_reports()
+    net.close()
+    rate = fab.links[0].rate_bps
+    wire = nbytes + math.ceil(nbytes / (9000 - 28)) * 30  # payload + 30 B of headers per packet (RDMA model)
+    ups = [r for r in reps if r.src == "leaf0" and r.dst.startswith("spine")]
+    shares = [r.tx_bytes / wire for r in ups]
+    counts = [round(s) for s in shares]
+    assert shares == pytest.approx(counts, abs=0.01)  # every flow stayed on one uplink
+    assert sum(counts) == n and max(counts) >= 2  # this hash does collide
+    t1 = wire * 8 / rate
+    expected = np.sort([c * t1 for c in counts for _ in range(c)])
+    path = 3 * (1e-6 + 9030 * 8 / rate)  # three hops' propagation and store-and-forward
+    assert (finish >= expected).all() and (finish <= expected + path + 0.01 * expected).all()
+    assert sum(1 for c in counts if c == 1) == int((finish < 1.5 * t1).sum())  # alone = not slowed
+
+
 def test_runs_repeat_exactly_in_one_process(ns3_runtime):
     """Same inputs, same flow finish times (RED's random marking uses fixed streams)."""
     a = _run_flows("rdma", [0, 1, 2], [8, 8, 8], [5_000_000] * 3)[1]
