@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from collectives.layout import GroupLayout
-from collectives.protocol import Protocol
+from collectives.protocol import DEFAULT_TUNING, NcclTuning, Protocol
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -18,6 +18,8 @@ class Context:
     protocol: Protocol
     root: int = 0
     """Index into layout.ranks of the broadcast/reduce root."""
+    tuning: NcclTuning = DEFAULT_TUNING
+    """The machine NCCL's protocol model sees (the system's GPU row and bus bandwidths)."""
 
 
 def nested_split(total: int, dims: tuple[int, ...]) -> np.ndarray:

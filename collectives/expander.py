@@ -20,7 +20,7 @@ from collectives.auto import choose
 from collectives.common import Context, nested_split
 from collectives.flowgraph import FlowBuilder, FlowGraph, empty_graph
 from collectives.layout import MAX_CHANNELS, GroupLayout
-from collectives.protocol import Protocol, auto_protocol, get_protocol
+from collectives.protocol import DEFAULT_TUNING, NcclTuning, Protocol, auto_protocol, get_protocol
 from collectives.pxn import apply_pxn
 from collectives.registry import ALGORITHMS, OPS
 from workload_gen.errors import ConfigError
@@ -62,10 +62,13 @@ class CollectivePlan:
     """The call's protocol: ``auto_protocol`` of the bytes per rank and channel, or the one
     asked for; each builder settles it for its algorithm (:meth:`settled_protocol`)."""
     root: int = 0
+    tuning: NcclTuning = DEFAULT_TUNING
+    """The machine NCCL's protocol model sees: the system's (:meth:`NcclTuning.for_system`),
+    the h100 preset's without one."""
 
     def context(self) -> Context:
         """What the algorithm's builder receives."""
-        return Context(self.op, self.nbytes, self.layout, self.channels, self.protocol, self.root)
+        return Context(self.op, self.nbytes, self.layout, self.channels, self.protocol, self.root, self.tuning)
 
     def settled_protocol(self) -> Protocol:
         """The protocol and chunk the builder will settle on (algorithms.pipeline.resolved;
@@ -110,7 +113,8 @@ def plan_collective(op: CollKind | str, bytes: int, ranks: Sequence[int], placem
             raise ConfigError("channels", channels, f"auto or an integer in [1, {MAX_CHANNELS}]")
     per_channel = nbytes / max(layout.n, 1) / n_ch
     proto = auto_protocol(per_channel) if protocol == "auto" else get_protocol(protocol)
-    return CollectivePlan(op_name, nbytes, layout, algo_name, n_ch, proto, root)
+    tuning = NcclTuning.for_system(system) if system is not None else DEFAULT_TUNING
+    return CollectivePlan(op_name, nbytes, layout, algo_name, n_ch, proto, root, tuning)
 
 
 def expand(op: CollKind | str, bytes: int, ranks: Sequence[int], placement: Placement,

@@ -28,7 +28,9 @@ algorithm first (collectives.auto), then the protocol for that algorithm:
 
 - nvls, nvls_tree: Simple (the only one NCCL has);
 - ring, tree, the broadcast/reduce chain: NCCL's own model, :func:`nccl_protocol_time`,
-  with Hopper's constants from tuning.cc;
+  with tuning.cc's caps for the system's GPU row (Volta, Ampere, Hopper, Blackwell by
+  compute capability; LL across nodes by the host CPU) and the system's bus bandwidths
+  (:class:`NcclTuning`; the h100 preset without a system);
 - send/recv and all-to-all (NCCL's p2p path): LL when a peer's bytes are at most
   ``channels x NCCL_P2P_LL_THRESHOLD`` (16 KiB), else Simple (enqueue.cc);
 - halving-doubling (not an NCCL algorithm): by the bytes per rank per channel, below
@@ -44,6 +46,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from workload_gen.errors import ConfigError
+from workload_gen.gpu_specs import get_gpu
+from workload_gen.system import SystemConfig
 from workload_gen.units import KiB, MiB
 
 
@@ -96,17 +100,63 @@ def auto_protocol(bytes_per_rank_per_channel: float) -> Protocol:
     return replace(_per_rank_rule(bytes_per_rank_per_channel), auto=True)
 
 
-# --- NCCL's tuning model (tuning.cc ncclTopoTuneModel, Hopper constants) -----------------
+# --- NCCL's tuning model (tuning.cc ncclTopoTuneModel) -------------------------------------
 # Latencies in microseconds, bandwidths in GB/s, index by protocol.
 _PROTOS = ("ll", "ll128", "simple")
 _BASE_LAT = {"tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4)}
 _HW_LAT_NVLINK = {"tree": (0.6, 1.25, 4.0), "ring": (0.6, 1.9, 3.4)}
 _HW_LAT_NET = {"tree": (5.0, 8.5, 14.0), "ring": (2.7, 4.0, 14.0)}
-_LL_MAX_BW_HOPPER = (141.0, 45.0, 35.0)  # 1 node, 2 nodes, more
-_PER_CH_RING_LL128 = 36.7                # GB/s per channel, Hopper
-_PER_CH_TREE = (38.7, 41.4, 36.0)
-_PER_CH_TREE_LL128 = (36.7, 36.7, 29.0)
 _NET_OVERHEAD_US = 1.0                   # getNetOverhead on Intel x86; x3 for Simple
+
+ARCHES = ("volta", "ampere", "hopper", "blackwell")
+"""NCCL's compute-capability rows (tuning.cc: >= 10.0 Blackwell, >= 9.0 Hopper, >= 8.0
+Ampere, else Volta)."""
+# Per-row caps, GB/s, by scale: one node, two nodes, more (tuning.cc llMaxBws,
+# perChMaxRingLL128Bws, perChMaxTreeBws, perChMaxTreeLL128Bws; NVIDIA/nccl
+# src/graph/tuning.cc, the four-row tables of NCCL 2.25 and later).
+_LL_MAX_BW = ((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (141.0, 45.0, 35.0), (282.0, 90.0, 70.0))
+_PER_CH_RING_LL128 = ((20.0, 20.0, 20.0), (20.0, 20.0, 20.0), (36.7, 36.7, 36.7), (40.0, 40.0, 40.0))
+_PER_CH_TREE = ((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (38.7, 41.4, 36.0), (70.0, 42.8, 24.0))
+_PER_CH_TREE_LL128 = ((20.0, 20.0, 20.0), (20.0, 20.0, 20.0), (36.7, 36.7, 29.0), (55.6, 31.67, 20.0))
+
+
+def arch_of(compute_capability: tuple[int, int]) -> str:
+    """NCCL's row for a GPU's compute capability (tuning.cc ``compCapIndex``)."""
+    cc = compute_capability[0] * 10 + compute_capability[1]
+    return "blackwell" if cc >= 100 else "hopper" if cc >= 90 else "ampere" if cc >= 80 else "volta"
+
+
+@dataclass(frozen=True, slots=True)
+class NcclTuning:
+    """What NCCL's protocol model knows of the machine: the GPUs' architecture row, the bus
+    bandwidths it divides by, and the host CPU's vendor (across nodes NCCL caps LL by the
+    CPU, not the GPU: row Volta for Intel and other x86, row Ampere for AMD; tuning.cc
+    ``index1``). The default is the h100 preset (Intel hosts, as in DGX H100)."""
+
+    arch: str = "hopper"
+    nvlink_busbw: float = 360e9
+    """bytes/s: NVLink bus bandwidth inside a node."""
+    nic_busbw: float = 46e9
+    """bytes/s: achievable bandwidth of one NIC (rail)."""
+    cpu_vendor: str = "intel"
+
+    @classmethod
+    def for_system(cls, system: SystemConfig) -> NcclTuning:
+        """The system's GPU row (its compute capability) and bus bandwidths; Intel hosts."""
+        return cls(arch_of(get_gpu(system.gpu).compute_capability), system.nvlink_busbw, system.nic_busbw)
+
+    def caps(self, nodes: int) -> tuple[float, float, float, float]:
+        """(llMaxBw, perChMaxRingLL128Bw, perChMaxTreeBw, perChMaxTreeLL128Bw) in GB/s for a
+        communicator over ``nodes`` nodes."""
+        row = ARCHES.index(self.arch)
+        scale = 0 if nodes <= 1 else 1 if nodes == 2 else 2
+        ll_row = row if nodes <= 1 else (1 if self.cpu_vendor == "amd" else 0)
+        return (_LL_MAX_BW[ll_row][scale], _PER_CH_RING_LL128[row][scale], _PER_CH_TREE[row][scale],
+                _PER_CH_TREE_LL128[row][scale])
+
+
+DEFAULT_TUNING = NcclTuning()
+"""The model's machine when the expander is given no system: the h100 preset."""
 
 
 def _log2i(x: int) -> int:
@@ -114,13 +164,15 @@ def _log2i(x: int) -> int:
 
 
 def nccl_protocol_time(algorithm: str, op: str, nbytes: float, n: int, nodes: int, per_node: int,
-                       busbw: float, protocol: str, channels: int = 1) -> float:
+                       busbw: float, protocol: str, channels: int = 1,
+                       tuning: NcclTuning = DEFAULT_TUNING) -> float:
     """NCCL's predicted time (s) of one collective by ring or tree with ``protocol``.
 
     ``busbw`` (bytes/s) is the collective's large-message bus bandwidth (the analytical
     backend's path busbw); NCCL's refinements: LL runs at half of it capped at llMaxBw, LL128
     at 92% (ring) or 120/128 (tree; 7/9 in one node), the tree's all-reduce at 92%, each
-    capped per channel (Hopper's perChMax tables, times our ``channels``); the algorithm
+    capped per channel (the GPU row's perChMax tables, times our ``channels``; ``tuning``);
+    the algorithm
     bandwidth is busbw x n/nsteps for the ring and busbw/2 for the tree. Latency: base + per
     step hardware latency (NVLink inside a node, the network across nodes, at least the
     network post overhead per intra-node step of a multi-node ring).
@@ -128,21 +180,20 @@ def nccl_protocol_time(algorithm: str, op: str, nbytes: float, n: int, nodes: in
     a = "tree" if algorithm == "tree" else "ring"
     p = _PROTOS.index(protocol)
     bw = busbw / 1e9
-    idx = 0 if nodes <= 1 else 1 if nodes == 2 else 2
-    ll_max = _LL_MAX_BW_HOPPER[idx]
+    ll_max, ring_ll128, tree_simple, tree_ll128 = tuning.caps(nodes)
     ch = max(1, channels)
     if a == "ring":
         if protocol == "ll":
             bw = min(ll_max, bw * 0.5)
         elif protocol == "ll128":
-            bw = min(bw * 0.92, ch * _PER_CH_RING_LL128)
+            bw = min(bw * 0.92, ch * ring_ll128)
     else:
         if op == "allreduce":
-            bw = min(bw * 0.92, ch * _PER_CH_TREE[idx])
+            bw = min(bw * 0.92, ch * tree_simple)
         if protocol == "ll":
             bw = min(bw / 3.8, ll_max)
         elif protocol == "ll128":
-            bw = min(bw * (7.0 / 9.0 if nodes <= 1 else 120.0 / 128.0), ch * _PER_CH_TREE_LL128[idx])
+            bw = min(bw * (7.0 / 9.0 if nodes <= 1 else 120.0 / 128.0), ch * tree_ll128)
     nsteps = 2 * (n - 1) if op == "allreduce" else (n - 1 if op in ("allgather", "reducescatter") else n)
     algbw = bw * (n / nsteps if a == "ring" else 0.5)
     lat = _BASE_LAT[a][p]
@@ -163,10 +214,10 @@ def nccl_protocol_time(algorithm: str, op: str, nbytes: float, n: int, nodes: in
 
 
 def nccl_protocol(algorithm: str, op: str, nbytes: float, n: int, nodes: int, per_node: int,
-                  busbw: float, channels: int = 1) -> Protocol:
+                  busbw: float, channels: int = 1, tuning: NcclTuning = DEFAULT_TUNING) -> Protocol:
     """The protocol NCCL's model predicts fastest for the whole buffer (ring, tree, chain)."""
     best = min(_PROTOS, key=lambda p: (nccl_protocol_time(algorithm, op, nbytes, n, nodes, per_node, busbw, p,
-                                                          channels), -_PROTOS.index(p)))
+                                                          channels, tuning), -_PROTOS.index(p)))
     return PROTOCOLS[best]
 
 
@@ -208,34 +259,28 @@ def nvls_pipeline(nbytes: int, channels: int, heads: int, nodes: int) -> tuple[i
     return max(1, -(-per_channel // flow)), flow
 
 
-DEFAULT_NVLINK_BUSBW = 360e9
-"""bytes/s: the h100 preset's NVLink bus bandwidth, for NCCL's protocol model (the expander
-does not carry the system into the builders; the choice depends on ratios far more)."""
-DEFAULT_NIC_BUSBW = 46e9
-"""bytes/s per rail: the h100 preset's achievable NIC bandwidth (400 Gb/s x 0.92)."""
-
-
-def model_busbw(nodes: int, per_node: int, rails: int) -> float:
+def model_busbw(nodes: int, per_node: int, rails: int, tuning: NcclTuning = DEFAULT_TUNING) -> float:
     """Bus bandwidth (bytes/s) NCCL's model sees: NVLink in one node; across nodes the
     group's rails, but never more than NVLink (network/busbw.py's ring rule)."""
     if nodes <= 1:
-        return DEFAULT_NVLINK_BUSBW
-    net = max(1, rails) * DEFAULT_NIC_BUSBW
-    return min(DEFAULT_NVLINK_BUSBW, net) if per_node > 1 else net
+        return tuning.nvlink_busbw
+    net = max(1, rails) * tuning.nic_busbw
+    return min(tuning.nvlink_busbw, net) if per_node > 1 else net
 
 
 def settle(protocol: Protocol, algorithm: str, op: str, nbytes: int, n: int, nodes: int, per_node: int,
-           channels: int, rails: int = 1) -> Protocol:
+           channels: int, rails: int = 1, tuning: NcclTuning = DEFAULT_TUNING) -> Protocol:
     """The final protocol of a collective: ``protocol`` itself unless it is a provisional
     ``auto`` choice, which is replaced by NCCL's rule for ``algorithm`` (module docstring).
-    ``rails``: NICs the group uses per node (the bus bandwidth of NCCL's model)."""
+    ``rails``: NICs the group uses per node (the bus bandwidth of NCCL's model); ``tuning``:
+    the machine NCCL's model sees (the system's GPU row and bandwidths)."""
     if not protocol.auto:
         return protocol
     if algorithm in ("nvls", "nvls_tree"):
         return PROTOCOLS["simple"]
     if algorithm in ("ring", "tree", "chain"):
-        return nccl_protocol(algorithm, op, nbytes, n, nodes, per_node, model_busbw(nodes, per_node, rails),
-                             channels)
+        return nccl_protocol(algorithm, op, nbytes, n, nodes, per_node, model_busbw(nodes, per_node, rails, tuning),
+                             channels, tuning)
     if algorithm in ("p2p", "alltoall", "pairwise"):
         per_peer = nbytes if algorithm == "p2p" else nbytes / max(n, 1)
         return PROTOCOLS["ll" if per_peer <= channels * P2P_LL_THRESHOLD else "simple"]
@@ -243,13 +288,13 @@ def settle(protocol: Protocol, algorithm: str, op: str, nbytes: int, n: int, nod
 
 
 def resolve(protocol: Protocol, algorithm: str, op: str, nbytes: int, n: int, nodes: int, per_node: int,
-            channels: int, rails: int = 1) -> Protocol:
+            channels: int, rails: int = 1, tuning: NcclTuning = DEFAULT_TUNING) -> Protocol:
     """The protocol a collective's flows use, with the chunk one flow carries: :func:`settle`,
     then NCCL's chunk for the algorithm where it is not the protocol's own: the tree's Simple
     chunk is one 512 KiB step; NVLS and NVLS-tree pipelines follow :func:`nvls_pipeline`
     (``heads``: the group's NICs per node across nodes, its GPUs in one node).
     ``expand`` and ``expand-collective``'s flow bound should both ask this."""
-    p = settle(protocol, algorithm, op, nbytes, n, nodes, per_node, channels, rails)
+    p = settle(protocol, algorithm, op, nbytes, n, nodes, per_node, channels, rails, tuning)
     chunk = p.chunk_bytes
     if p.name == "simple" and algorithm == "tree":
         chunk = SIMPLE_STEP_BYTES
@@ -259,8 +304,12 @@ def resolve(protocol: Protocol, algorithm: str, op: str, nbytes: int, n: int, no
 
 
 __all__ = [
+    "ARCHES",
+    "DEFAULT_TUNING",
+    "NcclTuning",
     "PROTOCOLS",
     "Protocol",
+    "arch_of",
     "auto_protocol",
     "get_protocol",
     "model_busbw",

@@ -31,6 +31,9 @@ class GpuSpec:
     """Bytes/s."""
     memory_bytes: int
     sm_count: int
+    compute_capability: tuple[int, int]
+    """CUDA compute capability (major, minor), from NVIDIA's CUDA GPUs table: A100 8.0,
+    H100/H200/H20 9.0, B200 10.0. NCCL picks its tuning tables by it (collectives.protocol)."""
 
     def peak(self, dtype: str) -> float:
         try:
@@ -45,7 +48,7 @@ GPUS: dict[str, GpuSpec] = {
         # NVIDIA A100 Tensor Core GPU datasheet (2021), SXM column; dense figures.
         source="NVIDIA A100 datasheet, SXM 80GB",
         peak_flops={"bf16": 312 * T, "fp16": 312 * T, "tf32": 156 * T, "fp32": 19.5 * T},
-        hbm_bw=2039 * GB, sm_count=108,
+        hbm_bw=2039 * GB, sm_count=108, compute_capability=(8, 0),
         # CUDA totalGlobalMem of an A100 80GB: 81,049 MiB (mixbench output, github.com/ekondis/
         # mixbench/issues/47, "Total global mem: 81049 MB", A100 80GB PCIe; the SXM4 module has the
         # same 80 GB HBM2e). nvidia-smi shows 81,920 MiB (github.com/modal-labs/modal-client/pull/2797).
@@ -56,7 +59,7 @@ GPUS: dict[str, GpuSpec] = {
         # NVIDIA A100 datasheet, PCIe 80GB column.
         source="NVIDIA A100 datasheet, PCIe 80GB",
         peak_flops={"bf16": 312 * T, "fp16": 312 * T, "tf32": 156 * T, "fp32": 19.5 * T},
-        hbm_bw=1935 * GB, sm_count=108,
+        hbm_bw=1935 * GB, sm_count=108, compute_capability=(8, 0),
         # CUDA totalGlobalMem 81,049 MiB: mixbench on an "NVIDIA A100 80GB PCIe"
         # (github.com/ekondis/mixbench/issues/47).
         memory_bytes=81_049 * MiB,
@@ -66,7 +69,7 @@ GPUS: dict[str, GpuSpec] = {
         # NVIDIA H100 Tensor Core GPU datasheet, SXM5 column; sparsity figures halved.
         source="NVIDIA H100 datasheet, SXM",
         peak_flops={"bf16": 989.4 * T, "fp16": 989.4 * T, "fp8": 1978.9 * T, "tf32": 494.7 * T, "fp32": 66.9 * T},
-        hbm_bw=3350 * GB, sm_count=132,
+        hbm_bw=3350 * GB, sm_count=132, compute_capability=(9, 0),
         # torch.cuda.get_device_properties: "NVIDIA H100 80GB HBM3 ... total_memory=81090MB" (MiB;
         # 8 GPUs printed in Stanford CS336 spring 2025 lecture 6 notes); other public printouts give
         # 81,082-81,106 MiB by driver (deviceQuery 85,045,477,376 bytes: github.com/thamada/
@@ -80,7 +83,7 @@ GPUS: dict[str, GpuSpec] = {
         # NVIDIA H200 datasheet, SXM column: H100 compute, HBM3e 141 GB at 4.8 TB/s.
         source="NVIDIA H200 datasheet, SXM",
         peak_flops={"bf16": 989.4 * T, "fp16": 989.4 * T, "fp8": 1978.9 * T, "tf32": 494.7 * T, "fp32": 66.9 * T},
-        hbm_bw=4800 * GB, sm_count=132,
+        hbm_bw=4800 * GB, sm_count=132, compute_capability=(9, 0),
         # torch: "NVIDIA H200 ... total_memory=143156MB" (MiB; a public Modal vLLM example's
         # printout, found by code search); nvidia-smi shows 143,771 MiB.
         memory_bytes=143_156 * MiB,
@@ -90,7 +93,7 @@ GPUS: dict[str, GpuSpec] = {
         # NVIDIA HGX H20 product brief (2024): 148 TF bf16 dense, 96 GB HBM3 at 4.0 TB/s.
         source="NVIDIA HGX H20 product brief",
         peak_flops={"bf16": 148 * T, "fp16": 148 * T, "fp8": 296 * T, "tf32": 74 * T, "fp32": 44 * T},
-        hbm_bw=4000 * GB, sm_count=78,
+        hbm_bw=4000 * GB, sm_count=78, compute_capability=(9, 0),
         # torch: "NVIDIA H20 ... total_memory=97285MB" (MiB; printed in the comments of public
         # Triton attention kernels, found by code search); nvidia-smi shows 97,871 MiB
         # (github.com/NVIDIA/nvtrust/issues/128).
@@ -102,7 +105,7 @@ GPUS: dict[str, GpuSpec] = {
         # 180 GB usable per GPU in DGX B200 (1,440 GB per 8 GPUs).
         source="NVIDIA HGX/DGX B200 datasheets",
         peak_flops={"bf16": 2250 * T, "fp16": 2250 * T, "fp8": 4500 * T, "tf32": 1100 * T, "fp32": 75 * T},
-        hbm_bw=8000 * GB, sm_count=148,
+        hbm_bw=8000 * GB, sm_count=148, compute_capability=(10, 0),
         # torch: "NVIDIA B200 ... total_memory=182631MB" (MiB; public printouts give 182,631 and
         # 182,642); CUDA "Total Global Memory: 178.35 GB" (GiB, = 182,630 MiB:
         # github.com/pytorch/ao/pull/4002); nvidia-smi shows 183,359 MiB
@@ -119,7 +122,7 @@ GPUS: dict[str, GpuSpec] = {
         # ~200 GF/s, fp32 ~80 GF/s, stream add ~20 GB/s.
         source="nominal single-thread AVX-512 x86 CI core (measured torch CPU kernels), not a datasheet",
         peak_flops={"bf16": 220 * 1e9, "fp32": 90 * 1e9, "tf32": 90 * 1e9},
-        hbm_bw=20 * GB, memory_bytes=8 * GiB, sm_count=1,
+        hbm_bw=20 * GB, memory_bytes=8 * GiB, sm_count=1, compute_capability=(0, 0),
     ),
 }
 

@@ -28,7 +28,7 @@ def resolved(ctx: Context, algorithm: str) -> Protocol:
     builders and for expand-collective's flow bound alike."""
     L = ctx.layout
     return resolve(ctx.protocol, algorithm, ctx.op, ctx.nbytes, L.n, L.num_nodes, L.max_per_node,
-                   ctx.channels, L.rails_per_node() if L.n else 1)
+                   ctx.channels, L.rails_per_node() if L.n else 1, ctx.tuning)
 
 
 @dataclass

@@ -9,12 +9,15 @@ latency/bandwidth model predicts fastest for the whole buffer.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from collectives import expand
-from collectives.protocol import NVLS_CHANNELS, nccl_protocol, nccl_protocol_time, nvls_chunk, nvls_pipeline
+from collectives.protocol import (NVLS_CHANNELS, NcclTuning, nccl_protocol, nccl_protocol_time, nvls_chunk,
+                                  nvls_pipeline)
 from workload_gen.placement import Placement
-from workload_gen.system import get_system
+from workload_gen.system import get_system, load_system
 from workload_gen.units import KiB, MiB
 
 H100 = get_system("h100")
@@ -86,9 +89,10 @@ def test_ring_protocol_follows_nccls_model_of_the_whole_buffer():
 # tuning.cc by hand, ring all-reduce of 128 MiB over 64 nodes x 8 GPUs, 8 channels, bus
 # bandwidth min(NVLink 360, 8 rails x 46) = 360 GB/s: 2 x 511 = 1022 steps, 2 x 63 = 126 of
 # them across nodes; latency base + 896 intra-node steps + 126 network steps (us), bandwidth
-# term 128 MiB / (bw x 512 / 1022).
+# term 128 MiB / (bw x 512 / 1022). Across nodes LL's cap is the host CPU's row, not the
+# GPU's: llMaxBws[Intel][> 2 nodes] = 20.4 GB/s.
 _RING_512 = {
-    "ll": (6.6 + 896 * 1.0 + 126 * 2.7) * 1e-6 + 128 * MiB * 1022 / (512 * 35e9),  # llMaxBw 35 GB/s
+    "ll": (6.6 + 896 * 1.0 + 126 * 2.7) * 1e-6 + 128 * MiB * 1022 / (512 * 20.4e9),  # llMaxBw 20.4 GB/s
     "ll128": (14.0 + 896 * 1.9 + 126 * 4.0) * 1e-6 + 128 * MiB * 1022 / (512 * 8 * 36.7e9),  # 8 ch x 36.7
     "simple": (8.4 + 896 * 3.4 + 126 * 14.0) * 1e-6 + 128 * MiB * 1022 / (512 * 360e9),
 }
@@ -96,7 +100,7 @@ _RING_512 = {
 
 @pytest.mark.parametrize("protocol, seconds", sorted(_RING_512.items()))
 def test_ring_time_of_each_protocol_is_nccls_formula(protocol, seconds):
-    """8.90 ms LL, 3.13 ms LL128, 5.56 ms Simple: LL128 is NCCL's pick for this buffer."""
+    """14.4 ms LL, 3.13 ms LL128, 5.56 ms Simple: LL128 is NCCL's pick for this buffer."""
     t = nccl_protocol_time("ring", "allreduce", 128 * MiB, 512, 64, 8, 360e9, protocol, 8)
     assert t == pytest.approx(seconds, rel=1e-9)
 
@@ -118,3 +122,35 @@ def test_one_node_ring_protocol_by_size(nbytes, protocol):
 def test_tree_simple_chunk_is_one_nccl_step():
     g = expand("allreduce", 1 << 30, range(64), Placement(64, 8), algorithm="tree", protocol="simple")
     assert g.bytes.max() == 512 * KiB
+
+
+def test_the_caps_are_the_gpu_rows_of_tuning_cc_and_the_cpu_row_across_nodes():
+    """tuning.cc's tables by compute capability (A100 8.0 Ampere, H100 9.0 Hopper, B200
+    10.0 Blackwell); across nodes LL is capped by the host CPU's row (Intel: Volta's,
+    AMD: Ampere's), whatever the GPU."""
+    a100, h100, b200 = (NcclTuning.for_system(load_system(n)) for n in ("a100", "h100", "b200"))
+    assert (a100.arch, h100.arch, b200.arch) == ("ampere", "hopper", "blackwell")
+    assert a100.caps(1) == (87.7, 20.0, 24.0, 20.0)
+    assert h100.caps(1) == (141.0, 36.7, 38.7, 36.7)
+    assert b200.caps(1) == (282.0, 40.0, 70.0, 55.6)
+    assert b200.caps(2) == (39.0, 40.0, 42.8, 31.67) and b200.caps(64)[0] == 20.4
+    assert replace(b200, cpu_vendor="amd").caps(64)[0] == 19.0
+    assert (h100.nvlink_busbw, b200.nvlink_busbw) == (360e9, 720e9)
+
+
+@pytest.mark.parametrize("nbytes, hopper, blackwell", [
+    # one node, 8 GPUs, 8 channels, ring all-reduce. Hopper (360 GB/s busbw, LL cap 141):
+    # LL below ~4 MB, LL128 to ~14 MB, Simple above (see above). Blackwell (720 GB/s, LL cap
+    # 282, LL128 8 x 40 GB/s): LL 15.0 + S/161.1 kB/us, LL128 40.6 + S/182.9 kB/us, Simple
+    # 56.0 + S/411.4 kB/us by hand, so LL up to ~10.9 MB, Simple above, LL128 never.
+    (1 * MiB, "ll", "ll"),          # B200: 21.5 us against 46.3 (LL128), 58.6 (Simple)
+    (8 * MiB, "ll128", "ll"),       # B200: 67.1 us against 86.5 (LL128), 76.4 (Simple)
+    (12 * MiB, "ll128", "simple"),  # H100: 115.6 against 117.2 (Simple); B200: 86.6 against 93.1 (LL)
+])
+def test_blackwell_moves_the_protocol_crossovers(nbytes, hopper, blackwell):
+    h100, b200 = (NcclTuning.for_system(load_system(n)) for n in ("h100", "b200"))
+    assert nccl_protocol("ring", "allreduce", nbytes, 8, 1, 8, h100.nvlink_busbw, 8, h100).name == hopper
+    assert nccl_protocol("ring", "allreduce", nbytes, 8, 1, 8, b200.nvlink_busbw, 8, b200).name == blackwell
+    # and the expander, given the system, asks the same model
+    P = Placement(8, 8)
+    assert expand("allreduce", nbytes, range(8), P, algorithm="ring", system=load_system("b200")).protocol == blackwell
