@@ -178,13 +178,18 @@ def _stop_pool(pool: ProcessPoolExecutor) -> None:
         manager.join(1.0)
 
 
+def worker_count(workers: int | None) -> int:
+    """Worker processes for a sweep or search: the number asked for, else every core."""
+    return workers if workers is not None else (os.cpu_count() or 1)
+
+
 @contextmanager
 def local_pool(workers: int | None,
                died: str = "a worker process died (out of memory, or killed)") -> Iterator[ProcessPoolExecutor | None]:
     """The sweep's process pool (workers that leave Ctrl-C to the parent and die with it),
     or None for one worker (run in this process). ``search`` runs on it too. On an interrupt
     or error the workers are terminated at once; a worker that died is one line."""
-    n = workers if workers is not None else (os.cpu_count() or 1)
+    n = worker_count(workers)
     if n <= 1:
         yield None
         return
@@ -246,7 +251,7 @@ def _run_todo(todo: list[SweepPoint], evaluate: Evaluator, journal: Path, done: 
         if use_ray:
             _run_ray(batches, evaluate, record, ray_address)
         else:
-            n_workers = workers if workers is not None else (os.cpu_count() or 1)
+            n_workers = worker_count(workers)
             if n_workers <= 1 or len(batches) <= 1:
                 for b in batches:
                     record(_eval_batch(evaluate, b))

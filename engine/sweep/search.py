@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import bisect
 import itertools
-import os
 from concurrent.futures import FIRST_COMPLETED, wait
 from dataclasses import dataclass, replace
 from typing import Any
@@ -237,7 +236,7 @@ def search(model: ModelConfig, base: ParallelConfig, system: SystemConfig, *, pr
     bound is within the final ``top_k``-th best time (the same set whatever the worker count
     or timing). None simulates every fitting layout.
     """
-    from engine.sweep.execute import local_pool
+    from engine.sweep.execute import local_pool, worker_count
 
     if top_k is not None and top_k < 1:
         raise ConfigError("top_k", top_k, "must be a positive integer")
@@ -247,7 +246,7 @@ def search(model: ModelConfig, base: ParallelConfig, system: SystemConfig, *, pr
     # Recomputation only adds work, so for one layout the lightest recompute that fits
     # dominates the heavier ones: none < selective < full.
     families = _groups(layouts)
-    n_workers = workers if workers is not None else (os.cpu_count() or 1)
+    n_workers = worker_count(workers)
     with local_pool(n_workers, "a search worker process died (out of memory, or killed)") as pool:
         size = max(1, min(16, len(families) // (8 * n_workers) or 1))
         chunks = [families[i:i + size] for i in range(0, len(families), size)]
