@@ -18,6 +18,25 @@ from workload_gen.system import SystemConfig
 NAMED_TOPOLOGIES = ("rail", "fat-tree")
 
 
+DCQCN_SETS = ("default", "connectx", "deep-incast")
+"""``--dcqcn``: network.ns3.params' TransportParams(), .connectx(), .deep_incast()."""
+
+
+def transport_params(args: argparse.Namespace) -> Any:
+    """The TransportParams run-ns3's flags describe; a DCQCN set other than the default with
+    another transport or congestion control is refused (it would be silently ignored)."""
+    from network.ns3.params import TransportParams
+
+    name = getattr(args, "dcqcn", "default")
+    cc = getattr(args, "cc", "dcqcn")
+    if name != "default" and (args.transport != "rdma" or cc != "dcqcn"):
+        raise ConfigError("dcqcn", name, f"applies to --transport rdma --cc dcqcn only (got --transport "
+                          f"{args.transport} --cc {cc})")
+    make = {"default": TransportParams, "connectx": TransportParams.connectx,
+            "deep-incast": TransportParams.deep_incast}[name]
+    return make(transport=args.transport, mtu=args.mtu, cc=cc)
+
+
 class Ns3Kind:
     name = "ns3"
     description = "ns-3 packet-level network: congestion, ECMP collisions, oversubscription"
@@ -41,6 +60,10 @@ class Ns3Kind:
                        help="rdma: paced UDP with DCQCN on a lossless fabric (default); dctcp: ns-3 TCP DCTCP with ECN")
         n.add_argument("--cc", choices=("dcqcn", "hpcc"), default="dcqcn",
                        help="rdma congestion control: dcqcn (ECN/CNP, default) or hpcc (in-band telemetry, per-packet ACKs)")
+        n.add_argument("--dcqcn", choices=DCQCN_SETS, default="default",
+                       help="DCQCN parameter set: default (SimAI.conf and the DCQCN paper), connectx (NVIDIA "
+                            "ConnectX firmware defaults), deep-incast (holds 8- and 16-to-1 incasts by ECN alone); "
+                            "docs/ns3.md compares them")
         n.add_argument("--mtu", type=int, default=9000, metavar="BYTES",
                        help="IP MTU (default 9000; cost grows ~6x at 1500)")
         n.add_argument("--nvswitch", action="store_true",
@@ -49,6 +72,7 @@ class Ns3Kind:
                        help="collective algorithm for every collective (default auto)")
 
     def configure(self, args: argparse.Namespace, system: SystemConfig) -> SystemConfig:
+        transport_params(args)  # a bad combination is refused before ns-3 loads
         topo = args.topology
         if topo not in (None, *NAMED_TOPOLOGIES) and not Path(topo).is_file():
             raise ConfigError("topology", topo, "valid: rail, fat-tree, or an existing SimAI topology file")
@@ -65,7 +89,6 @@ class Ns3Kind:
     def from_args(self, args: argparse.Namespace, system: SystemConfig, world_size: int,
                   progress: TextIO | None) -> Any:
         """The Ns3Backend the flags describe (a topology file is checked against the workload)."""
-        from network.ns3.params import TransportParams
         from network.ns3.topology import read_simai_topology
 
         fabric = None
@@ -82,8 +105,7 @@ class Ns3Kind:
             print("[run-ns3] loading ns-3 (10-40 s of cppyy JIT on first use)", file=progress, flush=True)
         backend = self.create(system, world_size, fabric=fabric, topology=topo, spines=args.spines,
                               nodes_per_rack=args.nodes_per_rack,
-                              params=TransportParams(transport=args.transport, mtu=args.mtu,
-                                                     cc=getattr(args, "cc", "dcqcn")),
+                              params=transport_params(args),
                               nvswitch=args.nvswitch, algorithm=args.algorithm, progress=progress,
                               efficiency=args.efficiency)
         if progress is not None:

@@ -66,6 +66,21 @@ def test_simai_flags_on_a_generated_workload_are_refused(capsys):
     assert "--gpus" in capsys.readouterr().err
 
 
+def test_dcqcn_set_is_chosen_by_flag_and_refused_where_it_would_be_ignored(capsys):
+    from engine.cli import build_parser
+    from network.ns3.kind import transport_params
+    from network.ns3.params import TransportParams
+
+    parse = build_parser("ns3").parse_args
+    assert transport_params(parse([*ARGS, "--dcqcn", "deep-incast"])) == TransportParams.deep_incast()
+    assert transport_params(parse([*ARGS, "--dcqcn", "connectx", "--mtu", "4200"])) == TransportParams.connectx(mtu=4200)
+    assert transport_params(parse(ARGS)) == TransportParams()
+    # a DCQCN set under HPCC or DCTCP would be ignored: one line, exit 2, before ns-3 loads
+    assert ns3_main([*ARGS, "--dcqcn", "deep-incast", "--cc", "hpcc"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "dcqcn" in err[0] and "--cc hpcc" in err[0]
+
+
 def test_bad_link_in_a_topology_file_stops_before_ns3_loads(tmp_path, capsys):
     """A negative delay made ns-3 assert (exit 133); now one line, exit 2, no ns-3."""
     import sys
