@@ -166,7 +166,7 @@ def _steady_window(workload: Workload, net: NetworkBackend, sched: str, window: 
     (ta, ends_a, ma), (tb, ends_b, mb), (tc, _, _) = runs
     if ma - tail < head:
         return None
-    sums = extrapolate_sums([ta.layer_sums(), tb.layer_sums(), tc.layer_sums()], (m - ma) / par.pp)
+    sums = extrapolate_sums([ta.layer_sums(), tb.layer_sums(), tc.layer_sums()], (m - ma) / par.pp, steady.total)
     if sums is None:
         return None
     total = steady.total
