@@ -23,7 +23,7 @@ from workload_gen.records import ComputeOp, OpKind, Phase
 # A toy GPU and parameter set, so the hand computation below pins the formula rather than
 # whatever the tuned YAML numbers are today.
 TOY = GpuSpec(name="toy", source="test", peak_flops={"bf16": 100e12, "fp32": 10e12}, hbm_bw=1e12,
-              memory_bytes=1 << 30, sm_count=4)
+              memory_bytes=1 << 30, sm_count=4, compute_capability=(9, 0))
 TOY_RAW = {
     "launch_overhead_s": 4e-6,
     "launches": {"attention/bwd-input": 3},
