@@ -41,6 +41,14 @@ def alive(pid: int) -> bool:
         return False
 
 
+def sigint_default() -> None:
+    """Run in the child before exec: Ctrl-C's default disposition. A shell without job control
+    starts background commands with SIGINT ignored and children inherit that, so a suite or
+    benchmark launched with ``&`` would send SIGINT to a child that can never see it (Python
+    keeps an ignored SIGINT ignored); a terminal user's command has the default."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_big_sweep(directory: Path, workers: int = 2) -> tuple[subprocess.Popen, list[int]]:
     """Start ``sweep`` on :data:`SPEC` in ``directory`` (its own process group, stderr piped)
     and return once its journal holds a first row: (the process, its pool workers' pids).
@@ -50,7 +58,7 @@ def start_big_sweep(directory: Path, workers: int = 2) -> tuple[subprocess.Popen
     proc = subprocess.Popen(
         [sys.executable, "-c", "from engine.sweep.cli import sweep_entry; sweep_entry()", str(spec),
          "--workers", str(workers), "--batch-size", "1", "--quiet", "--no-plots"],
-        stderr=subprocess.PIPE, text=True, start_new_session=True)
+        stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=sigint_default)
     journal = directory / "big.csv.journal.jsonl"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not (journal.exists() and journal.stat().st_size > 0):
@@ -85,7 +93,7 @@ def ns3_run(delay_s: float) -> tuple[float, float, int]:
         proc = subprocess.Popen(
             [sys.executable, "-c", "from engine.cli import ns3_entry; ns3_entry()", "--model", "gpt3-1.3b",
              "--num-layers", "4", "--tp", "8", "--world-size", "64", "--out", str(Path(tmp) / "run")],
-            stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=tmp)
+            stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=tmp, preexec_fn=sigint_default)
         assert proc.stderr is not None
         for line in proc.stderr:
             if "simulating on" in line:
