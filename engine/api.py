@@ -7,7 +7,6 @@ from typing import Any, Literal, NamedTuple
 from engine.memory import estimate_memory
 from engine.schedules import SCHEDULES, default_schedule
 from engine.sim import Simulator
-from engine.timeline import Timeline
 from network.backend import NetworkBackend
 from network.registry import create_backend
 from workload_gen.errors import ConfigError
@@ -102,8 +101,13 @@ def simulate(
     if every_rank and len(sim.ranks) > len(reps):
         ends = [R.end for R in sim.ranks]
         extras["rank_end_spread_s"] = max(ends) - min(ends)
-    return _result(workload, system, name, total, breakdowns, [R.end for R in reps], mem,
-                   Timeline(sim.timeline_parts()) if timeline else (), extras)
+    if timeline:
+        from engine.timeline import Timeline
+
+        intervals: Any = Timeline(sim.timeline_parts())
+    else:
+        intervals = ()
+    return _result(workload, system, name, total, breakdowns, [R.end for R in reps], mem, intervals, extras)
 
 
 def _result(workload: Workload, system: SystemConfig, name: str, total: float, breakdowns: tuple[Breakdown, ...],
@@ -245,6 +249,8 @@ def _steady_state(workload: Workload, net: NetworkBackend, sched: str,
         total = sim.run()
         reps = sim.representatives()
         if timelines is not None:
+            from engine.timeline import Timeline
+
             timelines.append((Timeline(sim.timeline_parts()), [R.end for R in reps], m))
         bds = [sim.breakdown(R, total) for R in reps]
         # every figure the result reports, flat, for the affinity check

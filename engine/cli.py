@@ -301,7 +301,9 @@ def event_outputs(args: argparse.Namespace, result: Any) -> tuple[dict[str, Any]
 
     simai = result.backend == "simai-accounting"
     summary = summary_dict(result, accounting="simai" if simai else "event")
-    files: dict[str, str | bytes] = {"summary.json": json.dumps(summary, indent=2) + "\n"}
+    files: dict[str, str | bytes] = {}
+    if args.out or args.json:  # rendered only for a reader (the caller re-renders it with placeholders)
+        files["summary.json"] = json.dumps(summary, indent=2) + "\n"
     if args.out:  # the file renderers load only when there are files to render
         from formats.chrome_trace import trace_json
         from formats.endtoend_csv import render_endtoend_csv, totals_from_breakdown
@@ -508,7 +510,8 @@ def _body(argv: list[str] | None, backend_name: str) -> int:
         placeholders = json.loads(workload.meta.get("placeholders") or "{}")
         if placeholders:
             summary["placeholders"] = placeholders
-            files["summary.json"] = json.dumps(summary, indent=2) + "\n"
+            if "summary.json" in files:
+                files["summary.json"] = json.dumps(summary, indent=2) + "\n"
         if args.profile:  # the table's hint to give a profile would be wrong
             summary.setdefault("config", {})["profile"] = args.profile
     try:

@@ -143,7 +143,6 @@ from workload_gen.errors import ConfigError
 from workload_gen.gpu_specs import get_gpu
 from workload_gen.model_config import ModelConfig
 from workload_gen.parallel_config import ParallelConfig
-from workload_gen.params import rank_tensors
 from workload_gen.records import Workload
 from workload_gen.run_result import MemoryEstimate
 from workload_gen.units import KiB, MiB
@@ -187,6 +186,8 @@ def optimizer_state_bytes(par: ParallelConfig) -> int:
 def _linear_params(workload: Workload, stage: int) -> int:
     """Parameters of the transformer layers one rank of ``stage`` holds: the weights TE
     casts to fp8 (norm and router weights are included; they are under 0.1% of a layer)."""
+    from workload_gen.params import rank_tensors  # loaded only for workloads with a model
+
     model, par = workload.model, workload.parallel
     return sum(n for chunk in range(par.vpp) for layer, n, _, _ in rank_tensors(model, par, stage, chunk)
                if 0 <= layer < model.num_layers)

@@ -58,7 +58,6 @@ from engine.loop import COMPLETION, EventLoop
 from engine.passes import PassProfile, profile_pass
 from engine.program import PassSpec, build_plans
 from engine.schedules import SCHEDULES, Step
-from engine.timeline import Block, CollectiveRecord, ComputeRecord
 from network.backend import NetworkBackend, Transfer
 from workload_gen.placement import group_ranks
 from workload_gen.records import CollectiveOp, ComputeOp, Group, OpKind, Workload
@@ -94,6 +93,10 @@ class Simulator:
         self.backend = backend
         self.memo = memo
         self.timeline = timeline
+        if timeline:  # the record types, loaded only by runs that keep a timeline
+            from engine.timeline import Block, CollectiveRecord, ComputeRecord
+
+            self._block_rec, self._coll_rec, self._comp_rec = Block, CollectiveRecord, ComputeRecord
         self.schedule = schedule
         self.plans = build_plans(workload)
         self.num_microbatches = par.num_microbatches
@@ -188,7 +191,7 @@ class Simulator:
             else:
                 fut.joined.append(rank)
         if self.timeline:
-            rank.records.append(CollectiveRecord(op, fut, chunk, microbatch))
+            rank.records.append(self._coll_rec(op, fut, chunk, microbatch))
         if fut.missing == 0:
             fut.ready_time = now
             fut.ready_stage = rank.stage
@@ -335,7 +338,7 @@ class Simulator:
             fut.comm = comm
             comm.queue.append(fut)
             if self.timeline:
-                rank.records.append(CollectiveRecord(spec.send, fut, step.chunk, step.microbatch))
+                rank.records.append(self._coll_rec(spec.send, fut, step.chunk, step.microbatch))
         self._join_transfer(fut, rank.stage, now)
         return fut
 
@@ -401,7 +404,7 @@ class Simulator:
             for g, x in prof.exposed:
                 acc.exposed[g] += x
             if self.timeline:
-                rank.records.append(Block(rank.stage, rank.rank, prof, now, step.chunk, step.microbatch))
+                rank.records.append(self._block_rec(rank.stage, rank.rank, prof, now, step.chunk, step.microbatch))
             if grads.release_this_pass:
                 for i, off in prof.ready_offsets:
                     ops = grads.by_ready_point.get((step.chunk, i))
@@ -496,7 +499,7 @@ class Simulator:
                     else:
                         rank.acc.compute += d
                     if self.timeline:
-                        rank.records.append(ComputeRecord(op, now, now + d, step.chunk if step else -1,
+                        rank.records.append(self._comp_rec(op, now, now + d, step.chunk if step else -1,
                                                           step.microbatch if step else -1))
                     self.loop.schedule(now + d, COMPLETION, EV_COMPUTE_DONE, rank)
                     return
@@ -634,6 +637,8 @@ class Simulator:
     def timeline_parts(self) -> list:
         """Parts of the :class:`engine.timeline.Timeline`, per rank in ascending order:
         memoised passes as :class:`Block` objects, every other record as an Interval."""
+        from engine.timeline import Block, ComputeRecord
+
         # ``_value_`` is the enum member's value (what ``.value`` returns, without the
         # property call: this runs once per op of the run).
         parts: list = []
