@@ -47,7 +47,7 @@ from dataclasses import dataclass, replace
 
 from workload_gen.errors import ConfigError
 from workload_gen.gpu_specs import get_gpu
-from workload_gen.system import SystemConfig
+from workload_gen.system import SYSTEMS, SystemConfig
 from workload_gen.units import KiB, MiB
 
 
@@ -131,14 +131,17 @@ class NcclTuning:
     """What NCCL's protocol model knows of the machine: the GPUs' architecture row, the bus
     bandwidths it divides by, and the host CPU's vendor (across nodes NCCL caps LL by the
     CPU, not the GPU: row Volta for Intel and other x86, row Ampere for AMD; tuning.cc
-    ``index1``). The default is the h100 preset (Intel hosts, as in DGX H100)."""
+    ``index1``). Without a system, the h100 preset's (:data:`DEFAULT_TUNING`)."""
 
-    arch: str = "hopper"
-    nvlink_busbw: float = 360e9
+    arch: str
+    """A row of :data:`ARCHES` (:func:`arch_of` the GPU's compute capability)."""
+    nvlink_busbw: float
     """bytes/s: NVLink bus bandwidth inside a node."""
-    nic_busbw: float = 46e9
+    nic_busbw: float
     """bytes/s: achievable bandwidth of one NIC (rail)."""
     cpu_vendor: str = "intel"
+    """The hosts' CPU vendor: ``amd`` takes NCCL's AMD row for LL across nodes; any other
+    value its Intel/other row (DGX H100 and B200 have Intel hosts)."""
 
     @classmethod
     def for_system(cls, system: SystemConfig) -> NcclTuning:
@@ -155,7 +158,7 @@ class NcclTuning:
                 _PER_CH_TREE_LL128[row][scale])
 
 
-DEFAULT_TUNING = NcclTuning()
+DEFAULT_TUNING = NcclTuning.for_system(SYSTEMS["h100"])
 """The model's machine when the expander is given no system: the h100 preset."""
 
 
