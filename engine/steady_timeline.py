@@ -67,7 +67,7 @@ _SUM_FIELDS = ("compute_s", "comm_s", "exposed_comm_s", "waited_s", "comm_bytes"
 
 
 def extrapolate_sums(samples: Sequence[dict[tuple[int, int, str], Any]], k: float,
-                     time_scale: float = 0.0) -> dict | None:
+                     time_scale: float) -> dict | None:
     """Layer sums at ``a + k * period`` from the sums at a, b, c (one period apart); None when
     any row is not affine over the three. ``time_scale``: the runs' iteration time (s). A
     row's seconds are differences of absolute times, so their rounding is that of the
