@@ -296,13 +296,18 @@ def _check_simai_flags(args: argparse.Namespace, accounting: str) -> None:
                           "(--model/--hf-config ... --profile DB) to use measured times")
 
 
-def event_outputs(args: argparse.Namespace, result: Any) -> tuple[dict[str, Any], dict[str, str | bytes]]:
+def event_outputs(args: argparse.Namespace, result: Any,
+                  placeholders: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, str | bytes]]:
+    """The summary and the files of a simulated run; ``placeholders``: what a SimAI file's
+    figures stand in for (summary.json's ``placeholders``)."""
     from formats.run_outputs import summary_dict
 
     simai = result.backend == "simai-accounting"
     summary = summary_dict(result, accounting="simai" if simai else "event")
+    if placeholders:
+        summary["placeholders"] = placeholders
     files: dict[str, str | bytes] = {}
-    if args.out or args.json:  # rendered only for a reader (the caller re-renders it with placeholders)
+    if args.out or args.json:  # rendered only for a reader
         files["summary.json"] = json.dumps(summary, indent=2) + "\n"
     if args.out:  # the file renderers load only when there are files to render
         from formats.chrome_trace import trace_json
@@ -506,12 +511,7 @@ def _body(argv: list[str] | None, backend_name: str) -> int:
             inform(args, f"simulated in {t_sim - t0:.2f} s; rendering the output files "
                       f"({'summary, layers, trace.json' if result.intervals else 'summary, layers'}"
                       f"{'' if args.no_plot else ', run.png'})", prog)
-        summary, files = event_outputs(args, result)
-        placeholders = json.loads(workload.meta.get("placeholders") or "{}")
-        if placeholders:
-            summary["placeholders"] = placeholders
-            if "summary.json" in files:
-                files["summary.json"] = json.dumps(summary, indent=2) + "\n"
+        summary, files = event_outputs(args, result, json.loads(workload.meta.get("placeholders") or "{}"))
         if args.profile:  # the table's hint to give a profile would be wrong
             summary.setdefault("config", {})["profile"] = args.profile
     try:
