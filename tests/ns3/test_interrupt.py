@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from bench_scripts import bench_interrupt
 from incast_fabric import run_incast
 
 from network.ns3.params import TransportParams
@@ -40,11 +41,10 @@ def test_ctrl_c_during_the_simulation_is_one_line_and_exit_130(tmp_path):
     out = tmp_path / "run"
     code = "from engine.cli import ns3_entry; ns3_entry()"
     args = ["--model", "gpt3-1.3b", "--num-layers", "4", "--tp", "8", "--world-size", "64", "--out", str(out)]
-    # preexec: Ctrl-C's default disposition, as a terminal gives it; a suite run in the
-    # background of a shell without job control has SIGINT ignored, and the child would inherit that
+    # Ctrl-C's default disposition in the child, as a terminal gives it (bench_interrupt.sigint_default)
     proc = subprocess.Popen([sys.executable, "-c", code, *args], cwd=tmp_path, stderr=subprocess.PIPE, text=True,
                             env=dict(os.environ, PYTHONPATH=str(ROOT)), start_new_session=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=bench_interrupt().sigint_default)
     lines = []
     for line in proc.stderr:  # wait until the packet simulation runs (~45 s of it follow)
         lines.append(line)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 from alloc_peak import peak_allocation
+from bench_scripts import bench_interrupt
 from rel_helpers import run_main
 
 from engine.sweep.cli import sweep_main
@@ -179,19 +180,7 @@ def test_a_parquet_table_takes_mixed_and_nested_axis_values(tmp_path):
 
 
 # --- signals ---------------------------------------------------------------------------------
-def _bench_interrupt():
-    """scripts/bench_interrupt.py, whose big sweep these tests interrupt (one definition of it)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("trainsim_bench_interrupt",
-                                                  Path(__file__).resolve().parents[2] / "scripts" / "bench_interrupt.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-BENCH = _bench_interrupt()
+BENCH = bench_interrupt()
 _alive = BENCH.alive
 
 
