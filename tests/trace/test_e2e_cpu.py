@@ -31,11 +31,16 @@ from pathlib import Path
 
 import pytest
 
+from compute_profile import attach
 from compute_profile.db import ProfileDB
 from compute_profile.trace_import import rows_from_trace
 from engine.cli import analytical_main
 from formats.cli import diff_trace_main
 from formats.kineto import read_kineto
+from workload_gen import build
+from workload_gen.model_config import ModelConfig
+from workload_gen.parallel_config import ParallelConfig
+from workload_gen.records import ComputeOp, TimeSource
 
 ROOT = Path(__file__).resolve().parents[2]
 BOUND = 0.35
@@ -52,6 +57,23 @@ def _make_cpu_trace():
     sys.modules[spec.name] = mod  # dataclasses look their module up by name
     spec.loader.exec_module(mod)
     return mod
+
+
+def _estimated_ops(spec, db_path: Path) -> set[tuple[str, str]]:
+    """(op name, phase) of every compute op whose time did not come from the profile."""
+    model = ModelConfig(num_layers=spec.layers, hidden_size=spec.hidden, num_attention_heads=spec.heads,
+                        vocab_size=spec.vocab, max_position_embeddings=spec.seq)
+    par = ParallelConfig(world_size=1, micro_batch=spec.batch, global_batch=spec.batch,
+                         seq_length=spec.seq, dtype="fp32")
+    timed, _ = attach(build(model, par), "cpu", db_path)
+    out = set()
+    for st in timed.stages:
+        placed = [("fwd", op) for ch in st.chunks for op in ch.forward] + \
+                 [("bwd", op) for ch in st.chunks for op in ch.backward] + [("iter", op) for op in st.iteration]
+        for phase, op in placed:
+            if isinstance(op, ComputeOp) and op.source != TimeSource.IMPORTED:
+                out.add((op.name, phase))
+    return out
 
 
 def _attempt(mct, tmp_path: Path) -> tuple[int, dict, Path]:
@@ -77,12 +99,14 @@ def _attempt(mct, tmp_path: Path) -> tuple[int, dict, Path]:
         "--system", str(ROOT / "tests" / "data" / "cpu1_system.yaml"), "--profile", str(db_path), "--gpu", "cpu",
         "--out", str(run_dir), "--no-plot"]) == 0
     summary = json.loads((run_dir / "summary.json").read_text())
-    cov = summary["compute_coverage"]
-    # Nearly all predicted compute time comes from the imported measurements; the rest
-    # (the embedding dropout the torch model does not have) is estimated.
-    # Imported times cover all but the Megatron-only ops the torch loop lacks (gradient
-    # norm, grad-buffer zeroing, embedding dropout: estimated, ~8% of this tiny model).
-    assert cov["imported_s"] / cov["total_s"] > 0.90
+    assert summary["compute_coverage"]["imported_s"] > 0
+    # Every op the torch loop runs is matched by an imported measurement; the estimated rest
+    # is exactly the Megatron-only work the loop lacks. (Checked by name, not by share of
+    # seconds: the estimate is a fixed roofline figure while the imported seconds follow
+    # the runner's speed, so a share threshold fails on a fast machine.)
+    assert _estimated_ops(spec, db_path) == {("embedding_dropout", "fwd"), ("embedding_dropout", "bwd"),
+                                             ("grad_norm", "iter"), ("zero_grad", "iter"),
+                                             ("step_overhead", "iter")}
     out = tmp_path / "diff"
     code = diff_trace_main([str(run_dir), str(trace), "--step", str(step), "--out", str(out),
                             "--fail-above", str(BOUND * 100)])
