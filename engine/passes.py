@@ -49,6 +49,8 @@ _record = tuple.__new__
 
 @dataclass(frozen=True, slots=True)
 class PassProfile:
+    """How one pass ran on its own (no other pass beside it): its duration and where the time
+    went. Identical passes share one profile; the schedule then only places durations."""
     duration: float
     compute_s: float
     """Busy time of the compute stream (optimizer kernels excluded, see optimizer_s)."""

@@ -28,6 +28,9 @@ GRAD_GROUPS = frozenset({Group.DP, Group.EDP})
 
 @dataclass(frozen=True, slots=True)
 class PassSpec:
+    """One pass (forward or backward of one chunk) of a stage, ready for the engine: its own ops,
+    its pipeline send and its gradient-ready points. Built once per stage and reused for
+    every micro-batch, which is what lets identical passes be simulated once."""
     stage: int
     chunk: int
     forward: bool
@@ -54,6 +57,8 @@ class PassSpec:
 
 @dataclass(frozen=True, slots=True)
 class Bucket:
+    """A gradient-sync collective and the point in the backward after which its gradients are
+    final, so the engine can start it as early as Megatron's DDP would."""
     op: CollectiveOp
     chunk: int
     """Chunk whose last-micro-batch backward makes the bucket ready; -1: end of backward."""
@@ -63,6 +68,9 @@ class Bucket:
 
 @dataclass(frozen=True, slots=True)
 class StagePlan:
+    """Everything the engine runs on one stage's representative rank: its passes by (chunk,
+    direction), the gradient buckets, the iteration-start gathers and the once-per-iteration
+    tail (optimizer and what follows it)."""
     stage: int
     passes: dict[tuple[int, bool], PassSpec]
     buckets: tuple[Bucket, ...]

@@ -20,6 +20,8 @@ from workload_gen.registry import Registry
 
 @dataclass(frozen=True, slots=True)
 class Step:
+    """One entry of a pipeline schedule: which chunk runs, which direction, on which micro-batch.
+    Schedules are lists of these so every schedule is checked and simulated the same way."""
     chunk: int
     forward: bool
     microbatch: int

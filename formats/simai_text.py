@@ -195,6 +195,8 @@ class SimaiHeader:
 
 @dataclass(frozen=True, slots=True)
 class SimaiWorkload:
+    """A SimAI workload file as read: its header and records, kept in SimAI's own terms (ns,
+    its group names) until simai_convert turns it into a Workload."""
     header: SimaiHeader
     records: tuple[SimaiRecord, ...]
     source: str = field(default="", compare=False)

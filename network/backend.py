@@ -31,6 +31,8 @@ class Transfer:
 
 @dataclass(frozen=True, slots=True)
 class Completion:
+    """A finished transfer as a backend reports it: the id the engine gave it and when it
+    finished, so the engine can release whatever waited on it."""
     id: int
     time: float
     """Finish time, seconds since the start of the iteration."""

@@ -70,6 +70,8 @@ def write_json_mirror() -> Path:
 
 @dataclass(frozen=True, slots=True)
 class Curve:
+    """Size dependence of one link class's collective bandwidth: a peak share and a per-call
+    cost, so small messages are latency-bound and large ones reach the measured busbw."""
     peak_fraction: float = 1.0
     """Achieved share of the system's large-message busbw (0, 1]."""
     half_time_s: float = 0.0
@@ -100,6 +102,8 @@ IDEAL = Curve()
 
 @dataclass(frozen=True, slots=True)
 class EfficiencyTable:
+    """The curves of every link class of a system, with where they come from; a class without a
+    curve is ideal (textbook latency + bytes / busbw)."""
     curves: dict[str, Curve] = field(hash=False)
     source: str = ""
 

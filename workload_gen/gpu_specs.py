@@ -23,6 +23,8 @@ T = TFLOPS
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GpuSpec:
+    """Datasheet figures of one GPU model: peaks, HBM bandwidth and capacity, SM count. Fitted or
+    measured efficiencies live in compute_profile's parameter file, not here."""
     name: str
     source: str
     peak_flops: dict[str, float] = field(hash=False)

@@ -16,6 +16,8 @@ from workload_gen.limits import MODEL_FIELD_LIMITS, check_fields
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelConfig:
+    """A transformer's architecture as Megatron describes it (dense, GQA, MoE, MLA): only the
+    shapes that decide FLOPs, bytes and parameter counts."""
     name: str = "custom"
     """Preset name or 'custom'; informational only."""
     source: str = ""

@@ -29,6 +29,8 @@ OPTIMIZERS = ("adam", "distributed_fused_adam")
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ParallelConfig:
+    """How a model is split and trained: the parallel sizes, batch and sequence, precision,
+    recomputation and the Megatron overlap flags; fields mirror Megatron's arguments."""
     # --- layout ---------------------------------------------------------------
     world_size: int = 8
     tp: int = 1

@@ -17,6 +17,8 @@ from workload_gen.records import Group
 
 @dataclass(frozen=True, slots=True)
 class Placement:
+    """How ranks map onto nodes (consecutive ranks share a node, as launchers place them), so
+    every layer that asks "same node?" or "which NIC?" gets the same answer."""
     world_size: int
     gpus_per_node: int
 

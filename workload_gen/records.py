@@ -139,6 +139,8 @@ class ChunkProgram:
 
 @dataclass(frozen=True, slots=True)
 class StageProgram:
+    """The ops one rank of a pipeline stage runs: per chunk its forward and backward lists (one
+    micro-batch each) and the once-per-iteration tail, plus the parameters the rank holds."""
     stage: int
     chunks: tuple[ChunkProgram, ...]
     iteration: tuple[Op, ...]
@@ -151,6 +153,8 @@ class StageProgram:
 
 @dataclass(frozen=True, slots=True)
 class Workload:
+    """One training iteration as per-stage op lists, with the model and parallel layout that
+    produced it: the contract between gen-workload, compute_profile and the engine."""
     model: ModelConfig
     parallel: ParallelConfig
     stages: tuple[StageProgram, ...]

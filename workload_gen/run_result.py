@@ -86,6 +86,8 @@ class MemoryEstimate:
 
 @dataclass(frozen=True, slots=True)
 class RunResult:
+    """What one simulated iteration produced, whichever backend ran it: the time, where it went
+    per stage, memory per stage and (when asked for) the timeline. Output writers read only this."""
     workload: Workload
     system: SystemConfig
     backend: str

@@ -23,6 +23,8 @@ GBPS = GB  # GB/s (decimal), as vendor sheets quote NVLink
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SystemConfig:
+    """One node type and its fabric: which GPU, how many per node, NVLink and NIC bandwidths and
+    the scale-out topology. Everything a network backend needs besides the workload."""
     name: str
     source: str = ""
     gpu: str
