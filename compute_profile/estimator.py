@@ -17,6 +17,10 @@ The efficiencies carry the physics a plain roofline misses (docs/compute_profile
   (``L / (L + seq_overhead)``, L = keys seen per row, half the sequence when causal);
   head_dim sets how well the tensor cores are fed (table, linear interpolation). Backward
   has its own cap.
+- Both caps are public best-case kernel figures. ``tensor_throughput`` scales every
+  tensor-core kernel's efficiency by one per-GPU factor: the fraction of those figures a
+  training job sustains (clocks under power and thermal limits, library versions slow a GEMM
+  and an attention kernel alike). It is 1.0 unless the GPU's measured runs fit it.
 - Everything else is memory-bound: bytes at a per-kind fraction of HBM bandwidth, with the
   op's FLOPs at a fraction of the fp32 (CUDA-core) peak as the compute side.
 
@@ -102,6 +106,11 @@ class EstimatorParams:
     overlap_slowdown: float = 0.0
     """Fractional slow-down of a compute kernel while a collective runs beside it on the
     same GPU (applied by the engine where the timeline overlaps; Workload.overlap_slowdown)."""
+    tensor_throughput: float = 1.0
+    """Sustained fraction of the public kernel figures (the GEMM and attention caps) that a
+    training job on this GPU reaches: one factor on every tensor-core kernel, because what
+    lowers it (clocks under power and thermal limits, library versions) slows a GEMM and a
+    flash-attention kernel alike."""
 
     def launch_count(self, kind: str, phase: str) -> int:
         table = dict(self.launches)
@@ -178,6 +187,7 @@ def params_from_dict(gpu: str, raw: dict[str, Any], src: str = "estimator parame
             scaling_max_ratio=float(raw.get("scaling", {}).get("max_ratio", 16.0)),
             step_overhead_s=_nonnegative(src, "step_overhead_s", raw.get("step_overhead_s", 0.0)),
             overlap_slowdown=_nonnegative(src, "overlap_slowdown", raw.get("overlap_slowdown", 0.0)),
+            tensor_throughput=_positive(src, "tensor_throughput", raw.get("tensor_throughput", 1.0), 2.0),
         )
     except KeyError as exc:
         raise ConfigError(f"{gpu}.{exc.args[0]}", None, "is missing from the estimator parameters", src) from None
@@ -358,6 +368,13 @@ class Estimate:
 
 
 def _compute_efficiency(op: ComputeOp, spec: GpuSpec, p: EstimatorParams) -> float:
+    if op.kind in TENSOR_KINDS:
+        return p.tensor_throughput * _tensor_shape_efficiency(op, spec, p)
+    return p.vector_flops_efficiency
+
+
+def _tensor_shape_efficiency(op: ComputeOp, spec: GpuSpec, p: EstimatorParams) -> float:
+    """A tensor-core kernel's fraction of peak by its shape, at the public kernel figures."""
     kind, s = op.kind, op.shape
     g = p.gemm if op.dtype != "fp8" else replace(p.gemm, k_overhead=p.gemm.fp8_k_overhead)
     if kind is OpKind.GEMM and len(s) >= 3:
@@ -370,9 +387,7 @@ def _compute_efficiency(op: ComputeOp, spec: GpuSpec, p: EstimatorParams) -> flo
         causal = bool(s[5]) if len(s) > 5 else True
         backward = Phase(op.phase) in (Phase.BWD_INPUT, Phase.BWD_WEIGHT)
         return attention_efficiency(s[0], s[1], s[2], s[3], s[4], causal, backward, spec.sm_count, p.attention)
-    if kind in TENSOR_KINDS:  # shape too short to model: plain cap
-        return p.gemm.max_efficiency
-    return p.vector_flops_efficiency
+    return p.gemm.max_efficiency  # shape too short to model: plain cap
 
 
 def explain(op: ComputeOp, gpu: GpuSpec | str, params: EstimatorParams | None = None) -> Estimate:

@@ -8,9 +8,10 @@ prior per parameter centred on its public kernel-level figure (sigma a quarter o
 bounds' width), inside the bounds.
 
 The inner loop uses a surrogate that is exact for the compute the parameters touch: per
-run, the critical stage's GEMM time is sum(max(A_i / (g * f_i), M_i) + L_i) (A_i the op's
-compute time at efficiency 1, g the GPU's GEMM cap, f_i the FP8 speed-up for FP8 ops, M_i
-its memory time, L_i its launches); the pipeline bubble scales with the per-micro-batch
+run, the critical stage's tensor-core time (GEMMs and attention) is
+sum(max(A_i / (g * f_i), M_i) + L_i) (A_i the op's compute time at tensor throughput 1,
+g the GPU's fitted tensor throughput, f_i the FP8 speed-up for FP8 ops, M_i its memory
+time, L_i its launches); the pipeline bubble scales with the per-micro-batch
 compute; the optimizer step's fixed work adds once. Exposed communication is held at the
 reference; the interference term adds (overlap slow-down) x (the critical stage's compute
 that ran beside its collectives, measured in the reference run). After each fit the
@@ -34,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from compute_profile.estimator import DeclaredParameter, declared_parameters, explain, load_params
+from compute_profile.estimator import TENSOR_KINDS, DeclaredParameter, declared_parameters, explain, load_params
 from formats.measured_runs import MeasuredRun
 from workload_gen import build
 from workload_gen.errors import ConfigError
@@ -46,7 +47,6 @@ LOG_SIGMA = 0.03
 """Assumed spread of one measured step time around the model (log scale): run-to-run and
 release-to-release variation in the public tables is 1-3%."""
 
-_GEMM_KINDS = (OpKind.GEMM, OpKind.GROUPED_GEMM, OpKind.ROUTER)
 
 Theta = dict[str, float]
 
@@ -61,11 +61,11 @@ class _Reference:
     theta: Theta
     bubble_ratio: float
     """Bubble / per-micro-batch compute of the critical stage (the bubble scales with it)."""
-    gemm_a: np.ndarray = field(repr=False)
-    gemm_m: np.ndarray = field(repr=False)
-    gemm_l: np.ndarray = field(repr=False)
-    gemm_w: np.ndarray = field(repr=False)
-    gemm_fp8: np.ndarray = field(repr=False)
+    tensor_a: np.ndarray = field(repr=False)
+    tensor_m: np.ndarray = field(repr=False)
+    tensor_l: np.ndarray = field(repr=False)
+    tensor_w: np.ndarray = field(repr=False)
+    tensor_fp8: np.ndarray = field(repr=False)
     step_ops: int = 0
     overlapped_s: float = 0.0
     """Critical stage's compute that ran beside its own collectives, at slow-down 0
@@ -77,7 +77,7 @@ def _overrides(theta: Theta) -> tuple[tuple[str, float], ...]:
 
 
 def _gpu_param(gpu: str) -> str:
-    return f"gpus.{gpu}.gemm.max_efficiency"
+    return f"gpus.{gpu}.tensor_throughput"
 
 
 SLOWDOWN = "defaults.overlap_slowdown"
@@ -103,7 +103,10 @@ def _reference(run: MeasuredRun, theta: Theta) -> _Reference:
     wl: Workload = res.workload
     gpu = get_system(run.system).gpu
     spec = get_gpu(gpu)
-    unit = load_params(gpu, overrides=_overrides({**theta, _gpu_param(gpu): 1.0, "defaults.gemm.fp8_speedup": 1.0}))
+    unit_theta = {**theta, "defaults.gemm.fp8_speedup": 1.0}
+    if _gpu_param(gpu) in theta:  # else the A_i stay at the GPU's fixed throughput
+        unit_theta[_gpu_param(gpu)] = 1.0
+    unit = load_params(gpu, overrides=_overrides(unit_theta))
     crit = int(res.extras.get("critical_stage", 0))
     stage = wl.stages[crit]
     nmb = wl.parallel.num_microbatches
@@ -114,7 +117,7 @@ def _reference(run: MeasuredRun, theta: Theta) -> _Reference:
             if not isinstance(op, ComputeOp):
                 continue
             per_mb += op.time_s or 0.0
-            if op.kind in _GEMM_KINDS:
+            if op.kind in TENSOR_KINDS:
                 e1 = explain(op, spec, unit)
                 a.append(e1.compute_s)
                 m.append(e1.memory_s)
@@ -136,9 +139,9 @@ def _reference(run: MeasuredRun, theta: Theta) -> _Reference:
                       np.array(w, dtype=float), np.array(f8, dtype=bool), step_ops, overlapped)
 
 
-def _gemm_time(ref: _Reference, g: float, fp8: float) -> float:
-    rate = np.where(ref.gemm_fp8, g * fp8, g)
-    return float(np.sum(ref.gemm_w * (np.maximum(ref.gemm_a / rate, ref.gemm_m) + ref.gemm_l)))
+def _tensor_time(ref: _Reference, g: float, fp8: float) -> float:
+    rate = np.where(ref.tensor_fp8, g * fp8, g)
+    return float(np.sum(ref.tensor_w * (np.maximum(ref.tensor_a / rate, ref.tensor_m) + ref.tensor_l)))
 
 
 def _surrogate(ref: _Reference, theta: Theta, defaults: Theta) -> float:
@@ -151,14 +154,14 @@ def _surrogate(ref: _Reference, theta: Theta, defaults: Theta) -> float:
     gk = _gpu_param(ref.gpu)
     g0 = ref.theta.get(gk, defaults.get(gk, math.nan))
     g1 = theta.get(gk, defaults.get(gk, math.nan))
-    if math.isnan(g0):  # a GPU without a fitted cap: take its fixed one
-        g0 = g1 = load_params(ref.gpu).gemm.max_efficiency
+    if math.isnan(g0):  # a GPU without a fitted throughput: its A_i already carry the fixed one
+        g0 = g1 = 1.0
     f_key = "defaults.gemm.fp8_speedup"
-    d_gemm = _gemm_time(ref, g1, val(f_key)) - _gemm_time(ref, g0, ref_val(f_key))
+    d_tensor = _tensor_time(ref, g1, val(f_key)) - _tensor_time(ref, g0, ref_val(f_key))
     s_key = "defaults.step_overhead_s"
     d_step = ref.step_ops * (val(s_key) - ref_val(s_key))
     d_slow = ref.overlapped_s * (val(SLOWDOWN) - ref_val(SLOWDOWN)) if SLOWDOWN in defaults else 0.0
-    return ref.time_s + (d_gemm + d_slow) * (1.0 + ref.bubble_ratio) + d_step
+    return ref.time_s + (d_tensor + d_slow) * (1.0 + ref.bubble_ratio) + d_step
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,8 @@ def _attention_tflops(seq: int, phase: Phase, gpu: str = "h100-sxm", hd: int = 1
     if phase is Phase.BWD_INPUT:
         flops, nbytes = costs.attention_bwd(b, h, h, seq, seq, hd, hd, causal, 2)
     op = ComputeOp("core_attn", 0, phase, OpKind.ATTENTION, (b, h, seq, seq, hd, int(causal)), "bf16", flops, nbytes)
-    return flops / explain(op, gpu).time_s / 1e12
+    # At the priors (tensor_throughput 1): the kernel as published, not as a training job sustains it.
+    return flops / explain(op, gpu, load_params(gpu, overrides=())).time_s / 1e12
 
 
 # cuDNN 9.1.1 fused attention forward, H100 SXM5, causal, head dim 128 (KERNEL_FACTS.md 1b,
