@@ -198,6 +198,20 @@ class _Emitter:
         self.add([self.compute(name, FWD, OpKind.ROPE, (rows, width), (3.0 * e, 2 * e * self.B))],
                  [self.compute(name, BWD_I, OpKind.ROPE, (rows, width), (3.0 * e, 2 * e * self.B))])
 
+    def mla_rope(self, rows: int, heads: int, dn: int, dr: int, dv: int) -> None:
+        """MLA's RoPE with the layout change the attention kernel needs (Megatron-Core's
+        fused_apply_mla_rope_for_q / _for_kv, the default with rope fusion on): one pass
+        reads q [rows, heads, dn+dr], kv [rows, heads, dn+dv] and the shared k_pe [rows, dr],
+        rotates the dr parts and writes contiguous query and key [rows, heads, dn+dr] and
+        value [rows, heads, dv]. Unlike plain RoPE it moves the whole q, k and v, not only
+        the rotated parts. Backward runs the same pass on the gradients."""
+        qk = heads * (dn + dr)
+        elems = rows * (qk + heads * (dn + dv) + dr + 2 * qk + heads * dv)
+        f = 3.0 * rows * (heads + 1) * dr
+        shape = (rows, heads * (dn + dr))
+        self.add([self.compute("rope", FWD, OpKind.ROPE, shape, (f, elems * self.B))],
+                 [self.compute("rope", BWD_I, OpKind.ROPE, shape, (f, elems * self.B))])
+
     def linear(self, name: str, m: int, k: int, n: int, mode: str, fp8: bool = True) -> None:
         """One linear layer, C[m,n] = X[m,k] @ W[k,n] (n, k already divided by tp).
 
@@ -363,7 +377,7 @@ class _Emitter:
                 nbytes = T * dr * self.B
                 self.add([self.tp_coll("k_pe_ag", FWD, CollKind.ALL_GATHER, nbytes)],
                          [self.tp_coll("k_pe_rs_bwd", BWD_I, CollKind.REDUCE_SCATTER, nbytes)])
-            self.rope("rope", T, (a + 1) * dr)
+            self.mla_rope(T, a, dn, dr, dv)
             self.core_attention(a, a, m.qk_dim, m.v_dim)
             self.linear("proj", T, a * dv, h, "row")
         else:

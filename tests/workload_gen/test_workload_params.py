@@ -99,3 +99,23 @@ def test_expert_params_per_rank():
 def test_unknown_preset_lists_the_known_ones():
     with pytest.raises(ConfigError, match="known: gpt3-125m, .*qwen3-235b-a22b"):
         get_preset("gpt4")
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+def test_mla_rope_moves_whole_q_k_v_by_hand(tp):
+    """DeepSeek-V2-Lite MLA (16 heads, nope 128, rope 64, v 128), seq 4096, bf16: the fused
+    MLA RoPE pass reads q [T, a, 192], kv [T, a, 256] and k_pe [T, 64] and writes query and
+    key [T, a, 192] and value [T, a, 128]: 2 bytes x T x (3 x 192a + 256a + 128a + 64),
+    the same again in backward. Plain RoPE on the rotated parts alone would move
+    2 x 2 x T x 64 (a + 1) bytes, 7x less at a = 16."""
+    from wg_helpers import layer_ops
+
+    from workload_gen.records import ComputeOp, OpKind
+
+    w = make("deepseek-v2-lite", world_size=8 * tp, tp=tp, sp=tp > 1, ep=8, global_batch=8, seq_length=4096)
+    a, T = 16 // tp, 4096
+    expected = 2 * T * (3 * 192 * a + 256 * a + 128 * a + 64)
+    for section in ("fwd", "bwd"):
+        ropes = [op for op in layer_ops(w, 1, section) if isinstance(op, ComputeOp) and op.kind is OpKind.ROPE]
+        assert [op.bytes for op in ropes] == [expected], section
+        assert ropes[0].flops == 3 * T * (a + 1) * 64
