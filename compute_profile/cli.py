@@ -117,6 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--data", required=True, metavar="DIR",
                    help="directory with the measured-run tables (../shared/data/real)")
     add_out(k, metavar="FILE", help="write the Markdown report here (default: stdout)")
+    k.add_argument("--holdout", metavar="DIR",
+                   help="also predict the measured-run tables in DIR with the fitted parameters, never fitting "
+                        "on them (compute_profile/data/measured: NVIDIA's Megatron-Bridge Llama 3 runs)")
     k.add_argument("--write", action="store_true",
                    help="store the fitted values in compute_profile/data/calibrated.yaml (used by every run)")
     k.add_argument("--plot", metavar="PNG",
@@ -271,6 +274,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         if path:
             check_output_path(path, flag)  # before a minute of fitting, not after
     runs = read_measured_dir(args.data)
+    holdout = read_measured_dir(args.holdout) if args.holdout else []
     # Work units: the in-sample fit, then one fit per left-out model family (counted by
     # cross_validate); the ETA counts only finished fits.
     bar = Progress(None, "calibrate", unit="fit", quiet=args.quiet)
@@ -285,7 +289,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         bar.update_to(done)
 
     with bar:
-        report = cross_validate(runs, outer=args.outer, progress=say, fits_done=fits_done)
+        report = cross_validate(runs, outer=args.outer, progress=say, fits_done=fits_done, holdout=holdout)
         if bar.total:
             bar.update_to(bar.total)
         bar.close(f"[calibrate] {bar.measured} fits on {len(runs)} measured runs in {bar.elapsed_s:.1f} s")

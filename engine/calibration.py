@@ -80,6 +80,15 @@ def _gpu_param(gpu: str) -> str:
     return f"gpus.{gpu}.tensor_throughput"
 
 
+def _fp8_param(gpu: str, declared: Theta) -> str | None:
+    """The declared FP8 speed-up that applies to ``gpu``: its own, else the default one,
+    else None (fixed)."""
+    for key in (f"gpus.{gpu}.gemm.fp8_speedup", "defaults.gemm.fp8_speedup"):
+        if key in declared:
+            return key
+    return None
+
+
 SLOWDOWN = "defaults.overlap_slowdown"
 _PROBE_SLOWDOWN = 0.05
 """Slow-down at which a reference measures how much compute overlaps communication when
@@ -103,9 +112,10 @@ def _reference(run: MeasuredRun, theta: Theta) -> _Reference:
     wl: Workload = res.workload
     gpu = get_system(run.system).gpu
     spec = get_gpu(gpu)
-    unit_theta = {**theta, "defaults.gemm.fp8_speedup": 1.0}
-    if _gpu_param(gpu) in theta:  # else the A_i stay at the GPU's fixed throughput
-        unit_theta[_gpu_param(gpu)] = 1.0
+    unit_theta = dict(theta)
+    for key in (_gpu_param(gpu), _fp8_param(gpu, theta)):
+        if key is not None and key in theta:  # else the A_i keep the GPU's fixed value
+            unit_theta[key] = 1.0
     unit = load_params(gpu, overrides=_overrides(unit_theta))
     crit = int(res.extras.get("critical_stage", 0))
     stage = wl.stages[crit]
@@ -156,8 +166,9 @@ def _surrogate(ref: _Reference, theta: Theta, defaults: Theta) -> float:
     g1 = theta.get(gk, defaults.get(gk, math.nan))
     if math.isnan(g0):  # a GPU without a fitted throughput: its A_i already carry the fixed one
         g0 = g1 = 1.0
-    f_key = "defaults.gemm.fp8_speedup"
-    d_tensor = _tensor_time(ref, g1, val(f_key)) - _tensor_time(ref, g0, ref_val(f_key))
+    f_key = _fp8_param(ref.gpu, defaults)
+    f0, f1 = (ref_val(f_key), val(f_key)) if f_key else (1.0, 1.0)  # fixed: the A_i carry it
+    d_tensor = _tensor_time(ref, g1, f1) - _tensor_time(ref, g0, f0)
     s_key = "defaults.step_overhead_s"
     d_step = ref.step_ops * (val(s_key) - ref_val(s_key))
     d_slow = ref.overlapped_s * (val(SLOWDOWN) - ref_val(SLOWDOWN)) if SLOWDOWN in defaults else 0.0
@@ -228,6 +239,16 @@ class Prediction:
 
 
 @dataclass(frozen=True, slots=True)
+class Check:
+    """A measured run held out of the fit entirely: predicted by the fitted model (and at the
+    priors), never used to fit anything, not even in a fold."""
+
+    run: MeasuredRun
+    predicted_s: float
+    prior_s: float
+
+
+@dataclass(frozen=True, slots=True)
 class CalibrationReport:
     parameters: tuple[DeclaredParameter, ...]
     fitted: Theta
@@ -235,6 +256,8 @@ class CalibrationReport:
     """Parameter -> (min, max) over the cross-validation folds."""
     predictions: tuple[Prediction, ...]
     folds: int
+    held_out: tuple[Check, ...] = ()
+    """Runs predicted but never fitted (``cross_validate(holdout=...)``)."""
 
     @property
     def rows(self) -> int:
@@ -243,9 +266,12 @@ class CalibrationReport:
 
 def cross_validate(runs: Sequence[MeasuredRun], *, outer: int = 2,
                    progress: Callable[[str], None] | None = None,
-                   fits_done: Callable[[int, int], None] | None = None) -> CalibrationReport:
+                   fits_done: Callable[[int, int], None] | None = None,
+                   holdout: Sequence[MeasuredRun] = ()) -> CalibrationReport:
     """Fit on all runs (in-sample) and leave each model family out in turn (cross-validated).
 
+    ``holdout`` runs are only predicted, with the parameters fitted on ``runs``: the
+    check on another source's measurements that no fold ever saw.
     ``progress`` gets a line of text per step; ``fits_done(done, total)`` the count of
     finished fits (the in-sample one, then one per left-out family) for a progress bar."""
     decl = declared_parameters()
@@ -280,7 +306,8 @@ def cross_validate(runs: Sequence[MeasuredRun], *, outer: int = 2,
             max(m.allocated_peak for m in mem) if mem else None,
             max(m.reserved_peak for m in mem) if mem else None))
     fold_values = {k: (min(v), max(v)) for k, v in values.items() if v}
-    return CalibrationReport(tuple(decl), theta, fold_values, tuple(preds), len(families))
+    checks = tuple(Check(run, simulate_run(run, theta)[0], simulate_run(run, prior_theta)[0]) for run in holdout)
+    return CalibrationReport(tuple(decl), theta, fold_values, tuple(preds), len(families), checks)
 
 
 # --- reporting ----------------------------------------------------------------------------
@@ -350,6 +377,16 @@ def render_markdown(report: CalibrationReport) -> str:
                   "| pair | measured | in-sample | cross-validated | cv error |", "|---|---|---|---|---|"]
         for key, meas, ins, cvr in sp:
             lines.append(f"| {key} | {meas:.3f} | {ins:.3f} | {cvr:.3f} | {cvr / meas - 1:+.1%} |")
+    if report.held_out:
+        errs = [_err(c.predicted_s, c.run.step_time_s) for c in report.held_out]
+        med, mabs, mx = error_stats(errs)
+        sources = ", ".join(sorted({c.run.dataset for c in report.held_out}))
+        lines += ["", f"Held out entirely ({len(errs)} runs from {sources}; never fitted, not even in a fold): "
+                  f"|error| median {mabs:.1%}, max {mx:.1%} (signed median {med:+.1%}).", "",
+                  "| held-out run | measured s | priors only | fitted model |", "|---|---|---|---|"]
+        for c in report.held_out:
+            m = c.run.step_time_s
+            lines.append(f"| {c.run.label} | {m:.4g} | {_err(c.prior_s, m):+.1%} | {_err(c.predicted_s, m):+.1%} |")
     lines += ["", "| run | measured s | priors only | in-sample | cross-validated |", "|---|---|---|---|---|"]
     for p in report.predictions:
         m = p.run.step_time_s

@@ -12,6 +12,10 @@ source and settings):
   node, with step time and peak allocated/reserved memory.
 - NVIDIA's dgxc-benchmarking H100 table (``step_time_s`` with ``nemo``): Llama 3.1 8B/70B,
   BF16 and FP8, NeMo recipes.
+- NVIDIA's Megatron-Bridge performance summaries (``tokens_per_s_per_gpu``): Llama 3 8B on
+  DGX-B200 and 70B on DGX-H100 in FP8, settings from the release's performance recipes
+  (compute_profile/data/measured/README.md). The step time is global batch x sequence
+  over (tokens/s/GPU x GPUs).
 
 Each row becomes a :class:`MeasuredRun`: the configs, the system preset, the measured
 figures, and the tags calibration groups by (model family for leave-one-model-out, GPU,
@@ -41,7 +45,7 @@ A100_HEADS = {"1.7B": 24, "3.6B": 32, "7.5B": 32, "18B": 48, "39B": 64, "76B": 8
 class MeasuredRun:
     label: str
     dataset: str
-    """"a100-megatron-2021", "b200-simumax" or "h100-nemo"."""
+    """"a100-megatron-2021", "b200-simumax", "h100-nemo" or "megatron-bridge"."""
     system: str
     """System preset the run maps to."""
     family: str
@@ -118,7 +122,34 @@ def _h100(r: dict[str, str]) -> MeasuredRun:
                        f"{r['model']} nemo{r['nemo']} {r['gpus']}g", model, par, float(r["step_time_s"]))
 
 
-_READERS = (("achieved_tflops_per_gpu", _a100), ("real_step_time_ms", _b200), ("nemo", _h100))
+_BRIDGE_SYSTEMS = {"DGX-B200": "b200", "DGX-H100": "h100"}
+_BRIDGE_FAMILIES = {"llama3-8b": "llama3.1-8b", "llama3-70b": "llama3.1-70b"}
+"""Llama 3 and 3.1 share their shapes at 8B and 70B: one family each for leave-one-model-out,
+so leaving a model out removes it on every GPU and from every source."""
+
+
+def _bridge(r: dict[str, str]) -> MeasuredRun:
+    model = replace(get_preset(r["model"]), name=r["model"])
+    tp, pp, vp, cp, ep = (int(r[k]) for k in ("tp", "pp", "vp", "cp", "ep"))
+    fp8 = r["precision"] == "fp8"
+    gpus, gbs, seq = int(r["gpus"]), int(r["gbs"]), int(r["seq"])
+    par = ParallelConfig(
+        world_size=gpus, tp=tp, pp=pp, vpp=vp, cp=cp, ep=ep, sp=r["sequence_parallel"] == "1",
+        micro_batch=int(r["mbs"]), global_batch=gbs, seq_length=seq,
+        dtype="fp8" if fp8 else "bf16", fp8_recipe=r["fp8_recipe"] if fp8 else "delayed", recompute=r["recompute"],
+        distributed_optimizer=True, overlap_grad_reduce=r["overlap_grad_sync"] == "1",
+        overlap_param_gather=r["overlap_param_sync"] == "1", tp_comm_overlap=r["tp_comm_overlap"] == "1",
+        overlap_p2p_comm=r["overlap_p2p"] == "1", grad_reduce_in_fp32=r["grad_sync_dtype"] == "fp32")
+    step = gbs * seq / (float(r["tokens_per_s_per_gpu"]) * gpus)
+    system = _BRIDGE_SYSTEMS[r["gpu"]]
+    precision = f"fp8-{r['fp8_recipe']}" if fp8 else "bf16"
+    label = f"{system.upper()} {r['model']} {precision} bridge{r['release']} tp{tp}pp{pp}vp{vp}cp{cp} {gpus}g"
+    return MeasuredRun(label, "megatron-bridge", system, _BRIDGE_FAMILIES.get(r["model"], r["model"]),
+                       "fp8" if fp8 else "bf16", label, model, par, step)
+
+
+_READERS = (("achieved_tflops_per_gpu", _a100), ("real_step_time_ms", _b200), ("nemo", _h100),
+            ("tokens_per_s_per_gpu", _bridge))
 
 
 def read_measured_runs(path: str | os.PathLike[str]) -> list[MeasuredRun]:
@@ -131,7 +162,7 @@ def read_measured_runs(path: str | os.PathLike[str]) -> list[MeasuredRun]:
             make = next((fn for col, fn in _READERS if col in cols), None)
             if make is None:
                 raise FormatError(str(p), 1, "not a measured-run table this reader knows (Megatron 2021 A100, "
-                                  "SimuMax B200, dgxc-benchmarking H100 columns)")
+                                  "SimuMax B200, dgxc-benchmarking H100, Megatron-Bridge columns)")
             runs = []
             for i, row in enumerate(reader, start=2):
                 try:
@@ -144,7 +175,7 @@ def read_measured_runs(path: str | os.PathLike[str]) -> list[MeasuredRun]:
 
 
 KNOWN_TABLES = ("megatron_a100_2021_weak_scaling.csv", "b200_megatron_measured.csv",
-                "h100_nemo_llama31_measured.csv")
+                "h100_nemo_llama31_measured.csv", "megatron_bridge_llama3_measured.csv")
 
 
 def read_measured_dir(directory: str | os.PathLike[str]) -> list[MeasuredRun]:

@@ -17,6 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "data" / "real"
+HELD_OUT = ROOT / "compute_profile" / "data" / "measured"
 
 
 FITS_SEEN: list[tuple[int, int]] = []
@@ -29,7 +30,8 @@ def report():
     from formats.measured_runs import read_measured_dir
 
     FITS_SEEN.clear()
-    return cross_validate(read_measured_dir(DATA), fits_done=lambda done, total: FITS_SEEN.append((done, total)))
+    return cross_validate(read_measured_dir(DATA), fits_done=lambda done, total: FITS_SEEN.append((done, total)),
+                          holdout=read_measured_dir(HELD_OUT))
 
 
 def _cv_errors(preds):
@@ -39,7 +41,7 @@ def _cv_errors(preds):
 def test_every_measured_run_is_used(report):
     assert report.rows == 66  # 10 A100 + 12 B200 + 44 H100
     assert report.folds == 14  # 10 GPT sizes, 2 B200 models, 2 H100 models
-    assert len(report.parameters) == 6
+    assert len(report.parameters) == 7
     # the progress count: the in-sample fit, then one fit per left-out family, 15 in all
     assert FITS_SEEN == [(k, 15) for k in range(1, 16)]
 
@@ -127,3 +129,30 @@ def test_measured_step_time_follows_megatrons_flop_formula():
     big = runs[-1]  # 1T: tp x pp = 512 -> TP 8 inside the node, PP 64
     assert (big.parallel.tp, big.parallel.pp, big.parallel.dp) == (8, 64, 6)
     assert runs[0].parallel.attention_backend == "unfused"  # 2021 stack: no fused attention yet
+
+
+def test_megatron_bridge_step_time_is_tokens_over_throughput():
+    """25.11, DGX-B200, Llama 3 8B FP8 current scaling: 30624 tokens/s/GPU on 8 GPUs at
+    global batch 128 x 8192 tokens -> 128 * 8192 / (30624 * 8) = 4.2797 s per step."""
+    from formats.measured_runs import read_measured_dir
+
+    runs = [r for r in read_measured_dir(HELD_OUT) if "bridge25.11" in r.label and r.system == "b200"
+            and r.parallel.fp8_recipe == "tensorwise"]
+    assert len(runs) == 1
+    run = runs[0]
+    assert run.step_time_s == pytest.approx(128 * 8192 / (30624 * 8))
+    assert (run.parallel.tp, run.parallel.dp, run.parallel.num_microbatches) == (1, 8, 8)
+    assert run.family == "llama3.1-8b"  # same shapes as Llama 3.1 8B: one family across sources
+
+
+def test_held_out_runs_are_predicted_never_fitted(report):
+    """The Megatron-Bridge runs (another source, newer NeMo stack) are predicted by the
+    model fitted on the shared rows and reported on their own; no fold sees them."""
+    from engine.calibration import render_markdown
+
+    assert len(report.held_out) == 7
+    assert {c.run.system for c in report.held_out} == {"b200", "h100"}
+    assert all(c.predicted_s > 0 and c.prior_s > 0 for c in report.held_out)
+    assert report.rows == 66 and all(p.run.dataset != "megatron-bridge" for p in report.predictions)
+    text = render_markdown(report)
+    assert "Held out entirely (7 runs from megatron-bridge" in text
