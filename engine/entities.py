@@ -117,7 +117,7 @@ class Cursor:
     of it to run, or :data:`MEMOISED_PASS` while a memoised pass is one event in flight.
     """
 
-    __slots__ = ("next_step", "step", "spec", "op_index", "in_tail", "posted_receive")
+    __slots__ = ("next_step", "step", "spec", "op_index", "in_tail", "posted")
 
     def __init__(self) -> None:
         self.next_step = 0
@@ -127,8 +127,9 @@ class Cursor:
         self.spec: PassSpec | None = None
         self.op_index = 0
         self.in_tail = False
-        self.posted_receive: ReceiveKey | None = None
-        """The pipeline input this rank has posted a receive for (it is posted once)."""
+        self.posted: set[ReceiveKey] = set()
+        """Pipeline inputs this rank has posted a receive for and not yet consumed (each is
+        posted once; with interleaved prefetch up to one per direction is ahead)."""
 
 
 class Blocked:

@@ -109,6 +109,11 @@ class Simulator:
         # schedule's combined forward+backward p2p calls are not modelled, so its sends
         # are eager (as with Megatron's overlap_p2p_comm).
         self.blocking_p2p = par.vpp == 1
+        self.prefetch_p2p = par.vpp > 1 and par.overlap_p2p_comm
+        """Megatron's interleaved schedule with overlap_p2p_comm posts the receive of the next
+        pass of the same direction as soon as a pass ends (send_forward_recv_forward /
+        send_backward_recv_backward, asynchronous), so that transfer runs under the pass in
+        between instead of after the receiver asks for it."""
         sched = SCHEDULES.get(schedule)
         steps = [sched(par.pp, par.vpp, self.num_microbatches, s) for s in range(par.pp)]
         per_stage = self.ranks_per_stage
@@ -342,17 +347,22 @@ class Simulator:
         self._join_transfer(fut, rank.stage, now)
         return fut
 
-    def _post_next_receive(self, rank: RankState, now: float) -> None:
-        """Post the receive of the next pass's input, if it has one and it is not posted."""
-        cursor = rank.cursor
-        if cursor.next_step >= len(rank.steps):
+    def _post_next_receive(self, rank: RankState, now: float, forward: bool | None = None) -> None:
+        """Post the receive of the next pass's input (of the next pass in direction
+        ``forward`` when given), if it has one and it is not posted."""
+        cursor, steps = rank.cursor, rank.steps
+        i = cursor.next_step
+        if forward is not None:
+            while i < len(steps) and steps[i].forward != forward:
+                i += 1
+        if i >= len(steps):
             return
-        step = rank.steps[cursor.next_step]
+        step = steps[i]
         virtual = step.chunk * self.pp + rank.stage
         if (virtual > 0) if step.forward else (virtual < self.num_virtual_stages - 1):  # has a pipeline input
             key = (rank.rank, step.forward, virtual, step.microbatch)
-            if cursor.posted_receive != key:
-                cursor.posted_receive = key
+            if key not in cursor.posted:
+                cursor.posted.add(key)
                 self._join_transfer(self._pipeline_transfer(key), rank.stage, now)
 
     def _profile(self, rank: RankState, spec: PassSpec) -> PassProfile:
@@ -377,13 +387,14 @@ class Simulator:
             key = (rank.rank, step.forward, virtual, step.microbatch)
             fut = self._pipeline_transfer(key)
             if fut.end is None:
-                if cursor.posted_receive != key:  # first time here: post the receive
-                    cursor.posted_receive = key
+                if key not in cursor.posted:  # first time here: post the receive
+                    cursor.posted.add(key)
                     self._join_transfer(fut, rank.stage, now)
                 self._block(rank, [fut], now)
                 return False
-            if cursor.posted_receive != key:  # a transfer cannot end before its receive is posted
+            if key not in cursor.posted:  # a transfer cannot end before its receive is posted
                 raise AssertionError(f"pipeline transfer {key} completed before its receive was posted")
+            cursor.posted.discard(key)
             del self._pipeline[key]
         cursor.next_step += 1
         cursor.step = step
@@ -544,6 +555,8 @@ class Simulator:
         step, spec = cursor.step, cursor.spec
         cursor.spec = None
         fut = self._send(rank, step, spec, now)
+        if self.prefetch_p2p:
+            self._post_next_receive(rank, now, step.forward)
         if self.blocking_p2p and fut is not None and spec.send is not None and not spec.send.overlappable:
             # Megatron's 1F1B p2p is blocking: the rank waits for its send. Between a
             # forward and a backward the send is batched with the receive of the next
