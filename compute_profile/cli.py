@@ -274,7 +274,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         if path:
             check_output_path(path, flag)  # before a minute of fitting, not after
     runs = read_measured_dir(args.data)
-    holdout = read_measured_dir(args.holdout) if args.holdout else []
+    holdout = read_measured_dir(args.holdout, "--holdout") if args.holdout else []
     # Work units: the in-sample fit, then one fit per left-out model family (counted by
     # cross_validate); the ETA counts only finished fits.
     bar = Progress(None, "calibrate", unit="fit", quiet=args.quiet)

@@ -178,10 +178,11 @@ KNOWN_TABLES = ("megatron_a100_2021_weak_scaling.csv", "b200_megatron_measured.c
                 "h100_nemo_llama31_measured.csv", "megatron_bridge_llama3_measured.csv")
 
 
-def read_measured_dir(directory: str | os.PathLike[str]) -> list[MeasuredRun]:
-    """Every run of the known tables in ``directory`` (../shared/data/real)."""
+def read_measured_dir(directory: str | os.PathLike[str], field: str = "data") -> list[MeasuredRun]:
+    """Every run of the known tables in ``directory`` (../shared/data/real); ``field`` names
+    the option it came from in the error when there is none."""
     d = Path(directory)
     found = [d / name for name in KNOWN_TABLES if (d / name).is_file()]
     if not found:
-        raise ConfigError("data", str(d), f"holds none of {', '.join(KNOWN_TABLES)}")
+        raise ConfigError(field, str(d), f"holds none of {', '.join(KNOWN_TABLES)}")
     return [run for p in found for run in read_measured_runs(p)]

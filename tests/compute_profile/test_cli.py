@@ -1,6 +1,8 @@
 """compute-profile CLI in-process: measure a tiny model on the CPU, imports, exports, errors."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from cp_fixtures import SHARED_DATA
 
@@ -86,6 +88,9 @@ def test_import_aiob_cli(tmp_path, capsys):
     (["measure", "--model", "llama3-8b", "--tp", "3", "--max-ops", "0"], "tp"),
     (["coverage", *TINY, "--gpu", "tpu-v9"], "gpu"),
     (["measure", *TINY, "--gpu", "h100", "--device", "cpu"], "rows must be labelled cpu"),
+    (["calibrate", "--data", "/nonexistent/real"], "data='/nonexistent/real'"),
+    (["calibrate", "--data", str(SHARED_DATA / "real"), "--holdout", "/nonexistent/held"],
+     "--holdout='/nonexistent/held'"),
 ])
 def test_bad_input_is_one_line_exit_2(argv, msg, capsys, tmp_path):
     rc = main([*argv] if "--profile" in argv else [*argv, "--profile", str(tmp_path / "x.sqlite")]
