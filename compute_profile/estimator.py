@@ -282,14 +282,45 @@ def load_params(gpu: str, path: str | None = None,
     user-defined GPU spec still has an estimate.
     """
     src = str(path or PARAMS_PATH)
-    plain, _ = _load_yaml(src)
+    plain, declared = _load_yaml(src)
     values = calibrated_values() if overrides is None and path is None else (overrides or ())
     data = copy.deepcopy(plain)
     for dotted, value in values:
         _set_path(data, dotted, value, src)
     name = get_gpu(gpu).name
-    merged = _deep_merge(data["defaults"], (data.get("gpus") or {}).get(name) or {})
+    sections = data.get("gpus") or {}
+    own = sections.get(name) or {}
+    merged = _deep_merge(data["defaults"], own)
+    sibling = own.get("sustains_like")
+    if sibling is not None:
+        _take_sibling_fit(merged, own, name, sibling, sections, declared, src)
     return params_from_dict(name, merged, src)
+
+
+def _take_sibling_fit(merged: dict[str, Any], own: dict[str, Any], name: str, sibling: Any,
+                      sections: dict[str, Any], declared: tuple[DeclaredParameter, ...], src: str) -> None:
+    """``sustains_like: X``: a GPU of the same silicon, clocks and power as X (H200 and H100
+    SXM) sustains the same fraction of the published kernel figures and has the same FP8
+    data path, so X's fitted per-GPU parameters apply to it, unless it declares its own."""
+    if not isinstance(sibling, str) or not isinstance(sections.get(sibling), dict):
+        raise ConfigError(f"gpus.{name}.sustains_like", sibling, "must name another GPU section of this file", src)
+    prefix = f"gpus.{sibling}."
+    for d in declared:
+        if not d.path.startswith(prefix):
+            continue
+        parts = d.path[len(prefix):].split(".")
+        node_own: Any = own
+        for part in parts:
+            node_own = node_own.get(part) if isinstance(node_own, dict) else None
+        if node_own is not None:
+            continue  # its own value wins
+        value: Any = sections[sibling]
+        for part in parts:
+            value = value[part]
+        target = merged
+        for part in parts[:-1]:
+            target = target.setdefault(part, {})
+        target[parts[-1]] = value
 
 
 # --- efficiency models ---------------------------------------------------------------

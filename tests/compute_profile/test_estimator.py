@@ -193,3 +193,28 @@ def test_h100_large_gemm_prior_matches_published_cublas_range():
     tflops = op.flops / estimate_time(op, "h100", load_params("h100-sxm", overrides=())) / 1e12
     assert 650 < tflops < 820
     assert math.isfinite(tflops)
+
+
+def test_h200_sustains_what_h100_does():
+    """H200 is H100's silicon at the same clocks and power (sustains_like: h100-sxm): H100's
+    fitted throughput factor and FP8 speed-up carry over, so a large compute-bound GEMM
+    differs only by the two GPUs' sourced caps (0.80 measured on H200, 0.75 for H100)."""
+    h100, h200 = load_params("h100-sxm"), load_params("h200")
+    assert h200.tensor_throughput == h100.tensor_throughput
+    assert h200.gemm.fp8_speedup == h100.gemm.fp8_speedup
+    op = gemm("big", 16384, 16384, 16384)
+    ratio = explain(op, "h100-sxm").compute_s / explain(op, "h200").compute_s
+    assert ratio == pytest.approx(h200.gemm.max_efficiency / h100.gemm.max_efficiency, rel=1e-9)
+
+
+def test_sustains_like_must_name_a_gpu_section(tmp_path):
+    import yaml
+
+    from compute_profile.estimator import PARAMS_PATH
+
+    data = yaml.safe_load(PARAMS_PATH.read_text())
+    data["gpus"]["h200"]["sustains_like"] = "h900"
+    bad = tmp_path / "params.yaml"
+    bad.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError, match="sustains_like"):
+        load_params("h200", str(bad))
