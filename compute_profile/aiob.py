@@ -61,7 +61,7 @@ AIOB_SECTIONS: dict[str, tuple[OpKind, tuple[str, ...], Phase]] = {
     "atten_linear": (OpKind.GEMM, ("proj",), Phase.FWD),
     "layernorm2": (OpKind.NORM, ("pre_mlp_norm",), Phase.FWD),
     "mlp_linear_1": (OpKind.GEMM, ("fc1",), Phase.FWD),
-    "mlp_gelu": (OpKind.ELEMENTWISE, ("gelu", "swiglu"), Phase.FWD),
+    "mlp_gelu": (OpKind.ELEMENTWISE, ("gelu", "swiglu", "squared_relu"), Phase.FWD),
     "mlp_linear_2": (OpKind.GEMM, ("fc2",), Phase.FWD),
     "layernorm_post": (OpKind.NORM, ("final_norm",), Phase.FWD),
     "logit_time": (OpKind.GEMM, ("output",), Phase.FWD),

@@ -136,6 +136,10 @@ def build_bench(torch: Any, kind: OpKind, phase: Phase, shape: tuple[int, ...], 
             x = leaf(rows, 2 * width)
             fwd = lambda: (lambda a, c: F.silu(a) * c)(*x.chunk(2, dim=-1))  # noqa: E731
             note = "swiglu"
+        elif name.endswith("squared_relu"):
+            x = leaf(rows, width)
+            fwd = lambda: F.relu(x).square()  # noqa: E731
+            note = "squared_relu"
         elif name.endswith("gelu"):
             x = leaf(rows, width)
             fwd = lambda: F.gelu(x, approximate="tanh")  # noqa: E731

@@ -112,7 +112,8 @@ def _hints(cls: type) -> dict[str, Any]:
 _ALIASES: dict[str, dict[str, str]] = {
     "normalization": {"layernorm": "layernorm", "rmsnorm": "rmsnorm"},
     "position_embedding": {"learned": "learned", "learned_absolute": "learned", "rope": "rope"},
-    "activation": {"gelu": "gelu", "swiglu": "swiglu"},
+    "activation": {"gelu": "gelu", "swiglu": "swiglu", "squared_relu": "squared_relu", "squared-relu": "squared_relu",
+                   "relu2": "squared_relu"},
 }
 
 
@@ -359,6 +360,7 @@ _MODEL_VALUE_FLAGS: tuple[tuple[tuple[str, ...], str, type], ...] = (
 # Megatron boolean switches that set a model field to a constant.
 _MODEL_SWITCHES: tuple[tuple[str, str, object], ...] = (
     ("--swiglu", "activation", "swiglu"),
+    ("--squared-relu", "activation", "squared_relu"),
     ("--untie-embeddings-and-output-weights", "tied_embeddings", False),
     ("--disable-bias-linear", "add_bias_linear", False),
     ("--add-qkv-bias", "add_qkv_bias", True),
@@ -459,7 +461,7 @@ FIELD_MEANING: dict[str, str] = {
     "hidden_size": "Width of the residual stream (the model dimension).",
     "num_attention_heads": "Query heads per attention layer.",
     "vocab_size": "Vocabulary size (unpadded; Megatron pads it, see --make-vocab-size-divisible-by).",
-    "activation": "MLP activation: gelu (one fc1 half) or swiglu (gate and up halves of fc1).",
+    "activation": "MLP activation: gelu or squared_relu (on one fc1 output) or swiglu (gate and up halves of fc1).",
     "normalization": "Norm layers: layernorm (weight and bias) or rmsnorm (weight only).",
     "position_embedding": "Position embedding: learned (absolute, GPT-3) or rope (rotary, no weights).",
     "moe_router_topk": "Routed experts each token goes to.",

@@ -183,10 +183,14 @@ class _Emitter:
 
     def activation(self, name: str, rows: int, width: int) -> None:
         """GeLU: fwd reads/writes ``width``; SwiGLU: reads the 2*width fc1 output (gate and
-        up halves), writes width. Backward reads input and dy, writes d(input)."""
+        up halves), writes width; squared ReLU (Nemotron-4): like GeLU's traffic, 2 FLOPs per
+        element (max, multiply), backward dx = 2 relu(x) dy (3). Backward reads input and dy,
+        writes d(input)."""
         e = rows * width
         if self.model.activation == "swiglu":
             fwd, bwd = (6.0 * e, 3 * e * self.B), (10.0 * e, 5 * e * self.B)
+        elif self.model.activation == "squared_relu":
+            fwd, bwd = (2.0 * e, 2 * e * self.B), (3.0 * e, 3 * e * self.B)
         else:
             fwd, bwd = (8.0 * e, 2 * e * self.B), (12.0 * e, 3 * e * self.B)
         self.add([self.compute(name, FWD, OpKind.ELEMENTWISE, (rows, width), fwd)],

@@ -35,7 +35,9 @@ class ModelConfig:
     vocab_size: int
     max_position_embeddings: int = 4096
     """Only used for learned absolute position embeddings (GPT-3)."""
-    activation: Literal["gelu", "swiglu"] = "gelu"
+    activation: Literal["gelu", "swiglu", "squared_relu"] = "gelu"
+    """MLP activation. gelu and squared_relu (relu(x)^2, Nemotron-4) act on one fc1 output of
+    width ffn; swiglu gates one half of a 2*ffn fc1 output with the other."""
     normalization: Literal["layernorm", "rmsnorm"] = "layernorm"
     position_embedding: Literal["learned", "rope"] = "learned"
     add_bias_linear: bool = True

@@ -41,6 +41,14 @@ def _llama(name: str, source: str, layers: int, hidden: int, heads: int, kv: int
     )
 
 
+def _nemotron4(name: str, source: str, layers: int, hidden: int, heads: int) -> ModelConfig:
+    return ModelConfig(
+        name=name, source=source, num_layers=layers, hidden_size=hidden, num_attention_heads=heads,
+        num_query_groups=8, ffn_hidden_size=4 * hidden, vocab_size=256000, activation="squared_relu",
+        normalization="layernorm", position_embedding="rope", add_bias_linear=False, tied_embeddings=False,
+    )
+
+
 _PRESETS: tuple[ModelConfig, ...] = (
     # GPT-3 paper, Table 2.1 (n_layers, d_model, n_heads) and Table D.1 (parameters).
     _gpt3("gpt3-125m", 12, 768, 12),
@@ -120,6 +128,10 @@ _PRESETS: tuple[ModelConfig, ...] = (
     replace(_llama("qwen3-235b-a22b", "Qwen3 Technical Report (arXiv 2505.09388, Table 2); Qwen/Qwen3-235B-A22B config.json",
                    94, 4096, 64, 4, 12288, 151936),
             kv_channels=128, qk_layernorm=True, num_experts=128, moe_router_topk=8, moe_ffn_hidden_size=1536),
+    # Nemotron-4: squared-ReLU MLP of width 4h, RoPE, LayerNorm, GQA with 8 KV heads, no
+    # biases, untied embeddings, SentencePiece vocabulary of 256,000.
+    _nemotron4("nemotron4-15b", "Nemotron-4 15B Technical Report (arXiv 2402.16819, Table 1)", 32, 6144, 48),
+    _nemotron4("nemotron4-340b", "Nemotron-4 340B Technical Report (arXiv 2406.11704, Table 1)", 96, 18432, 96),
 )
 
 PRESETS: dict[str, ModelConfig] = {m.name: m for m in _PRESETS}
@@ -137,6 +149,8 @@ PUBLISHED_PARAMS: dict[str, float] = {
     "deepseek-v2-lite": 15.7e9, "deepseek-v2": 236e9, "deepseek-v3": 671e9,
     # Qwen3 report: 235B total, 22B activated.
     "qwen3-235b-a22b": 235e9,
+    # Nemotron-4 reports: 3.2B embedding + 12.5B non-embedding; 9.4B + 331.6B.
+    "nemotron4-15b": 15.7e9, "nemotron4-340b": 341.0e9,
 }
 """Total parameter counts as the source publishes them (for the 1% test)."""
 

@@ -41,6 +41,9 @@ SENSIBLE = {
                         distributed_optimizer=True),
     "qwen3-235b-a22b": dict(world_size=64, tp=4, sp=True, ep=8, pp=2, global_batch=64, seq_length=4096,
                             distributed_optimizer=True),
+    "nemotron4-15b": dict(world_size=16, tp=2, sp=True, global_batch=32, seq_length=4096, distributed_optimizer=True),
+    "nemotron4-340b": dict(world_size=256, tp=8, pp=8, vpp=12, sp=True, global_batch=64, seq_length=4096,
+                           distributed_optimizer=True, overlap_grad_reduce=True, overlap_param_gather=True),
 }
 
 

@@ -79,6 +79,18 @@ def test_fully_custom_model_from_megatron_launch_arguments_equals_the_preset():
         {k: v for k, v in ref.to_dict().items() if k not in ("name", "source", "max_position_embeddings")}
 
 
+def test_nemotron4_from_megatron_flags_equals_the_preset():
+    # Nemotron-4 15B described by its Megatron flags: squared ReLU (--squared-relu), LayerNorm.
+    argv = (
+        "--num-layers 32 --hidden-size 6144 --ffn-hidden-size 24576 --num-attention-heads 48 "
+        "--group-query-attention --num-query-groups 8 --vocab-size 256000 --squared-relu --normalization LayerNorm "
+        "--position-embedding-type rope --untie-embeddings-and-output-weights --disable-bias-linear "
+        "--tensor-model-parallel-size 8 --world-size 8 --global-batch-size 8"
+    ).split()
+    model, _ = _from_flags(argv)
+    assert model.name == "nemotron4-15b" and model.activation == "squared_relu"
+
+
 def test_preset_overrides_trim_a_model():
     model, _ = _from_flags(["--model", "gpt3-175b", "--num-layers", "12"])
     assert model.num_layers == 12 and model.hidden_size == 12288 and "overridden: num_layers" in model.source

@@ -22,6 +22,7 @@ def test_every_preset_has_a_source_and_a_published_count():
         "gpt3-125m", "gpt3-350m", "gpt3-760m", "gpt3-1.3b", "gpt3-2.7b", "gpt3-6.7b", "gpt3-13b", "gpt3-175b",
         "llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b", "llama3-70b", "llama3-405b",
         "mixtral-8x7b", "mixtral-8x22b", "deepseek-v2-lite", "deepseek-v2", "deepseek-v3", "qwen3-235b-a22b",
+        "nemotron4-15b", "nemotron4-340b",
     ]
     for m in PRESETS.values():
         assert m.source and ("arXiv" in m.source or "config.json" in m.source)
@@ -119,3 +120,22 @@ def test_mla_rope_moves_whole_q_k_v_by_hand(tp):
         ropes = [op for op in layer_ops(w, 1, section) if isinstance(op, ComputeOp) and op.kind is OpKind.ROPE]
         assert [op.bytes for op in ropes] == [expected], section
         assert ropes[0].flops == 3 * T * (a + 1) * 64
+
+
+def test_squared_relu_mlp_by_hand():
+    """Nemotron-4 15B's MLP at TP 2, SP, seq 4096, bf16: fc1 is h x 4h (no gate), so the
+    activation sees T x 4h/tp = 4096 x 12288 elements; relu(x)^2 reads and writes each
+    once (2 FLOPs: max, multiply) and its backward dx = 2 relu(x) dy reads x and dy and
+    writes dx (3 FLOPs)."""
+    from wg_helpers import layer_ops
+
+    from workload_gen.records import ComputeOp
+
+    w = make("nemotron4-15b", world_size=2, tp=2, sp=True, global_batch=1, seq_length=4096)
+    e = 4096 * 4 * 6144 // 2
+    for section, flops, traffic in (("fwd", 2.0, 2), ("bwd", 3.0, 3)):
+        acts = [op for op in layer_ops(w, 0, section) if isinstance(op, ComputeOp) and op.name == "squared_relu"]
+        assert [(op.flops, op.bytes) for op in acts] == [(flops * e, traffic * e * 2)], section
+    fc1 = [op for op in layer_ops(w, 0, "fwd") if isinstance(op, ComputeOp) and op.name == "fc1"][0]
+    assert fc1.shape == (4096, 4 * 6144 // 2, 6144)  # one fc1 output of width 4h/tp, no gate half
+
