@@ -290,37 +290,30 @@ def load_params(gpu: str, path: str | None = None,
     name = get_gpu(gpu).name
     sections = data.get("gpus") or {}
     own = sections.get(name) or {}
-    merged = _deep_merge(data["defaults"], own)
-    sibling = own.get("sustains_like")
-    if sibling is not None:
-        _take_sibling_fit(merged, own, name, sibling, sections, declared, src)
-    return params_from_dict(name, merged, src)
+    base = data["defaults"]
+    if "sustains_like" in own:  # defaults, then the sibling's fitted values, then its own
+        base = _deep_merge(base, _sibling_fit(name, own["sustains_like"], sections, declared, src))
+    return params_from_dict(name, _deep_merge(base, own), src)
 
 
-def _take_sibling_fit(merged: dict[str, Any], own: dict[str, Any], name: str, sibling: Any,
-                      sections: dict[str, Any], declared: tuple[DeclaredParameter, ...], src: str) -> None:
+def _sibling_fit(name: str, sibling: Any, sections: dict[str, Any], declared: tuple[DeclaredParameter, ...],
+                 src: str) -> dict[str, Any]:
     """``sustains_like: X``: a GPU of the same silicon, clocks and power as X (H200 and H100
     SXM) sustains the same fraction of the published kernel figures and has the same FP8
-    data path, so X's fitted per-GPU parameters apply to it, unless it declares its own."""
+    data path, so X's fitted per-GPU parameters apply to it (as a nested mapping, which the
+    GPU's own section then overrides)."""
     if not isinstance(sibling, str) or not isinstance(sections.get(sibling), dict):
         raise ConfigError(f"gpus.{name}.sustains_like", sibling, "must name another GPU section of this file", src)
     prefix = f"gpus.{sibling}."
+    out: dict[str, Any] = {}
     for d in declared:
-        if not d.path.startswith(prefix):
-            continue
-        parts = d.path[len(prefix):].split(".")
-        node_own: Any = own
-        for part in parts:
-            node_own = node_own.get(part) if isinstance(node_own, dict) else None
-        if node_own is not None:
-            continue  # its own value wins
-        value: Any = sections[sibling]
-        for part in parts:
-            value = value[part]
-        target = merged
-        for part in parts[:-1]:
-            target = target.setdefault(part, {})
-        target[parts[-1]] = value
+        if d.path.startswith(prefix):
+            *parents, leaf = d.path[len(prefix):].split(".")
+            value, target = sections[sibling], out
+            for part in parents:
+                value, target = value[part], target.setdefault(part, {})
+            target[leaf] = value[leaf]
+    return out
 
 
 # --- efficiency models ---------------------------------------------------------------
