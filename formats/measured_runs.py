@@ -104,20 +104,26 @@ def _b200(r: dict[str, str]) -> MeasuredRun:
 _H100_PRESETS = {"llama3.1-8b": "llama3-8b", "llama3.1-70b": "llama3-70b"}
 
 
+def _nvidia_recipe_parallel(r: dict[str, str], fp8_recipe: str, optimizer: str) -> ParallelConfig:
+    """The layout and recipe switches of a row of NVIDIA's tables (dgxc-benchmarking and
+    Megatron-Bridge share these columns); both run the distributed optimizer."""
+    fp8 = r["precision"] == "fp8"
+    return ParallelConfig(
+        world_size=int(r["gpus"]), tp=int(r["tp"]), pp=int(r["pp"]), vpp=int(r["vp"]), cp=int(r["cp"]),
+        ep=int(r["ep"]), sp=r["sequence_parallel"] == "1", micro_batch=int(r["mbs"]), global_batch=int(r["gbs"]),
+        seq_length=int(r["seq"]), dtype="fp8" if fp8 else "bf16", fp8_recipe=fp8_recipe if fp8 else "delayed",
+        recompute=r["recompute"], distributed_optimizer=True, optimizer=optimizer,
+        overlap_grad_reduce=r["overlap_grad_sync"] == "1", overlap_param_gather=r["overlap_param_sync"] == "1",
+        tp_comm_overlap=r["tp_comm_overlap"] == "1", overlap_p2p_comm=r["overlap_p2p"] == "1",
+        grad_reduce_in_fp32=r["grad_sync_dtype"] == "fp32")
+
+
 def _h100(r: dict[str, str]) -> MeasuredRun:
     model = replace(get_preset(_H100_PRESETS[r["model"]]), name=r["model"])
-    tp, pp, vp, cp = (int(r[k]) for k in ("tp", "pp", "vp", "cp"))
-    fp8 = r["precision"] == "fp8"
-    par = ParallelConfig(
-        world_size=int(r["gpus"]), tp=tp, pp=pp, vpp=vp, cp=cp, ep=int(r["ep"]), sp=r["sequence_parallel"] == "1",
-        micro_batch=int(r["mbs"]), global_batch=int(r["gbs"]), seq_length=int(r["seq"]),
-        dtype="fp8" if fp8 else "bf16", fp8_recipe="delayed", recompute=r["recompute"],
-        distributed_optimizer=True, optimizer=r["optimizer"], overlap_grad_reduce=r["overlap_grad_sync"] == "1",
-        overlap_param_gather=r["overlap_param_sync"] == "1", tp_comm_overlap=r["tp_comm_overlap"] == "1",
-        overlap_p2p_comm=r["overlap_p2p"] == "1", grad_reduce_in_fp32=r["grad_sync_dtype"] == "fp32")
+    par = _nvidia_recipe_parallel(r, "delayed", r["optimizer"])
     if par.dp != int(r["dp"]):
         raise ConfigError("dp", r["dp"], f"does not follow from the row's layout ({par.dp})")
-    label = f"H100 {r['model']} {r['precision']} nemo{r['nemo']} tp{tp}pp{pp}vp{vp}cp{cp} {r['gpus']}g"
+    label = f"H100 {r['model']} {r['precision']} nemo{r['nemo']} tp{par.tp}pp{par.pp}vp{par.vpp}cp{par.cp} {r['gpus']}g"
     return MeasuredRun(label, "h100-nemo", "h100", r["model"], r["precision"],
                        f"{r['model']} nemo{r['nemo']} {r['gpus']}g", model, par, float(r["step_time_s"]))
 
@@ -130,22 +136,14 @@ so leaving a model out removes it on every GPU and from every source."""
 
 def _bridge(r: dict[str, str]) -> MeasuredRun:
     model = replace(get_preset(r["model"]), name=r["model"])
-    tp, pp, vp, cp, ep = (int(r[k]) for k in ("tp", "pp", "vp", "cp", "ep"))
-    fp8 = r["precision"] == "fp8"
-    gpus, gbs, seq = int(r["gpus"]), int(r["gbs"]), int(r["seq"])
-    par = ParallelConfig(
-        world_size=gpus, tp=tp, pp=pp, vpp=vp, cp=cp, ep=ep, sp=r["sequence_parallel"] == "1",
-        micro_batch=int(r["mbs"]), global_batch=gbs, seq_length=seq,
-        dtype="fp8" if fp8 else "bf16", fp8_recipe=r["fp8_recipe"] if fp8 else "delayed", recompute=r["recompute"],
-        distributed_optimizer=True, overlap_grad_reduce=r["overlap_grad_sync"] == "1",
-        overlap_param_gather=r["overlap_param_sync"] == "1", tp_comm_overlap=r["tp_comm_overlap"] == "1",
-        overlap_p2p_comm=r["overlap_p2p"] == "1", grad_reduce_in_fp32=r["grad_sync_dtype"] == "fp32")
-    step = gbs * seq / (float(r["tokens_per_s_per_gpu"]) * gpus)
+    par = _nvidia_recipe_parallel(r, r["fp8_recipe"], "adam")
+    step = par.global_batch * par.seq_length / (float(r["tokens_per_s_per_gpu"]) * par.world_size)
     system = _BRIDGE_SYSTEMS[r["gpu"]]
-    precision = f"fp8-{r['fp8_recipe']}" if fp8 else "bf16"
-    label = f"{system.upper()} {r['model']} {precision} bridge{r['release']} tp{tp}pp{pp}vp{vp}cp{cp} {gpus}g"
+    precision = f"fp8-{par.fp8_recipe}" if par.dtype == "fp8" else "bf16"
+    label = (f"{system.upper()} {r['model']} {precision} bridge{r['release']} "
+             f"tp{par.tp}pp{par.pp}vp{par.vpp}cp{par.cp} {par.world_size}g")
     return MeasuredRun(label, "megatron-bridge", system, _BRIDGE_FAMILIES.get(r["model"], r["model"]),
-                       "fp8" if fp8 else "bf16", label, model, par, step)
+                       par.dtype, label, model, par, step)
 
 
 _READERS = (("achieved_tflops_per_gpu", _a100), ("real_step_time_ms", _b200), ("nemo", _h100),
