@@ -23,13 +23,12 @@ optimizer ~15%, a layer ~30%).
 """
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from bench_scripts import script
 
 from compute_profile import attach
 from compute_profile.db import ProfileDB
@@ -49,14 +48,6 @@ ATTEMPTS = 3
 run stretches every step (we saw 2-3x while other suites ran beside it). Such an attempt
 is repeated, up to 3 times; a modelling error (a missing pass, layer or optimizer) fails
 every attempt the same way."""
-
-
-def _make_cpu_trace():
-    spec = importlib.util.spec_from_file_location("make_cpu_trace", ROOT / "scripts" / "make_cpu_trace.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up by name
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _estimated_ops(spec, db_path: Path) -> set[tuple[str, str]]:
@@ -115,7 +106,7 @@ def _attempt(mct, tmp_path: Path) -> tuple[int, dict, Path]:
 
 @pytest.mark.slow
 def test_cpu_gpt_predicted_step_matches_measured(tmp_path):
-    mct = _make_cpu_trace()
+    mct = script("make_cpu_trace")
     errors = []
     for i in range(ATTEMPTS):
         code, report, out = _attempt(mct, tmp_path / f"attempt{i}")
