@@ -102,6 +102,7 @@ def _b200(r: dict[str, str]) -> MeasuredRun:
 
 
 _H100_PRESETS = {"llama3.1-8b": "llama3-8b", "llama3.1-70b": "llama3-70b"}
+"""Llama 3.1 has Llama 3's shapes at 8B and 70B: the dgxc tables' model name -> our preset."""
 
 
 def _nvidia_recipe_parallel(r: dict[str, str], fp8_recipe: str, optimizer: str) -> ParallelConfig:
@@ -129,9 +130,9 @@ def _h100(r: dict[str, str]) -> MeasuredRun:
 
 
 _BRIDGE_SYSTEMS = {"DGX-B200": "b200", "DGX-H100": "h100"}
-_BRIDGE_FAMILIES = {"llama3-8b": "llama3.1-8b", "llama3-70b": "llama3.1-70b"}
-"""Llama 3 and 3.1 share their shapes at 8B and 70B: one family each for leave-one-model-out,
-so leaving a model out removes it on every GPU and from every source."""
+_BRIDGE_FAMILIES = {preset: family for family, preset in _H100_PRESETS.items()}
+"""Megatron-Bridge's Llama 3 rows join the dgxc tables' Llama 3.1 families (same shapes): one
+family each for leave-one-model-out, so leaving a model out removes it from every source."""
 
 
 def _bridge(r: dict[str, str]) -> MeasuredRun:
