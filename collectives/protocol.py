@@ -43,15 +43,16 @@ settles it from the whole collective (CollectivePlan.settled_protocol -> :func:`
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from workload_gen.errors import ConfigError
 from workload_gen.gpu_specs import get_gpu
 from workload_gen.system import SYSTEMS, SystemConfig
 from workload_gen.units import KiB, MiB
+from workload_gen.record import record
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Protocol:
     name: str
     chunk_bytes: int
@@ -126,7 +127,7 @@ def arch_of(compute_capability: tuple[int, int]) -> str:
     return "blackwell" if cc >= 100 else "hopper" if cc >= 90 else "ampere" if cc >= 80 else "volta"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class NcclTuning:
     """What NCCL's protocol model knows of the machine: the GPUs' architecture row, the bus
     bandwidths it divides by, and the host CPU's vendor (across nodes NCCL caps LL by the

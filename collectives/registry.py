@@ -6,15 +6,15 @@ and registering a name twice is an error.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from workload_gen.registry import Registry
+from workload_gen.record import record
 
 OPS = ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv", "broadcast", "reduce")
 """Operations the expander knows: records.CollKind values plus ``reduce``."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Algorithm:
     name: str
     ops: tuple[str, ...]

@@ -35,9 +35,10 @@ import numpy as np
 from collectives.flowgraph import FlowGraph, gather_csr
 from collectives.protocol import get_protocol
 from workload_gen.system import SystemConfig
+from workload_gen.record import record
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class LinkModel:
     nvlink_bw: float
     """Per GPU, per direction, bytes/s."""

@@ -44,7 +44,6 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 from compute_profile.db import ProfileRow
@@ -52,6 +51,7 @@ from compute_profile.keys import profile_phase, shape_key
 from workload_gen.errors import FormatError
 from workload_gen.gpu_specs import get_gpu
 from workload_gen.records import ComputeOp, OpKind, Phase, Workload
+from workload_gen.record import record
 
 AIOB_SECTIONS: dict[str, tuple[OpKind, tuple[str, ...], Phase]] = {
     "Emb": (OpKind.EMBEDDING, ("embedding",), Phase.FWD),
@@ -73,7 +73,7 @@ _SECTION = re.compile(r"^([A-Za-z_][\w.\-]*):\s*$")
 _STAT = re.compile(r"^\s+(time_gpu_(?:max|min|avg)):\s*([-+0-9.eE]+)\s*$")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class AiobSection:
     name: str
     avg_us: float

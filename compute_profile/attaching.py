@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import gc
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from compute_profile.db import ProfileDB, ProfileRow
@@ -27,12 +27,13 @@ from compute_profile.estimator import EstimatorParams, explain, load_params
 from compute_profile.keys import NAMED_KINDS, key_variant, profile_phase, shape_key
 from workload_gen.gpu_specs import GpuSpec, get_gpu
 from workload_gen.records import ComputeOp, OpKind, TimeSource, Workload
+from workload_gen.record import record
 
 _ROW_SOURCE = {"measured": TimeSource.MEASURED, "imported": TimeSource.IMPORTED,
                "estimated": TimeSource.ESTIMATED}
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Coverage:
     """Where the compute time of a workload came from.
 

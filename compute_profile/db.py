@@ -26,7 +26,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import astuple, dataclass, fields
+from dataclasses import astuple, fields
 from dataclasses import replace as replace_row
 from pathlib import Path
 from typing import TypeVar
@@ -35,6 +35,7 @@ from formats.atomic import atomic_write
 from workload_gen.errors import ConfigError, FormatError
 from workload_gen.gpu_specs import get_gpu
 from workload_gen.records import OpKind, Phase
+from workload_gen.record import record
 
 SCHEMA_VERSION = 1
 SOURCES: tuple[str, ...] = ("measured", "imported", "estimated")
@@ -50,7 +51,7 @@ giving up with one line."""
 _T = TypeVar("_T")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class ProfileRow:
     """One stored kernel time with its provenance."""
 
@@ -149,7 +150,7 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class MergeResult:
     """What a put/merge did: new keys, keys overwritten (replace=True), keys left alone."""
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import bisect
 import copy
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,7 @@ from workload_gen.errors import ConfigError
 from workload_gen.gpu_specs import GpuSpec, get_gpu
 from workload_gen.records import ComputeOp, OpKind, Phase
 from workload_gen.yaml_file import read_yaml_mapping
+from workload_gen.record import record
 
 PARAMS_PATH = Path(__file__).resolve().parent / "data" / "estimator_params.yaml"
 CALIBRATED_PATH = Path(__file__).resolve().parent / "data" / "calibrated.yaml"
@@ -51,14 +52,14 @@ TENSOR_KINDS = frozenset({OpKind.GEMM, OpKind.GROUPED_GEMM, OpKind.ATTENTION, Op
 
 
 # --- parameters ------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
+@record
 class Tile:
     m: int
     n: int
     rel: float
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class GemmParams:
     max_efficiency: float
     """Best fraction of the dense bf16/fp16 peak a large GEMM sustains on this GPU."""
@@ -77,7 +78,7 @@ class GemmParams:
     split_k_rel: float
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class AttentionParams:
     fwd_max_efficiency: float
     bwd_max_efficiency: float
@@ -88,7 +89,7 @@ class AttentionParams:
     memory_efficiency: float
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class EstimatorParams:
     """The estimator's parameters for one GPU (defaults merged with its overrides)."""
 
@@ -193,7 +194,7 @@ def params_from_dict(gpu: str, raw: dict[str, Any], src: str = "estimator parame
         raise ConfigError(f"{gpu}.{exc.args[0]}", None, "is missing from the estimator parameters", src) from None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class DeclaredParameter:
     """A parameter of the compute model that calibration may fit: where it lives in the
     parameter file, its prior (the value used until calibrated), its bounds, and the
@@ -375,7 +376,7 @@ def attention_efficiency(batch: int, heads: int, seq_q: int, seq_kv: int, head_d
 
 
 # --- the estimate ----------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
+@record
 class Estimate:
     """An estimate with its terms, for explanations and tests."""
 

@@ -27,7 +27,6 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
 from typing import Any, TextIO
 
 from compute_profile.db import ProfileRow
@@ -36,11 +35,12 @@ from compute_profile.keys import profile_phase, shape_key
 from workload_gen.errors import ConfigError, TrainsimError
 from workload_gen.gpu_specs import GPUS, get_gpu
 from workload_gen.records import ComputeOp, OpKind, Phase, Workload
+from workload_gen.record import record
 
 MEASURED_DTYPES = frozenset({"bf16", "fp16", "fp32"})
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Case:
     """One distinct profile key to measure, with a representative op."""
 
@@ -69,7 +69,7 @@ def collect_cases(workload: Workload) -> list[Case]:
     return list(seen.values())
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Timing:
     median_s: float
     min_s: float

@@ -42,6 +42,7 @@ from workload_gen.errors import ConfigError
 from workload_gen.gpu_specs import get_gpu
 from workload_gen.records import ComputeOp, OpKind, Workload
 from workload_gen.system import get_system
+from workload_gen.record import record
 
 LOG_SIGMA = 0.03
 """Assumed spread of one measured step time around the model (log scale): run-to-run and
@@ -175,7 +176,7 @@ def _surrogate(ref: _Reference, theta: Theta, defaults: Theta) -> float:
     return ref.time_s + (d_tensor + d_slow) * (1.0 + ref.bubble_ratio) + d_step
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Fit:
     theta: Theta
     rows: int
@@ -228,7 +229,7 @@ def calibrate(runs: Sequence[MeasuredRun], *, outer: int = 2, start: Theta | Non
     return theta, refs
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Prediction:
     run: MeasuredRun
     in_sample_s: float
@@ -238,7 +239,7 @@ class Prediction:
     memory_reserved: float | None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Check:
     """A measured run held out of the fit entirely: predicted by the fitted model (and at the
     priors), never used to fit anything, not even in a fold."""
@@ -248,7 +249,7 @@ class Check:
     prior_s: float
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CalibrationReport:
     parameters: tuple[DeclaredParameter, ...]
     fitted: Theta

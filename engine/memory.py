@@ -135,7 +135,6 @@ fragmentation allowance. Memory outside PyTorch's allocator besides the userbuff
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 from engine.schedules import SCHEDULES, default_schedule
@@ -146,6 +145,7 @@ from workload_gen.parallel_config import ParallelConfig
 from workload_gen.records import Workload
 from workload_gen.run_result import MemoryEstimate
 from workload_gen.units import KiB, MiB
+from workload_gen.record import record
 
 RESERVED_FACTOR = 1.06
 """reserved / allocated: the caching allocator's rounding and fragmentation (B200 runs:
@@ -234,7 +234,7 @@ def workspace_bytes(workload: Workload) -> float:
     return float(ws)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class LayerActivation:
     """Bytes one layer saves for backward for one micro-batch on one rank."""
 

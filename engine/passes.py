@@ -23,11 +23,11 @@ The rules below are the same as :mod:`engine.sim` applies op by op:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from operator import attrgetter
 from typing import Callable, NamedTuple
 
 from workload_gen.records import CollectiveOp, ComputeOp, Op, OpKind
+from workload_gen.record import record
 
 
 class ProfileRecord(NamedTuple):
@@ -47,7 +47,7 @@ _record = tuple.__new__
 (three times cheaper; a profile holds every op of a pass, and sweeps profile thousands)."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PassProfile:
     """How one pass ran on its own (no other pass beside it): its duration and where the time
     went. Identical passes share one profile; the schedule then only places durations."""

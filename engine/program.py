@@ -16,17 +16,18 @@ backward, plus the once-per-iteration ops. The engine needs them split by role:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from workload_gen.errors import ConfigError
 from workload_gen.records import CollectiveOp, CollKind, ComputeOp, Group, Op, OpKind, Workload
+from workload_gen.record import record
 
 INTRA_STAGE_GROUPS = frozenset({Group.TP, Group.CP, Group.EP, Group.ETP})
 """Groups whose members all sit in one pipeline stage, so they are symmetric there."""
 GRAD_GROUPS = frozenset({Group.DP, Group.EDP})
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PassSpec:
     """One pass (forward or backward of one chunk) of a stage, ready for the engine: its own ops,
     its pipeline send and its gradient-ready points. Built once per stage and reused for
@@ -55,7 +56,7 @@ class PassSpec:
     """The collectives listed in ``issue_with`` (skipped when the rank reaches them)."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Bucket:
     """A gradient-sync collective and the point in the backward after which its gradients are
     final, so the engine can start it as early as Megatron's DDP would."""
@@ -66,7 +67,7 @@ class Bucket:
     """Op index in that chunk's backward after which it is ready; -1 with chunk -1."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class StagePlan:
     """Everything the engine runs on one stage's representative rank: its passes by (chunk,
     direction), the gradient buckets, the iteration-start gathers and the once-per-iteration

@@ -11,14 +11,14 @@ micro-batch index to (chunk, micro-batch).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable
 
 from workload_gen.errors import ConfigError
 from workload_gen.registry import Registry
+from workload_gen.record import record
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Step:
     """One entry of a pipeline schedule: which chunk runs, which direction, on which micro-batch.
     Schedules are lists of these so every schedule is checked and simulated the same way."""

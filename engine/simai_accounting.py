@@ -38,7 +38,6 @@ clear error or, for the one-rank group, charge 0 and say so in docs/simai.md.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from functools import lru_cache
 from operator import attrgetter
 from typing import TYPE_CHECKING
@@ -47,6 +46,7 @@ from formats.simai_reader import check_runnable
 from formats.simai_text import SimaiGroup, SimaiRecord, SimaiWorkload, coll_name, comm_group
 from workload_gen.errors import ConfigError
 from workload_gen.units import GiB as GIB
+from workload_gen.record import record
 
 if TYPE_CHECKING:
     from workload_gen.records import CollKind
@@ -76,7 +76,7 @@ _COLLECTIVES = frozenset({"allreduce", "allgather", "reducescatter", "alltoall"}
 """The collectives SimAI's analytical model prices (CollKind values; a StrEnum is its value as str)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class SimaiCluster:
     """SimAI_analytical's command-line flags."""
 
@@ -112,7 +112,7 @@ class SimaiCluster:
             raise ConfigError("pp_o", self.pp_o, "must be in (0, 1]: SimAI divides the PP message by it")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SimaiLayerRow:
     """One record's line of SimAI's per-layer table (us; bandwidths in GB/s of 2^30 bytes)."""
 
@@ -141,7 +141,7 @@ _ROW_FIELDS: tuple[str, ...] = SimaiLayerRow.__slots__  # type: ignore[attr-defi
 _row_values = attrgetter(*_ROW_FIELDS)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SimaiAccounting:
     """What SimAI_analytical reports (us)."""
 

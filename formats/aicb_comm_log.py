@@ -27,13 +27,14 @@ from __future__ import annotations
 import csv
 from collections import defaultdict
 from collections.abc import Collection
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from collectives.closed_form import bus_factor
 from formats.kernel_classes import group_from_description
 from workload_gen.errors import FormatError
 from workload_gen.records import CollKind
+from workload_gen.record import record
 
 _KINDS = {
     "all_reduce": CollKind.ALL_REDUCE, "all_gather": CollKind.ALL_GATHER, "reduce_scatter": CollKind.REDUCE_SCATTER,
@@ -44,7 +45,7 @@ _KINDS = {
 REQUIRED = ("comm_type", "comm_group", "comm_group_size", "msg_size", "stage", "_elapsed_time", "algbw", "busbw")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CommRecord:
     kind: CollKind
     group: str
@@ -155,7 +156,7 @@ def _fill_group_sizes(records: list[CommRecord]) -> list[CommRecord]:
     return [replace(r, group_size=known.get(r.group)) if r.group_size is None else r for r in records]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CommSummary:
     kind: CollKind
     group: str

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from workload_gen.record import record
 
 _DP_SYNC = re.compile(r"^(grad_norm|grad_gather|grad_param_comm|moe_grad_norm\d?)$")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Entry:
     """One size of one (phase, group, type) row, seen from the AICB side (x) and ours (y)."""
 
@@ -32,7 +32,7 @@ class Entry:
     y_names: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Ctx:
     x: object
     """The AICB/SimAI summary (or side A when both are native)."""

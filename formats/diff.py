@@ -22,16 +22,17 @@ Units: seconds.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from formats.kernel_classes import COMM, OTHER
 from formats.kineto import TraceOp
 from formats.timeline import Timeline, exposed_comm, idle
+from workload_gen.record import record
 
 COARSE = {"fwd": "fwd", "recompute": "bwd", "bwd-input": "bwd", "bwd-weight": "bwd", "bwd": "bwd", "iter": "iter"}
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Row:
     key: str
     predicted_s: float
@@ -47,7 +48,7 @@ class Row:
         return self.diff_s / self.measured_s if self.measured_s > 0 else None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Mismatch:
     layer: int | None
     phase: str
@@ -63,7 +64,7 @@ class Mismatch:
         return self.predicted_s - self.measured_s
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TraceDiff:
     predicted_source: str
     measured_source: str

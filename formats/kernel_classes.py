@@ -19,9 +19,9 @@ Anything that matches no rule is ``other`` (copies, fills, views, framework over
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from workload_gen.records import CollKind, OpKind
+from workload_gen.record import record
 
 OTHER = "other"
 """Category of an op no rule matches."""
@@ -29,7 +29,7 @@ COMM = "comm"
 """Category of a collective (its CollKind is in ``Classification.coll``)."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Classification:
     category: str
     """An OpKind value, ``comm`` or ``other``."""

@@ -42,6 +42,7 @@ from typing import NamedTuple
 from formats.kernel_classes import COMM, OTHER, classify_cpu_op, classify_kernel, group_from_description
 from workload_gen.errors import FormatError
 from workload_gen.records import OpKind
+from workload_gen.record import record
 
 US = 1e-6
 HEAD_LAYER = 1_000_000
@@ -58,7 +59,7 @@ _DTYPE_BYTES = {"float": 4, "float32": 4, "fp32": 4, "c10::half": 2, "half": 2, 
                 "int8": 1, "uint8": 1, "char": 1, "byte": 1, "float8_e4m3fn": 1, "float8_e5m2": 1}
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TraceOp:
     """One measured unit of work on one rank."""
 
@@ -101,7 +102,7 @@ class TraceOp:
         return self.end - self.start
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Step:
     number: int
     start: float
@@ -112,7 +113,7 @@ class Step:
         return self.end - self.start
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RankTrace:
     rank: int
     path: str
@@ -145,7 +146,7 @@ class RankTrace:
         return durs[len(durs) // 2]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class KinetoTrace:
     ranks: tuple[RankTrace, ...]
 

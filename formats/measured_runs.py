@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import csv
 import os
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from workload_gen.errors import ConfigError, FormatError
@@ -35,13 +35,14 @@ from workload_gen.model_config import ModelConfig
 from workload_gen.model_presets import get_preset
 from workload_gen.parallel_config import ParallelConfig
 from workload_gen.units import GiB
+from workload_gen.record import record
 
 A100_HEADS = {"1.7B": 24, "3.6B": 32, "7.5B": 32, "18B": 48, "39B": 64, "76B": 80, "145B": 96,
               "310B": 128, "530B": 128, "1T": 160}
 """Narayanan et al. 2021, Table 1: attention heads per model size (the CSV omits them)."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class MeasuredRun:
     label: str
     dataset: str

@@ -19,9 +19,10 @@ it. Units: ns and bytes, as in the file; nothing else in trainsim uses ns.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Literal
+from workload_gen.record import record
 
 if TYPE_CHECKING:  # loaded on first use: a reader or the SimAI accounting never needs the record types
     from workload_gen.records import CollKind
@@ -132,7 +133,7 @@ def comm_token(kind: CollKind | None, group: SimaiGroup | None, column: Column) 
     raise ValueError(f"SimAI cannot express group {group} in the {column} column")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SimaiComm:
     """One comm slot of a record: the type token as written, and its bytes."""
 
@@ -144,7 +145,7 @@ class SimaiComm:
         return comm_kind(self.token)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SimaiRecord:
     """One SimAI layer record (times in ns, sizes in bytes)."""
 
@@ -169,7 +170,7 @@ class SimaiRecord:
         return {"fwd": self.fwd_comm, "ig": self.ig_comm, "wg": self.wg_comm}[column]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SimaiHeader:
     """Line 1. ``None`` means the key was absent from the file."""
 
@@ -193,7 +194,7 @@ class SimaiHeader:
         return self.policy == "HYBRID_TRANSFORMER_FWD_IN_BCKWD"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SimaiWorkload:
     """A SimAI workload file as read: its header and records, kept in SimAI's own terms (ns,
     its group names) until simai_convert turns it into a Workload."""

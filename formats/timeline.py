@@ -11,17 +11,18 @@ double-count overlapping kernels or streams.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from formats.kernel_classes import COMM
 from formats.kineto import KinetoTrace, TraceOp, load_json, read_kineto
 from workload_gen.errors import FormatError
+from workload_gen.record import record
 
 COMM_GROUPS = ("tp", "cp", "ep", "etp", "dp", "edp", "pp", "emb")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Timeline:
     source: str
     side: str

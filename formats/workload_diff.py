@@ -21,17 +21,18 @@ import csv
 import io
 import json
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 
 from formats.atomic import write_text_atomic
 from workload_gen.errors import FormatError
+from workload_gen.record import record
 
 PHASE = {"fwd": "fwd", "bwd-input": "bwd", "bwd-weight": "bwd", "recompute": "bwd", "iter": "iter"}
 _SIMAI_GROUP = {"tp": "tp", "ep": "ep", "dp": "dp", "dp_ep": "edp", "none": "?"}
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Coll:
     phase: str
     group: str
@@ -41,7 +42,7 @@ class Coll:
     names: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class WorkloadSummary:
     source: str
     fmt: str
@@ -137,7 +138,7 @@ def _simai_summary(p: Path) -> WorkloadSummary:
 
 
 # --- comparing ---------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
+@record
 class CollDiff:
     """One (phase, group, type) of both workloads: their collectives by size."""
 
@@ -186,7 +187,7 @@ class CollDiff:
         return [(nbytes, e[0], e[1], tuple(e[2]), tuple(e[3])) for nbytes, e in sorted(by.items())]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class LayerDiff:
     layer: int
     a_flops: float
@@ -195,7 +196,7 @@ class LayerDiff:
     b_ops: dict
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class WorkloadDiff:
     a: WorkloadSummary
     b: WorkloadSummary

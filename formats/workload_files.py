@@ -13,17 +13,17 @@ replay SimAI's own accounting keep the parsed records (:attr:`WorkloadFile.simai
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from formats.simai_text import SimaiWorkload
 from workload_gen.errors import ConfigError
 from workload_gen.records import Workload
+from workload_gen.record import record
 
 FORMATS = ("native", "simai")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class WorkloadFile:
     """A parsed workload file, before a SimAI file is given its GPU count."""
 

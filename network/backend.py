@@ -10,15 +10,15 @@ Units: seconds, bytes.
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
+from workload_gen.record import record
 
 if TYPE_CHECKING:  # annotations only: importing the records' dataclasses costs every command start
     from workload_gen.records import CollectiveOp
     from workload_gen.system import SystemConfig
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Transfer:
     """One instance of a collective (or a point-to-point send) on the wire."""
 
@@ -29,7 +29,7 @@ class Transfer:
     """Global ranks taking part, in ring order. For SEND_RECV: (src, dst)."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Completion:
     """A finished transfer as a backend reports it: the id the engine gave it and when it
     finished, so the engine can release whatever waited on it."""

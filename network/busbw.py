@@ -20,7 +20,6 @@ of algorithms, bandwidths and latencies.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
 
 from collectives.auto import choose
@@ -28,6 +27,7 @@ from collectives.closed_form import latency_steps, node_tree_height, nvls_tree_f
 from workload_gen.placement import GroupShape
 from workload_gen.records import CollKind
 from workload_gen.system import SystemConfig
+from workload_gen.record import record
 
 
 class Link(StrEnum):
@@ -38,7 +38,7 @@ class Link(StrEnum):
     NIC = "nic"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CollectivePath:
     """How one collective runs: algorithm, large-message bus bandwidth (bytes/s),
     total latency (s, all steps) and the bottleneck fabric."""

@@ -18,7 +18,7 @@ curve costs an 8-rail ring, which no NCCL measurement shows. Units: bytes, bytes
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from typing import Any
 from network.busbw import Link
 from workload_gen.errors import ConfigError
 from workload_gen.yaml_file import read_yaml_mapping
+from workload_gen.record import record
 
 DEFAULT_TABLE = Path(__file__).resolve().parent / "data" / "efficiency.yaml"
 JSON_MIRROR = DEFAULT_TABLE.with_suffix(".json")
@@ -68,7 +69,7 @@ def write_json_mirror() -> Path:
     return JSON_MIRROR
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Curve:
     """Size dependence of one link class's collective bandwidth: a peak share and a per-call
     cost, so small messages are latency-bound and large ones reach the measured busbw."""
@@ -100,7 +101,7 @@ class Curve:
 IDEAL = Curve()
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class EfficiencyTable:
     """The curves of every link class of a system, with where they come from; a class without a
     curve is ideal (textbook latency + bytes / busbw)."""

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import csv
 import statistics
-from dataclasses import dataclass
 from pathlib import Path
 
 from collectives.closed_form import bus_factor as algorithm_factor
@@ -33,12 +32,13 @@ from network.busbw import collective_path
 from workload_gen.placement import GroupShape
 from workload_gen.records import CollKind
 from workload_gen.system import SystemConfig
+from workload_gen.record import record
 
 FIT_KINDS = (CollKind.ALL_REDUCE, CollKind.ALL_GATHER, CollKind.REDUCE_SCATTER, CollKind.ALL_TO_ALL)
 """The collectives of the AICB log the NVLink fit uses (its broadcasts are left out)."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class LogPoint:
     kind: CollKind
     n: int
@@ -72,7 +72,7 @@ SIMAI_RING_BUSBW = 8 * 48.5 * 2**30
 """Bus bandwidth of the 8-rail ring behind SimAI's ratio tables (bytes/s)."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Fit:
     peak_fraction: float
     half_bytes: float

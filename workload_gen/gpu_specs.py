@@ -13,15 +13,16 @@ keeps; it varies by a few MiB between driver versions. Each value cites a public
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from workload_gen.errors import ConfigError
 from workload_gen.units import GB, TFLOPS, GiB, MiB
+from workload_gen.record import record
 
 T = TFLOPS
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class GpuSpec:
     """Datasheet figures of one GPU model: peaks, HBM bandwidth and capacity, SM count. Fitted or
     measured efficiencies live in compute_profile's parameter file, not here."""

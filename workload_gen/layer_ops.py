@@ -45,11 +45,12 @@ from dataclasses import dataclass, field, replace
 from workload_gen import costs
 from workload_gen.model_config import ModelConfig
 from workload_gen.records import CollectiveOp, CollKind, ComputeOp, Group, Op, OpKind, Phase
+from workload_gen.record import record
 
 FWD, BWD_I, BWD_W, RECOMP = Phase.FWD, Phase.BWD_INPUT, Phase.BWD_WEIGHT, Phase.RECOMPUTE
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class LayerKey:
     """Every ParallelConfig setting that changes per-micro-batch ops (not DP or batch count)."""
 

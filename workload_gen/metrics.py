@@ -14,10 +14,10 @@ Units: seconds, FLOP, FLOP/s (TFLOP/s where the name says so), tokens/s.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from workload_gen.records import ComputeOp, Phase, Workload
 from workload_gen.run_result import RunResult
+from workload_gen.record import record
 
 _EXECUTED_PHASES = (Phase.FWD, Phase.BWD_INPUT, Phase.BWD_WEIGHT, Phase.RECOMPUTE)
 
@@ -47,7 +47,7 @@ def hardware_flops_per_iteration(workload: Workload) -> float:
     return total
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Headline:
     """What a person reads first about a run (None: not defined for this run)."""
 

@@ -7,14 +7,15 @@ model lives here; anything that involves the parallel layout lives in
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import Literal
 
 from workload_gen.errors import ConfigError
 from workload_gen.limits import MODEL_FIELD_LIMITS, check_fields
+from workload_gen.record import record
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class ModelConfig:
     """A transformer's architecture as Megatron describes it (dense, GQA, MoE, MLA): only the
     shapes that decide FLOPs, bytes and parameter counts."""

@@ -6,12 +6,13 @@ Checks that involve only these fields run at construction; checks against the mo
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import Literal
 
 from workload_gen.errors import ConfigError
 from workload_gen.limits import MAX_MICROBATCHES, PARALLEL_FIELD_LIMITS, check_fields, check_limit
 from workload_gen.model_config import ModelConfig
+from workload_gen.record import record
 
 Dtype = Literal["bf16", "fp16", "fp32", "fp8"]
 DTYPE_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1}
@@ -27,7 +28,7 @@ FP8_RECIPES = ("delayed", "tensorwise", "mxfp8", "blockwise")
 OPTIMIZERS = ("adam", "distributed_fused_adam")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class ParallelConfig:
     """How a model is split and trained: the parallel sizes, batch and sequence, precision,
     recomputation and the Megatron overlap flags; fields mirror Megatron's arguments."""

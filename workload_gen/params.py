@@ -26,17 +26,17 @@ shared-expert width, ``m`` = 2 for SwiGLU (gate and up halves of fc1) else 1):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
 from workload_gen.model_config import ModelConfig
 from workload_gen.parallel_config import ParallelConfig
+from workload_gen.record import record
 
 Shard = Literal["tp", "replicated", "expert"]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ParamTensor:
     name: str
     numel: int

@@ -9,13 +9,13 @@ then PP (Megatron-Core's expert RankGenerator).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from workload_gen.parallel_config import ParallelConfig
 from workload_gen.records import Group
+from workload_gen.record import record
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Placement:
     """How ranks map onto nodes (consecutive ranks share a node, as launchers place them), so
     every layer that asks "same node?" or "which NIC?" gets the same answer."""
@@ -37,7 +37,7 @@ class Placement:
         return GroupShape.from_ranks(ranks, self.gpus_per_node)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class GroupShape:
     """Where a group's ranks sit: the only placement facts the closed forms and the
     algorithm choice need (the one place that counts them)."""

@@ -9,11 +9,12 @@ Units: seconds, bytes, FLOPs (floating-point operations, a multiply-add counts 2
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from enum import StrEnum
 
 from workload_gen.model_config import ModelConfig
 from workload_gen.parallel_config import ParallelConfig
+from workload_gen.record import record
 
 FORMAT_VERSION = 1
 
@@ -74,7 +75,7 @@ class TimeSource(StrEnum):
     IMPORTED = "imported"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ComputeOp:
     """One kernel (or fused kernel group) on one rank."""
 
@@ -101,7 +102,7 @@ class ComputeOp:
         return replace(self, time_s=time_s, source=source)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CollectiveOp:
     """A collective on one parallel group, as every member issues it."""
 
@@ -124,7 +125,7 @@ class CollectiveOp:
 Op = ComputeOp | CollectiveOp
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ChunkProgram:
     """What one virtual chunk of one pipeline stage does for one micro-batch."""
 
@@ -137,7 +138,7 @@ class ChunkProgram:
     """Backward in execution order, including recomputed forward ops."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class StageProgram:
     """The ops one rank of a pipeline stage runs: per chunk its forward and backward lists (one
     micro-batch each) and the once-per-iteration tail, plus the parameters the rank holds."""
@@ -151,7 +152,7 @@ class StageProgram:
     """Of ``params``, those synchronised over the DP group (the rest over EDP)."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Workload:
     """One training iteration as per-stage op lists, with the model and parallel layout that
     produced it: the contract between gen-workload, compute_profile and the engine."""

@@ -7,14 +7,15 @@ compute kinds are the OpKind values; communication categories are the Group valu
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from workload_gen.records import Group, Workload
 from workload_gen.system import SystemConfig
+from workload_gen.record import record
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Interval:
     """One busy period on one stream of one simulated rank."""
 
@@ -37,7 +38,7 @@ class Interval:
     """Communication only: the part of it the compute stream waited for."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Breakdown:
     """Where one rank's iteration time went; the parts sum to the iteration time."""
 
@@ -59,7 +60,7 @@ class Breakdown:
         return out
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class MemoryEstimate:
     """Peak memory of one rank of one stage, by part (bytes)."""
 
@@ -84,7 +85,7 @@ class MemoryEstimate:
         return int(self.allocated_peak * self.reserved_factor)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RunResult:
     """What one simulated iteration produced, whichever backend ran it: the time, where it went
     per stage, memory per stage and (when asked for) the timeline. Output writers read only this."""

@@ -9,7 +9,7 @@ Units: bytes/s for bandwidth (per direction), seconds for latency.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -17,11 +17,12 @@ from workload_gen.errors import ConfigError
 from workload_gen.gpu_specs import GpuSpec, get_gpu
 from workload_gen.units import GB, GBIT
 from workload_gen.yaml_file import read_yaml_mapping
+from workload_gen.record import record
 
 GBPS = GB  # GB/s (decimal), as vendor sheets quote NVLink
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class SystemConfig:
     """One node type and its fabric: which GPU, how many per node, NVLink and NIC bandwidths and
     the scale-out topology. Everything a network backend needs besides the workload."""

@@ -38,7 +38,7 @@ import itertools
 import json
 import math
 import operator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -54,12 +54,13 @@ from workload_gen.limits import (
     MAX_SWEEP_POINTS,
 )
 from workload_gen.yaml_file import read_yaml_mapping
+from workload_gen.record import record
 
 _MAX_SPEC_NODES = 1_000_000
 """Values in a spec, aliases counted at each use (a YAML "billion laughs" is refused)."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SweepPoint:
     index: int
     """Position in expansion order (and in the output table)."""
@@ -87,7 +88,7 @@ def _text_keys(value: Any) -> Any:
     return value
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SweepSpec:
     base: dict[str, Any]
     blocks: tuple[tuple[str, tuple[tuple[str, tuple[Any, ...]], ...]], ...]

@@ -24,7 +24,7 @@ from __future__ import annotations
 import bisect
 import itertools
 from concurrent.futures import FIRST_COMPLETED, wait
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from engine.sweep.point import GIB
@@ -32,9 +32,10 @@ from workload_gen.errors import ConfigError, TrainsimError
 from workload_gen.model_config import ModelConfig
 from workload_gen.parallel_config import ParallelConfig, check_against_model
 from workload_gen.system import SystemConfig
+from workload_gen.record import record
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Candidate:
     parallel: ParallelConfig
     reserved_bytes: int
@@ -62,7 +63,7 @@ class Candidate:
         return " ".join(parts)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SearchResult:
     ranked: tuple[Candidate, ...]
     """Fitting layouts simulated and kept, best first: every one without ``top_k``; with it,
