@@ -11,7 +11,6 @@ home, shared with the sweep table and search.
 """
 from __future__ import annotations
 
-import csv
 import dataclasses
 import io
 import json
@@ -331,6 +330,8 @@ def layer_rows(result: RunResult) -> list[dict[str, Any]]:
 
 def layers_csv(result: RunResult, rows: list[dict[str, Any]] | None = None) -> str:
     """layers.csv; ``rows``: :func:`layer_rows` of ``result`` when the caller has them already."""
+    import csv  # only runs that write files need it (start-up cost, docs/simai.md)
+
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(LAYER_COLUMNS)
