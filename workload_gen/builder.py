@@ -81,6 +81,8 @@ def layer_key(model: ModelConfig, par: ParallelConfig) -> LayerKey:
         recompute_method=par.recompute_method, recompute_num_layers=par.recompute_num_layers,
         tp_comm_overlap=par.tp_comm_overlap, vocab_padded=padded_vocab(model, par),
         first_stage_layers=par.first_stage_layers, last_stage_layers=par.last_stage_layers,
+        account_for_embedding_in_pipeline_split=par.account_for_embedding_in_pipeline_split,
+        account_for_loss_in_pipeline_split=par.account_for_loss_in_pipeline_split,
         overlap_p2p=par.vpp > 1 and par.overlap_p2p_comm, fp8_recipe=par.fp8_recipe,
         attention_backend=par.attention_backend,
     )
@@ -183,11 +185,14 @@ def _stage_chunks(model: ModelConfig, key: LayerKey, stage: int) -> tuple[ChunkP
 class _ParView:
     """The fields chunk_layers() reads, from a LayerKey (keeps the cache key small)."""
 
-    __slots__ = ("pp", "vpp", "first_stage_layers", "last_stage_layers")
+    __slots__ = ("pp", "vpp", "first_stage_layers", "last_stage_layers", "account_for_embedding_in_pipeline_split",
+                 "account_for_loss_in_pipeline_split")
 
     def __init__(self, key: LayerKey) -> None:
         self.pp, self.vpp = key.pp, key.vpp
         self.first_stage_layers, self.last_stage_layers = key.first_stage_layers, key.last_stage_layers
+        self.account_for_embedding_in_pipeline_split = key.account_for_embedding_in_pipeline_split
+        self.account_for_loss_in_pipeline_split = key.account_for_loss_in_pipeline_split
 
 
 # --- once per iteration ---------------------------------------------------------------

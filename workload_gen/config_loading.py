@@ -24,6 +24,8 @@ YAML schema (every key optional; see docs/workload.md)::
       etp: null                    # null = same as tp
       first_stage_layers: null     # uneven pipeline (vpp 1): layers on the first/last stage
       last_stage_layers: null
+      account_for_embedding_in_pipeline_split: false   # the embedding / the loss take a layer
+      account_for_loss_in_pipeline_split: false        # slot of the first / last virtual stage
     training:
       micro_batch: 1
       global_batch: 512
@@ -88,6 +90,7 @@ of 8192 tokens (a common NeMo/Megatron recipe shape)."""
 
 LAYOUT_KEYS: tuple[str, ...] = (
     "world_size", "tp", "sp", "pp", "vpp", "cp", "cp_comm", "ep", "etp", "first_stage_layers", "last_stage_layers",
+    "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
 )
 TRAINING_KEYS: tuple[str, ...] = tuple(
     f.name for f in fields(ParallelConfig) if f.name not in LAYOUT_KEYS
@@ -402,6 +405,8 @@ _PAR_BOOL_FLAGS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("--tp-comm-overlap",), "tp_comm_overlap"),
     (("--overlap-p2p-communication",), "overlap_p2p_comm"),
     (("--grad-reduce-in-fp32", "--accumulate-allreduce-grads-in-fp32"), "grad_reduce_in_fp32"),
+    (("--account-for-embedding-in-pipeline-split",), "account_for_embedding_in_pipeline_split"),
+    (("--account-for-loss-in-pipeline-split",), "account_for_loss_in_pipeline_split"),
 )
 
 # --- help text from the fields' docstrings ------------------------------------------------
@@ -600,8 +605,6 @@ NOT_MODELLED_MEGATRON_FLAGS: dict[str, tuple[bool, str | None, str]] = {
     "--overlap-param-gather-with-optimizer-step": (False, None, "overlaps the parameter all-gather with the optimizer step"),
     "--defer-embedding-wgrad-compute": (False, None, "moves the embedding's weight-gradient GEMMs"),
     "--wgrad-deferral-limit": (True, None, "moves the embedding's weight-gradient GEMMs"),
-    "--account-for-embedding-in-pipeline-split": (False, None, "changes the layers per pipeline stage"),
-    "--account-for-loss-in-pipeline-split": (False, None, "changes the layers per pipeline stage"),
     "--pipeline-model-parallel-layout": (True, None, "changes the layers per pipeline stage"),
     "--microbatch-group-size-per-virtual-pipeline-stage": (True, None, "changes the pipeline schedule"),
     "--use-precision-aware-optimizer": (False, None, "changes the optimizer state's dtypes and memory"),

@@ -74,6 +74,8 @@ class LayerKey:
     vocab_padded: int
     first_stage_layers: int | None = None
     last_stage_layers: int | None = None
+    account_for_embedding_in_pipeline_split: bool = False
+    account_for_loss_in_pipeline_split: bool = False
     overlap_p2p: bool = False
     """PP sends may overlap compute: interleaved schedule with overlap_p2p_comm."""
     fp8_recipe: str = "delayed"

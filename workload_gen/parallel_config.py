@@ -98,6 +98,14 @@ class ParallelConfig:
     None means an even share. The other stages split the rest evenly."""
     last_stage_layers: int | None = None
     """Layers on the last pipeline stage (Megatron --decoder-last-pipeline-num-layers)."""
+    account_for_embedding_in_pipeline_split: bool = False
+    """The embedding takes one layer slot of the first virtual stage (Megatron
+    --account-for-embedding-in-pipeline-split): the layers plus this slot split evenly over
+    the pp*vpp virtual stages, and the first holds one layer fewer. NVIDIA's Llama 3.1 405B,
+    DeepSeek-V3 and Qwen3-235B recipes set it."""
+    account_for_loss_in_pipeline_split: bool = False
+    """The output layer and loss take one layer slot of the last virtual stage (Megatron
+    --account-for-loss-in-pipeline-split)."""
 
     def __post_init__(self) -> None:
         for name in ("world_size", "tp", "pp", "vpp", "cp", "ep", "micro_batch", "global_batch", "seq_length"):
@@ -121,6 +129,13 @@ class ParallelConfig:
                 raise ConfigError(name, v, "uneven pipeline stages need pp > 1")
             if self.vpp > 1:
                 raise ConfigError(name, v, "uneven first/last stages are supported with vpp = 1 only")
+        for name in ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split"):
+            v = getattr(self, name)
+            if not isinstance(v, bool):
+                raise ConfigError(name, v, "must be true or false")
+            if v and (self.first_stage_layers is not None or self.last_stage_layers is not None):
+                # Megatron-Core asserts the same (transformer_block.get_num_layers_to_build)
+                raise ConfigError(name, v, "cannot be combined with first_stage_layers/last_stage_layers")
         if self.etp is not None and (not isinstance(self.etp, int) or self.etp < 1):
             raise ConfigError("etp", self.etp, "must be a positive integer")
         check_fields(self, PARALLEL_FIELD_LIMITS)  # 10^7 ranks ran for 16 s and 100+ GB of plans
@@ -257,6 +272,19 @@ def check_against_model(model: ModelConfig, par: ParallelConfig) -> None:
         per_chunk_min = min(sizes)
         if per_chunk_min < 1:
             raise ConfigError("pp", par.pp, f"every pipeline stage needs at least one layer (got {sizes})")
+    elif par.account_for_embedding_in_pipeline_split or par.account_for_loss_in_pipeline_split:
+        e, l = int(par.account_for_embedding_in_pipeline_split), int(par.account_for_loss_in_pipeline_split)
+        slots = model.num_layers + e + l
+        if slots % stages:
+            raise ConfigError(
+                "pp", par.pp,
+                f"num_layers={model.num_layers} plus the {'embedding and loss' if e and l else 'embedding' if e else 'loss'}"
+                f" slot{'s' if e and l else ''} = {slots} is not divisible by pp*vpp={par.pp}*{par.vpp}={stages}",
+            )
+        per_chunk_min = slots // stages - (max(e, l) if stages > 1 else e + l)
+        if per_chunk_min < 1:
+            raise ConfigError("pp", par.pp, f"the first or last virtual stage would hold no layer "
+                              f"({slots} slots over {stages} virtual stages); use fewer stages")
     elif model.num_layers % stages:
         raise ConfigError(
             "pp", par.pp,

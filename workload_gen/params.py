@@ -200,6 +200,8 @@ def stage_layer_counts(model: ModelConfig, par: ParallelConfig) -> tuple[int, ..
     (validated in ``check_against_model``).
     """
     first, last = par.first_stage_layers, par.last_stage_layers
+    if par.account_for_embedding_in_pipeline_split or par.account_for_loss_in_pipeline_split:
+        return tuple(sum(len(chunk_layers(model, par, s, c)) for c in range(par.vpp)) for s in range(par.pp))
     if first is None and last is None:
         return (model.num_layers // par.pp,) * par.pp
     middle = par.pp - (first is not None) - (last is not None)
@@ -215,7 +217,18 @@ def stage_layer_counts(model: ModelConfig, par: ParallelConfig) -> tuple[int, ..
 
 def chunk_layers(model: ModelConfig, par: ParallelConfig, stage: int, chunk: int) -> tuple[int, ...]:
     """Global layers of virtual chunk ``chunk`` on stage ``stage`` (Megatron interleaving:
-    chunk c of stage s holds layers starting at (c*pp + s) * L/(pp*vpp))."""
+    chunk c of stage s holds layers starting at (c*pp + s) * L/(pp*vpp)).
+
+    With the embedding and/or loss accounted in the split, they are layer slots: the
+    L + e + l slots split evenly over the virtual stages, the embedding's slot is the first
+    of virtual stage 0 and the loss's the last of the last virtual stage (Megatron-Core's
+    get_num_layers_to_build and get_transformer_layer_offset)."""
+    e = int(par.account_for_embedding_in_pipeline_split)
+    if e or par.account_for_loss_in_pipeline_split:
+        stages = par.pp * par.vpp
+        per = (model.num_layers + e + int(par.account_for_loss_in_pipeline_split)) // stages
+        v = chunk * par.pp + stage
+        return tuple(range(max(v * per - e, 0), min((v + 1) * per - e, model.num_layers)))
     if par.first_stage_layers is not None or par.last_stage_layers is not None:
         counts = stage_layer_counts(model, par)  # uneven stages imply vpp == 1
         start = sum(counts[:stage])

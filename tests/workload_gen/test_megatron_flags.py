@@ -18,7 +18,6 @@ ISSUE_IGNORED = [  # issue 13's list: flags that do not change the simulated ite
 ]
 ISSUE_REFUSED = [  # issue 13's list: flags that would change the iteration, not modelled
     "--overlap-param-gather-with-optimizer-step", "--defer-embedding-wgrad-compute",
-    "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split",
     "--use-precision-aware-optimizer", "--distribute-saved-activations", "--num-distributed-optimizer-instances 2",
     "--pipeline-model-parallel-layout Et*2|(tt|)*15tL",
 ]
