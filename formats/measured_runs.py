@@ -117,7 +117,11 @@ def _nvidia_recipe_parallel(r: dict[str, str], fp8_recipe: str, optimizer: str) 
         recompute=r["recompute"], distributed_optimizer=True, optimizer=optimizer,
         overlap_grad_reduce=r["overlap_grad_sync"] == "1", overlap_param_gather=r["overlap_param_sync"] == "1",
         tp_comm_overlap=r["tp_comm_overlap"] == "1", overlap_p2p_comm=r["overlap_p2p"] == "1",
-        grad_reduce_in_fp32=r["grad_sync_dtype"] == "fp32")
+        grad_reduce_in_fp32=r["grad_sync_dtype"] == "fp32",
+        # Megatron-Bridge's 405B recipes put the embedding and the loss in layer slots (the
+        # dgxc tables have no such column: their recipes do not)
+        account_for_embedding_in_pipeline_split=r.get("embedding_in_pp_split", "0") == "1",
+        account_for_loss_in_pipeline_split=r.get("loss_in_pp_split", "0") == "1")
 
 
 def _h100(r: dict[str, str]) -> MeasuredRun:

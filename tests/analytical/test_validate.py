@@ -148,7 +148,7 @@ def test_megatron_bridge_step_time_is_tokens_over_throughput():
     from formats.measured_runs import read_measured_dir
 
     runs = [r for r in read_measured_dir(HELD_OUT) if "bridge25.11" in r.label and r.system == "b200"
-            and r.parallel.fp8_recipe == "tensorwise"]
+            and r.parallel.fp8_recipe == "tensorwise" and r.model.name == "llama3-8b"]
     assert len(runs) == 1
     run = runs[0]
     assert run.step_time_s == pytest.approx(128 * 8192 / (30624 * 8))
@@ -156,14 +156,29 @@ def test_megatron_bridge_step_time_is_tokens_over_throughput():
     assert run.family == "llama3.1-8b"  # same shapes as Llama 3.1 8B: one family across sources
 
 
+def test_megatron_bridge_405b_rows_use_the_recipe_layout():
+    """25.11, DGX-H100, Llama 3.1 405B FP8: 292 tokens/s/GPU on 1024 GPUs at 512 x 8192 tokens
+    -> 14.03 s per step; TP 8 PP 8 VP 8 CP 2 with the embedding and loss in layer slots
+    (126 + 2 = 128 slots, 2 per virtual stage), DP 8, 64 micro-batches."""
+    from formats.measured_runs import read_measured_dir
+
+    run = next(r for r in read_measured_dir(HELD_OUT) if "405b" in r.label and "bridge25.11" in r.label
+               and r.system == "h100")
+    assert run.step_time_s == pytest.approx(512 * 8192 / (292 * 1024))
+    par = run.parallel
+    assert (par.tp, par.pp, par.vpp, par.cp, par.dp, par.num_microbatches) == (8, 8, 8, 2, 8, 64)
+    assert par.account_for_embedding_in_pipeline_split and par.account_for_loss_in_pipeline_split
+    assert run.model.num_layers == 126 and run.model.hidden_size == 16384
+
+
 def test_held_out_runs_are_predicted_never_fitted(report):
     """The Megatron-Bridge runs (another source, newer NeMo stack) are predicted by the
     model fitted on the shared rows and reported on their own; no fold sees them."""
     from engine.calibration import render_markdown
 
-    assert len(report.held_out) == 7
+    assert len(report.held_out) == 13
     assert {c.run.system for c in report.held_out} == {"b200", "h100"}
     assert all(c.predicted_s > 0 and c.prior_s > 0 for c in report.held_out)
     assert report.rows == 66 and all(p.run.dataset != "megatron-bridge" for p in report.predictions)
     text = render_markdown(report)
-    assert "Held out entirely (7 runs from megatron-bridge" in text
+    assert "Held out entirely (13 runs from megatron-bridge" in text
