@@ -47,9 +47,9 @@ from dataclasses import replace
 
 from workload_gen.errors import ConfigError
 from workload_gen.gpu_specs import get_gpu
+from workload_gen.record import record
 from workload_gen.system import SYSTEMS, SystemConfig
 from workload_gen.units import KiB, MiB
-from workload_gen.record import record
 
 
 @record

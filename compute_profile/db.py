@@ -34,8 +34,8 @@ from typing import TypeVar
 from formats.atomic import atomic_write
 from workload_gen.errors import ConfigError, FormatError
 from workload_gen.gpu_specs import get_gpu
-from workload_gen.records import OpKind, Phase
 from workload_gen.record import record
+from workload_gen.records import OpKind, Phase
 
 SCHEMA_VERSION = 1
 SOURCES: tuple[str, ...] = ("measured", "imported", "estimated")

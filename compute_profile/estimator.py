@@ -39,9 +39,9 @@ from typing import Any
 
 from workload_gen.errors import ConfigError
 from workload_gen.gpu_specs import GpuSpec, get_gpu
+from workload_gen.record import record
 from workload_gen.records import ComputeOp, OpKind, Phase
 from workload_gen.yaml_file import read_yaml_mapping
-from workload_gen.record import record
 
 PARAMS_PATH = Path(__file__).resolve().parent / "data" / "estimator_params.yaml"
 CALIBRATED_PATH = Path(__file__).resolve().parent / "data" / "calibrated.yaml"

@@ -34,8 +34,8 @@ from compute_profile.kernels import adam_bench, build_bench  # no torch at impor
 from compute_profile.keys import profile_phase, shape_key
 from workload_gen.errors import ConfigError, TrainsimError
 from workload_gen.gpu_specs import GPUS, get_gpu
-from workload_gen.records import ComputeOp, OpKind, Phase, Workload
 from workload_gen.record import record
+from workload_gen.records import ComputeOp, OpKind, Phase, Workload
 
 MEASURED_DTYPES = frozenset({"bf16", "fp16", "fp32"})
 

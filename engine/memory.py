@@ -142,10 +142,10 @@ from workload_gen.errors import ConfigError
 from workload_gen.gpu_specs import get_gpu
 from workload_gen.model_config import ModelConfig
 from workload_gen.parallel_config import ParallelConfig
+from workload_gen.record import record
 from workload_gen.records import Workload
 from workload_gen.run_result import MemoryEstimate
 from workload_gen.units import KiB, MiB
-from workload_gen.record import record
 
 RESERVED_FACTOR = 1.06
 """reserved / allocated: the caching allocator's rounding and fragmentation (B200 runs:

@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import field
 
 from workload_gen.errors import ConfigError
-from workload_gen.records import CollectiveOp, CollKind, ComputeOp, Group, Op, OpKind, Workload
 from workload_gen.record import record
+from workload_gen.records import CollectiveOp, CollKind, ComputeOp, Group, Op, OpKind, Workload
 
 INTRA_STAGE_GROUPS = frozenset({Group.TP, Group.CP, Group.EP, Group.ETP})
 """Groups whose members all sit in one pipeline stage, so they are symmetric there."""

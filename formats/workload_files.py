@@ -17,8 +17,8 @@ from pathlib import Path
 
 from formats.simai_text import SimaiWorkload
 from workload_gen.errors import ConfigError
-from workload_gen.records import Workload
 from workload_gen.record import record
+from workload_gen.records import Workload
 
 FORMATS = ("native", "simai")
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import field
 
 from workload_gen.errors import ConfigError
-from workload_gen.units import GB, TFLOPS, GiB, MiB
 from workload_gen.record import record
+from workload_gen.units import GB, TFLOPS, GiB, MiB
 
 T = TFLOPS
 

@@ -15,9 +15,9 @@ Units: seconds, FLOP, FLOP/s (TFLOP/s where the name says so), tokens/s.
 from __future__ import annotations
 
 
+from workload_gen.record import record
 from workload_gen.records import ComputeOp, Phase, Workload
 from workload_gen.run_result import RunResult
-from workload_gen.record import record
 
 _EXECUTED_PHASES = (Phase.FWD, Phase.BWD_INPUT, Phase.BWD_WEIGHT, Phase.RECOMPUTE)
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 
 from workload_gen.parallel_config import ParallelConfig
-from workload_gen.records import Group
 from workload_gen.record import record
+from workload_gen.records import Group
 
 
 @record

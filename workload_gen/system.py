@@ -15,9 +15,9 @@ from typing import Any, Literal
 
 from workload_gen.errors import ConfigError
 from workload_gen.gpu_specs import GpuSpec, get_gpu
+from workload_gen.record import record
 from workload_gen.units import GB, GBIT
 from workload_gen.yaml_file import read_yaml_mapping
-from workload_gen.record import record
 
 GBPS = GB  # GB/s (decimal), as vendor sheets quote NVLink
 

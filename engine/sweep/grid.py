@@ -53,8 +53,8 @@ from workload_gen.limits import (
     MAX_NESTING,
     MAX_SWEEP_POINTS,
 )
-from workload_gen.yaml_file import read_yaml_mapping
 from workload_gen.record import record
+from workload_gen.yaml_file import read_yaml_mapping
 
 _MAX_SPEC_NODES = 1_000_000
 """Values in a spec, aliases counted at each use (a YAML "billion laughs" is refused)."""

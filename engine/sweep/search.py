@@ -31,8 +31,8 @@ from engine.sweep.point import GIB
 from workload_gen.errors import ConfigError, TrainsimError
 from workload_gen.model_config import ModelConfig
 from workload_gen.parallel_config import ParallelConfig, check_against_model
-from workload_gen.system import SystemConfig
 from workload_gen.record import record
+from workload_gen.system import SystemConfig
 
 
 @record
