@@ -111,3 +111,15 @@ def test_yaml_keys_and_megatron_flags(tmp_path) -> None:
                "--world-size", "1024", "--global-batch", "512", "--seq-length", "8192",
                "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split", "-o", str(out)])
     assert rc == 0 and out.stat().st_size > 0
+
+
+def test_two_stages_with_both_slots_are_the_even_split() -> None:
+    # 32 layers + 2 slots over 2 stages: 17 slots each, so 16 layers beside the embedding and
+    # 16 beside the loss, which is exactly Megatron's default split: the same simulated step.
+    model = get_preset("llama3-8b")
+    kw = dict(world_size=16, tp=2, sp=True, pp=2, micro_batch=1, global_batch=64, seq_length=4096)
+    plain = ParallelConfig(**kw)
+    slots = ParallelConfig(**kw, account_for_embedding_in_pipeline_split=True, account_for_loss_in_pipeline_split=True)
+    assert stage_layer_counts(model, slots) == stage_layer_counts(model, plain) == (16, 16)
+    h100 = get_system("h100")
+    assert run_workload(build(model, slots), h100).iteration_time_s == run_workload(build(model, plain), h100).iteration_time_s
