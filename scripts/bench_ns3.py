@@ -8,8 +8,9 @@ that crossed the packet network (fabric GB) and, separately, all bytes including
 
 ``--dp N [N ...]`` runs issue 15's case instead: a 128 MiB data-parallel all-reduce over N
 H100 GPUs on a non-blocking fat-tree, with run-analytical's time beside it (the ratio),
-drops, flows, fabric GB, CPU s per fabric GB and wall. CPU seconds on a shared machine
-vary by up to 2x between identical runs; repeat and take the lowest.
+drops, flows, fabric GB, CPU s per fabric GB and wall, and the ns-3 events executed (per
+data packet: the deterministic measure of cost, tests/ns3/test_cost.py). CPU seconds on a
+shared machine vary by up to 2x between identical runs; repeat and take the lowest.
 
     python scripts/bench_ns3.py [--transport rdma|dctcp] [--mtu 9000] [--algorithm auto|ring]
     python scripts/bench_ns3.py --dp 512 1024
@@ -72,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
             cpu = time.process_time() - c0
             st = be.stats()
             t_an = AnalyticalBackend(h100, n).collective_time(op, tuple(range(n)))
+            ev = be.net.events - be.net.wall_checks
+            print(f"{n} GPUs: {ev:,} ns-3 events, {ev / (st['fabric_bytes'] / params.udp_payload):.2f} per data packet")
             print(f"{n} GPUs: run-analytical {t_an * 1e3:.3f} ms, run-ns3 {done[0].time * 1e3:.3f} ms, "
                   f"ratio {done[0].time / t_an:.3f}, drops {st['queue_drops'] + st['ip_drops']}")
             _report(f"{n}-GPU DP all-reduce of 128 MiB", time.perf_counter() - w0, cpu, st, done[0].time)

@@ -80,14 +80,28 @@ class World : public FlowEvents
     double yieldBudgetS{0.2};
     bool yielded{false};
     uint64_t yields{0}; // how often RunUntil handed control back early
+    uint64_t wallChecks{0}; // CheckWallClock events so far (their number depends on wall time)
     double checkPeriodS{1e-6};
     EventId checkEvent;
     bool running{false}; // inside RunUntil's Simulator::Run
     std::chrono::steady_clock::time_point runStart, lastCheck;
 
     // ---------------- building ----------------
+    // ns-3's event queue. Every scheduler pops events in the same (time, insertion) order,
+    // so the choice changes nothing simulated; the binary heap of PriorityQueueScheduler
+    // allocates nothing per event and took 75-105 ns per insert and pop with 2,000-20,000
+    // events pending, against 124-190 ns for the default MapScheduler (a red-black tree).
+    // It is only slower at Simulator::Remove, which nothing here calls (EventId::Cancel
+    // marks an event; the queue drops it when its time comes).
+    std::string schedulerType{"ns3::PriorityQueueScheduler"};
+
     void Init(uint32_t nHosts, uint32_t nSwitches, uint32_t gpn, uint32_t servers)
     {
+        {
+            ObjectFactory sched;
+            sched.SetTypeId(schedulerType);
+            Simulator::SetScheduler(sched);
+        }
         RngSeedManager::SetSeed(1);
         RngSeedManager::SetRun(1);
         fabric.P = &P;
@@ -342,6 +356,7 @@ class World : public FlowEvents
 
     void CheckWallClock()
     {
+        wallChecks++;
         auto wall = std::chrono::steady_clock::now();
         if (std::chrono::duration<double>(wall - runStart).count() > yieldBudgetS)
         {
@@ -361,6 +376,12 @@ class World : public FlowEvents
             checkPeriodS = std::max(checkPeriodS / 2, 1e-9);
         }
         ArmWallClockCheck(); // none while no flow is in flight; StartFlow arms it again
+    }
+
+    // Events ns-3 has executed since the simulation began (cancelled ones included).
+    uint64_t EventCount() const
+    {
+        return Simulator::GetEventCount();
     }
 
     double Now() const

@@ -20,6 +20,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <stdexcept>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>

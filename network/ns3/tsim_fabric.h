@@ -218,6 +218,8 @@ class EcnQueueDisc : public QueueDisc
     double m_kmin{0}, m_kmax{0}, m_pmax{1};
     bool m_ecn{true};
     bool m_ecnAtDequeue{true};
+    bool m_int{false};        // HPCC: data packets may carry INT (else their tags are never read here)
+    uint32_t* m_peak{nullptr}; // deepest queue (bytes, both classes) so far: the link's LinkStat::peakQueue
     double m_bps{0};          // the port's line rate (INT)
     uint64_t m_txBytes{0};    // bytes dequeued, all classes (INT)
     SwitchMmu* m_mmu{nullptr};
@@ -232,6 +234,8 @@ class EcnQueueDisc : public QueueDisc
     double m_pausedTotal{0};
     bool m_paused{false};
     std::deque<std::pair<int32_t, int>> m_charge; // data queue: (ingress port, where) per packet
+    // the two internal queues (control, data), cached: the base class hands out Ptr copies
+    InternalQueue* m_q[2]{nullptr, nullptr};
 
     void SetStream(int64_t s)
     {
@@ -263,10 +267,29 @@ class EcnQueueDisc : public QueueDisc
     }
 
   private:
-    static bool IsCnp(Ptr<QueueDiscItem> item)
+    // Control class (CNP, ACK, NACK)? Everything a switch forwards is IPv4 (point-to-point
+    // links need no ARP), so the item is an Ipv4QueueDiscItem: no dynamic_cast per packet.
+    static bool IsCnp(const Ptr<QueueDiscItem>& item)
     {
-        Ptr<Ipv4QueueDiscItem> ip = DynamicCast<Ipv4QueueDiscItem>(item);
-        return ip && ip->GetHeader().GetTos() == kCnpTos;
+        if (item->GetProtocol() != Ipv4L3Protocol::PROT_NUMBER)
+        {
+            return false;
+        }
+        return static_cast<const Ipv4QueueDiscItem*>(PeekPointer(item))->GetHeader().GetTos() == kCnpTos;
+    }
+
+    // The deepest this port's queue has been, both classes (what its BytesInQueue trace
+    // reported before; the queue only deepens on an enqueue).
+    void NotePeak()
+    {
+        if (m_peak)
+        {
+            uint32_t b = GetNBytes();
+            if (b > *m_peak)
+            {
+                *m_peak = b;
+            }
+        }
     }
 
     // CE-marks an ECN-capable data packet with the RED-style probability for a data
@@ -293,7 +316,9 @@ class EcnQueueDisc : public QueueDisc
             {
                 m_cnps++;
             }
-            return GetInternalQueue(0)->Enqueue(item);
+            bool ok = m_q[0]->Enqueue(item);
+            NotePeak();
+            return ok;
         }
         int32_t ingress = m_mmu ? m_mmu->curIngress : -1;
         int where = 0;
@@ -309,12 +334,13 @@ class EcnQueueDisc : public QueueDisc
         }
         if (m_ecn && !m_ecnAtDequeue)
         {
-            MaybeMark(item, double(GetInternalQueue(1)->GetNBytes()));
+            MaybeMark(item, double(m_q[1]->GetNBytes()));
         }
-        bool ok = GetInternalQueue(1)->Enqueue(item);
+        bool ok = m_q[1]->Enqueue(item);
         if (ok)
         {
             m_charge.emplace_back(ingress, where);
+            NotePeak();
         }
         else if (m_mmu)
         {
@@ -325,7 +351,7 @@ class EcnQueueDisc : public QueueDisc
 
     Ptr<QueueDiscItem> DoDequeue() override
     {
-        Ptr<QueueDiscItem> item = GetInternalQueue(0)->Dequeue();
+        Ptr<QueueDiscItem> item = m_q[0]->Dequeue();
         if (item || m_paused)
         {
             if (item)
@@ -334,7 +360,7 @@ class EcnQueueDisc : public QueueDisc
             }
             return item;
         }
-        item = GetInternalQueue(1)->Dequeue();
+        item = m_q[1]->Dequeue();
         if (!item)
         {
             return item;
@@ -349,10 +375,14 @@ class EcnQueueDisc : public QueueDisc
                 m_mmu->Release(c.first, double(item->GetSize()), c.second);
             }
         }
-        uint32_t qlen = GetInternalQueue(1)->GetNBytes();
+        uint32_t qlen = m_q[1]->GetNBytes();
         if (m_ecn && m_ecnAtDequeue)
         {
             MaybeMark(item, double(qlen));
+        }
+        if (!m_int)
+        {
+            return item;
         }
         Ptr<Packet> p = item->GetPacket();
         RdmaTag t;
@@ -371,12 +401,12 @@ class EcnQueueDisc : public QueueDisc
 
     Ptr<const QueueDiscItem> DoPeek() override
     {
-        Ptr<const QueueDiscItem> item = GetInternalQueue(0)->Peek();
+        Ptr<const QueueDiscItem> item = m_q[0]->Peek();
         if (item || m_paused)
         {
             return item;
         }
-        return GetInternalQueue(1)->Peek();
+        return m_q[1]->Peek();
     }
 
     bool CheckConfig() override
@@ -389,6 +419,10 @@ class EcnQueueDisc : public QueueDisc
                 q->SetMaxSize(QueueSize(QueueSizeUnit::PACKETS, 100000000));
                 AddInternalQueue(q);
             }
+        }
+        for (int k = 0; k < 2; k++)
+        {
+            m_q[k] = PeekPointer(GetInternalQueue(k)); // the base class keeps them alive
         }
         return true;
     }
@@ -534,6 +568,48 @@ class Fabric
     }
 
 
+    // What PointToPointHelper::Install does, except that only switch ports get ns-3's
+    // flow control (a NetDeviceQueueInterface on the device). A switch port's queue disc
+    // needs it: the device stops and wakes it as its one-packet queue fills and drains.
+    // A host's device queue never fills (it holds a million packets, and the RDMA NIC hands
+    // it one packet at a time), so there it would only cost one extra event per packet
+    // sent (NetDeviceQueue::PacketDequeued's ScheduleNow, which then finds nothing to
+    // wake); without it the traffic-control layer hands the host's packets straight to the
+    // device, as it did when the queue was never stopped. Nothing simulated changes.
+    NetDeviceContainer InstallLink(uint32_t a, uint32_t b, double bps, double delay, uint32_t mtu)
+    {
+        ObjectFactory devFactory("ns3::PointToPointNetDevice");
+        devFactory.Set("DataRate", DataRateValue(DataRate(uint64_t(bps))));
+        devFactory.Set("Mtu", UintegerValue(mtu));
+        ObjectFactory queueFactory("ns3::DropTailQueue<Packet>");
+        ObjectFactory channelFactory("ns3::PointToPointChannel");
+        channelFactory.Set("Delay", TimeValue(Seconds(delay)));
+        NetDeviceContainer d;
+        Ptr<PointToPointNetDevice> dev[2];
+        for (int side = 0; side < 2; side++)
+        {
+            uint32_t n = side == 0 ? a : b;
+            dev[side] = devFactory.Create<PointToPointNetDevice>();
+            dev[side]->SetAddress(Mac48Address::Allocate());
+            nodes.Get(n)->AddDevice(dev[side]);
+            Ptr<Queue<Packet>> queue = queueFactory.Create<Queue<Packet>>();
+            dev[side]->SetQueue(queue);
+            if (n >= numHosts)
+            {
+                Ptr<NetDeviceQueueInterface> ndqi = CreateObject<NetDeviceQueueInterface>();
+                ndqi->GetTxQueue(0)->ConnectQueueTraces(queue);
+                dev[side]->AggregateObject(ndqi);
+            }
+        }
+        Ptr<PointToPointChannel> channel = channelFactory.Create<PointToPointChannel>();
+        for (int side = 0; side < 2; side++)
+        {
+            dev[side]->Attach(channel);
+            d.Add(dev[side]);
+        }
+        return d;
+    }
+
     // Adds a full-duplex link of bps bits/s and delay s between nodes a and b; returns its
     // index. Devices carry IP packets of up to mtu bytes. Switch egress ports get an
     // ECN-marking queue (Kmin/Kmax in bytes, pmax) deep enough that nothing is dropped.
@@ -546,11 +622,7 @@ class Fabric
                      double pmax,
                      uint32_t mtu)
     {
-        PointToPointHelper p2p;
-        p2p.SetDeviceAttribute("DataRate", DataRateValue(DataRate(uint64_t(bps))));
-        p2p.SetDeviceAttribute("Mtu", UintegerValue(mtu));
-        p2p.SetChannelAttribute("Delay", TimeValue(Seconds(delay)));
-        NetDeviceContainer d = p2p.Install(nodes.Get(a), nodes.Get(b));
+        NetDeviceContainer d = InstallLink(a, b, bps, delay, mtu);
         uint32_t idx = linkEnds.size();
         linkEnds.push_back({a, b});
         uint32_t ifs[2];
@@ -566,6 +638,11 @@ class Fabric
             pdev->TraceConnectWithoutContext("PhyTxBegin", MakeCallback(&LinkStat::OnTx, st));
             Ptr<Ipv4> ip = nodes.Get(n)->GetObject<Ipv4>();
             uint32_t iface = ip->AddInterface(dev);
+            if (iface != dev->GetIfIndex())
+            {
+                // EcmpRouting reads a packet's interface as its device's index
+                throw std::runtime_error("tsim: IPv4 interface and device indices differ");
+            }
             ifs[side] = iface;
             if (n < numHosts)
             {
@@ -593,14 +670,13 @@ class Fabric
                 q->m_ecnAtDequeue = P->ecnAtDequeue;
                 q->m_bps = bps;
                 q->m_mmu = mmus[n].get();
+                q->m_int = P->cc == kCcHpcc;
+                q->m_peak = &st->peakQueue;
                 // a fixed random stream per port, so runs repeat exactly even when several
                 // simulations share one process
                 q->SetStream(int64_t(2 * idx + side));
                 nodes.Get(n)->GetObject<TrafficControlLayer>()->SetRootQueueDiscOnDevice(dev, q);
-                QueueDiscContainer qd(q);
-                qd.Get(0)->TraceConnectWithoutContext("BytesInQueue",
-                                                      MakeCallback(&LinkStat::OnQueue, st));
-                qd.Get(0)->TraceConnectWithoutContext("Drop", MakeCallback(&LinkStat::OnDrop, st));
+                q->TraceConnectWithoutContext("Drop", MakeCallback(&LinkStat::OnDrop, st));
             }
             ip->SetMetric(iface, 1);
             ip->SetUp(iface);

@@ -109,7 +109,7 @@ class EcmpRouting : public Ipv4RoutingProtocol
         {
             if (dst == uint32_t(m_host))
             {
-                lcb(p, header, m_ipv4->GetInterfaceForDevice(idev));
+                lcb(p, header, idev->GetIfIndex()); // device i is interface i (see below)
                 return true;
             }
             return false; // hosts never forward

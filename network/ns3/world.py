@@ -190,6 +190,18 @@ class PacketNetwork:
         return int(self._w.IpDrops())
 
     @property
+    def events(self) -> int:
+        """ns-3 events executed so far in this simulation (tests/ns3/test_cost.py counts
+        them per packet: the cost of a run is per event, and the count is deterministic)."""
+        return int(self._w.EventCount())
+
+    @property
+    def wall_checks(self) -> int:
+        """Of :attr:`events`, the wall-clock checks (see run_until): how many depends on
+        how fast the machine ran, not on what was simulated."""
+        return int(self._w.wallChecks)
+
+    @property
     def bytes_done(self) -> int:
         return int(self._w.bytesDone)
 
