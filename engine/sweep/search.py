@@ -3,7 +3,10 @@
 Enumeration (all combinations, then validated by the same constructors users hit):
 - tp: powers of two up to the node size (TP across nodes is never competitive);
   sequence parallelism on whenever tp > 1 (it only saves memory and traffic);
-- pp: divisors of the layer count; vpp: 1, 2, 4 where the layers divide;
+- pp: divisors of the layer count; vpp: 1, 2, 4 where the layers divide; and where they do
+  not, power-of-two pp x vpp that the layers plus the embedding and loss slots divide
+  (Megatron's --account-for-embedding/loss-in-pipeline-split, NVIDIA's layout for Llama
+  3.1 405B: 126 + 2 layers over pp 8 x vpp 8);
 - cp: 1, 2, 4, 8 (only > 1 for sequences of 8k and longer);
 - ep: divisors of the expert count (MoE only);
 - micro-batch: 1, 2, 4; recompute: none, selective, full;
@@ -50,6 +53,8 @@ class Candidate:
         parts = [f"tp{p.tp}", f"pp{p.pp}"]
         if p.vpp > 1:
             parts.append(f"vpp{p.vpp}")
+        if p.account_for_embedding_in_pipeline_split:
+            parts.append("emb+loss-slots")
         parts.append(f"dp{p.dp}")
         if p.cp > 1:
             parts.append(f"cp{p.cp}")
@@ -92,7 +97,8 @@ def enumerate_layouts(model: ModelConfig, base: ParallelConfig, system: SystemCo
     """Valid layouts, and a count of rejection reasons (by the first word of the field)."""
     gpus = base.world_size
     tps = [t for t in _pow2_upto(min(system.gpus_per_node, gpus))]
-    pps = [d for d in range(1, model.num_layers + 1) if model.num_layers % d == 0 and d <= gpus]
+    L = model.num_layers
+    pps = [d for d in range(1, L + 3) if d <= gpus and (L % d == 0 or ((L + 2) % d == 0 and d & (d - 1) == 0))]
     cps = [c for c in (1, 2, 4, 8) if c == 1 or base.seq_length >= 8192]
     eps = [e for e in range(1, model.num_experts + 1) if model.num_experts % e == 0] if model.is_moe else [1]
     valid: list[ParallelConfig] = []
@@ -101,10 +107,14 @@ def enumerate_layouts(model: ModelConfig, base: ParallelConfig, system: SystemCo
                                                           ("none", "selective", "full")):
         if vpp > 1 and pp < 2:
             continue
+        # the slots only where the plain split fails (where both work they are the same split
+        # or a different one Megatron would not pick by default)
+        slots = L % (pp * vpp) != 0 and (L + 2) % (pp * vpp) == 0 and pp & (pp - 1) == 0
         try:
             par = replace(base, tp=tp, sp=tp > 1, pp=pp, vpp=vpp, cp=cp, ep=ep, micro_batch=mb, recompute=rc,
                           distributed_optimizer=True, overlap_grad_reduce=True, overlap_param_gather=True,
-                          tp_comm_overlap=tp > 1)
+                          tp_comm_overlap=tp > 1, account_for_embedding_in_pipeline_split=slots,
+                          account_for_loss_in_pipeline_split=slots)
             check_against_model(model, par)
         except ConfigError as exc:
             reasons[exc.field] = reasons.get(exc.field, 0) + 1

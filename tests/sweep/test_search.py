@@ -43,3 +43,21 @@ def test_llama3_70b_on_1024_h100_fits_and_agrees_with_practice():
     assert practice, "no practice plan fits in memory"
     assert practice[0].tokens_per_s >= 0.95 * best.tokens_per_s
     assert "faster than" in explain(res.ranked[0], res.ranked[1])
+
+
+def test_layers_that_do_not_divide_get_the_embedding_and_loss_slots():
+    """Llama 3.1 405B (126 layers) on 1024 GPUs: pp 8 does not divide 126, but 126 + 2 = 128
+    slots do, NVIDIA's recipe layout. Such layouts are enumerated with both slots, only for
+    power-of-two pp x vpp and only where the plain split fails; 70B (80 layers) gets none."""
+    h100 = load_system("h100")
+    base = ParallelConfig(world_size=1024, global_batch=1024, seq_length=8192)
+    layouts, _ = enumerate_layouts(get_preset("llama3-405b"), base, h100)
+    slotted = [p for p in layouts if p.account_for_embedding_in_pipeline_split]
+    assert {p.pp for p in slotted} >= {8, 16}
+    for p in layouts:
+        v = p.pp * p.vpp
+        assert p.account_for_embedding_in_pipeline_split == p.account_for_loss_in_pipeline_split
+        assert p.account_for_embedding_in_pipeline_split == (126 % v != 0)
+        assert (128 if p.account_for_embedding_in_pipeline_split else 126) % v == 0
+    seventy, _ = enumerate_layouts(get_preset("llama3-70b"), base, h100)
+    assert not any(p.account_for_embedding_in_pipeline_split for p in seventy)
