@@ -93,12 +93,20 @@ def _pow2_upto(n: int) -> list[int]:
     return out
 
 
+def _needs_slots(layers: int, pp: int, vpp: int) -> bool:
+    """Whether a layout takes the embedding and loss slots: only where the layers do not split
+    over pp*vpp but layers + 2 do, for power-of-two pp (NVIDIA's layouts). Where both split
+    the plain one is Megatron's default."""
+    v = pp * vpp
+    return layers % v != 0 and (layers + 2) % v == 0 and pp & (pp - 1) == 0
+
+
 def enumerate_layouts(model: ModelConfig, base: ParallelConfig, system: SystemConfig) -> tuple[list[ParallelConfig], dict[str, int]]:
     """Valid layouts, and a count of rejection reasons (by the first word of the field)."""
     gpus = base.world_size
     tps = [t for t in _pow2_upto(min(system.gpus_per_node, gpus))]
     L = model.num_layers
-    pps = [d for d in range(1, L + 3) if d <= gpus and (L % d == 0 or ((L + 2) % d == 0 and d & (d - 1) == 0))]
+    pps = [d for d in range(1, L + 3) if d <= gpus and (L % d == 0 or _needs_slots(L, d, 1))]
     cps = [c for c in (1, 2, 4, 8) if c == 1 or base.seq_length >= 8192]
     eps = [e for e in range(1, model.num_experts + 1) if model.num_experts % e == 0] if model.is_moe else [1]
     valid: list[ParallelConfig] = []
@@ -107,9 +115,7 @@ def enumerate_layouts(model: ModelConfig, base: ParallelConfig, system: SystemCo
                                                           ("none", "selective", "full")):
         if vpp > 1 and pp < 2:
             continue
-        # the slots only where the plain split fails (where both work they are the same split
-        # or a different one Megatron would not pick by default)
-        slots = L % (pp * vpp) != 0 and (L + 2) % (pp * vpp) == 0 and pp & (pp - 1) == 0
+        slots = _needs_slots(L, pp, vpp)
         try:
             par = replace(base, tp=tp, sp=tp > 1, pp=pp, vpp=vpp, cp=cp, ep=ep, micro_batch=mb, recompute=rc,
                           distributed_optimizer=True, overlap_grad_reduce=True, overlap_param_gather=True,
