@@ -206,6 +206,9 @@ class DeclaredParameter:
     lower: float
     upper: float
     source: str
+    sigma: float
+    """Standard deviation of the Gaussian prior: the file's ``sigma`` where the kernel-level
+    data behind the prior measure its spread, else a quarter of the bounds' width."""
 
 
 def _unwrap(node: Any, path: str, declared: list[DeclaredParameter], src: str) -> Any:
@@ -220,8 +223,11 @@ def _unwrap(node: Any, path: str, declared: list[DeclaredParameter], src: str) -
                 raise ConfigError(f"{path}.bounds", b, "needs [lower, upper] around the prior", src)
             if not node.get("source"):
                 raise ConfigError(f"{path}.source", None, "a fitted parameter needs the source of its prior", src)
+            sigma = node.get("sigma", (b[1] - b[0]) / 4)
+            if isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not 0 < sigma <= b[1] - b[0]:
+                raise ConfigError(f"{path}.sigma", sigma, "needs a number above 0 and at most the bounds' width", src)
             declared.append(DeclaredParameter(path, float(node["prior"]), float(b[0]), float(b[1]),
-                                              str(node["source"])))
+                                              str(node["source"]), float(sigma)))
             return float(node["prior"])
         if "value" in node and "source" in node:
             return node["value"]

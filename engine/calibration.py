@@ -4,8 +4,8 @@ Only the parameters the parameter file declares as fitted (``{prior, bounds, sou
 entries of compute_profile/data/estimator_params.yaml) move; everything else stays at its
 sourced value. The fit is maximum a posteriori: least squares on the log step-time errors
 (sigma 3%), rows weighted so that each GPU counts as much as any other, plus a Gaussian
-prior per parameter centred on its public kernel-level figure (sigma a quarter of its
-bounds' width), inside the bounds.
+prior per parameter centred on its public kernel-level figure (sigma as the parameter
+file declares it, else a quarter of its bounds' width), inside the bounds.
 
 The inner loop uses a surrogate that is exact for the compute the parameters touch: per
 run, the critical stage's tensor-core time (GEMMs and attention) is
@@ -193,7 +193,7 @@ def _fit(refs: Sequence[_Reference], decl: Sequence[DeclaredParameter], start: T
     lo = np.array([d.lower for d in decl])
     hi = np.array([d.upper for d in decl])
     prior = np.array([d.prior for d in decl])
-    psig = (hi - lo) / 4
+    psig = np.array([d.sigma for d in decl])
     measured = np.array([r.run.step_time_s for r in refs])
     gpus = [r.gpu for r in refs]
     counts = {g: gpus.count(g) for g in set(gpus)}
@@ -352,11 +352,11 @@ def render_markdown(report: CalibrationReport) -> str:
     lines = [f"Fitted {len(report.parameters)} declared parameters on {report.rows} measured runs; "
              f"cross-validation leaves one model family out ({report.folds} folds). Every figure is the full "
              "simulator's. Errors are predicted / measured - 1.", "",
-             "| parameter | prior | bounds | fitted (all runs) | range over folds | source of the prior |",
+             "| parameter | prior (sigma) | bounds | fitted (all runs) | range over folds | source of the prior |",
              "|---|---|---|---|---|---|"]
     for d in report.parameters:
         lo, hi = report.fold_values.get(d.path, (math.nan, math.nan))
-        lines.append(f"| `{d.path}` | {d.prior:g} | [{d.lower:g}, {d.upper:g}] | {report.fitted[d.path]:.4g} | "
+        lines.append(f"| `{d.path}` | {d.prior:g} ({d.sigma:.2g}) | [{d.lower:g}, {d.upper:g}] | {report.fitted[d.path]:.4g} | "
                      f"{lo:.4g} - {hi:.4g} | {d.source} |")
     lines += ["", "Step time, |error| median / max (signed median in brackets):", "",
               "| rows | n | priors only | in-sample | cross-validated (leave one model out) |", "|---|---|---|---|---|"]

@@ -9,6 +9,7 @@ import pytest
 
 from compute_profile.estimator import declared_parameters, explain, load_params
 from workload_gen import build, costs
+from workload_gen.errors import ConfigError
 from workload_gen.gpu_specs import get_gpu
 from workload_gen.model_presets import get_preset
 from workload_gen.parallel_config import ParallelConfig
@@ -143,6 +144,23 @@ def test_every_declared_parameter_has_a_prior_inside_bounds_and_a_source():
     assert len(decl) == 7
     for d in decl:
         assert d.lower <= d.prior <= d.upper and d.source
+
+
+@pytest.mark.parametrize("sigma, expected", [(None, 0.025), (0.01, 0.01)])
+def test_a_prior_s_sigma_is_declared_or_a_quarter_of_its_bounds(tmp_path, sigma, expected):
+    extra = "" if sigma is None else f", sigma: {sigma}"
+    path = tmp_path / "p.yaml"
+    path.write_text("defaults:\n  step_overhead_s: {prior: 0.02, bounds: [0.0, 0.1], source: s" + extra + "}\n")
+    (d,) = declared_parameters(str(path))
+    assert d.sigma == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("sigma", ["0", "-0.1", "0.2", "'wide'"])
+def test_a_bad_sigma_is_refused_naming_the_parameter(tmp_path, sigma):
+    path = tmp_path / "p.yaml"
+    path.write_text("defaults:\n  step_overhead_s: {prior: 0.02, bounds: [0.0, 0.1], source: s, sigma: " + sigma + "}\n")
+    with pytest.raises(ConfigError, match=r"step_overhead_s\.sigma"):
+        declared_parameters(str(path))
 
 
 def test_grad_norm_and_zero_grad_are_one_pass_over_the_grad_buffer():
