@@ -54,12 +54,12 @@ def test_cross_validated_step_time_median_within_5_percent(report):
         assert med <= 0.05, f"{name}: cross-validated median |error| {med:.1%}"
 
 
-def test_cross_validated_step_time_max_within_12_5_percent(report):
-    """The worst left-out row: 12.2%, over the issue's 12%. It was 17.5% when the fitted GPU
-    factor slowed GEMMs but not attention; 11.5% before the interleaved schedule's p2p
-    prefetch was modelled, which removed exposed pipeline time the fit had been leaning on."""
+def test_cross_validated_step_time_max_within_12_percent(report):
+    """The worst left-out row: 11.9% (B200 Llama-3 70B, TP 4, with the B200 factor fitted on
+    DeepSeek-V2 alone). It was 12.2% with B200's throughput prior at 1.0 (as published);
+    the prior now comes from SimuMax's B200 kernel benchmarks (test_kernel_table.py)."""
     worst = max(_cv_errors(report.predictions))
-    assert worst <= 0.125, f"cross-validated max |error| {worst:.1%}"
+    assert worst <= 0.12, f"cross-validated max |error| {worst:.1%}"
 
 
 def test_cross_validated_fp8_speedup_within_5_percent(report):

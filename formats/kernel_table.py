@@ -1,0 +1,204 @@
+"""Tables of measured kernel times: one kernel shape per row, its measured seconds.
+
+A kernel table is public kernel-level evidence (what a GEMM or an attention kernel of a
+given shape takes on one machine), the kind of data the compute model's priors come from.
+Its rows become :class:`~workload_gen.records.ComputeOp` with the FLOPs and bytes the
+workload generator would give the same op, so the estimator can be checked against it
+(compute_profile.kernel_check).
+
+CSV columns (units: seconds; sizes in elements; ``grad_bytes`` in bytes):
+
+``kind``        gemm, grouped_gemm or attention
+``phase``       fwd, bwd-input (dgrad) or bwd-weight (wgrad)
+``groups``      grouped GEMMs: the number of experts in the call (else empty)
+``m, n, k``     GEMMs: output rows and columns and the reduction length (wgrad: the
+                reduction is the token count)
+``grad_bytes``  wgrad: bytes per element of the gradient it accumulates into (4 = fp32)
+``batch, heads, kv_heads, seq, d_qk, d_v``
+                attention (causal, self-attention over ``seq`` tokens)
+``time_s``      the measured kernel time
+
+:func:`from_simumax_system` reads the per-shape efficiency tables of a SimuMax system
+file (``accelerator.op.<name>.accurate_efficient_factor``: efficiency = SimuMax's FLOP
+count / (time x ``tflops``)) and turns each entry back into seconds, so the table carries
+no FLOP convention of its own.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+from pathlib import Path
+
+from workload_gen import costs
+from workload_gen.errors import FormatError
+from workload_gen.record import record
+from workload_gen.records import ComputeOp, OpKind, Phase
+
+COLUMNS = ("kind", "phase", "groups", "m", "n", "k", "grad_bytes", "batch", "heads", "kv_heads", "seq",
+           "d_qk", "d_v", "time_s")
+_KINDS = {"gemm": OpKind.GEMM, "grouped_gemm": OpKind.GROUPED_GEMM, "attention": OpKind.ATTENTION}
+_PHASES = {"fwd": Phase.FWD, "bwd-input": Phase.BWD_INPUT, "bwd-weight": Phase.BWD_WEIGHT}
+_ACT_BYTES = 2
+"""The tables hold bf16 kernels: 2-byte inputs and outputs."""
+
+
+@record
+class MeasuredKernel:
+    """One row: the op as the workload generator would build it, and its measured time."""
+
+    op: ComputeOp
+    time_s: float
+
+
+def _int(path: str, line: int, row: dict[str, str], col: str) -> int:
+    raw = (row.get(col) or "").strip()
+    try:
+        v = int(raw)
+    except ValueError:
+        raise FormatError(path, line, f"column '{col}' is '{raw}', expected a positive integer") from None
+    if v <= 0:
+        raise FormatError(path, line, f"column '{col}' is {v}, expected a positive integer")
+    return v
+
+
+def _op(path: str, line: int, row: dict[str, str]) -> ComputeOp:
+    kind, phase = _KINDS.get(row.get("kind", "")), _PHASES.get(row.get("phase", ""))
+    if kind is None:
+        raise FormatError(path, line, f"column 'kind' is '{row.get('kind')}', expected one of {', '.join(_KINDS)}")
+    if phase is None:
+        raise FormatError(path, line, f"column 'phase' is '{row.get('phase')}', expected one of {', '.join(_PHASES)}")
+    B = _ACT_BYTES
+    if kind is OpKind.ATTENTION:
+        b, h, g, s, dq, dv = (_int(path, line, row, c) for c in ("batch", "heads", "kv_heads", "seq", "d_qk", "d_v"))
+        if phase is Phase.BWD_WEIGHT:
+            raise FormatError(path, line, "attention has no 'bwd-weight' phase (its backward is 'bwd-input')")
+        fb = costs.attention_fwd if phase is Phase.FWD else costs.attention_bwd
+        return ComputeOp("attention", 0, phase, kind, (b, h, s, s, dq, 1), "bf16", *fb(b, h, g, s, s, dq, dv, True, B))
+    m, n, k = (_int(path, line, row, c) for c in ("m", "n", "k"))
+    gb = _int(path, line, row, "grad_bytes") if phase is Phase.BWD_WEIGHT else B
+    if kind is OpKind.GEMM:
+        fb = costs.wgrad_gemm(m, n, k, B, gb) if phase is Phase.BWD_WEIGHT else costs.gemm(m, n, k, B, B)
+        return ComputeOp("gemm", 0, phase, kind, (m, n, k), "bf16", *fb)
+    groups = _int(path, line, row, "groups")
+    fb = (costs.grouped_wgrad(groups, m, n, k, B, gb) if phase is Phase.BWD_WEIGHT
+          else costs.grouped_gemm(groups, m, n, k, B, B))
+    return ComputeOp("grouped_gemm", 0, phase, kind, (groups, m, n, k), "bf16", *fb)
+
+
+def read_kernel_table(path: str | os.PathLike[str]) -> list[MeasuredKernel]:
+    """The rows of a kernel-table CSV; a malformed row raises FormatError naming its line."""
+    p = str(path)
+    try:
+        with open(p, newline="") as fh:
+            reader = csv.DictReader(fh)
+            missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
+            if missing:
+                raise FormatError(p, 1, f"missing column(s) {', '.join(missing)}; a kernel table has {', '.join(COLUMNS)}")
+            out = []
+            for line, row in enumerate(reader, start=2):
+                raw = (row.get("time_s") or "").strip()
+                try:
+                    t = float(raw)
+                except ValueError:
+                    t = math.nan
+                if not math.isfinite(t) or t <= 0:
+                    raise FormatError(p, line, f"column 'time_s' is '{raw}', expected seconds above 0")
+                out.append(MeasuredKernel(_op(p, line, row), t))
+    except OSError as e:
+        raise FormatError(p, None, f"cannot read the kernel table: {e.strerror}") from None
+    if not out:
+        raise FormatError(p, None, "the kernel table has no rows")
+    return out
+
+
+def _fields(key: str, path: str, where: str) -> dict[str, str]:
+    """SimuMax's shape keys are 'a=1, b=x, ...'."""
+    out = {}
+    for part in key.split(","):
+        name, sep, value = part.partition("=")
+        if not sep:
+            raise FormatError(path, None, f"{where}: shape key '{key}' is not 'name=value, ...'")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def _seconds(flops: float, efficiency: object, tflops: float, path: str, where: str) -> float:
+    if isinstance(efficiency, bool) or not isinstance(efficiency, (int, float)) or not efficiency > 0:
+        raise FormatError(path, None, f"{where}: efficiency {efficiency!r} is not a number above 0")
+    return flops / (float(efficiency) * tflops * 1e12)
+
+
+def from_simumax_system(path: str | os.PathLike[str]) -> list[dict[str, object]]:
+    """Rows (dicts with :data:`COLUMNS`) from a SimuMax system file's per-shape tables:
+    ``matmul`` (layout TN = forward, NN = dgrad, NT = wgrad), ``group_matmul`` (stage
+    fwd / bwd_grad_act / bwd_grad_w) and ``sdp_fwd`` / ``sdp_bwd`` (causal; SimuMax counts
+    the full ``seq^2`` score matrix, 2 (forward) or 5 (backward) x batch x seq^2 x
+    max(heads, kv_heads) x (d_qk + d_v) FLOPs). Attention entries with non-contiguous
+    q/k/v and batched GEMMs (b > 1) are left out."""
+    p = str(path)
+    try:
+        data = json.loads(Path(p).read_text())
+        ops = data["accelerator"]["op"]
+    except OSError as e:
+        raise FormatError(p, None, f"cannot read the SimuMax system file: {e.strerror}") from None
+    except (ValueError, KeyError, TypeError):
+        raise FormatError(p, None, "not a SimuMax system file (needs accelerator.op.<name>.accurate_efficient_factor)") from None
+    rows: list[dict[str, object]] = []
+
+    def table(name: str) -> tuple[float, dict[str, object]]:
+        entry = ops.get(name) or {}
+        return float(entry.get("tflops", 0.0)), entry.get("accurate_efficient_factor") or {}
+
+    tflops, effs = table("matmul")
+    for key, eff in effs.items():
+        f = _fields(key, p, "matmul")
+        b, m, n, k = (int(f[c]) for c in ("b", "m", "n", "k"))
+        if b != 1:
+            continue
+        phase = {"TN": "fwd", "NN": "bwd-input", "NT": "bwd-weight"}.get(f.get("layout", ""))
+        if phase is None:
+            raise FormatError(p, None, f"matmul: layout '{f.get('layout')}' in '{key}' is not TN, NN or NT")
+        gb = 4 if f.get("out_dtype") == "fp32" else 2
+        rows.append({"kind": "gemm", "phase": phase, "m": m, "n": n, "k": k,
+                     "grad_bytes": gb if phase == "bwd-weight" else "",
+                     "time_s": _seconds(2.0 * m * n * k, eff, tflops, p, f"matmul '{key}'")})
+    tflops, effs = table("group_matmul")
+    for key, eff in effs.items():
+        f = _fields(key, p, "group_matmul")
+        g, M, N, K = (int(f[c]) for c in ("ng", "M", "N", "K"))
+        stage = f.get("stage", "")
+        shape = {"fwd": ("fwd", M, N, K), "bwd_grad_act": ("bwd-input", M, K, N),
+                 "bwd_grad_w": ("bwd-weight", K, N, M)}.get(stage)
+        if shape is None:
+            raise FormatError(p, None, f"group_matmul: stage '{stage}' in '{key}' is not fwd, bwd_grad_act or bwd_grad_w")
+        phase, m, n, k = shape
+        gb = 4 if f.get("main_grad_dtype") == "fp32" else 2
+        rows.append({"kind": "grouped_gemm", "phase": phase, "groups": g, "m": m, "n": n, "k": k,
+                     "grad_bytes": gb if phase == "bwd-weight" else "",
+                     "time_s": _seconds(2.0 * g * M * N * K, eff, tflops, p, f"group_matmul '{key}'")})
+    for name, phase, mult in (("sdp_fwd", "fwd", 2.0), ("sdp_bwd", "bwd-input", 5.0)):
+        tflops, effs = table(name)
+        for key, eff in effs.items():
+            f = _fields(key, p, name)
+            if f.get("qkv_contiguous", "True") != "True":
+                continue
+            b, s, h, g, dq, dv = (int(f[c]) for c in ("batch", "seq_len", "head_num", "kv_head_num",
+                                                       "qk_head_dim", "v_head_dim"))
+            flops = mult * b * s * s * max(h, g) * (dq + dv)
+            rows.append({"kind": "attention", "phase": phase, "batch": b, "heads": h, "kv_heads": g, "seq": s,
+                         "d_qk": dq, "d_v": dv, "time_s": _seconds(flops, eff, tflops, p, f"{name} '{key}'")})
+    if not rows:
+        raise FormatError(p, None, "the SimuMax system file has no per-shape efficiency entries")
+    return rows
+
+
+def write_kernel_table(rows: list[dict[str, object]], path: str | os.PathLike[str]) -> None:
+    """Write rows as a kernel-table CSV (times to 4 significant digits: the sources give
+    efficiencies to more digits than their timing noise)."""
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=COLUMNS, lineterminator="\n")
+        w.writeheader()
+        for r in rows:
+            w.writerow({c: (f"{r[c]:.4g}" if c == "time_s" else r.get(c, "")) for c in COLUMNS})

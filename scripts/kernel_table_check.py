@@ -1,0 +1,86 @@
+"""The compute model against a table of measured kernels, and the prior the table gives.
+
+Prints, for one GPU and one kernel table (formats/kernel_table.py):
+
+- per kind and phase, the median and 10th-90th percentile of estimate / measured at the
+  shipped calibration (1.0 = the model times that kernel as measured);
+- for GEMMs, the same by measured duration: short kernels run at boost clock, long ones
+  at the power-limited sustained clock a training step runs at;
+- the kernel-level prior of the GPU's tensor_throughput: the median ratio of the GEMMs of
+  at least 2 ms at the published caps, and its spread (compute_profile.kernel_check).
+
+    python scripts/kernel_table_check.py compute_profile/data/kernels/b200_simumax_te2.11.csv --gpu b200 --plot kernels.png
+
+Units: seconds in the table; ratios are dimensionless.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from collections import defaultdict
+
+from compute_profile.kernel_check import LONG_KERNEL_S, by_duration, check, percentile, sustained_prior
+from formats.kernel_table import read_kernel_table
+from workload_gen.errors import TrainsimError
+
+
+def _plot(checks, path: str, gpu: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    styles = {"gemm": ("o", "GEMM"), "grouped_gemm": ("s", "grouped GEMM"), "attention": ("^", "attention")}
+    for kind, (marker, label) in styles.items():
+        pts = [(c.kernel.time_s * 1e3, c.ratio) for c in checks if c.kernel.op.kind.value == kind]
+        if pts:
+            xs, ys = zip(*pts)
+            ax.scatter(xs, ys, s=12, marker=marker, alpha=0.6, label=f"{label} ({len(pts)})")
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.axvline(LONG_KERNEL_S * 1e3, color="grey", ls=":", lw=0.8)
+    ax.set_xscale("log")
+    ax.set_xlabel("measured kernel time (ms)")
+    ax.set_ylabel("estimate / measured")
+    ax.set_title(f"{gpu}: the compute model at its calibration against measured kernels", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("table", help="kernel-table CSV (formats/kernel_table.py)")
+    ap.add_argument("--gpu", required=True, help="GPU the kernels were measured on (gpu_specs name)")
+    ap.add_argument("--plot", help="also draw estimate/measured against kernel time (.png)")
+    args = ap.parse_args(argv)
+    try:
+        kernels = read_kernel_table(args.table)
+        checks = check(kernels, args.gpu)
+        prior = sustained_prior(kernels, args.gpu)
+    except (TrainsimError, ValueError) as e:
+        print(f"kernel_table_check: {e}", file=sys.stderr)
+        return 2
+    groups: dict[str, list[float]] = defaultdict(list)
+    for c in checks:
+        groups[f"{c.kernel.op.kind.value} {c.kernel.op.phase.value}"].append(c.ratio)
+    print(f"{len(checks)} kernels on {args.gpu}; estimate / measured at the shipped calibration")
+    print(f"{'kind phase':26s} {'n':>4s} {'median':>7s} {'p10':>6s} {'p90':>6s}")
+    for name, rs in sorted(groups.items()):
+        print(f"{name:26s} {len(rs):4d} {statistics.median(rs):7.3f} {percentile(rs, 0.1):6.3f} {percentile(rs, 0.9):6.3f}")
+    print("\nGEMMs by measured time")
+    for lo, hi, rs in by_duration(checks):
+        span = f"{lo * 1e3:g}-{hi * 1e3:g} ms" if hi != float("inf") else f">= {lo * 1e3:g} ms"
+        print(f"{span:26s} {len(rs):4d} {statistics.median(rs):7.3f} {percentile(rs, 0.1):6.3f} {percentile(rs, 0.9):6.3f}")
+    print(f"\nkernel-level tensor_throughput prior: {prior.value:.3f} (sigma {prior.sigma:.3f}; "
+          f"median of {prior.kernels} GEMMs of >= {LONG_KERNEL_S * 1e3:g} ms at the published caps)")
+    if args.plot:
+        _plot(checks, args.plot, args.gpu)
+        print(f"wrote {args.plot}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

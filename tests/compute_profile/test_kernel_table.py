@@ -1,0 +1,159 @@
+"""Measured kernel tables: reading, SimuMax conversion, and the B200 prior they give.
+
+The figures checked here come from the table itself (SimuMax's B200 kernel benchmarks) or
+from hand arithmetic, never from the estimator's own output.
+"""
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from compute_profile.estimator import declared_parameters, load_params
+from compute_profile.kernel_check import (LONG_KERNEL_S, by_duration, check, percentile, sustained_prior,
+                                          unit_params)
+from formats.kernel_table import COLUMNS, from_simumax_system, read_kernel_table, write_kernel_table
+from workload_gen.errors import FormatError
+from workload_gen.records import OpKind, Phase
+
+ROOT = Path(__file__).resolve().parents[2]
+B200_TABLE = ROOT / "compute_profile" / "data" / "kernels" / "b200_simumax_te2.11.csv"
+PEAK = 2250e12  # B200 dense bf16, the "tflops" of SimuMax's file
+
+
+def _system(tmp_path: Path, ops: dict) -> Path:
+    p = tmp_path / "sys.json"
+    p.write_text(json.dumps({"sys_name": "t", "accelerator": {"op": ops}}))
+    return p
+
+
+def test_simumax_efficiency_becomes_seconds_by_its_own_flop_count(tmp_path):
+    ops = {
+        "matmul": {"tflops": 2250.0, "accurate_efficient_factor": {
+            "b=1, m=4096, k=8192, n=1024, layout=TN, accumulate=False, out_dtype=bf16": 0.5,
+            "b=1, m=1024, k=4096, n=8192, layout=NT, accumulate=True, out_dtype=fp32": 0.25,
+            "b=2, m=64, k=64, n=64, layout=TN, accumulate=False, out_dtype=bf16": 0.5}},
+        "group_matmul": {"tflops": 2250.0, "accurate_efficient_factor": {
+            "ng=4, M=100, N=300, K=200, dtype=bf16, stage=bwd_grad_w, main_grad_dtype=fp32": 0.1}},
+        "sdp_fwd": {"tflops": 2250.0, "accurate_efficient_factor": {
+            "batch=1, seq_len=1024, head_num=8, kv_head_num=2, qk_head_dim=128, v_head_dim=128, qkv_contiguous=True": 0.4,
+            "batch=1, seq_len=1024, head_num=8, kv_head_num=2, qk_head_dim=128, v_head_dim=128, qkv_contiguous=False": 0.4}},
+    }
+    rows = from_simumax_system(_system(tmp_path, ops))
+    assert len(rows) == 4  # the batched GEMM and the non-contiguous attention are left out
+    fwd, wgrad, grouped, attn = rows
+    assert (fwd["phase"], fwd["m"], fwd["n"], fwd["k"]) == ("fwd", 4096, 1024, 8192)
+    assert fwd["time_s"] == pytest.approx(2 * 4096 * 1024 * 8192 / (0.5 * PEAK))
+    assert (wgrad["phase"], wgrad["grad_bytes"]) == ("bwd-weight", 4)
+    assert wgrad["time_s"] == pytest.approx(2 * 1024 * 4096 * 8192 / (0.25 * PEAK))
+    # grouped wgrad: dW[K, N] per expert, reduced over the M tokens
+    assert (grouped["groups"], grouped["m"], grouped["n"], grouped["k"]) == (4, 200, 300, 100)
+    assert grouped["time_s"] == pytest.approx(2 * 4 * 100 * 300 * 200 / (0.1 * PEAK))
+    # SimuMax counts the whole score matrix: 2 * s^2 * heads * (d_qk + d_v)
+    assert attn["time_s"] == pytest.approx(2 * 1024**2 * 8 * 256 / (0.4 * PEAK))
+
+
+def test_a_written_table_reads_back_as_the_ops_the_workload_generator_builds(tmp_path):
+    rows = [{"kind": "gemm", "phase": "bwd-weight", "m": 1024, "n": 512, "k": 4096, "grad_bytes": 4, "time_s": 1e-4},
+            {"kind": "attention", "phase": "fwd", "batch": 1, "heads": 8, "kv_heads": 2, "seq": 1024, "d_qk": 128,
+             "d_v": 128, "time_s": 2e-5}]
+    path = tmp_path / "k.csv"
+    write_kernel_table(rows, path)
+    wgrad, attn = read_kernel_table(path)
+    assert wgrad.op.kind is OpKind.GEMM and Phase(wgrad.op.phase) is Phase.BWD_WEIGHT
+    assert wgrad.op.flops == 2 * 1024 * 512 * 4096
+    # reads X and dY in bf16, reads and writes the fp32 main gradient
+    assert wgrad.op.bytes == (4096 * 1024 + 4096 * 512) * 2 + 2 * 1024 * 512 * 4
+    assert wgrad.time_s == pytest.approx(1e-4)
+    # causal: half of 2 * s^2 * heads * (d_qk + d_v)
+    assert attn.op.flops == 1024**2 * 8 * 256
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda r: r.update(kind="conv"), "column 'kind' is 'conv'"),
+    (lambda r: r.update(m="-3"), "column 'm' is -3"),
+    (lambda r: r.update(time_s=float("nan")), "column 'time_s' is 'nan'"),
+    (lambda r: r.update(phase="bwd-weight", grad_bytes=""), "column 'grad_bytes' is ''"),
+])
+def test_a_bad_row_names_its_line_column_and_value(tmp_path, edit, words):
+    good = {"kind": "gemm", "phase": "fwd", "m": 64, "n": 64, "k": 64, "time_s": 1e-6}
+    bad = dict(good)
+    edit(bad)
+    path = tmp_path / "k.csv"
+    write_kernel_table([good, bad], path)
+    with pytest.raises(FormatError) as e:
+        read_kernel_table(path)
+    assert f"{path}:3: {words}" in str(e.value)
+
+
+def test_the_b200_table_holds_simumax_s_measured_shapes():
+    kernels = read_kernel_table(B200_TABLE)
+    kinds = {k.op.kind for k in kernels}
+    assert kinds == {OpKind.GEMM, OpKind.GROUPED_GEMM, OpKind.ATTENTION}
+    assert len(kernels) == 660
+    # Llama-3 70B's fc1 forward at TP 1 (4096 tokens, 8192 -> 2 x 28672): SimuMax measured
+    # 0.4867 of 2250 TFLOP/s, i.e. 2 * 4096 * 57344 * 8192 / (0.4867 * 2250e12) = 3.514 ms
+    fc1 = [k for k in kernels if k.op.kind is OpKind.GEMM and Phase(k.op.phase) is Phase.FWD
+           and k.op.shape == (4096, 57344, 8192)]
+    assert len(fc1) == 1 and fc1[0].time_s == pytest.approx(3.514e-3, rel=1e-3)
+
+
+def test_long_b200_gemms_give_the_declared_tensor_throughput_prior():
+    """The prior in estimator_params.yaml is what the kernel table says, not a tuned number."""
+    prior = sustained_prior(read_kernel_table(B200_TABLE), "b200")
+    declared = {d.path: d for d in declared_parameters()}["gpus.b200.tensor_throughput"]
+    assert prior.kernels == 163
+    assert declared.prior == pytest.approx(prior.value, abs=0.0015)
+    assert declared.sigma == pytest.approx(prior.sigma, abs=0.0015)
+
+
+def test_b200_gemms_benchmarked_alone_run_faster_the_shorter_they_are():
+    """Boost clock for short kernels, the power-limited clock for long ones: at the published
+    caps, the measured fraction of the model's rate falls with kernel time."""
+    checks = check(read_kernel_table(B200_TABLE), "b200", unit_params("b200"))
+    medians = [statistics.median(rs) for _, _, rs in by_duration(checks)]
+    assert medians[0] > 0.95 and medians[-1] < 0.75  # under 50 us at the caps; over 2 ms at 0.70
+    assert medians[0] - medians[-1] > 0.25
+
+
+def test_the_fitted_b200_throughput_agrees_with_the_kernel_level_figure():
+    """Fitted on 12 step times, checked against 163 long kernels it never saw: the shipped
+    calibration times SimuMax's long B200 GEMMs within 5% (median)."""
+    checks = check(read_kernel_table(B200_TABLE), "b200", load_params("b200"))
+    long_ratios = [c.ratio for c in checks if c.kernel.op.kind is OpKind.GEMM and c.kernel.time_s >= LONG_KERNEL_S]
+    assert abs(statistics.median(long_ratios) - 1) < 0.05
+
+
+def test_percentile_interpolates_like_the_textbook():
+    assert percentile([1.0, 2.0, 3.0, 4.0, 5.0], 0.1) == pytest.approx(1.4)
+    assert percentile([3.0], 0.9) == 3.0
+
+
+def test_check_script_prints_the_prior_and_draws(tmp_path):
+    png = tmp_path / "k.png"
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "kernel_table_check.py"), str(B200_TABLE),
+                          "--gpu", "b200", "--plot", str(png)], capture_output=True, text=True, check=True).stdout
+    assert "kernel-level tensor_throughput prior: 0.705 (sigma 0.030; median of 163 GEMMs" in out
+    assert png.stat().st_size > 10_000
+
+
+def test_import_script_converts_and_refuses_a_non_simumax_file(tmp_path):
+    src = _system(tmp_path, {"matmul": {"tflops": 2250.0, "accurate_efficient_factor": {
+        "b=1, m=128, k=128, n=128, layout=NN, accumulate=False, out_dtype=bf16": 0.1}}})
+    out = tmp_path / "k.csv"
+    script = str(ROOT / "scripts" / "import_simumax_kernels.py")
+    r = subprocess.run([sys.executable, script, str(src), "--out", str(out)], capture_output=True, text=True)
+    assert r.returncode == 0 and "wrote 1 kernels" in r.stdout
+    assert out.read_text().splitlines()[0] == ",".join(COLUMNS)
+    (k,) = read_kernel_table(out)
+    assert Phase(k.op.phase) is Phase.BWD_INPUT and math.isclose(k.time_s, 2 * 128**3 / (0.1 * PEAK), rel_tol=1e-3)
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    r = subprocess.run([sys.executable, script, str(bad), "--out", str(out)], capture_output=True, text=True)
+    assert r.returncode == 2 and "not a SimuMax system file" in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
