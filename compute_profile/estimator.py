@@ -50,6 +50,9 @@ CALIBRATED_PATH = Path(__file__).resolve().parent / "data" / "calibrated.yaml"
 TENSOR_KINDS = frozenset({OpKind.GEMM, OpKind.GROUPED_GEMM, OpKind.ATTENTION, OpKind.ROUTER})
 """Kinds whose FLOPs run on tensor cores at the op's dtype; the rest use the fp32 vector peak."""
 
+EXPERT_PREFIX = "expert_"
+"""Op names of MoE expert GEMMs (workload_gen.layer_ops): grouped GEMMs issued per expert."""
+
 
 # --- parameters ------------------------------------------------------------------
 @record
@@ -71,6 +74,10 @@ class GemmParams:
     """The K-loop's fixed prologue/epilogue in K units for FP8 GEMMs: larger than bf16's,
     because the loop itself runs faster while the fixed part does not."""
     grouped_efficiency: float
+    grouped_issue_s: float
+    """Host time to issue one expert's GEMM of a grouped GEMM: Transformer Engine runs a
+    grouped GEMM as one cuBLAS call per expert, issued one after another from the host, so
+    many small experts take at least experts x this, however little each computes."""
     memory_efficiency: float
     tiles: tuple[Tile, ...]
     split_k_max: int
@@ -168,6 +175,7 @@ def params_from_dict(gpu: str, raw: dict[str, Any], src: str = "estimator parame
                 k_overhead=float(g["k_overhead"]),
                 fp8_k_overhead=float(g.get("fp8_k_overhead", g["k_overhead"])),
                 grouped_efficiency=_positive(src, "gemm.grouped_efficiency", g["grouped_efficiency"], 1.0),
+                grouped_issue_s=_nonnegative(src, "gemm.grouped_issue_s", g.get("grouped_issue_s", 0.0), 1e-3),
                 memory_efficiency=_positive(src, "gemm.memory_efficiency", g["memory_efficiency"], 1.0),
                 tiles=tiles,
                 split_k_max=int(sk["max_splits"]), split_k_min_k=int(sk["min_k_per_split"]),
@@ -392,6 +400,8 @@ class Estimate:
     launch_s: float
     compute_efficiency: float
     memory_efficiency: float
+    issue_s: float = 0.0
+    """Host issue floor (grouped GEMMs: experts x gemm.grouped_issue_s); 0 for other ops."""
 
     @property
     def memory_bound(self) -> bool:
@@ -449,7 +459,12 @@ def explain(op: ComputeOp, gpu: GpuSpec | str, params: EstimatorParams | None = 
     compute_s = op.flops / (peak * eff_c) if op.flops > 0 else 0.0
     memory_s = op.bytes / (spec.hbm_bw * eff_m) if op.bytes > 0 else 0.0
     launch_s = p.launch_count(kind.value, Phase(op.phase).value) * p.launch_overhead_s
-    return Estimate(max(compute_s, memory_s) + launch_s, compute_s, memory_s, launch_s, eff_c, eff_m)
+    # MoE experts (Transformer Engine's GroupedLinear: op names expert_*) issue one GEMM per
+    # expert; the unfused attention's batched GEMMs are one batched cuBLAS call.
+    per_expert = kind is OpKind.GROUPED_GEMM and op.name.startswith(EXPERT_PREFIX) and op.shape
+    issue_s = op.shape[0] * p.gemm.grouped_issue_s if per_expert else 0.0
+    return Estimate(max(compute_s, memory_s, issue_s) + launch_s, compute_s, memory_s, launch_s, eff_c, eff_m,
+                    issue_s)
 
 
 def estimate_time(op: ComputeOp, gpu: GpuSpec | str, params: EstimatorParams | None = None) -> float:

@@ -6,11 +6,11 @@ the machine delivered. Two uses:
 
 - a check of the shape model: how the ratio spreads over shapes and kinds;
 - the kernel-level prior of a GPU's ``tensor_throughput`` (estimator_params.yaml): the
-  median ratio of the *long* GEMMs at the published caps. Long, because a GPU under
-  sustained tensor load runs at its power-limited clock, and a training step is
-  back-to-back kernels; a short kernel benchmarked alone still runs at boost clock. On
+  median ratio of the *long* GEMMs at the published caps. Long, because a training step
+  is back-to-back kernels on fresh operands at the GPU's power-limited clock, while a
+  short GEMM benchmarked in a loop keeps its operands in L2 and its clock high. On
   SimuMax's B200 table the ratio falls from about 1.05 for GEMMs under 50 us to 0.70 for
-  those over 2 ms (docs/validation.md), which is that effect.
+  those over 2 ms (docs/validation.md).
 
 Units: seconds.
 """

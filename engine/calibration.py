@@ -131,7 +131,7 @@ def _reference(run: MeasuredRun, theta: Theta) -> _Reference:
             if op.kind in TENSOR_KINDS:
                 e1 = explain(op, spec, unit)
                 a.append(e1.compute_s)
-                m.append(e1.memory_s)
+                m.append(max(e1.memory_s, e1.issue_s))  # floors the throughput does not move
                 lat.append(e1.launch_s)
                 w.append(nmb)
                 f8.append(op.dtype == "fp8")

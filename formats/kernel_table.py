@@ -10,7 +10,8 @@ CSV columns (units: seconds; sizes in elements; ``grad_bytes`` in bytes):
 
 ``kind``        gemm, grouped_gemm or attention
 ``phase``       fwd, bwd-input (dgrad) or bwd-weight (wgrad)
-``groups``      grouped GEMMs: the number of experts in the call (else empty)
+``groups``      grouped GEMMs (MoE experts, one GEMM each): the number of experts in the
+                call (else empty)
 ``m, n, k``     GEMMs: output rows and columns and the reduction length (wgrad: the
                 reduction is the token count)
 ``grad_bytes``  wgrad: bytes per element of the gradient it accumulates into (4 = fp32)
@@ -84,7 +85,8 @@ def _op(path: str, line: int, row: dict[str, str]) -> ComputeOp:
     groups = _int(path, line, row, "groups")
     fb = (costs.grouped_wgrad(groups, m, n, k, B, gb) if phase is Phase.BWD_WEIGHT
           else costs.grouped_gemm(groups, m, n, k, B, B))
-    return ComputeOp("grouped_gemm", 0, phase, kind, (groups, m, n, k), "bf16", *fb)
+    # named as the workload generator names MoE experts: their grouped GEMM issues per expert
+    return ComputeOp("expert_gemm", 0, phase, kind, (groups, m, n, k), "bf16", *fb)
 
 
 def read_kernel_table(path: str | os.PathLike[str]) -> list[MeasuredKernel]:

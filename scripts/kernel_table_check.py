@@ -4,8 +4,9 @@ Prints, for one GPU and one kernel table (formats/kernel_table.py):
 
 - per kind and phase, the median and 10th-90th percentile of estimate / measured at the
   shipped calibration (1.0 = the model times that kernel as measured);
-- for GEMMs, the same by measured duration: short kernels run at boost clock, long ones
-  at the power-limited sustained clock a training step runs at;
+- for GEMMs, the same by measured duration: short kernels benchmarked in a loop run
+  faster (operands in L2, higher clock) than the long ones, which stream from HBM at the
+  sustained clock a training step runs at;
 - the kernel-level prior of the GPU's tensor_throughput: the median ratio of the GEMMs of
   at least 2 ms at the published caps, and its spread (compute_profile.kernel_check).
 

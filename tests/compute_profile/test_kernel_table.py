@@ -157,3 +157,32 @@ def test_import_script_converts_and_refuses_a_non_simumax_file(tmp_path):
     r = subprocess.run([sys.executable, script, str(bad), "--out", str(out)], capture_output=True, text=True)
     assert r.returncode == 2 and "not a SimuMax system file" in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_many_small_experts_take_the_host_issue_time_per_expert():
+    """Transformer Engine issues one cuBLAS GEMM per expert: in SimuMax's table, grouped
+    GEMMs whose experts each have at most 4 GFLOP (under 4 us of GPU work at B200's
+    sustained ~1.1 PFLOP/s) still take 8.6-11.3 us per expert, and the declared
+    per-expert issue time is their median. (Weight gradients are left out: they are
+    bound by the fp32 gradient traffic.)"""
+    small = [k.time_s / k.op.shape[0] for k in read_kernel_table(B200_TABLE)
+             if k.op.kind is OpKind.GROUPED_GEMM and Phase(k.op.phase) is not Phase.BWD_WEIGHT
+             and k.op.flops / k.op.shape[0] <= 4e9]
+    assert len(small) == 8
+    assert 8.5e-6 < min(small) and max(small) < 11.5e-6
+    assert load_params("b200").gemm.grouped_issue_s == pytest.approx(statistics.median(small), abs=0.3e-6)
+
+
+def test_the_issue_floor_is_for_expert_gemms_only():
+    from compute_profile.estimator import explain
+    from workload_gen.gpu_specs import get_gpu
+    from workload_gen import costs
+    from workload_gen.records import ComputeOp
+    b200, p = get_gpu("b200"), load_params("b200")
+    # 256 experts of 8 tokens: almost no work, so 256 issues of 9 us = 2.3 ms
+    shape, fb = (256, 8, 256, 256), costs.grouped_gemm(256, 8, 256, 256, 2, 2)
+    experts = explain(ComputeOp("expert_fc1", 0, Phase.FWD, OpKind.GROUPED_GEMM, shape, "bf16", *fb), b200, p)
+    assert experts.time_s == pytest.approx(256 * p.gemm.grouped_issue_s + experts.launch_s)
+    # the same shape as unfused attention's batched GEMM (one cuBLAS call): no floor
+    batched = explain(ComputeOp("attn_scores", 0, Phase.FWD, OpKind.GROUPED_GEMM, shape, "bf16", *fb), b200, p)
+    assert batched.issue_s == 0 and batched.time_s < experts.time_s / 5
