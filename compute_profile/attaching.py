@@ -5,10 +5,13 @@ Order of preference for one op (its key: compute_profile.keys):
 1. **exact**: the database has a row for (gpu, kind, shape_key, dtype, phase): its time, with
    the row's own source (measured, imported or estimated).
 2. **scaled**: the nearest stored shape of the same (gpu, kind, phase, dtype) (and the same op
-   name for elementwise ops), nearest in log(FLOPs) or, when the roofline says the op is
-   memory-bound on this GPU, in log(bytes); time = row time x (op size / row size).
-   Only within ``scaling.max_ratio`` (estimator_params.yaml), because a linear scale over a
-   large size range misses the efficiency change the estimator models.
+   name for elementwise ops): nearest dimension by dimension (the smallest sum of
+   |log(op dim / row dim)|; by size alone, 160 experts of 154 tokens would stand in for
+   20 experts of 1232, the same FLOPs and a third of the speed); time = row time x (op
+   size / row size), size being FLOPs or, when the roofline says the op is memory-bound on
+   this GPU, bytes. Only within ``scaling.max_ratio`` (estimator_params.yaml) of size,
+   because a linear scale over a large size range misses the efficiency change the
+   estimator models.
 3. **estimated**: the roofline estimator (compute_profile.estimator).
 
 Speed: ops of identical layers share keys, so each distinct key is resolved once and the
@@ -24,7 +27,7 @@ from pathlib import Path
 
 from compute_profile.db import ProfileDB, ProfileRow
 from compute_profile.estimator import EstimatorParams, explain, load_params
-from compute_profile.keys import NAMED_KINDS, key_variant, profile_phase, shape_key
+from compute_profile.keys import NAMED_KINDS, key_variant, parse_shape, profile_phase, shape_key
 from workload_gen.gpu_specs import GpuSpec, get_gpu
 from workload_gen.record import record
 from workload_gen.records import ComputeOp, OpKind, TimeSource, Workload
@@ -135,27 +138,37 @@ class TimeResolver:
         if not fam:
             return None
         variant = key_variant(skey) if op.kind in NAMED_KINDS else None
+        dims = op.shape
         metrics = ("bytes", "flops") if memory_bound else ("flops", "bytes")
         for metric in metrics:  # the preferred size measure; the other if the op lacks it
             x = float(getattr(op, metric))
             if x <= 0:
                 continue
-            best: tuple[float, str, ProfileRow] | None = None
+            best: tuple[float, float, str, ProfileRow] | None = None
             for key, row in fam.items():
                 if variant is not None and key_variant(key) != variant:
                     continue
                 xr = getattr(row, metric)
                 if not xr or xr <= 0:
                     continue
-                d = abs(math.log(x / xr))
-                if best is None or (d, key) < best[:2]:
-                    best = (d, key, row)
+                d = _shape_distance(dims, parse_shape(key))
+                size = abs(math.log(x / xr))
+                if best is None or (d, size, key) < best[:3]:
+                    best = (d, size, key, row)
             if best is None:
                 continue
-            if best[0] > math.log(self.params.scaling_max_ratio):
+            if best[1] > math.log(self.params.scaling_max_ratio):
                 return None
-            return best[2].time_s * x / getattr(best[2], metric)
+            return best[3].time_s * x / getattr(best[3], metric)
         return None
+
+
+def _shape_distance(a: tuple[int, ...], b: tuple[int, ...]) -> float:
+    """Sum of |log| ratios of two shapes' dimensions (0 = the same shape); a shape of
+    another rank is farther than any of the same rank (among those, size decides)."""
+    if len(a) != len(b):
+        return math.inf
+    return sum(abs(math.log(x / y)) for x, y in zip(a, b) if x > 0 and y > 0)
 
 
 def _slot_copier():

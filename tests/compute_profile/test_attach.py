@@ -83,6 +83,23 @@ def test_scaled_by_flops_for_compute_bound_gemm():
     assert cov.scaled == 1.0
 
 
+def test_a_near_shape_is_scaled_from_its_nearest_shape_not_from_an_equal_size():
+    """20 experts of 1229 tokens: the stored 20 x 1232 is the neighbour (time x 1229/1232),
+    not 160 experts of 154 tokens, whose FLOPs are closer (24,640 vs 24,580 token-experts)
+    but whose kernel runs at a third of the speed."""
+    from workload_gen import costs
+
+    def experts(g, m):
+        return ComputeOp("expert_fc1", 0, Phase.FWD, OpKind.GROUPED_GEMM, (g, m, 3072, 5120), "bf16",
+                         *costs.grouped_gemm(g, m, 3072, 5120, 2, 2))
+    db = ProfileDB()
+    db.put([stored(experts(20, 1232), 0.671e-3), stored(experts(160, 154), 1.725e-3)])
+    out, _ = attach(make_workload([experts(20, 1229)], []), GPU, db)
+    op = by_name_phase(out)[("expert_fc1", Phase.FWD)]
+    assert op.source is TimeSource.SCALED
+    assert op.time_s == pytest.approx(0.671e-3 * 1229 / 1232)
+
+
 def test_other_elementwise_function_is_not_scaled_from_gelu(scenario):
     w, db, ops = scenario
     got = by_name_phase(attach(w, GPU, db)[0])
