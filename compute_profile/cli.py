@@ -77,6 +77,18 @@ def build_parser() -> argparse.ArgumentParser:
     _db_arg(ic)
     _replace_arg(ic)
 
+    ik = sub.add_parser("import-kernels", help="import a measured kernel table (seconds per op shape)",
+                        description="Import a kernel table (formats/kernel_table.py; scripts/import_simumax_kernels.py "
+                                    "converts a SimuMax system file): each row's shape is the workload generator's, "
+                                    "so a workload with those shapes runs on the measured times.")
+    ik.add_argument("file", help="kernel-table CSV, e.g. compute_profile/data/kernels/b200_simumax_te2.11.csv")
+    ik.add_argument("--gpu", required=True, metavar="NAME", help="GPU the kernels were measured on")
+    ik.add_argument("--grad-bytes", type=int, choices=(2, 4), default=4,
+                    help="keep the weight-gradient rows that accumulate into gradients of this many bytes "
+                         "(default 4: fp32 main gradients, Megatron's for bf16 training)")
+    _db_arg(ik)
+    _replace_arg(ik)
+
     ec = sub.add_parser("export-csv", help="write the database (or one GPU of it) as CSV")
     _db_arg(ec, must_exist=True)
     add_out(ec, metavar="FILE", help="CSV file to write (required)")
@@ -214,6 +226,20 @@ def _cmd_import_trace(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_import_kernels(args: argparse.Namespace) -> int:
+    from compute_profile.kernel_table_import import rows_from_kernel_table
+    from formats.kernel_table import read_kernel_table
+
+    kernels = read_kernel_table(args.file)
+    rows, skipped = rows_from_kernel_table(kernels, args.gpu, f"kernel table {Path(args.file).name}", args.grad_bytes)
+    inform(args, _put(args.profile, rows, args.replace))
+    if skipped:
+        other = 2 if args.grad_bytes == 4 else 4
+        inform(args, f"left out {skipped} weight-gradient rows for {other}-byte gradients "
+                     f"(--grad-bytes {args.grad_bytes})")
+    return 0
+
+
 def _cmd_stats(args: argparse.Namespace) -> int:
     with ProfileDB(args.profile, create=False) as db:
         stats = db.stats(args.gpu)
@@ -313,6 +339,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 
 COMMANDS = {
     "measure": _cmd_measure, "import-aiob": _cmd_import_aiob, "import-trace": _cmd_import_trace,
+    "import-kernels": _cmd_import_kernels,
     "stats": _cmd_stats, "show": _cmd_show, "export-csv": _cmd_export, "import-csv": _cmd_import_csv,
     "coverage": _cmd_coverage, "calibrate": _cmd_calibrate,
 }

@@ -12,8 +12,9 @@ CSV columns (units: seconds; sizes in elements; ``grad_bytes`` in bytes):
 ``phase``       fwd, bwd-input (dgrad) or bwd-weight (wgrad)
 ``groups``      grouped GEMMs (MoE experts, one GEMM each): the number of experts in the
                 call (else empty)
-``m, n, k``     GEMMs: output rows and columns and the reduction length (wgrad: the
-                reduction is the token count)
+``m, n, k``     GEMMs: output rows and columns and the reduction length, in the workload
+                generator's orientation (forward: tokens x out x in; dgrad: tokens x in x
+                out; wgrad: in x out x tokens)
 ``grad_bytes``  wgrad: bytes per element of the gradient it accumulates into (4 = fp32)
 ``batch, heads, kv_heads, seq, d_qk, d_v``
                 attention (causal, self-attention over ``seq`` tokens)
@@ -51,6 +52,8 @@ class MeasuredKernel:
 
     op: ComputeOp
     time_s: float
+    grad_bytes: int = 0
+    """Weight gradients: bytes per element of the gradient accumulated into; else 0."""
 
 
 def _int(path: str, line: int, row: dict[str, str], col: str) -> int:
@@ -107,7 +110,9 @@ def read_kernel_table(path: str | os.PathLike[str]) -> list[MeasuredKernel]:
                     t = math.nan
                 if not math.isfinite(t) or t <= 0:
                     raise FormatError(p, line, f"column 'time_s' is '{raw}', expected seconds above 0")
-                out.append(MeasuredKernel(_op(p, line, row), t))
+                op = _op(p, line, row)
+                gb = _int(p, line, row, "grad_bytes") if Phase(op.phase) is Phase.BWD_WEIGHT else 0
+                out.append(MeasuredKernel(op, t, gb))
     except OSError as e:
         raise FormatError(p, None, f"cannot read the kernel table: {e.strerror}") from None
     if not out:
@@ -134,7 +139,8 @@ def _seconds(flops: float, efficiency: object, tflops: float, path: str, where: 
 
 def from_simumax_system(path: str | os.PathLike[str]) -> list[dict[str, object]]:
     """Rows (dicts with :data:`COLUMNS`) from a SimuMax system file's per-shape tables:
-    ``matmul`` (layout TN = forward, NN = dgrad, NT = wgrad), ``group_matmul`` (stage
+    ``matmul`` (layout TN = forward, NN = dgrad, NT = wgrad, its dW^T output turned to
+    the workload's dW), ``group_matmul`` (stage
     fwd / bwd_grad_act / bwd_grad_w) and ``sdp_fwd`` / ``sdp_bwd`` (causal; SimuMax counts
     the full ``seq^2`` score matrix, 2 (forward) or 5 (backward) x batch x seq^2 x
     max(heads, kv_heads) x (d_qk + d_v) FLOPs). Attention entries with non-contiguous
@@ -163,6 +169,10 @@ def from_simumax_system(path: str | os.PathLike[str]) -> list[dict[str, object]]
         if phase is None:
             raise FormatError(p, None, f"matmul: layout '{f.get('layout')}' in '{key}' is not TN, NN or NT")
         gb = 4 if f.get("out_dtype") == "fp32" else 2
+        if phase == "bwd-weight":
+            # NT computes dW^T[out, in] = dY^T X; the workload generator's wgrad op is
+            # dW[in, out] (layer_ops: shape (k_in, n_out, tokens)), the same kernel's FLOPs
+            m, n = n, m
         rows.append({"kind": "gemm", "phase": phase, "m": m, "n": n, "k": k,
                      "grad_bytes": gb if phase == "bwd-weight" else "",
                      "time_s": _seconds(2.0 * m * n * k, eff, tflops, p, f"matmul '{key}'")})

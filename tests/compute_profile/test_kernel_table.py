@@ -49,7 +49,8 @@ def test_simumax_efficiency_becomes_seconds_by_its_own_flop_count(tmp_path):
     fwd, wgrad, grouped, attn = rows
     assert (fwd["phase"], fwd["m"], fwd["n"], fwd["k"]) == ("fwd", 4096, 1024, 8192)
     assert fwd["time_s"] == pytest.approx(2 * 4096 * 1024 * 8192 / (0.5 * PEAK))
-    assert (wgrad["phase"], wgrad["grad_bytes"]) == ("bwd-weight", 4)
+    # NT's C[m=1024 (out), n=8192 (in)] is dW^T: stored as the workload's dW[in, out]
+    assert (wgrad["phase"], wgrad["m"], wgrad["n"], wgrad["k"], wgrad["grad_bytes"]) == ("bwd-weight", 8192, 1024, 4096, 4)
     assert wgrad["time_s"] == pytest.approx(2 * 1024 * 4096 * 8192 / (0.25 * PEAK))
     # grouped wgrad: dW[K, N] per expert, reduced over the M tokens
     assert (grouped["groups"], grouped["m"], grouped["n"], grouped["k"]) == (4, 200, 300, 100)
@@ -201,3 +202,55 @@ def test_b200_attention_caps_reproduce_the_long_attention_kernels(head_dim, phas
               and Phase(c.kernel.op.phase).value in phases and c.kernel.time_s >= LONG_KERNEL_S]
     assert len(ratios) >= 3
     assert statistics.median(ratios) == pytest.approx(1.0, abs=0.03)
+
+
+def _import(tmp_path, *extra):
+    db = tmp_path / "b200.sqlite"
+    r = subprocess.run([sys.executable, "-m", "compute_profile.cli", "import-kernels", str(B200_TABLE), "--gpu", "b200",
+                        "--profile", str(db), *extra], capture_output=True, text=True)
+    return db, r
+
+
+def test_import_kernels_keeps_one_gradient_width_and_one_row_per_key(tmp_path):
+    from compute_profile.db import ProfileDB
+    db, r = _import(tmp_path)
+    assert r.returncode == 0, r.stderr
+    # 660 kernels: 98 wgrads for bf16 gradients left out; 38 more share a profile key
+    # with another row (fwd/dgrad measured once per gradient width, attention per KV-head
+    # count) and become one row with their median: 660 - 98 - 38 = 524
+    assert "524 new" in r.stderr and "left out 98 weight-gradient rows for 2-byte gradients" in r.stderr
+    with ProfileDB(db, create=False) as d:
+        rows = d.rows(gpu="b200")
+        assert len(rows) == 524 and {row.source for row in rows} == {"imported"}
+        # Llama-3 70B fc1 forward at TP 1: SimuMax measured 3.514 ms (efficiency 0.4867)
+        fc1 = d.get("b200", "gemm", "4096x57344x8192", "bf16", "fwd")
+        assert fc1.time_s == pytest.approx(3.514e-3, rel=1e-3)
+
+
+def test_a_workload_runs_on_the_imported_kernel_times(tmp_path):
+    """Llama-3 70B at TP 2 on B200: the QKV forward GEMM (4096 tokens, 8192 -> 5120) takes
+    the time SimuMax measured, 2 * 4096 * 5120 * 8192 / (0.6275 * 2250e12) = 0.2433 ms."""
+    from compute_profile.attaching import attach
+    from workload_gen.builder import build
+    from workload_gen.model_presets import get_preset
+    from workload_gen.parallel_config import ParallelConfig
+    from dataclasses import replace
+    db, r = _import(tmp_path)
+    model = replace(get_preset("llama3-70b"), num_layers=12)
+    par = ParallelConfig(world_size=8, tp=2, sp=True, global_batch=32, seq_length=4096, dtype="bf16",
+                         distributed_optimizer=True)
+    wl, cov = attach(build(model, par), "b200", db)
+    qkv = next(op for op in wl.stages[0].chunks[0].forward if getattr(op, "name", "") == "qkv")
+    assert qkv.shape == (4096, 5120, 8192)
+    assert qkv.time_s == pytest.approx(2 * 4096 * 5120 * 8192 / (0.6275 * 2250e12), rel=1e-3)
+    assert cov.imported > 0.85 * (cov.imported + cov.estimated)
+
+
+def test_import_kernels_refuses_a_bad_table_in_one_line(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("kind,phase\ngemm,fwd\n")
+    r = subprocess.run([sys.executable, "-m", "compute_profile.cli", "import-kernels", str(bad), "--gpu", "b200",
+                        "--profile", str(tmp_path / "x.sqlite")], capture_output=True, text=True)
+    assert r.returncode == 2 and "missing column(s)" in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "x.sqlite").exists()
