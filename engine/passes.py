@@ -27,7 +27,7 @@ from operator import attrgetter
 from typing import Callable, NamedTuple
 
 from workload_gen.record import record
-from workload_gen.records import CollectiveOp, ComputeOp, Op, OpKind
+from workload_gen.records import CollectiveOp, CollKind, ComputeOp, Op, OpKind
 
 
 class ProfileRecord(NamedTuple):
@@ -70,12 +70,15 @@ class _Overlapped:
     """An overlappable collective in flight while profiling; ``exposed`` grows if the
     pass has to wait for it. Becomes a ProfileRecord when the pass is done."""
 
-    __slots__ = ("index", "deadline", "group", "start", "end", "exposed")
+    __slots__ = ("index", "deadline", "group", "start", "end", "exposed", "interferes")
 
-    def __init__(self, index: int, deadline: int, group: str, start: float, end: float) -> None:
+    def __init__(self, index: int, deadline: int, group: str, start: float, end: float,
+                 interferes: bool = True) -> None:
         self.index = index
         self.deadline = deadline
         """Index of the op that may not start before it has ended."""
+        self.interferes = interferes
+        """Slows compute beside it (a collective); a point-to-point send/recv does not."""
         self.group = group
         self.start = start
         self.end = end
@@ -124,7 +127,7 @@ def profile_pass(
 
     def issue_overlapped(k: int, now: float) -> None:
         g, s, e = on_stream(ops[k], now)
-        coll = _Overlapped(k, deadline[k], g, s, e)
+        coll = _Overlapped(k, deadline[k], g, s, e, ops[k].kind is not CollKind.SEND_RECV)
         in_flight.append(len(records))
         records.append(coll)
         pending.append(coll)
@@ -148,7 +151,7 @@ def profile_pass(
             for k in issue_with.get(i, ()):
                 issue_overlapped(k, t)
             d = op.time_s
-            if slowdown and d and any(t < c.end for c in pending):
+            if slowdown and d and any(c.interferes and t < c.end for c in pending):
                 extra = d * slowdown
                 slowed += extra
                 d += extra

@@ -37,8 +37,9 @@ Two ways to run a pass:
   per distinct (collective, ranks) and reused. Equal to op level, see engine.passes.
 
 Interference (``Workload.overlap_slowdown`` = s > 0): a compute op that starts while a
-collective its rank has issued has not ended (any group but pipeline p2p, whose NCCL kernels take one or
-two SMs) takes (1 + s) times its time, charged to compute (``Accounts.slowdown`` keeps the
+collective its rank has issued has not ended takes (1 + s) times its time (not for
+point-to-point transfers, pipeline or context-parallel ring exchanges: NCCL's send/recv
+kernels take one or two SMs where a collective takes one per channel), charged to compute (``Accounts.slowdown`` keeps the
 added part). At pass level the pass's own collectives are in its profile; a pass that
 may overlap collectives from outside it (gradient buckets released during it or still
 running, parameter gathers) runs op by op, so both levels apply the same rule.
@@ -60,7 +61,7 @@ from engine.program import PassSpec, build_plans
 from engine.schedules import SCHEDULES, Step
 from network.backend import NetworkBackend, Transfer
 from workload_gen.placement import group_ranks
-from workload_gen.records import CollectiveOp, ComputeOp, Group, OpKind, Workload
+from workload_gen.records import CollectiveOp, CollKind, ComputeOp, Group, OpKind, Workload
 from workload_gen.run_result import Breakdown, Interval
 
 # Event kinds on the engine's queue (ints: compared once per event), and their payloads.
@@ -187,7 +188,7 @@ class Simulator:
             if simulated > 1:
                 self._joining[key] = fut
         fut.missing -= 1
-        if self.slowdown:
+        if self.slowdown and op.kind is not CollKind.SEND_RECV:
             # From its own issue: a member that issues first and starts computing at the
             # same instant is as slowed as the one whose join starts the collective.
             rank.comm_busy += 1

@@ -63,6 +63,26 @@ def test_pipeline_sends_do_not_slow_compute():
 
 
 @pytest.mark.parametrize("level", ["pass", "op"])
+def test_point_to_point_transfers_beside_compute_slow_nothing(level):
+    """The first case with its overlapped all-reduces turned into send/recv pairs (as the
+    context-parallel ring exchanges K/V beside attention): NCCL's send/recv kernels take
+    one or two SMs, so the same overlap costs nothing: 3.0 s with or without the slow-down
+    (the all-reduce version takes 3.375 s)."""
+    from workload_gen.records import CollectiveOp, CollKind
+
+    w = workload(tp=2, layers_per_chunk=2, f=1.0, b=2.0, tp_bytes=int(2e10), tp_overlap=True)
+
+    def p2p(ops):
+        return tuple(replace(op, kind=CollKind.SEND_RECV) if isinstance(op, CollectiveOp) else op for op in ops)
+    stages = tuple(replace(st, chunks=tuple(replace(ch, forward=p2p(ch.forward), backward=p2p(ch.backward))
+                                            for ch in st.chunks)) for st in w.stages)
+    w = replace(w, stages=stages)
+    slow = _run(w, S, level=level)
+    assert slow.iteration_time_s == pytest.approx(3.0, rel=1e-12)
+    assert slow.extras["overlap_slowdown_s"] == 0.0
+
+
+@pytest.mark.parametrize("level", ["pass", "op"])
 def test_a_gradient_bucket_slows_the_backward_it_runs_beside(level):
     """Data-parallel buckets overlapped with the backward: bucket 1 (layer 1, 0.3 s) is
     issued when layer 1's gradients are ready (t = 2.0) and runs beside layer 0's input
