@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
+from itertools import pairwise
 
 from compute_profile.estimator import EstimatorParams, explain, load_params
 from formats.kernel_table import MeasuredKernel
@@ -93,7 +94,7 @@ DURATION_BINS_S = (0.0, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, float("inf"))
 def by_duration(checks: Sequence[KernelCheck], kind: OpKind = OpKind.GEMM) -> list[tuple[float, float, list[float]]]:
     """(lower, upper, ratios) per measured-duration bin, for the kernels of ``kind``."""
     out = []
-    for lo, hi in zip(DURATION_BINS_S, DURATION_BINS_S[1:]):
+    for lo, hi in pairwise(DURATION_BINS_S):
         rs = [c.ratio for c in checks if c.kernel.op.kind is kind and lo <= c.kernel.time_s < hi]
         if rs:
             out.append((lo, hi, rs))

@@ -28,7 +28,7 @@ def rows_from_kernel_table(kernels: Sequence[MeasuredKernel], gpu: str, note: st
     """(profile rows, rows left out for another gradient width). ``note`` says where the
     table came from (kept on every row)."""
     name = stored_gpu_name(gpu)
-    date = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    date = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     groups: dict[tuple[str, str, str, str], list[MeasuredKernel]] = {}
     skipped = 0
     for k in kernels:

@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 from compute_profile.estimator import declared_parameters, load_params
-from compute_profile.kernel_check import (LONG_KERNEL_S, by_duration, check, percentile, sustained_prior,
-                                          unit_params)
+from compute_profile.kernel_check import LONG_KERNEL_S, by_duration, check, percentile, sustained_prior, unit_params
 from formats.kernel_table import COLUMNS, from_simumax_system, read_kernel_table, write_kernel_table
 from workload_gen.errors import FormatError
 from workload_gen.records import OpKind, Phase
@@ -148,14 +147,14 @@ def test_import_script_converts_and_refuses_a_non_simumax_file(tmp_path):
         "b=1, m=128, k=128, n=128, layout=NN, accumulate=False, out_dtype=bf16": 0.1}}})
     out = tmp_path / "k.csv"
     script = str(ROOT / "scripts" / "import_simumax_kernels.py")
-    r = subprocess.run([sys.executable, script, str(src), "--out", str(out)], capture_output=True, text=True)
+    r = subprocess.run([sys.executable, script, str(src), "--out", str(out)], capture_output=True, text=True, check=False)
     assert r.returncode == 0 and "wrote 1 kernels" in r.stdout
     assert out.read_text().splitlines()[0] == ",".join(COLUMNS)
     (k,) = read_kernel_table(out)
     assert Phase(k.op.phase) is Phase.BWD_INPUT and math.isclose(k.time_s, 2 * 128**3 / (0.1 * PEAK), rel_tol=1e-3)
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
-    r = subprocess.run([sys.executable, script, str(bad), "--out", str(out)], capture_output=True, text=True)
+    r = subprocess.run([sys.executable, script, str(bad), "--out", str(out)], capture_output=True, text=True, check=False)
     assert r.returncode == 2 and "not a SimuMax system file" in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
 
@@ -176,8 +175,8 @@ def test_many_small_experts_take_the_host_issue_time_per_expert():
 
 def test_the_issue_floor_is_for_expert_gemms_only():
     from compute_profile.estimator import explain
-    from workload_gen.gpu_specs import get_gpu
     from workload_gen import costs
+    from workload_gen.gpu_specs import get_gpu
     from workload_gen.records import ComputeOp
     b200, p = get_gpu("b200"), load_params("b200")
     # 256 experts of 8 tokens: almost no work, so 256 issues of 9 us = 2.3 ms
@@ -207,7 +206,7 @@ def test_b200_attention_caps_reproduce_the_long_attention_kernels(head_dim, phas
 def _import(tmp_path, *extra):
     db = tmp_path / "b200.sqlite"
     r = subprocess.run([sys.executable, "-m", "compute_profile.cli", "import-kernels", str(B200_TABLE), "--gpu", "b200",
-                        "--profile", str(db), *extra], capture_output=True, text=True)
+                        "--profile", str(db), *extra], capture_output=True, text=True, check=False)
     return db, r
 
 
@@ -230,12 +229,13 @@ def test_import_kernels_keeps_one_gradient_width_and_one_row_per_key(tmp_path):
 def test_a_workload_runs_on_the_imported_kernel_times(tmp_path):
     """Llama-3 70B at TP 2 on B200: the QKV forward GEMM (4096 tokens, 8192 -> 5120) takes
     the time SimuMax measured, 2 * 4096 * 5120 * 8192 / (0.6275 * 2250e12) = 0.2433 ms."""
+    from dataclasses import replace
+
     from compute_profile.attaching import attach
     from workload_gen.builder import build
     from workload_gen.model_presets import get_preset
     from workload_gen.parallel_config import ParallelConfig
-    from dataclasses import replace
-    db, r = _import(tmp_path)
+    db, _ = _import(tmp_path)
     model = replace(get_preset("llama3-70b"), num_layers=12)
     par = ParallelConfig(world_size=8, tp=2, sp=True, global_batch=32, seq_length=4096, dtype="bf16",
                          distributed_optimizer=True)
@@ -250,7 +250,7 @@ def test_import_kernels_refuses_a_bad_table_in_one_line(tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text("kind,phase\ngemm,fwd\n")
     r = subprocess.run([sys.executable, "-m", "compute_profile.cli", "import-kernels", str(bad), "--gpu", "b200",
-                        "--profile", str(tmp_path / "x.sqlite")], capture_output=True, text=True)
+                        "--profile", str(tmp_path / "x.sqlite")], capture_output=True, text=True, check=False)
     assert r.returncode == 2 and "missing column(s)" in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "x.sqlite").exists()
