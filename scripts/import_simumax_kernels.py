@@ -6,6 +6,9 @@ back as measured seconds per shape (formats/kernel_table.py), the form
 compute_profile.kernel_check compares the estimator against:
 
     python scripts/import_simumax_kernels.py b200_bf16_ceperm.json --out b200_kernels.csv
+
+Units: the table written holds seconds (SimuMax's file holds efficiencies, fractions of its
+``tflops`` peak in TFLOP/s).
 """
 from __future__ import annotations
 
