@@ -35,6 +35,17 @@ def _replace_arg(p: argparse.ArgumentParser) -> None:
                    help="overwrite rows whose key already exists (default: keep the existing row)")
 
 
+def _import_parser(sub, name: str, help_: str, description: str, file_help: str,
+                   gpu_help: str) -> argparse.ArgumentParser:
+    """A command that reads one file measured on one GPU into a profile database."""
+    p = sub.add_parser(name, help=help_, description=description)
+    p.add_argument("file", help=file_help)
+    p.add_argument("--gpu", required=True, metavar="NAME", help=gpu_help)
+    _db_arg(p)
+    _replace_arg(p)
+    return p
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(
         prog="compute-profile",
@@ -62,14 +73,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--threads", type=int, metavar="N", help="CPU threads for torch (default 1 on the CPU)")
     _replace_arg(g)
 
-    a = sub.add_parser("import-aiob", help="import an AICB/AIOB profile (µs per section)",
-                       description="Import AICB's computation profile. The file has no shapes: give the config "
-                                   "AIOB ran (e.g. AICB's Example.txt: --model gpt3-13b --tp 8 --sp --seq-length 2048 "
-                                   "--world-size 128 --global-batch 256).")
-    a.add_argument("file", help="AIOB profile, e.g. aiob_inputs_Example.txt")
-    a.add_argument("--gpu", required=True, metavar="NAME", help="GPU the profile was taken on")
-    _db_arg(a)
-    _replace_arg(a)
+    a = _import_parser(sub, "import-aiob", "import an AICB/AIOB profile (µs per section)",
+                       "Import AICB's computation profile. The file has no shapes: give the config "
+                       "AIOB ran (e.g. AICB's Example.txt: --model gpt3-13b --tp 8 --sp --seq-length 2048 "
+                       "--world-size 128 --global-batch 256).",
+                       "AIOB profile, e.g. aiob_inputs_Example.txt", "GPU the profile was taken on")
     add_config_arguments(a)
 
     ic = sub.add_parser("import-csv", help="merge a CSV written by export-csv")
@@ -77,30 +85,24 @@ def build_parser() -> argparse.ArgumentParser:
     _db_arg(ic)
     _replace_arg(ic)
 
-    ik = sub.add_parser("import-kernels", help="import a measured kernel table (seconds per op shape)",
-                        description="Import a kernel table (formats/kernel_table.py; scripts/import_simumax_kernels.py "
-                                    "converts a SimuMax system file): each row's shape is the workload generator's, "
-                                    "so a workload with those shapes runs on the measured times.")
-    ik.add_argument("file", help="kernel-table CSV, e.g. compute_profile/data/kernels/b200_simumax_te2.11.csv")
-    ik.add_argument("--gpu", required=True, metavar="NAME", help="GPU the kernels were measured on")
+    ik = _import_parser(sub, "import-kernels", "import a measured kernel table (seconds per op shape)",
+                        "Import a kernel table (formats/kernel_table.py; scripts/import_simumax_kernels.py "
+                        "converts a SimuMax system file): each row's shape is the workload generator's, "
+                        "so a workload with those shapes runs on the measured times.",
+                        "kernel-table CSV, e.g. compute_profile/data/kernels/b200_simumax_te2.11.csv",
+                        "GPU the kernels were measured on")
     ik.add_argument("--grad-bytes", type=int, choices=(2, 4), default=4,
                     help="keep the weight-gradient rows that accumulate into gradients of this many bytes "
                          "(default 4: fp32 main gradients, Megatron's for bf16 training)")
-    _db_arg(ik)
-    _replace_arg(ik)
 
     ec = sub.add_parser("export-csv", help="write the database (or one GPU of it) as CSV")
     _db_arg(ec, must_exist=True)
     add_out(ec, metavar="FILE", help="CSV file to write (required)")
     ec.add_argument("--gpu", metavar="NAME", help="only this GPU's rows")
 
-    it = sub.add_parser("import-trace", help="import kernel times from a torch profiler trace",
-                        description="Import kernel times from a torch/Kineto trace via "
-                                    "compute_profile.trace_import.rows_from_trace.")
-    it.add_argument("file", help="trace file (.json or .json.gz)")
-    it.add_argument("--gpu", required=True, metavar="NAME", help="GPU the trace was recorded on")
-    _db_arg(it)
-    _replace_arg(it)
+    _import_parser(sub, "import-trace", "import kernel times from a torch profiler trace",
+                   "Import kernel times from a torch/Kineto trace via compute_profile.trace_import.rows_from_trace.",
+                   "trace file (.json or .json.gz)", "GPU the trace was recorded on")
 
     for name in ("stats", "show"):
         s = sub.add_parser(name, help="row counts per GPU, kind, phase and source" if name == "stats"
