@@ -22,6 +22,7 @@ from itertools import pairwise
 
 from compute_profile.estimator import EstimatorParams, explain, load_params
 from formats.kernel_table import MeasuredKernel
+from workload_gen.errors import ConfigError
 from workload_gen.gpu_specs import get_gpu
 from workload_gen.record import record
 from workload_gen.records import OpKind
@@ -62,13 +63,13 @@ def check(kernels: Sequence[MeasuredKernel], gpu: str, params: EstimatorParams |
     return [KernelCheck(k, explain(k.op, spec, p).time_s) for k in kernels]
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """Linear-interpolated percentile (q in [0, 1]) of a non-empty sequence."""
-    xs = sorted(values)
-    pos = q * (len(xs) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+def p10_p90(values: Sequence[float]) -> tuple[float, float]:
+    """10th and 90th percentiles, linearly interpolated between the sorted values
+    (``statistics.quantiles``, inclusive method); a single value is both."""
+    if len(values) < 2:
+        return values[0], values[0]
+    deciles = statistics.quantiles(values, n=10, method="inclusive")
+    return deciles[0], deciles[-1]
 
 
 def unit_params(gpu: str) -> EstimatorParams:
@@ -83,9 +84,10 @@ def sustained_prior(kernels: Sequence[MeasuredKernel], gpu: str, long_s: float =
     checks = check(kernels, gpu, unit_params(gpu))
     ratios = [c.ratio for c in checks if c.kernel.op.kind is OpKind.GEMM and c.kernel.time_s >= long_s]
     if len(ratios) < 10:
-        raise ValueError(f"only {len(ratios)} GEMMs of at least {long_s * 1e3:g} ms: too few for a prior")
-    spread = (percentile(ratios, 0.9) - percentile(ratios, 0.1)) / Z_10_90
-    return Prior(statistics.median(ratios), spread, len(ratios))
+        raise ConfigError("kernel table", f"{len(ratios)} GEMMs of at least {long_s * 1e3:g} ms",
+                          "needs at least 10 long GEMMs for a prior")
+    lo, hi = p10_p90(ratios)
+    return Prior(statistics.median(ratios), (hi - lo) / Z_10_90, len(ratios))
 
 
 DURATION_BINS_S = (0.0, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, float("inf"))

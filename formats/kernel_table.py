@@ -33,6 +33,7 @@ import math
 import os
 from pathlib import Path
 
+from formats.atomic import atomic_write
 from workload_gen import costs
 from workload_gen.errors import FormatError
 from workload_gen.record import record
@@ -67,7 +68,8 @@ def _int(path: str, line: int, row: dict[str, str], col: str) -> int:
     return v
 
 
-def _op(path: str, line: int, row: dict[str, str]) -> ComputeOp:
+def _op(path: str, line: int, row: dict[str, str]) -> tuple[ComputeOp, int]:
+    """The row's op as the workload generator builds it, and its gradient width (wgrad only, else 0)."""
     kind, phase = _KINDS.get(row.get("kind", "")), _PHASES.get(row.get("phase", ""))
     if kind is None:
         raise FormatError(path, line, f"column 'kind' is '{row.get('kind')}', expected one of {', '.join(_KINDS)}")
@@ -79,17 +81,18 @@ def _op(path: str, line: int, row: dict[str, str]) -> ComputeOp:
         if phase is Phase.BWD_WEIGHT:
             raise FormatError(path, line, "attention has no 'bwd-weight' phase (its backward is 'bwd-input')")
         fb = costs.attention_fwd if phase is Phase.FWD else costs.attention_bwd
-        return ComputeOp("attention", 0, phase, kind, (b, h, s, s, dq, 1), "bf16", *fb(b, h, g, s, s, dq, dv, True, B))
+        return ComputeOp("attention", 0, phase, kind, (b, h, s, s, dq, 1), "bf16",
+                         *fb(b, h, g, s, s, dq, dv, True, B)), 0
     m, n, k = (_int(path, line, row, c) for c in ("m", "n", "k"))
-    gb = _int(path, line, row, "grad_bytes") if phase is Phase.BWD_WEIGHT else B
+    wgrad = phase is Phase.BWD_WEIGHT
+    gb = _int(path, line, row, "grad_bytes") if wgrad else 0
     if kind is OpKind.GEMM:
-        fb = costs.wgrad_gemm(m, n, k, B, gb) if phase is Phase.BWD_WEIGHT else costs.gemm(m, n, k, B, B)
-        return ComputeOp("gemm", 0, phase, kind, (m, n, k), "bf16", *fb)
+        fb = costs.wgrad_gemm(m, n, k, B, gb) if wgrad else costs.gemm(m, n, k, B, B)
+        return ComputeOp("gemm", 0, phase, kind, (m, n, k), "bf16", *fb), gb
     groups = _int(path, line, row, "groups")
-    fb = (costs.grouped_wgrad(groups, m, n, k, B, gb) if phase is Phase.BWD_WEIGHT
-          else costs.grouped_gemm(groups, m, n, k, B, B))
+    fb = costs.grouped_wgrad(groups, m, n, k, B, gb) if wgrad else costs.grouped_gemm(groups, m, n, k, B, B)
     # named as the workload generator names MoE experts: their grouped GEMM issues per expert
-    return ComputeOp("expert_gemm", 0, phase, kind, (groups, m, n, k), "bf16", *fb)
+    return ComputeOp("expert_gemm", 0, phase, kind, (groups, m, n, k), "bf16", *fb), gb
 
 
 def read_kernel_table(path: str | os.PathLike[str]) -> list[MeasuredKernel]:
@@ -110,8 +113,7 @@ def read_kernel_table(path: str | os.PathLike[str]) -> list[MeasuredKernel]:
                     t = math.nan
                 if not math.isfinite(t) or t <= 0:
                     raise FormatError(p, line, f"column 'time_s' is '{raw}', expected seconds above 0")
-                op = _op(p, line, row)
-                gb = _int(p, line, row, "grad_bytes") if Phase(op.phase) is Phase.BWD_WEIGHT else 0
+                op, gb = _op(p, line, row)
                 out.append(MeasuredKernel(op, t, gb))
     except OSError as e:
         raise FormatError(p, None, f"cannot read the kernel table: {e.strerror}") from None
@@ -129,6 +131,14 @@ def _fields(key: str, path: str, where: str) -> dict[str, str]:
             raise FormatError(path, None, f"{where}: shape key '{key}' is not 'name=value, ...'")
         out[name.strip()] = value.strip()
     return out
+
+
+def _ints(fields: dict[str, str], names: tuple[str, ...], path: str, where: str) -> tuple[int, ...]:
+    """The named integer fields of a SimuMax shape key."""
+    try:
+        return tuple(int(fields[n]) for n in names)
+    except (KeyError, ValueError):
+        raise FormatError(path, None, f"{where}: needs integer fields {', '.join(names)}") from None
 
 
 def _seconds(flops: float, efficiency: object, tflops: float, path: str, where: str) -> float:
@@ -162,7 +172,7 @@ def from_simumax_system(path: str | os.PathLike[str]) -> list[dict[str, object]]
     tflops, effs = table("matmul")
     for key, eff in effs.items():
         f = _fields(key, p, "matmul")
-        b, m, n, k = (int(f[c]) for c in ("b", "m", "n", "k"))
+        b, m, n, k = _ints(f, ("b", "m", "n", "k"), p, f"matmul '{key}'")
         if b != 1:
             continue
         phase = {"TN": "fwd", "NN": "bwd-input", "NT": "bwd-weight"}.get(f.get("layout", ""))
@@ -179,7 +189,7 @@ def from_simumax_system(path: str | os.PathLike[str]) -> list[dict[str, object]]
     tflops, effs = table("group_matmul")
     for key, eff in effs.items():
         f = _fields(key, p, "group_matmul")
-        g, M, N, K = (int(f[c]) for c in ("ng", "M", "N", "K"))
+        g, M, N, K = _ints(f, ("ng", "M", "N", "K"), p, f"group_matmul '{key}'")
         stage = f.get("stage", "")
         shape = {"fwd": ("fwd", M, N, K), "bwd_grad_act": ("bwd-input", M, K, N),
                  "bwd_grad_w": ("bwd-weight", K, N, M)}.get(stage)
@@ -196,8 +206,8 @@ def from_simumax_system(path: str | os.PathLike[str]) -> list[dict[str, object]]
             f = _fields(key, p, name)
             if f.get("qkv_contiguous", "True") != "True":
                 continue
-            b, s, h, g, dq, dv = (int(f[c]) for c in ("batch", "seq_len", "head_num", "kv_head_num",
-                                                       "qk_head_dim", "v_head_dim"))
+            b, s, h, g, dq, dv = _ints(f, ("batch", "seq_len", "head_num", "kv_head_num", "qk_head_dim",
+                                           "v_head_dim"), p, f"{name} '{key}'")
             flops = mult * b * s * s * max(h, g) * (dq + dv)
             rows.append({"kind": "attention", "phase": phase, "batch": b, "heads": h, "kv_heads": g, "seq": s,
                          "d_qk": dq, "d_v": dv, "time_s": _seconds(flops, eff, tflops, p, f"{name} '{key}'")})
@@ -208,8 +218,8 @@ def from_simumax_system(path: str | os.PathLike[str]) -> list[dict[str, object]]
 
 def write_kernel_table(rows: list[dict[str, object]], path: str | os.PathLike[str]) -> None:
     """Write rows as a kernel-table CSV (times to 4 significant digits: the sources give
-    efficiencies to more digits than their timing noise)."""
-    with open(path, "w", newline="") as fh:
+    efficiencies to more digits than their timing noise), replacing ``path`` only whole."""
+    with atomic_write(path, "w", field="--out") as fh:
         w = csv.DictWriter(fh, fieldnames=COLUMNS, lineterminator="\n")
         w.writeheader()
         for r in rows:

@@ -17,7 +17,7 @@ import sys
 from collections import Counter
 
 from formats.kernel_table import from_simumax_system, write_kernel_table
-from workload_gen.errors import TrainsimError
+from workload_gen.cli_errors import run_cli
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,12 +25,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("system", help="SimuMax system file (configs/system/<name>.json)")
     ap.add_argument("--out", required=True, help="kernel-table CSV to write")
     args = ap.parse_args(argv)
-    try:
-        rows = from_simumax_system(args.system)
-        write_kernel_table(rows, args.out)
-    except (TrainsimError, OSError) as e:
-        print(f"import_simumax_kernels: {e}", file=sys.stderr)
-        return 2
+    return run_cli(lambda: _convert(args))
+
+
+def _convert(args: argparse.Namespace) -> int:
+    rows = from_simumax_system(args.system)
+    write_kernel_table(rows, args.out)
     counts = Counter(f"{r['kind']} {r['phase']}" for r in rows)
     print(f"wrote {len(rows)} kernels to {args.out}: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
     return 0

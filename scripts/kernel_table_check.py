@@ -21,9 +21,10 @@ import statistics
 import sys
 from collections import defaultdict
 
-from compute_profile.kernel_check import LONG_KERNEL_S, by_duration, check, percentile, sustained_prior
+from compute_profile.kernel_check import LONG_KERNEL_S, by_duration, check, p10_p90, sustained_prior
+from formats.atomic import atomic_write
 from formats.kernel_table import read_kernel_table
-from workload_gen.errors import TrainsimError
+from workload_gen.cli_errors import run_cli
 
 
 def _plot(checks, path: str, gpu: str) -> None:
@@ -47,7 +48,8 @@ def _plot(checks, path: str, gpu: str) -> None:
     ax.set_title(f"{gpu}: the compute model at its calibration against measured kernels", fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with atomic_write(path, "wb", field="--plot") as fh:
+        fig.savefig(fh, format="png", dpi=110)
     plt.close(fig)
 
 
@@ -57,24 +59,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpu", required=True, help="GPU the kernels were measured on (gpu_specs name)")
     ap.add_argument("--plot", help="also draw estimate/measured against kernel time (.png)")
     args = ap.parse_args(argv)
-    try:
-        kernels = read_kernel_table(args.table)
-        checks = check(kernels, args.gpu)
-        prior = sustained_prior(kernels, args.gpu)
-    except (TrainsimError, ValueError) as e:
-        print(f"kernel_table_check: {e}", file=sys.stderr)
-        return 2
+    return run_cli(lambda: _report(args))
+
+
+def _line(name: str, ratios: list[float]) -> None:
+    p10, p90 = p10_p90(ratios)
+    print(f"{name:26s} {len(ratios):4d} {statistics.median(ratios):7.3f} {p10:6.3f} {p90:6.3f}")
+
+
+def _report(args: argparse.Namespace) -> int:
+    kernels = read_kernel_table(args.table)
+    checks = check(kernels, args.gpu)
+    prior = sustained_prior(kernels, args.gpu)
     groups: dict[str, list[float]] = defaultdict(list)
     for c in checks:
         groups[f"{c.kernel.op.kind.value} {c.kernel.op.phase.value}"].append(c.ratio)
     print(f"{len(checks)} kernels on {args.gpu}; estimate / measured at the shipped calibration")
     print(f"{'kind phase':26s} {'n':>4s} {'median':>7s} {'p10':>6s} {'p90':>6s}")
     for name, rs in sorted(groups.items()):
-        print(f"{name:26s} {len(rs):4d} {statistics.median(rs):7.3f} {percentile(rs, 0.1):6.3f} {percentile(rs, 0.9):6.3f}")
+        _line(name, rs)
     print("\nGEMMs by measured time")
     for lo, hi, rs in by_duration(checks):
-        span = f"{lo * 1e3:g}-{hi * 1e3:g} ms" if hi != float("inf") else f">= {lo * 1e3:g} ms"
-        print(f"{span:26s} {len(rs):4d} {statistics.median(rs):7.3f} {percentile(rs, 0.1):6.3f} {percentile(rs, 0.9):6.3f}")
+        _line(f"{lo * 1e3:g}-{hi * 1e3:g} ms" if hi != float("inf") else f">= {lo * 1e3:g} ms", rs)
     print(f"\nkernel-level tensor_throughput prior: {prior.value:.3f} (sigma {prior.sigma:.3f}; "
           f"median of {prior.kernels} GEMMs of >= {LONG_KERNEL_S * 1e3:g} ms at the published caps)")
     if args.plot:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from compute_profile.estimator import declared_parameters, load_params
-from compute_profile.kernel_check import LONG_KERNEL_S, by_duration, check, percentile, sustained_prior, unit_params
+from compute_profile.kernel_check import LONG_KERNEL_S, by_duration, check, p10_p90, sustained_prior, unit_params
 from formats.kernel_table import COLUMNS, from_simumax_system, read_kernel_table, write_kernel_table
 from workload_gen.errors import FormatError
 from workload_gen.records import OpKind, Phase
@@ -112,6 +112,20 @@ def test_long_b200_gemms_give_the_declared_tensor_throughput_prior():
     assert declared.sigma == pytest.approx(prior.sigma, abs=0.0015)
 
 
+def test_one_long_gemm_s_ratio_by_hand():
+    """Llama-3 70B's fc1 forward at TP 1 (4096 x 57344 x 8192), at B200's published caps:
+    256x128 tiles, 16 x 448 = 7168 of them over 148 SMs in 49 waves (utilisation
+    7168 / 7252); K-loop factor 8192 / (8192 + 128); GEMM cap 0.70: efficiency 0.68125,
+    2.5106 ms plus one 4 us launch = 2.5146 ms, against SimuMax's 3.514 ms: 0.7156 of
+    the measured rate, one of the 163 ratios whose median is the prior."""
+    eff = 0.70 * (7168 / (49 * 148)) * (8192 / 8320)
+    expected = (2 * 4096 * 57344 * 8192 / (2250e12 * eff) + 4e-6) / 3.514e-3
+    assert expected == pytest.approx(0.7156, abs=1e-4)
+    fc1 = [c for c in check(read_kernel_table(B200_TABLE), "b200", unit_params("b200"))
+           if c.kernel.op.shape == (4096, 57344, 8192) and Phase(c.kernel.op.phase) is Phase.FWD]
+    assert len(fc1) == 1 and fc1[0].ratio == pytest.approx(expected, rel=1e-4)
+
+
 def test_b200_gemms_benchmarked_alone_run_faster_the_shorter_they_are():
     """Boost clock for short kernels, the power-limited clock for long ones: at the published
     caps, the measured fraction of the model's rate falls with kernel time."""
@@ -130,8 +144,9 @@ def test_the_fitted_b200_throughput_agrees_with_the_kernel_level_figure():
 
 
 def test_percentile_interpolates_like_the_textbook():
-    assert percentile([1.0, 2.0, 3.0, 4.0, 5.0], 0.1) == pytest.approx(1.4)
-    assert percentile([3.0], 0.9) == 3.0
+    # linear interpolation between order statistics: 10th of 1..5 at 1 + 0.1 x 4
+    assert p10_p90([1.0, 2.0, 3.0, 4.0, 5.0])[0] == pytest.approx(1.4)
+    assert p10_p90([3.0])[1] == 3.0
 
 
 def test_check_script_prints_the_prior_and_draws(tmp_path):
@@ -254,3 +269,18 @@ def test_import_kernels_refuses_a_bad_table_in_one_line(tmp_path):
     assert r.returncode == 2 and "missing column(s)" in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "x.sqlite").exists()
+
+
+def test_a_malformed_simumax_key_or_a_directory_output_is_one_line(tmp_path):
+    script = str(ROOT / "scripts" / "import_simumax_kernels.py")
+    src = _system(tmp_path, {"matmul": {"tflops": 2250.0, "accurate_efficient_factor": {
+        "b=1, m=128, k=x, n=128, layout=NN": 0.1}}})
+    r = subprocess.run([sys.executable, script, str(src), "--out", str(tmp_path / "k.csv")],
+                       capture_output=True, text=True, check=False)
+    assert r.returncode == 2 and "needs integer fields b, m, n, k" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "k.csv").exists()
+    good = _system(tmp_path, {"matmul": {"tflops": 2250.0, "accurate_efficient_factor": {
+        "b=1, m=128, k=128, n=128, layout=NN": 0.1}}})
+    r = subprocess.run([sys.executable, script, str(good), "--out", str(tmp_path)],
+                       capture_output=True, text=True, check=False)
+    assert r.returncode == 2 and "is a directory, not a file" in r.stderr and "Traceback" not in r.stderr
