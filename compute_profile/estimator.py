@@ -40,7 +40,7 @@ from typing import Any
 from workload_gen.errors import ConfigError
 from workload_gen.gpu_specs import GpuSpec, get_gpu
 from workload_gen.record import record
-from workload_gen.records import ComputeOp, OpKind, Phase
+from workload_gen.records import EXPERT_OP_PREFIX, ComputeOp, OpKind, Phase
 from workload_gen.yaml_file import read_yaml_mapping
 
 PARAMS_PATH = Path(__file__).resolve().parent / "data" / "estimator_params.yaml"
@@ -49,9 +49,6 @@ CALIBRATED_PATH = Path(__file__).resolve().parent / "data" / "calibrated.yaml"
 
 TENSOR_KINDS = frozenset({OpKind.GEMM, OpKind.GROUPED_GEMM, OpKind.ATTENTION, OpKind.ROUTER})
 """Kinds whose FLOPs run on tensor cores at the op's dtype; the rest use the fp32 vector peak."""
-
-EXPERT_PREFIX = "expert_"
-"""Op names of MoE expert GEMMs (workload_gen.layer_ops): grouped GEMMs issued per expert."""
 
 
 # --- parameters ------------------------------------------------------------------
@@ -459,9 +456,8 @@ def explain(op: ComputeOp, gpu: GpuSpec | str, params: EstimatorParams | None = 
     compute_s = op.flops / (peak * eff_c) if op.flops > 0 else 0.0
     memory_s = op.bytes / (spec.hbm_bw * eff_m) if op.bytes > 0 else 0.0
     launch_s = p.launch_count(kind.value, Phase(op.phase).value) * p.launch_overhead_s
-    # MoE experts (Transformer Engine's GroupedLinear: op names expert_*) issue one GEMM per
-    # expert; the unfused attention's batched GEMMs are one batched cuBLAS call.
-    per_expert = kind is OpKind.GROUPED_GEMM and op.name.startswith(EXPERT_PREFIX) and op.shape
+    # MoE experts issue one GEMM per expert (workload_gen.records.EXPERT_OP_PREFIX)
+    per_expert = kind is OpKind.GROUPED_GEMM and op.name.startswith(EXPERT_OP_PREFIX) and op.shape
     issue_s = op.shape[0] * p.gemm.grouped_issue_s if per_expert else 0.0
     return Estimate(max(compute_s, memory_s, issue_s) + launch_s, compute_s, memory_s, launch_s, eff_c, eff_m,
                     issue_s)

@@ -37,7 +37,7 @@ from formats.atomic import atomic_write
 from workload_gen import costs
 from workload_gen.errors import FormatError
 from workload_gen.record import record
-from workload_gen.records import ComputeOp, OpKind, Phase
+from workload_gen.records import EXPERT_OP_PREFIX, ComputeOp, OpKind, Phase
 
 COLUMNS = ("kind", "phase", "groups", "m", "n", "k", "grad_bytes", "batch", "heads", "kv_heads", "seq",
            "d_qk", "d_v", "time_s")
@@ -92,7 +92,7 @@ def _op(path: str, line: int, row: dict[str, str]) -> tuple[ComputeOp, int]:
     groups = _int(path, line, row, "groups")
     fb = costs.grouped_wgrad(groups, m, n, k, B, gb) if wgrad else costs.grouped_gemm(groups, m, n, k, B, B)
     # named as the workload generator names MoE experts: their grouped GEMM issues per expert
-    return ComputeOp("expert_gemm", 0, phase, kind, (groups, m, n, k), "bf16", *fb), gb
+    return ComputeOp(f"{EXPERT_OP_PREFIX}gemm", 0, phase, kind, (groups, m, n, k), "bf16", *fb), gb
 
 
 def read_kernel_table(path: str | os.PathLike[str]) -> list[MeasuredKernel]:

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field, replace
 from workload_gen import costs
 from workload_gen.model_config import ModelConfig
 from workload_gen.record import record
-from workload_gen.records import CollectiveOp, CollKind, ComputeOp, Group, Op, OpKind, Phase
+from workload_gen.records import EXPERT_OP_PREFIX, CollectiveOp, CollKind, ComputeOp, Group, Op, OpKind, Phase
 
 FWD, BWD_I, BWD_W, RECOMP = Phase.FWD, Phase.BWD_INPUT, Phase.BWD_WEIGHT, Phase.RECOMPUTE
 
@@ -446,7 +446,8 @@ class _Emitter:
         mg = rows / local_experts
         mg_shape = max(1, round(mg))
         bi = self.gemm_in_bytes
-        for name, n_out, k_in, act_after in (("expert_fc1", mult * fe, h, True), ("expert_fc2", h, fe, False)):
+        for name, n_out, k_in, act_after in ((f"{EXPERT_OP_PREFIX}fc1", mult * fe, h, True),
+                                             (f"{EXPERT_OP_PREFIX}fc2", h, fe, False)):
             self.add(
                 [self.compute(name, FWD, OpKind.GROUPED_GEMM, (local_experts, mg_shape, n_out, k_in),
                               costs.grouped_gemm(local_experts, mg, n_out, k_in, bi, B))],
@@ -456,7 +457,7 @@ class _Emitter:
                               costs.grouped_wgrad(local_experts, k_in, n_out, mg, bi, key.grad_bytes))],
             )
             if act_after:
-                self.activation(f"expert_{m.activation}", rows, fe)
+                self.activation(f"{EXPERT_OP_PREFIX}{m.activation}", rows, fe)
         if ep > 1 and local_experts > 1:
             self._permute("unsort_chunks", rows, rows)
         if etp > 1:

@@ -75,6 +75,12 @@ class TimeSource(StrEnum):
     IMPORTED = "imported"
 
 
+EXPERT_OP_PREFIX = "expert_"
+"""Name prefix of MoE expert ops (``expert_fc1``, ``expert_fc2``, ``expert_swiglu``). A
+grouped GEMM so named is Transformer Engine's GroupedLinear, one GEMM per expert; the other
+grouped GEMMs (the unfused attention's) are one batched call."""
+
+
 @record
 class ComputeOp:
     """One kernel (or fused kernel group) on one rank."""
