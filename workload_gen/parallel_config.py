@@ -250,6 +250,12 @@ class ParallelConfig:
 PARALLEL_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(ParallelConfig))
 
 
+def pipeline_slots(num_layers: int, par: ParallelConfig) -> int:
+    """Layer slots the pipeline split divides over pp*vpp virtual stages: the layers, plus one
+    for the embedding and one for the loss where Megatron accounts for them in the split."""
+    return num_layers + int(par.account_for_embedding_in_pipeline_split) + int(par.account_for_loss_in_pipeline_split)
+
+
 def check_against_model(model: ModelConfig, par: ParallelConfig) -> None:
     """Divisibility rules between the model and the layout; first failure wins."""
     heads, kv = model.num_attention_heads, model.kv_heads
@@ -274,7 +280,7 @@ def check_against_model(model: ModelConfig, par: ParallelConfig) -> None:
             raise ConfigError("pp", par.pp, f"every pipeline stage needs at least one layer (got {sizes})")
     elif par.account_for_embedding_in_pipeline_split or par.account_for_loss_in_pipeline_split:
         e, l = int(par.account_for_embedding_in_pipeline_split), int(par.account_for_loss_in_pipeline_split)
-        slots = model.num_layers + e + l
+        slots = pipeline_slots(model.num_layers, par)
         if slots % stages:
             raise ConfigError(
                 "pp", par.pp,

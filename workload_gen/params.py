@@ -30,7 +30,7 @@ from functools import lru_cache
 from typing import Literal
 
 from workload_gen.model_config import ModelConfig
-from workload_gen.parallel_config import ParallelConfig
+from workload_gen.parallel_config import ParallelConfig, pipeline_slots
 from workload_gen.record import record
 
 Shard = Literal["tp", "replicated", "expert"]
@@ -225,8 +225,7 @@ def chunk_layers(model: ModelConfig, par: ParallelConfig, stage: int, chunk: int
     get_num_layers_to_build and get_transformer_layer_offset)."""
     e = int(par.account_for_embedding_in_pipeline_split)
     if e or par.account_for_loss_in_pipeline_split:
-        stages = par.pp * par.vpp
-        per = (model.num_layers + e + int(par.account_for_loss_in_pipeline_split)) // stages
+        per = pipeline_slots(model.num_layers, par) // (par.pp * par.vpp)
         v = chunk * par.pp + stage
         return tuple(range(max(v * per - e, 0), min((v + 1) * per - e, model.num_layers)))
     if par.first_stage_layers is not None or par.last_stage_layers is not None:
