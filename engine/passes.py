@@ -66,6 +66,12 @@ class PassProfile:
     beside its compute ops (``slowdown`` argument of :func:`profile_pass`)."""
 
 
+def slows_compute(op: CollectiveOp) -> bool:
+    """Whether compute beside ``op`` runs slower (the engine's interference rule, engine.sim):
+    a collective takes one SM per NCCL channel; a point-to-point send/recv one or two."""
+    return op.kind is not CollKind.SEND_RECV
+
+
 class _Overlapped:
     """An overlappable collective in flight while profiling; ``exposed`` grows if the
     pass has to wait for it. Becomes a ProfileRecord when the pass is done."""
@@ -127,7 +133,7 @@ def profile_pass(
 
     def issue_overlapped(k: int, now: float) -> None:
         g, s, e = on_stream(ops[k], now)
-        coll = _Overlapped(k, deadline[k], g, s, e, ops[k].kind is not CollKind.SEND_RECV)
+        coll = _Overlapped(k, deadline[k], g, s, e, slows_compute(ops[k]))
         in_flight.append(len(records))
         records.append(coll)
         pending.append(coll)

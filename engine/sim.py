@@ -56,12 +56,12 @@ from __future__ import annotations
 
 from engine.entities import INF, MEMOISED_PASS, Comm, Future, Membership, RankState, ReceiveKey
 from engine.loop import COMPLETION, EventLoop
-from engine.passes import PassProfile, profile_pass
+from engine.passes import PassProfile, profile_pass, slows_compute
 from engine.program import PassSpec, build_plans
 from engine.schedules import SCHEDULES, Step
 from network.backend import NetworkBackend, Transfer
 from workload_gen.placement import group_ranks
-from workload_gen.records import CollectiveOp, CollKind, ComputeOp, Group, OpKind, Workload
+from workload_gen.records import CollectiveOp, ComputeOp, Group, OpKind, Workload
 from workload_gen.run_result import Breakdown, Interval
 
 # Event kinds on the engine's queue (ints: compared once per event), and their payloads.
@@ -188,7 +188,7 @@ class Simulator:
             if simulated > 1:
                 self._joining[key] = fut
         fut.missing -= 1
-        if self.slowdown and op.kind is not CollKind.SEND_RECV:
+        if self.slowdown and slows_compute(op):
             # From its own issue: a member that issues first and starts computing at the
             # same instant is as slowed as the one whose join starts the collective.
             rank.comm_busy += 1
