@@ -128,12 +128,14 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog="Example: compute-profile calibrate --data ../shared/data/real --out report.md")
     for sp in sub.choices.values():
         add_quiet(sp)
-    k.add_argument("--data", required=True, metavar="DIR",
-                   help="directory with the measured-run tables (../shared/data/real)")
+    k.add_argument("--data", required=True, metavar="DIR", nargs="+",
+                   help="one or more directories with the measured-run tables to fit on "
+                        "(../shared/data/real); a run may appear in only one of them")
     add_out(k, metavar="FILE", help="write the Markdown report here (default: stdout)")
     k.add_argument("--holdout", metavar="DIR",
                    help="also predict the measured-run tables in DIR with the fitted parameters, never fitting "
-                        "on them (compute_profile/data/measured: NVIDIA's Megatron-Bridge Llama 3 runs)")
+                        "on them (compute_profile/data/measured: NVIDIA's Megatron-Bridge Llama 3 runs and NeMo 25.02's "
+                        "Llama 3.1 runs)")
     k.add_argument("--write", action="store_true",
                    help="store the fitted values in compute_profile/data/calibrated.yaml (used by every run)")
     k.add_argument("--plot", metavar="PNG",
@@ -291,7 +293,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     from compute_profile.estimator import CALIBRATED_PATH
     from engine.calibration import calibrated_yaml, cross_validate, render_markdown
     from formats.atomic import atomic_write, check_output_path, write_text_atomic
-    from formats.measured_runs import read_measured_dir
+    from formats.measured_runs import read_measured_dir, read_measured_dirs
     from workload_gen.progress import Progress
 
     if args.outer < 1:
@@ -301,7 +303,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     for flag, path in (("--out", args.out), ("--plot", args.plot)):
         if path:
             check_output_path(path, flag)  # before a minute of fitting, not after
-    runs = read_measured_dir(args.data)
+    runs = read_measured_dirs(args.data, "--data")
     holdout = read_measured_dir(args.holdout, "--holdout") if args.holdout else []
     # Work units: the in-sample fit, then one fit per left-out model family (counted by
     # cross_validate); the ETA counts only finished fits.
@@ -334,7 +336,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
             fh.write(render_calibration_png(report))
         inform(args, f"[calibrate] wrote {args.plot}")
     if args.write:
-        write_text_atomic(CALIBRATED_PATH, calibrated_yaml(report, args.data))
+        write_text_atomic(CALIBRATED_PATH, calibrated_yaml(report, " and ".join(map(str, args.data))))
         inform(args, f"[calibrate] wrote {CALIBRATED_PATH}")
     return 0
 

@@ -10,8 +10,10 @@ source and settings):
   predates fused attention (FlashAttention, 2022), so attention is ``unfused``.
 - SimuMax's B200 table (``real_step_time_ms``): trimmed Llama-3 70B and DeepSeek-V2 on one
   node, with step time and peak allocated/reserved memory.
-- NVIDIA's dgxc-benchmarking H100 table (``step_time_s`` with ``nemo``): Llama 3.1 8B/70B,
-  BF16 and FP8, NeMo recipes.
+- NVIDIA's dgxc-benchmarking H100 tables (``step_time_s`` with ``nemo``): Llama 3.1 8B/70B,
+  BF16 and FP8, NeMo recipes (24.09 and 24.12 in ../shared/data/real; NeMo 2.0's 25.02 in
+  compute_profile/data/measured, held out). ``optimizer`` ``adam`` there is Megatron-Core's
+  distributed optimizer.
 - NVIDIA's Megatron-Bridge performance summaries (``tokens_per_s_per_gpu``): Llama 3 8B on
   DGX-B200 and 70B on DGX-H100 in FP8, settings from the release's performance recipes
   (compute_profile/data/measured/README.md). The step time is global batch x sequence
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import csv
 import os
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -130,7 +133,9 @@ def _h100(r: dict[str, str]) -> MeasuredRun:
     if par.dp != int(r["dp"]):
         raise ConfigError("dp", r["dp"], f"does not follow from the row's layout ({par.dp})")
     label = f"H100 {r['model']} {r['precision']} nemo{r['nemo']} tp{par.tp}pp{par.pp}vp{par.vpp}cp{par.cp} {r['gpus']}g"
-    return MeasuredRun(label, "h100-nemo", "h100", r["model"], r["precision"],
+    # NeMo 2.0 releases (25.x) are a table of their own (held out: compute_profile/data/measured)
+    dataset = "h100-nemo" if r["nemo"].startswith("24.") else f"dgxc-nemo{r['nemo']}"
+    return MeasuredRun(label, dataset, "h100", r["model"], r["precision"],
                        f"{r['model']} nemo{r['nemo']} {r['gpus']}g", model, par, float(r["step_time_s"]))
 
 
@@ -179,7 +184,8 @@ def read_measured_runs(path: str | os.PathLike[str]) -> list[MeasuredRun]:
 
 
 KNOWN_TABLES = ("megatron_a100_2021_weak_scaling.csv", "b200_megatron_measured.csv",
-                "h100_nemo_llama31_measured.csv", "megatron_bridge_llama3_measured.csv")
+                "h100_nemo_llama31_measured.csv", "h100_nemo2502_llama31_measured.csv",
+                "megatron_bridge_llama3_measured.csv")
 
 
 def read_measured_dir(directory: str | os.PathLike[str], field: str = "data") -> list[MeasuredRun]:
@@ -190,3 +196,16 @@ def read_measured_dir(directory: str | os.PathLike[str], field: str = "data") ->
     if not found:
         raise ConfigError(field, str(d), f"holds none of {', '.join(KNOWN_TABLES)}")
     return [run for p in found for run in read_measured_runs(p)]
+
+
+def read_measured_dirs(directories: Sequence[str | os.PathLike[str]], field: str = "data") -> list[MeasuredRun]:
+    """Every run of the known tables in each of ``directories``, in order (the shared
+    tables, then those the repository ships: compute_profile/data/training)."""
+    runs = [run for d in directories for run in read_measured_dir(d, field)]
+    seen: set[str] = set()
+    for run in runs:
+        if run.label in seen:
+            raise ConfigError(field, run.label, "appears twice: give each table's directory once")
+        seen.add(run.label)
+    return runs
+

@@ -173,13 +173,36 @@ def test_megatron_bridge_405b_rows_use_the_recipe_layout():
 
 
 def test_held_out_runs_are_predicted_never_fitted(report):
-    """The Megatron-Bridge runs (another source, newer NeMo stack) are predicted by the
-    model fitted on the shared rows and reported on their own; no fold sees them."""
+    """The Megatron-Bridge runs and NeMo 25.02's dgxc-benchmarking runs (newer NeMo stacks)
+    are predicted by the model fitted on the shared rows and reported on their own; no fold
+    sees them."""
     from engine.calibration import render_markdown
 
-    assert len(report.held_out) == 13
+    assert len(report.held_out) == 13 + 22
     assert {c.run.system for c in report.held_out} == {"b200", "h100"}
     assert all(c.predicted_s > 0 and c.prior_s > 0 for c in report.held_out)
-    assert report.rows == 66 and all(p.run.dataset != "megatron-bridge" for p in report.predictions)
+    assert report.rows == 66
+    assert not {p.run.dataset for p in report.predictions} & {"megatron-bridge", "dgxc-nemo25.02"}
     text = render_markdown(report)
-    assert "Held out entirely (13 runs from megatron-bridge" in text
+    assert "Held out entirely (35 runs from dgxc-nemo25.02, megatron-bridge" in text
+
+
+def test_nemo_2502_table_is_read_as_published():
+    """The 22 NeMo 25.02 rows: the README's layouts (70B FP8 on TP 4, PP 8, VP 5 without CP),
+    and 8192 x GBS / step time equals the README's tokens/s column, which the table does not
+    carry (four rows checked by hand against dgxc-benchmarking@741c886 llama3.1/README.md)."""
+    from formats.measured_runs import read_measured_runs
+
+    runs = read_measured_runs(HELD_OUT / "h100_nemo2502_llama31_measured.csv")
+    assert len(runs) == 22 and {r.dataset for r in runs} == {"dgxc-nemo25.02"}
+    fp8_70b = [r for r in runs if r.family == "llama3.1-70b" and r.precision == "fp8"]
+    assert {(r.parallel.tp, r.parallel.pp, r.parallel.vpp, r.parallel.cp) for r in fp8_70b} == {(4, 8, 5, 1)}
+    assert all(r.parallel.distributed_optimizer and r.parallel.optimizer == "adam" for r in runs)
+    tokens_per_s = {"H100 llama3.1-8b bf16 nemo25.02 tp1pp1vp1cp2 8g": 85459,
+                    "H100 llama3.1-8b fp8 nemo25.02 tp1pp1vp1cp2 128g": 1758618,
+                    "H100 llama3.1-70b bf16 nemo25.02 tp4pp4vp5cp2 64g": 71526,
+                    "H100 llama3.1-70b fp8 nemo25.02 tp4pp8vp5cp1 2048g": 3305855}
+    by_label = {r.label: r for r in runs}
+    for label, tps in tokens_per_s.items():
+        r = by_label[label]
+        assert r.parallel.global_batch * 8192 / r.step_time_s == pytest.approx(tps, rel=1e-4)

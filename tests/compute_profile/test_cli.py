@@ -88,7 +88,7 @@ def test_import_aiob_cli(tmp_path, capsys):
     (["measure", "--model", "llama3-8b", "--tp", "3", "--max-ops", "0"], "tp"),
     (["coverage", *TINY, "--gpu", "tpu-v9"], "gpu"),
     (["measure", *TINY, "--gpu", "h100", "--device", "cpu"], "rows must be labelled cpu"),
-    (["calibrate", "--data", "/nonexistent/real"], "data='/nonexistent/real'"),
+    (["calibrate", "--data", "/nonexistent/real"], "--data='/nonexistent/real'"),
     (["calibrate", "--data", str(SHARED_DATA / "real"), "--holdout", "/nonexistent/held"],
      "--holdout='/nonexistent/held'"),
 ])
@@ -134,3 +134,21 @@ def test_calibrate_refuses_unwritable_outputs_before_fitting(tmp_path, capsys, m
         assert main(["calibrate", "--data", data, *argv]) == 2
         err = capsys.readouterr().err
         assert needle in err and err.count("\n") == 1
+
+
+def test_calibrate_refuses_a_table_given_twice(capsys):
+    """--data takes several directories; the same runs twice would weigh them double in the
+    fit, so a label seen twice is refused in one line before any fitting."""
+    data = str(SHARED_DATA / "real")
+    assert main(["calibrate", "--data", data, data]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "appears twice" in err[0] and err[0].startswith("error:")
+
+
+def test_measured_dirs_concatenate_in_order():
+    from formats.measured_runs import read_measured_dir, read_measured_dirs
+
+    held = Path(__file__).resolve().parents[2] / "compute_profile" / "data" / "measured"
+    both = read_measured_dirs([SHARED_DATA / "real", held])
+    assert [r.label for r in both] == [r.label for r in (*read_measured_dir(SHARED_DATA / "real"),
+                                                          *read_measured_dir(held))]
