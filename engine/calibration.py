@@ -334,6 +334,17 @@ def groups(report: CalibrationReport) -> dict[str, list[Prediction]]:
     return out
 
 
+def held_out_groups(report: CalibrationReport) -> dict[str, list[Check]]:
+    """The held-out runs by source, GPU and precision: one source's runs on one GPU share a
+    software stack, which a single median over every held-out run would hide."""
+    out: dict[str, list[Check]] = {}
+    for c in report.held_out:
+        r = c.run
+        precision = "fp8" if r.precision == "fp8" else "bf16/fp16"
+        out.setdefault(f"{r.dataset} {r.system} {precision}", []).append(c)
+    return dict(sorted(out.items()))
+
+
 def speedups(report: CalibrationReport) -> list[tuple[str, float, float, float]]:
     """(pair, measured, in-sample, cross-validated) BF16 -> FP8 step-time ratios."""
     by_pair: dict[str, dict[str, Prediction]] = {}
@@ -384,7 +395,14 @@ def render_markdown(report: CalibrationReport) -> str:
         sources = ", ".join(sorted({c.run.dataset for c in report.held_out}))
         lines += ["", f"Held out entirely ({len(errs)} runs from {sources}; never fitted, not even in a fold): "
                   f"|error| median {mabs:.1%}, max {mx:.1%} (signed median {med:+.1%}).", "",
-                  "| held-out run | measured s | priors only | fitted model |", "|---|---|---|---|"]
+                  "| held-out rows | n | priors only | fitted model |", "|---|---|---|---|"]
+        for name, checks in held_out_groups(report).items():
+            cells = []
+            for attr in ("prior_s", "predicted_s"):
+                g_med, g_mabs, g_mx = error_stats([_err(getattr(c, attr), c.run.step_time_s) for c in checks])
+                cells.append(f"{g_mabs:.1%} / {g_mx:.1%} ({g_med:+.1%})")
+            lines.append(f"| {name} | {len(checks)} | " + " | ".join(cells) + " |")
+        lines += ["", "| held-out run | measured s | priors only | fitted model |", "|---|---|---|---|"]
         for c in report.held_out:
             m = c.run.step_time_s
             lines.append(f"| {c.run.label} | {m:.4g} | {_err(c.prior_s, m):+.1%} | {_err(c.predicted_s, m):+.1%} |")

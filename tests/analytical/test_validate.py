@@ -206,3 +206,18 @@ def test_nemo_2502_table_is_read_as_published():
     for label, tps in tokens_per_s.items():
         r = by_label[label]
         assert r.parallel.global_batch * 8192 / r.step_time_s == pytest.approx(tps, rel=1e-4)
+
+
+def test_held_out_summary_by_source_gpu_and_precision(report):
+    """The held-out table's group rows partition the held-out runs, and each row's figures
+    are the error statistics of exactly its runs."""
+    from engine.calibration import _err, error_stats, held_out_groups, render_markdown
+
+    groups = held_out_groups(report)
+    assert sum(len(g) for g in groups.values()) == len(report.held_out)
+    assert set(groups) >= {"dgxc-nemo25.02 h100 fp8", "dgxc-nemo25.02 h100 bf16/fp16", "megatron-bridge b200 fp8"}
+    text = render_markdown(report)
+    for name, checks in groups.items():
+        med, mabs, mx = error_stats([_err(c.predicted_s, c.run.step_time_s) for c in checks])
+        row = next(line for line in text.splitlines() if line.startswith(f"| {name} | {len(checks)} |"))
+        assert row.endswith(f"| {mabs:.1%} / {mx:.1%} ({med:+.1%}) |")
