@@ -356,6 +356,29 @@ def stage_chunk_activation(
     return kept + extra, working
 
 
+def deferred_wgrad_bytes(workload: Workload, stage: int) -> float:
+    """What Megatron's defer_embedding_wgrad_compute keeps on the stage holding the output
+    layer until the pipeline flush: per deferred micro-batch, the output layer's input
+    (its sequence-parallel shard, s*b*h/t) and the gradient of its output, the vocab-
+    parallel logits (s*b*V/t), both in the activation dtype (Megatron-Core's
+    embedding_activation_buffer and grad_output_buffer). 0 on the other stages and
+    without the option."""
+    model, par = workload.model, workload.parallel
+    if not par.defer_embedding_wgrad_compute:
+        return 0.0
+    from workload_gen.params import padded_vocab  # loaded only when the option is on
+
+    prog = workload.stages[stage]
+    if not any(op.layer == model.num_layers for ch in prog.chunks for op in ch.forward):
+        return 0.0
+    e = 4 if par.dtype == "fp32" else 2
+    T = par.seq_length // par.cp * par.micro_batch
+    sp_div = par.tp if par.sp else 1
+    n = par.num_microbatches
+    deferred = n if par.wgrad_deferral_limit == 0 else min(par.wgrad_deferral_limit, n)
+    return float(deferred * e * T * (model.hidden_size / sp_div + padded_vocab(model, par) / par.tp))
+
+
 def _in_flight_peak(workload: Workload, stage: int, per_chunk: dict[int, float], schedule: str) -> float:
     """Walk the schedule: forwards add the chunk's activations, backwards free them."""
     par = workload.parallel
@@ -448,6 +471,7 @@ def estimate_memory(
         # group being recomputed, which exists once whatever the number in flight.
         acts = _in_flight_peak(workload, prog.stage, {c: p[0] for c, p in parts.items()}, sched)
         acts += max(p[1] for p in parts.values())
+        acts += deferred_wgrad_bytes(workload, prog.stage)
         out.append(MemoryEstimate(
             stage=prog.stage,
             weights=round(par.param_bytes * prog.params + fp8_weight_cache_bytes(workload, prog.stage)),

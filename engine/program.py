@@ -16,7 +16,7 @@ backward, plus the once-per-iteration ops. The engine needs them split by role:
 """
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import field, replace
 
 from workload_gen.errors import ConfigError
 from workload_gen.record import record
@@ -203,5 +203,56 @@ def build_plans(workload: Workload) -> tuple[StagePlan, ...]:
             tail.append(op)
         # Megatron dispatches the overlapped gathers in forward order of the layers.
         gathers.sort(key=lambda op: op.layer)
+        if par.defer_embedding_wgrad_compute:
+            drained = _defer_output_wgrad(passes, par.num_microbatches, par.wgrad_deferral_limit)
+            tail = [*drained, *tail]
         plans.append(StagePlan(st.stage, passes, tuple(buckets), tuple(gathers), tuple(tail)))
     return tuple(plans)
+
+
+OUTPUT_WGRAD = "output"
+OUTPUT_WGRAD_GATHER = "output_ag_bwd"
+"""The output layer's weight-gradient GEMM and the sequence-parallel gather of its input
+(workload_gen.layer_ops: ``linear("output", ...)``)."""
+
+
+def _defer_output_wgrad(passes: dict[tuple[int, bool], PassSpec], microbatches: int,
+                        limit: int) -> list[Op]:
+    """Megatron's defer_embedding_wgrad_compute on the stage that holds the output layer.
+
+    Of the ``microbatches`` backward passes of its chunk, the first ``limit`` (0: all) skip
+    the output layer's wgrad GEMM and the gather of its input; Megatron runs them after
+    the last backward, before finalising the gradients (finish_embedding_wgrad_compute),
+    which on the last stage falls in the pipeline flush. The pass is simulated once for
+    every micro-batch, so it keeps the inline share on average: the wgrad's time and the
+    gather's bytes times (microbatches - deferred) / microbatches. What was taken out
+    runs once, deferred times over, at the start of the stage's tail (returned here); the
+    tail runs after the gradient buckets end, where Megatron runs it just before them.
+    Stages without the output layer are left as they are (empty list)."""
+    for (chunk, forward), spec in passes.items():
+        if forward:
+            continue
+        w = next((i for i, op in enumerate(spec.ops) if isinstance(op, ComputeOp) and op.name == OUTPUT_WGRAD
+                  and op.phase == "bwd-weight"), None)
+        if w is None:
+            continue
+        deferred = microbatches if limit == 0 else min(limit, microbatches)
+        inline = (microbatches - deferred) / microbatches
+        gather = next((i for i, op in enumerate(spec.ops) if isinstance(op, CollectiveOp)
+                       and op.name == OUTPUT_WGRAD_GATHER), None)
+        moved: list[Op] = []
+        kept: list[Op] = []
+        for i, op in enumerate(spec.ops):
+            if i == gather:
+                moved.append(replace(op, bytes=op.bytes * deferred, overlappable=False))
+                if inline:
+                    kept.append(replace(op, bytes=round(op.bytes * inline)))
+            elif i == w:
+                moved.append(replace(op, time_s=op.time_s * deferred))
+                if inline:
+                    kept.append(replace(op, time_s=op.time_s * inline))
+            else:
+                kept.append(op)
+        passes[(chunk, forward)] = _split_pass(spec.stage, chunk, False, (*kept, *((spec.send,) if spec.send else ())))
+        return moved
+    return []

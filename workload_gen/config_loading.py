@@ -45,6 +45,8 @@ YAML schema (every key optional; see docs/workload.md)::
       ddp_bucket_size: null        # elements; null = Megatron's max(40M, 1M*dp)
       grad_reduce_in_fp32: null    # null = Megatron's default (true for bf16)
       make_vocab_size_divisible_by: 128
+      defer_embedding_wgrad_compute: false   # pp > 1: output-layer wgrad into the pipeline flush
+      wgrad_deferral_limit: 0      # micro-batches deferred; 0 = all
 
 Both ``parallel:`` and ``training:`` accept any of these keys (they form one
 ParallelConfig); the split above is only how the docs group them. Top-level sections that belong to other stages (``system``, ``engine``, ...) are
@@ -395,6 +397,7 @@ _PAR_VALUE_FLAGS: tuple[tuple[tuple[str, ...], str, type, tuple[str, ...] | None
     (("--ddp-bucket-size",), "ddp_bucket_size", int, None),
     (("--optimizer",), "optimizer", str, ("adam", "distributed_fused_adam")),  # Megatron's adam, NeMo's optim.name
     (("--make-vocab-size-divisible-by",), "make_vocab_size_divisible_by", int, None),
+    (("--wgrad-deferral-limit",), "wgrad_deferral_limit", int, None),
 )
 # Our on/off switches (each also has --no-...); the Megatron spelling is an alias.
 _PAR_BOOL_FLAGS: tuple[tuple[tuple[str, ...], str], ...] = (
@@ -407,6 +410,7 @@ _PAR_BOOL_FLAGS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("--grad-reduce-in-fp32", "--accumulate-allreduce-grads-in-fp32"), "grad_reduce_in_fp32"),
     (("--account-for-embedding-in-pipeline-split",), "account_for_embedding_in_pipeline_split"),
     (("--account-for-loss-in-pipeline-split",), "account_for_loss_in_pipeline_split"),
+    (("--defer-embedding-wgrad-compute",), "defer_embedding_wgrad_compute"),
 )
 
 # --- help text from the fields' docstrings ------------------------------------------------
@@ -603,8 +607,6 @@ _MULTI_VALUE_IGNORED: frozenset[str] = frozenset({
 NOT_MODELLED_MEGATRON_FLAGS: dict[str, tuple[bool, str | None, str]] = {
     # flag: (takes a value, the value that changes nothing (accepted and ignored) or None, what it would change)
     "--overlap-param-gather-with-optimizer-step": (False, None, "overlaps the parameter all-gather with the optimizer step"),
-    "--defer-embedding-wgrad-compute": (False, None, "moves the embedding's weight-gradient GEMMs"),
-    "--wgrad-deferral-limit": (True, None, "moves the embedding's weight-gradient GEMMs"),
     "--pipeline-model-parallel-layout": (True, None, "changes the layers per pipeline stage"),
     "--microbatch-group-size-per-virtual-pipeline-stage": (True, None, "changes the pipeline schedule"),
     "--use-precision-aware-optimizer": (False, None, "changes the optimizer state's dtypes and memory"),

@@ -106,6 +106,15 @@ class ParallelConfig:
     account_for_loss_in_pipeline_split: bool = False
     """The output layer and loss take one layer slot of the last virtual stage (Megatron
     --account-for-loss-in-pipeline-split)."""
+    defer_embedding_wgrad_compute: bool = False
+    """Megatron --defer-embedding-wgrad-compute: the output layer's weight-gradient GEMM
+    (and the sequence-parallel gather of its input) of the first ``wgrad_deferral_limit``
+    micro-batches is not run in their backward but after the last one, before the
+    gradients are finalised, on the last pipeline stage; meanwhile their input and output
+    gradient stay in memory. Needs pp > 1. NVIDIA's NeMo Llama 70B/405B recipes set it."""
+    wgrad_deferral_limit: int = 0
+    """Micro-batches whose output-layer wgrad is deferred (Megatron --wgrad-deferral-limit);
+    0 means all of them."""
 
     def __post_init__(self) -> None:
         for name in ("world_size", "tp", "pp", "vpp", "cp", "ep", "micro_batch", "global_batch", "seq_length"):
@@ -129,7 +138,15 @@ class ParallelConfig:
                 raise ConfigError(name, v, "uneven pipeline stages need pp > 1")
             if self.vpp > 1:
                 raise ConfigError(name, v, "uneven first/last stages are supported with vpp = 1 only")
-        for name in ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split"):
+        if not isinstance(self.wgrad_deferral_limit, int) or isinstance(self.wgrad_deferral_limit, bool) \
+                or self.wgrad_deferral_limit < 0:
+            raise ConfigError("wgrad_deferral_limit", self.wgrad_deferral_limit,
+                              "must be an integer >= 0 (0 defers every micro-batch)")
+        if self.defer_embedding_wgrad_compute is True and self.pp == 1:
+            raise ConfigError("defer_embedding_wgrad_compute", True,
+                              "needs pp > 1 (Megatron defers into the pipeline flush)")
+        for name in ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
+                     "defer_embedding_wgrad_compute"):
             v = getattr(self, name)
             if not isinstance(v, bool):
                 raise ConfigError(name, v, "must be true or false")
