@@ -127,9 +127,17 @@ def _nvidia_recipe_parallel(r: dict[str, str], fp8_recipe: str, optimizer: str) 
         account_for_loss_in_pipeline_split=r.get("loss_in_pp_split", "0") == "1")
 
 
+NEMO_WGRAD_DEFERRAL_LIMIT = 22
+"""NVIDIA's NeMo Llama 3.1 70B recipes defer the output layer's wgrad of 22 micro-batches
+(dgxc-benchmarking llama3.1_70b.yaml at 35a9aecc8d/8f5cbb3799: defer_embedding_wgrad_compute
+true, wgrad_deferral_limit 22; NeMo 2.0's llama3_70b.py performance recipe the same)."""
+
+
 def _h100(r: dict[str, str]) -> MeasuredRun:
     model = replace(get_preset(_H100_PRESETS[r["model"]]), name=r["model"])
     par = _nvidia_recipe_parallel(r, "delayed", r["optimizer"])
+    if par.pp > 1:
+        par = replace(par, defer_embedding_wgrad_compute=True, wgrad_deferral_limit=NEMO_WGRAD_DEFERRAL_LIMIT)
     if par.dp != int(r["dp"]):
         raise ConfigError("dp", r["dp"], f"does not follow from the row's layout ({par.dp})")
     label = f"H100 {r['model']} {r['precision']} nemo{r['nemo']} tp{par.tp}pp{par.pp}vp{par.vpp}cp{par.cp} {r['gpus']}g"
