@@ -64,11 +64,11 @@ def test_cross_validated_step_time_max_within_12_percent(report):
 
 
 def test_cross_validated_fp8_speedup_within_5_percent(report):
-    """Per model, the cross-validated BF16->FP8 speed-up is within 5% of the measured one
-    (averaged over the model's GPU counts and its two NeMo releases, whose configs are
-    identical but whose measured speed-ups differ by up to 4%: a release effect no
-    configuration input carries). Every single pair stays within 8%; the per-pair table is
-    in docs/validation.md."""
+    """The cross-validated BF16->FP8 speed-up of every pair (model, release, GPU count) is
+    within 5% of the measured one, as issue 12 asks, and so is each model's average. The
+    two NeMo releases run identical configs yet measure speed-ups up to 4% apart (a release
+    effect no configuration input carries), so a pair's margin includes that spread. The
+    per-pair table is in docs/validation.md."""
     from engine.calibration import speedups
 
     pairs = speedups(report)
@@ -81,7 +81,7 @@ def test_cross_validated_fp8_speedup_within_5_percent(report):
         predicted = statistics.mean(cv for _, cv in mine)
         assert abs(predicted / measured - 1) <= 0.05, f"{model}: {predicted:.3f} vs measured {measured:.3f}"
     for key, measured, _in_sample, cv in pairs:
-        assert abs(cv / measured - 1) <= 0.08, f"{key}: BF16->FP8 speed-up {cv:.3f} vs measured {measured:.3f}"
+        assert abs(cv / measured - 1) <= 0.05, f"{key}: BF16->FP8 speed-up {cv:.3f} vs measured {measured:.3f}"
 
 
 def test_memory_median_within_1_5_percent(report):

@@ -24,8 +24,10 @@ def _attention_tflops(seq: int, phase: Phase, gpu: str = "h100-sxm", hd: int = 1
     if phase is Phase.BWD_INPUT:
         flops, nbytes = costs.attention_bwd(b, h, h, seq, seq, hd, hd, causal, 2)
     op = ComputeOp("core_attn", 0, phase, OpKind.ATTENTION, (b, h, seq, seq, hd, int(causal)), "bf16", flops, nbytes)
-    # At the priors (tensor_throughput 1): the kernel as published, not as a training job sustains it.
-    return flops / explain(op, gpu, load_params(gpu, overrides=())).time_s / 1e12
+    # At tensor_throughput 1: the kernel as published, not as a training job sustains it
+    # (H100's prior, 0.856, comes from a GEMM benchmark on a 600 W GH100 part).
+    unit = ((f"gpus.{gpu}.tensor_throughput", 1.0),)
+    return flops / explain(op, gpu, load_params(gpu, overrides=unit)).time_s / 1e12
 
 
 # cuDNN 9.1.1 fused attention forward, H100 SXM5, causal, head dim 128 (KERNEL_FACTS.md 1b,
@@ -57,22 +59,25 @@ def test_a100_attention_fwd_plus_bwd_matches_flashattention2():
 
 @pytest.mark.parametrize("m,n,k", [(8192, 8192, 8192), (16384, 4096, 4096), (4096, 14336, 4096), (2048, 1024, 4096)])
 def test_fp8_gemm_speedup_inside_the_published_range(m, n, k):
-    """cuBLAS 12.9 on Hopper: FP8 GEMMs are 1.25-1.75x BF16 at the same shape, never the
-    datasheet's 2x (the declared fp8_speedup, fitted inside [1.2, 2.0])."""
+    """Hopper's FP8 GEMMs against BF16 at the same shape, at the shipped parameters: at least
+    the 1.25x cuBLAS 12.9's blog gives for most shapes, at most the 1.91x Transformer
+    Engine's pre-quantized benchmark measured on a GH100 part for a 5B model's GEMMs
+    (tests/compute_profile/test_hopper_gemm_priors.py), never the datasheet's 2x."""
     def t(dtype):
         f, b = costs.gemm(m, n, k, 1 if dtype == "fp8" else 2, 2)
         return explain(ComputeOp("g", 0, Phase.FWD, OpKind.GEMM, (m, n, k), dtype, f, b), H100).time_s
 
     ratio = t("bf16") / t("fp8")
-    assert 1.2 <= ratio <= 1.8
+    assert 1.25 <= ratio <= 1.91
 
 
-@pytest.mark.parametrize("gpu,low,high", [("h100-sxm", 1.2, 1.8), ("b200", 1.9, 2.0)])
+@pytest.mark.parametrize("gpu,low,high", [("h100-sxm", 1.25, 1.91), ("b200", 1.9, 2.0)])
 def test_fp8_speedup_is_per_architecture(gpu, low, high):
     """A large compute-bound FP8 GEMM against the same in BF16, at the shipped parameters:
-    Hopper stays inside cuBLAS 12.9's 1.25-1.75x (its FP8 MMAs need partial sums promoted to
-    FP32 on CUDA cores); Blackwell, which accumulates in FP32 in tensor memory, runs at
-    its datasheet's 2x, less only the FP8 K-loop's larger fixed overhead."""
+    Hopper stays inside its published kernel range (cuBLAS 12.9's blog: >= 1.25x; Transformer
+    Engine's GH100 benchmark: 1.90-1.91x; its FP8 MMAs need partial sums promoted to FP32
+    on CUDA cores); Blackwell, which accumulates in FP32 in tensor memory, runs at its
+    datasheet's 2x, less only the FP8 K-loop's larger fixed overhead."""
     m = n = k = 8192
 
     def t(dtype):
