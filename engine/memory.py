@@ -364,7 +364,8 @@ def deferred_wgrad_bytes(workload: Workload, stage: int) -> float:
     embedding_activation_buffer and grad_output_buffer). 0 on the other stages and
     without the option."""
     model, par = workload.model, workload.parallel
-    if not par.defer_embedding_wgrad_compute:
+    deferred = par.deferred_wgrad_microbatches
+    if not deferred:
         return 0.0
     from workload_gen.params import padded_vocab  # loaded only when the option is on
 
@@ -374,8 +375,6 @@ def deferred_wgrad_bytes(workload: Workload, stage: int) -> float:
     e = 4 if par.dtype == "fp32" else 2
     T = par.seq_length // par.cp * par.micro_batch
     sp_div = par.tp if par.sp else 1
-    n = par.num_microbatches
-    deferred = n if par.wgrad_deferral_limit == 0 else min(par.wgrad_deferral_limit, n)
     return float(deferred * e * T * (model.hidden_size / sp_div + padded_vocab(model, par) / par.tp))
 
 

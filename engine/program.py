@@ -20,7 +20,8 @@ from dataclasses import field, replace
 
 from workload_gen.errors import ConfigError
 from workload_gen.record import record
-from workload_gen.records import CollectiveOp, CollKind, ComputeOp, Group, Op, OpKind, Workload
+from workload_gen.records import (OUTPUT_LAYER_OP, CollectiveOp, CollKind, ComputeOp, Group, Op, OpKind, Phase,
+                                  Workload)
 
 INTRA_STAGE_GROUPS = frozenset({Group.TP, Group.CP, Group.EP, Group.ETP})
 """Groups whose members all sit in one pipeline stage, so they are symmetric there."""
@@ -203,24 +204,23 @@ def build_plans(workload: Workload) -> tuple[StagePlan, ...]:
             tail.append(op)
         # Megatron dispatches the overlapped gathers in forward order of the layers.
         gathers.sort(key=lambda op: op.layer)
-        if par.defer_embedding_wgrad_compute:
-            drained = _defer_output_wgrad(passes, par.num_microbatches, par.wgrad_deferral_limit)
-            tail = [*drained, *tail]
+        if par.deferred_wgrad_microbatches:
+            tail = [*_defer_output_wgrad(passes, par.num_microbatches, par.deferred_wgrad_microbatches), *tail]
         plans.append(StagePlan(st.stage, passes, tuple(buckets), tuple(gathers), tuple(tail)))
     return tuple(plans)
 
 
-OUTPUT_WGRAD = "output"
-OUTPUT_WGRAD_GATHER = "output_ag_bwd"
+OUTPUT_WGRAD = OUTPUT_LAYER_OP
+OUTPUT_WGRAD_GATHER = f"{OUTPUT_LAYER_OP}_ag_bwd"
 """The output layer's weight-gradient GEMM and the sequence-parallel gather of its input
-(workload_gen.layer_ops: ``linear("output", ...)``)."""
+(named as workload_gen.layer_ops names a column-parallel linear's backward re-gather)."""
 
 
 def _defer_output_wgrad(passes: dict[tuple[int, bool], PassSpec], microbatches: int,
-                        limit: int) -> list[Op]:
+                        deferred: int) -> list[Op]:
     """Megatron's defer_embedding_wgrad_compute on the stage that holds the output layer.
 
-    Of the ``microbatches`` backward passes of its chunk, the first ``limit`` (0: all) skip
+    Of the ``microbatches`` backward passes of its chunk, the first ``deferred`` skip
     the output layer's wgrad GEMM and the gather of its input; Megatron runs them after
     the last backward, before finalising the gradients (finish_embedding_wgrad_compute),
     which on the last stage falls in the pipeline flush. The pass is simulated once for
@@ -233,10 +233,9 @@ def _defer_output_wgrad(passes: dict[tuple[int, bool], PassSpec], microbatches: 
         if forward:
             continue
         w = next((i for i, op in enumerate(spec.ops) if isinstance(op, ComputeOp) and op.name == OUTPUT_WGRAD
-                  and op.phase == "bwd-weight"), None)
+                  and op.phase == Phase.BWD_WEIGHT), None)
         if w is None:
             continue
-        deferred = microbatches if limit == 0 else min(limit, microbatches)
         inline = (microbatches - deferred) / microbatches
         gather = next((i for i, op in enumerate(spec.ops) if isinstance(op, CollectiveOp)
                        and op.name == OUTPUT_WGRAD_GATHER), None)
@@ -253,6 +252,6 @@ def _defer_output_wgrad(passes: dict[tuple[int, bool], PassSpec], microbatches: 
                     kept.append(replace(op, time_s=op.time_s * inline))
             else:
                 kept.append(op)
-        passes[(chunk, forward)] = _split_pass(spec.stage, chunk, False, (*kept, *((spec.send,) if spec.send else ())))
+        passes[(chunk, False)] = _split_pass(spec.stage, chunk, False, (*kept, *((spec.send,) if spec.send else ())))
         return moved
     return []

@@ -207,8 +207,8 @@ def read_measured_dir(directory: str | os.PathLike[str], field: str = "data") ->
 
 
 def read_measured_dirs(directories: Sequence[str | os.PathLike[str]], field: str = "data") -> list[MeasuredRun]:
-    """Every run of the known tables in each of ``directories``, in order (the shared
-    tables, then those the repository ships: compute_profile/data/training)."""
+    """Every run of the known tables in each of ``directories``, in order; a run (label)
+    found twice is refused, since it would weigh double in a fit."""
     runs = [run for d in directories for run in read_measured_dir(d, field)]
     seen: set[str] = set()
     for run in runs:
@@ -216,4 +216,3 @@ def read_measured_dirs(directories: Sequence[str | os.PathLike[str]], field: str
             raise ConfigError(field, run.label, "appears twice: give each table's directory once")
         seen.add(run.label)
     return runs
-

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field, replace
 from workload_gen import costs
 from workload_gen.model_config import ModelConfig
 from workload_gen.record import record
-from workload_gen.records import EXPERT_OP_PREFIX, CollectiveOp, CollKind, ComputeOp, Group, Op, OpKind, Phase
+from workload_gen.records import EXPERT_OP_PREFIX, OUTPUT_LAYER_OP, CollectiveOp, CollKind, ComputeOp, Group, Op, OpKind, Phase
 
 FWD, BWD_I, BWD_W, RECOMP = Phase.FWD, Phase.BWD_INPUT, Phase.BWD_WEIGHT, Phase.RECOMPUTE
 
@@ -550,7 +550,7 @@ def head_templates(model: ModelConfig, key: LayerKey) -> Templates:
     T, h, B, tp = e.T, model.hidden_size, e.B, key.tp
     vt = key.vocab_padded // tp
     e.norm("final_norm", e.T_sp, h)
-    e.linear("output", T, h, vt, "col", fp8=False)
+    e.linear(OUTPUT_LAYER_OP, T, h, vt, "col", fp8=False)
     n = T * vt
     loss_fwd = [e.compute("loss", FWD, OpKind.LOSS, (T, vt), (5.0 * n, n * (B + 4)), "fp32")]
     if tp > 1:

@@ -142,11 +142,13 @@ class ParallelConfig:
                 or self.wgrad_deferral_limit < 0:
             raise ConfigError("wgrad_deferral_limit", self.wgrad_deferral_limit,
                               "must be an integer >= 0 (0 defers every micro-batch)")
-        if self.defer_embedding_wgrad_compute is True and self.pp == 1:
+        if not isinstance(self.defer_embedding_wgrad_compute, bool):
+            raise ConfigError("defer_embedding_wgrad_compute", self.defer_embedding_wgrad_compute,
+                              "must be true or false")
+        if self.defer_embedding_wgrad_compute and self.pp == 1:
             raise ConfigError("defer_embedding_wgrad_compute", True,
                               "needs pp > 1 (Megatron defers into the pipeline flush)")
-        for name in ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
-                     "defer_embedding_wgrad_compute"):
+        for name in ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split"):
             v = getattr(self, name)
             if not isinstance(v, bool):
                 raise ConfigError(name, v, "must be true or false")
@@ -238,6 +240,15 @@ class ParallelConfig:
     def num_microbatches(self) -> int:
         """Gradient-accumulation steps = global / (micro * dp)."""
         return self.global_batch // (self.micro_batch * self.dp)
+
+    @property
+    def deferred_wgrad_microbatches(self) -> int:
+        """Micro-batches whose output-layer wgrad defer_embedding_wgrad_compute moves into
+        the pipeline flush (0 without it; a limit of 0 means every one)."""
+        if not self.defer_embedding_wgrad_compute:
+            return 0
+        n = self.num_microbatches
+        return n if self.wgrad_deferral_limit == 0 else min(self.wgrad_deferral_limit, n)
 
     @property
     def dtype_bytes(self) -> int:

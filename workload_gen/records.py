@@ -75,6 +75,12 @@ class TimeSource(StrEnum):
     IMPORTED = "imported"
 
 
+OUTPUT_LAYER_OP = "output"
+"""Name of the output layer's (LM head's) linear ops: its forward GEMM, input-gradient and
+weight-gradient GEMMs, and its TP collectives (``output_ag``, ``output_ag_bwd``, ...).
+The engine finds the weight gradient that Megatron's defer_embedding_wgrad_compute moves
+by this name (engine.program)."""
+
 EXPERT_OP_PREFIX = "expert_"
 """Name prefix of MoE expert ops (``expert_fc1``, ``expert_fc2``, ``expert_swiglu``). A
 grouped GEMM so named is Transformer Engine's GroupedLinear, one GEMM per expert; the other

@@ -109,3 +109,13 @@ def test_megatron_flags_set_it(tmp_path):
 
     par = read_native(out).parallel
     assert par.defer_embedding_wgrad_compute and par.wgrad_deferral_limit == 22
+
+
+def test_uneven_pipeline_stages_allow_it():
+    """Megatron refuses uneven first/last stages only with the embedding/loss pipeline slots;
+    deferral works with them (an earlier version refused it as 'cannot be combined')."""
+    par = ParallelConfig(world_size=2, tp=1, pp=2, micro_batch=1, global_batch=8, seq_length=1024,
+                         first_stage_layers=30, defer_embedding_wgrad_compute=True, wgrad_deferral_limit=3)
+    assert par.deferred_wgrad_microbatches == 3
+    assert replace(par, wgrad_deferral_limit=0).deferred_wgrad_microbatches == 8
+    assert replace(par, defer_embedding_wgrad_compute=False).deferred_wgrad_microbatches == 0
