@@ -17,8 +17,8 @@ always belong to the same algorithm. It is a simplified NCCL tuner:
 """
 from __future__ import annotations
 
-from workload_gen.system import SystemConfig
-from workload_gen.units import MiB
+from workload_gen.core.system import SystemConfig
+from workload_gen.core.units import MiB
 
 
 def choose(op: str, nbytes: float, nodes: int, max_per_node: int, system: SystemConfig | None) -> str:

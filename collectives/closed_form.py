@@ -25,7 +25,7 @@ NVSwitches is paid on top of bytes / busbw.
 """
 from __future__ import annotations
 
-from workload_gen.errors import ConfigError
+from workload_gen.core.errors import ConfigError
 
 _AR = "allreduce"
 

@@ -23,10 +23,10 @@ from collectives.layout import MAX_CHANNELS, GroupLayout
 from collectives.protocol import DEFAULT_TUNING, NcclTuning, Protocol, auto_protocol, get_protocol
 from collectives.pxn import apply_pxn
 from collectives.registry import ALGORITHMS, OPS
-from workload_gen.errors import ConfigError
-from workload_gen.placement import Placement
-from workload_gen.records import CollKind
-from workload_gen.system import SystemConfig
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.placement import Placement
+from workload_gen.core.records import CollKind
+from workload_gen.core.system import SystemConfig
 
 _ALIASES = {"all-reduce": "allreduce", "all_reduce": "allreduce", "all-gather": "allgather",
             "all_gather": "allgather", "reduce-scatter": "reducescatter", "reduce_scatter": "reducescatter",
@@ -51,7 +51,7 @@ def choose_algorithm(op: str, nbytes: int, layout: GroupLayout, system: SystemCo
 class CollectivePlan:
     """What a collective is built from, decided (and its arguments checked) before any
     flow is: :func:`expand` builds from it, and expand-collective bounds its flow count
-    from it (collectives.cli.estimate_flows), so the two cannot disagree."""
+    from it (engine.commands.expand_collective.estimate_flows), so the two cannot disagree."""
 
     op: str
     nbytes: int

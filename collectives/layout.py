@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from workload_gen.errors import ConfigError
-from workload_gen.placement import Placement
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.placement import Placement
 
 MAX_CHANNELS = 32
 """NCCL's MAXCHANNELS."""

@@ -45,11 +45,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from workload_gen.errors import ConfigError
-from workload_gen.gpu_specs import get_gpu
-from workload_gen.record import record
-from workload_gen.system import SYSTEMS, SystemConfig
-from workload_gen.units import KiB, MiB
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.gpu_specs import get_gpu
+from workload_gen.core.record import record
+from workload_gen.core.system import SYSTEMS, SystemConfig
+from workload_gen.core.units import KiB, MiB
 
 
 @record

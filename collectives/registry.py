@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from workload_gen.record import record
-from workload_gen.registry import Registry
+from workload_gen.core.record import record
+from workload_gen.core.registry import Registry
 
 OPS = ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv", "broadcast", "reduce")
 """Operations the expander knows: records.CollKind values plus ``reduce``."""

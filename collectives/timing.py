@@ -34,8 +34,8 @@ import numpy as np
 
 from collectives.flowgraph import FlowGraph, gather_csr
 from collectives.protocol import get_protocol
-from workload_gen.record import record
-from workload_gen.system import SystemConfig
+from workload_gen.core.record import record
+from workload_gen.core.system import SystemConfig
 
 
 @record

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from workload_gen.lazy import lazy_attributes
+from workload_gen.core.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from compute_profile.attaching import Coverage, TimeResolver, attach

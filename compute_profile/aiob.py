@@ -48,10 +48,10 @@ from pathlib import Path
 
 from compute_profile.db import ProfileRow
 from compute_profile.keys import profile_phase, shape_key
-from workload_gen.errors import FormatError
-from workload_gen.gpu_specs import get_gpu
-from workload_gen.record import record
-from workload_gen.records import ComputeOp, OpKind, Phase, Workload
+from workload_gen.core.errors import FormatError
+from workload_gen.core.gpu_specs import get_gpu
+from workload_gen.core.record import record
+from workload_gen.core.records import ComputeOp, OpKind, Phase, Workload
 
 AIOB_SECTIONS: dict[str, tuple[OpKind, tuple[str, ...], Phase]] = {
     "Emb": (OpKind.EMBEDDING, ("embedding",), Phase.FWD),

@@ -28,9 +28,9 @@ from pathlib import Path
 from compute_profile.db import ProfileDB, ProfileRow
 from compute_profile.estimator import EstimatorParams, explain, load_params
 from compute_profile.keys import NAMED_KINDS, key_variant, parse_shape, profile_phase, shape_key
-from workload_gen.gpu_specs import GpuSpec, get_gpu
-from workload_gen.record import record
-from workload_gen.records import ComputeOp, OpKind, TimeSource, Workload
+from workload_gen.core.gpu_specs import GpuSpec, get_gpu
+from workload_gen.core.record import record
+from workload_gen.core.records import ComputeOp, OpKind, TimeSource, Workload
 
 _ROW_SOURCE = {"measured": TimeSource.MEASURED, "imported": TimeSource.IMPORTED,
                "estimated": TimeSource.ESTIMATED}

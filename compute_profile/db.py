@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import TypeVar
 
 from formats.atomic import atomic_write
-from workload_gen.errors import ConfigError, FormatError
-from workload_gen.gpu_specs import get_gpu
-from workload_gen.record import record
-from workload_gen.records import OpKind, Phase
+from workload_gen.core.errors import ConfigError, FormatError
+from workload_gen.core.gpu_specs import get_gpu
+from workload_gen.core.record import record
+from workload_gen.core.records import OpKind, Phase
 
 SCHEMA_VERSION = 1
 SOURCES: tuple[str, ...] = ("measured", "imported", "estimated")
@@ -56,7 +56,7 @@ class ProfileRow:
     """One stored kernel time with its provenance."""
 
     gpu: str
-    """GPU spec name (workload_gen.gpu_specs), e.g. ``h200``, or ``cpu``."""
+    """GPU spec name (workload_gen.core.gpu_specs), e.g. ``h200``, or ``cpu``."""
     kind: str
     """OpKind value."""
     shape_key: str

@@ -37,11 +37,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from workload_gen.errors import ConfigError
-from workload_gen.gpu_specs import GpuSpec, get_gpu
-from workload_gen.record import record
-from workload_gen.records import EXPERT_OP_PREFIX, ComputeOp, OpKind, Phase
-from workload_gen.yaml_file import read_yaml_mapping
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.gpu_specs import GpuSpec, get_gpu
+from workload_gen.core.record import record
+from workload_gen.core.records import EXPERT_OP_PREFIX, ComputeOp, OpKind, Phase
+from workload_gen.core.yaml_file import read_yaml_mapping
 
 PARAMS_PATH = Path(__file__).resolve().parent / "data" / "estimator_params.yaml"
 CALIBRATED_PATH = Path(__file__).resolve().parent / "data" / "calibrated.yaml"
@@ -456,7 +456,7 @@ def explain(op: ComputeOp, gpu: GpuSpec | str, params: EstimatorParams | None = 
     compute_s = op.flops / (peak * eff_c) if op.flops > 0 else 0.0
     memory_s = op.bytes / (spec.hbm_bw * eff_m) if op.bytes > 0 else 0.0
     launch_s = p.launch_count(kind.value, Phase(op.phase).value) * p.launch_overhead_s
-    # MoE experts issue one GEMM per expert (workload_gen.records.EXPERT_OP_PREFIX)
+    # MoE experts issue one GEMM per expert (workload_gen.core.records.EXPERT_OP_PREFIX)
     per_expert = kind is OpKind.GROUPED_GEMM and op.name.startswith(EXPERT_OP_PREFIX) and op.shape
     issue_s = op.shape[0] * p.gemm.grouped_issue_s if per_expert else 0.0
     return Estimate(max(compute_s, memory_s, issue_s) + launch_s, compute_s, memory_s, launch_s, eff_c, eff_m,

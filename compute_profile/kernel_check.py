@@ -22,10 +22,10 @@ from itertools import pairwise
 
 from compute_profile.estimator import EstimatorParams, explain, load_params
 from formats.kernel_table import MeasuredKernel
-from workload_gen.errors import ConfigError
-from workload_gen.gpu_specs import get_gpu
-from workload_gen.record import record
-from workload_gen.records import OpKind
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.gpu_specs import get_gpu
+from workload_gen.core.record import record
+from workload_gen.core.records import OpKind
 
 LONG_KERNEL_S = 2e-3
 """A GEMM at least this long runs at the sustained (power-limited) clock: the B200 table's

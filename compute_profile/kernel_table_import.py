@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from compute_profile.db import ProfileRow, stored_gpu_name
 from compute_profile.keys import profile_phase, shape_key
 from formats.kernel_table import MeasuredKernel
-from workload_gen.records import Phase
+from workload_gen.core.records import Phase
 
 
 def rows_from_kernel_table(kernels: Sequence[MeasuredKernel], gpu: str, note: str,

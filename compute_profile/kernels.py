@@ -24,8 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from workload_gen.errors import ConfigError
-from workload_gen.records import OpKind, Phase
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.records import OpKind, Phase
 
 TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 DROPOUT_P = 0.1

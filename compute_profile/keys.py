@@ -14,7 +14,7 @@ A key is (gpu, kind, shape_key, dtype, phase):
 """
 from __future__ import annotations
 
-from workload_gen.records import ComputeOp, OpKind, Phase
+from workload_gen.core.records import ComputeOp, OpKind, Phase
 
 NAMED_KINDS: frozenset[OpKind] = frozenset({OpKind.ELEMENTWISE})
 """Kinds whose shape key carries the op name, because the kind alone does not fix the function."""

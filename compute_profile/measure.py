@@ -32,10 +32,10 @@ from typing import Any, TextIO
 from compute_profile.db import ProfileRow
 from compute_profile.kernels import adam_bench, build_bench  # no torch at import: it is passed in
 from compute_profile.keys import profile_phase, shape_key
-from workload_gen.errors import ConfigError, TrainsimError
-from workload_gen.gpu_specs import GPUS, get_gpu
-from workload_gen.record import record
-from workload_gen.records import ComputeOp, OpKind, Phase, Workload
+from workload_gen.core.errors import ConfigError, TrainsimError
+from workload_gen.core.gpu_specs import GPUS, get_gpu
+from workload_gen.core.record import record
+from workload_gen.core.records import ComputeOp, OpKind, Phase, Workload
 
 MEASURED_DTYPES = frozenset({"bf16", "fp16", "fp32"})
 
@@ -187,7 +187,7 @@ def measure_workload(workload: Workload, *, gpu: str | None = None, device: str 
     interrupted run keeps every shape it finished), and ``known(gpu_label)`` gives the keys
     already stored for the GPU, which are not measured again.
 
-    Progress (workload_gen.progress) goes to ``progress`` (default: sys.stderr at call
+    Progress (workload_gen.core.progress) goes to ``progress`` (default: sys.stderr at call
     time): on a terminal a bar with the ETA from the shapes measured so far and one line
     per shape above it; elsewhere only the final line (with ``saved()`` appended, e.g. the
     database's counts); nothing with ``quiet``. ``tty`` forces the terminal mode (tests).
@@ -212,7 +212,7 @@ def _measure(torch: Any, workload: Workload, gpu: str | None, device: str, repea
              stream: TextIO, quiet: bool, known: Callable[[str], Collection[MeasureKey]] | None,
              on_row: Callable[[ProfileRow], None] | None, saved: Callable[[], str] | None,
              tty: bool | None) -> list[ProfileRow]:
-    from workload_gen.progress import Progress
+    from workload_gen.core.progress import Progress
 
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError("device", device, "CUDA is not available here; use --device cpu")

@@ -33,8 +33,8 @@ from pathlib import Path
 
 from compute_profile.db import ProfileRow
 from formats.kineto import TraceOp, read_kineto
-from workload_gen.errors import ConfigError
-from workload_gen.records import OpKind
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.records import OpKind
 
 _DTYPES = {"float": "fp32", "c10::bfloat16": "bf16", "bfloat16": "bf16", "c10::half": "fp16", "half": "fp16",
            "float16": "fp16", "double": "fp64", "c10::float8_e4m3fn": "fp8"}

@@ -1,16 +1,16 @@
 """The engine: one training iteration as a discrete-event simulation.
 
 Public surface: :func:`simulate` and :func:`estimate_memory`; the result records are in
-:mod:`workload_gen.run_result`, the backend interface in :mod:`network.backend`.
+:mod:`workload_gen.core.run_result`, the backend interface in :mod:`network.backend`.
 
-Both load on first use, so that a command which needs one submodule (``engine.cli``,
+Both load on first use, so that a command which needs one submodule (``engine.commands.run``,
 ``engine.simai_accounting``) does not pay for the whole engine at start-up.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from workload_gen.lazy import lazy_attributes
+from workload_gen.core.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from engine.api import simulate

@@ -9,10 +9,10 @@ from engine.schedules import SCHEDULES, default_schedule
 from engine.sim import Simulator
 from network.backend import NetworkBackend
 from network.registry import create_backend
-from workload_gen.errors import ConfigError
-from workload_gen.records import Workload
-from workload_gen.run_result import Breakdown, MemoryEstimate, RunResult
-from workload_gen.system import SystemConfig
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.records import Workload
+from workload_gen.core.run_result import Breakdown, MemoryEstimate, RunResult
+from workload_gen.core.system import SystemConfig
 
 
 def _resolve_backend(backend: str | NetworkBackend, system: SystemConfig, world_size: int) -> NetworkBackend:

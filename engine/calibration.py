@@ -38,11 +38,11 @@ import numpy as np
 from compute_profile.estimator import TENSOR_KINDS, DeclaredParameter, declared_parameters, explain, load_params
 from formats.measured_runs import MeasuredRun
 from workload_gen import build
-from workload_gen.errors import ConfigError
-from workload_gen.gpu_specs import get_gpu
-from workload_gen.record import record
-from workload_gen.records import ComputeOp, OpKind, Workload
-from workload_gen.system import get_system
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.gpu_specs import get_gpu
+from workload_gen.core.record import record
+from workload_gen.core.records import ComputeOp, OpKind, Workload
+from workload_gen.core.system import get_system
 
 LOG_SIGMA = 0.03
 """Assumed spread of one measured step time around the model (log scale): run-to-run and

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from engine.program import PassSpec, StagePlan
 from engine.schedules import Step
-from workload_gen.records import CollectiveOp, Group
+from workload_gen.core.records import CollectiveOp, Group
 
 GROUP_NAMES = tuple(g.value for g in Group)
 INF = float("inf")

@@ -138,14 +138,14 @@ from __future__ import annotations
 from typing import Literal
 
 from engine.schedules import SCHEDULES, default_schedule
-from workload_gen.errors import ConfigError
-from workload_gen.gpu_specs import get_gpu
-from workload_gen.model_config import ModelConfig
-from workload_gen.parallel_config import ParallelConfig
-from workload_gen.record import record
-from workload_gen.records import Workload
-from workload_gen.run_result import MemoryEstimate
-from workload_gen.units import KiB, MiB
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.gpu_specs import get_gpu
+from workload_gen.core.model_config import ModelConfig
+from workload_gen.core.parallel_config import ParallelConfig
+from workload_gen.core.record import record
+from workload_gen.core.records import Workload
+from workload_gen.core.run_result import MemoryEstimate
+from workload_gen.core.units import KiB, MiB
 
 RESERVED_FACTOR = 1.06
 """reserved / allocated: the caching allocator's rounding and fragmentation (B200 runs:
@@ -186,7 +186,7 @@ def optimizer_state_bytes(par: ParallelConfig) -> int:
 def _linear_params(workload: Workload, stage: int) -> int:
     """Parameters of the transformer layers one rank of ``stage`` holds: the weights TE
     casts to fp8 (norm and router weights are included; they are under 0.1% of a layer)."""
-    from workload_gen.params import rank_tensors  # loaded only for workloads with a model
+    from workload_gen.core.params import rank_tensors  # loaded only for workloads with a model
 
     model, par = workload.model, workload.parallel
     return sum(n for chunk in range(par.vpp) for layer, n, _, _ in rank_tensors(model, par, stage, chunk)
@@ -367,7 +367,7 @@ def deferred_wgrad_bytes(workload: Workload, stage: int) -> float:
     deferred = par.deferred_wgrad_microbatches
     if not deferred:
         return 0.0
-    from workload_gen.params import padded_vocab  # loaded only when the option is on
+    from workload_gen.core.params import padded_vocab  # loaded only when the option is on
 
     prog = workload.stages[stage]
     if not any(op.layer == model.num_layers for ch in prog.chunks for op in ch.forward):

@@ -26,8 +26,8 @@ from __future__ import annotations
 from operator import attrgetter
 from typing import Callable, NamedTuple
 
-from workload_gen.record import record
-from workload_gen.records import CollectiveOp, CollKind, ComputeOp, Op, OpKind
+from workload_gen.core.record import record
+from workload_gen.core.records import CollectiveOp, CollKind, ComputeOp, Op, OpKind
 
 
 class ProfileRecord(NamedTuple):

@@ -14,13 +14,13 @@ from typing import Any
 
 from network.backend import NetworkBackend
 from network.registry import create_backend
-from workload_gen.errors import ConfigError
-from workload_gen.model_config import ModelConfig
-from workload_gen.parallel_config import ParallelConfig
-from workload_gen.records import Workload
-from workload_gen.run_result import RunResult
-from workload_gen.system import SystemConfig, load_system
-from workload_gen.units import GiB as GIB
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.model_config import ModelConfig
+from workload_gen.core.parallel_config import ParallelConfig
+from workload_gen.core.records import Workload
+from workload_gen.core.run_result import RunResult
+from workload_gen.core.system import SystemConfig, load_system
+from workload_gen.core.units import GiB as GIB
 
 ACCOUNTINGS = ("event", "simai")
 
@@ -191,7 +191,7 @@ def run_workload(
     sysc = _system(system)
     coverage = None
     if attach is None:
-        from workload_gen.records import ComputeOp
+        from workload_gen.core.records import ComputeOp
 
         attach = any(isinstance(op, ComputeOp) and op.time_s is None for _, _, op in workload.ops())
     if attach:
@@ -222,7 +222,7 @@ def simai_accounting_run(workload: Workload, system: SystemConfig, cluster: Any 
     from engine import estimate_memory
     from engine.simai_accounting import SimaiCluster, simai_accounting
     from formats.simai_convert import workload_to_simai
-    from workload_gen.run_result import Breakdown
+    from workload_gen.core.run_result import Breakdown
 
     par = workload.parallel
     if cluster is None:

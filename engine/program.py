@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from dataclasses import field, replace
 
-from workload_gen.errors import ConfigError
-from workload_gen.record import record
-from workload_gen.records import (OUTPUT_LAYER_OP, CollectiveOp, CollKind, ComputeOp, Group, Op, OpKind, Phase,
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.record import record
+from workload_gen.core.records import (OUTPUT_LAYER_OP, CollectiveOp, CollKind, ComputeOp, Group, Op, OpKind, Phase,
                                   Workload)
 
 INTRA_STAGE_GROUPS = frozenset({Group.TP, Group.CP, Group.EP, Group.ETP})

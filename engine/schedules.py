@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-from workload_gen.errors import ConfigError
-from workload_gen.record import record
-from workload_gen.registry import Registry
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.record import record
+from workload_gen.core.registry import Registry
 
 
 @record

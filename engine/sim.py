@@ -60,9 +60,9 @@ from engine.passes import PassProfile, profile_pass, slows_compute
 from engine.program import PassSpec, build_plans
 from engine.schedules import SCHEDULES, Step
 from network.backend import NetworkBackend, Transfer
-from workload_gen.placement import group_ranks
-from workload_gen.records import CollectiveOp, ComputeOp, Group, OpKind, Workload
-from workload_gen.run_result import Breakdown, Interval
+from workload_gen.core.placement import group_ranks
+from workload_gen.core.records import CollectiveOp, ComputeOp, Group, OpKind, Workload
+from workload_gen.core.run_result import Breakdown, Interval
 
 # Event kinds on the engine's queue (ints: compared once per event), and their payloads.
 EV_COMPUTE_DONE = 0

@@ -44,12 +44,12 @@ from typing import TYPE_CHECKING
 
 from formats.simai_reader import check_runnable
 from formats.simai_text import SimaiGroup, SimaiRecord, SimaiWorkload, coll_name, comm_group
-from workload_gen.errors import ConfigError
-from workload_gen.record import record
-from workload_gen.units import GiB as GIB
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.record import record
+from workload_gen.core.units import GiB as GIB
 
 if TYPE_CHECKING:
-    from workload_gen.records import CollKind
+    from workload_gen.core.records import CollKind
 
 _FLOAT = struct.Struct("f")
 

@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from engine.passes import PassProfile
-from workload_gen.records import CollectiveOp, ComputeOp
-from workload_gen.run_result import Interval
+from workload_gen.core.records import CollectiveOp, ComputeOp
+from workload_gen.core.run_result import Interval
 
 if TYPE_CHECKING:
     from engine.entities import Future

@@ -32,9 +32,9 @@ from pathlib import Path
 
 from collectives.closed_form import bus_factor
 from formats.kernel_classes import group_from_description
-from workload_gen.errors import FormatError
-from workload_gen.record import record
-from workload_gen.records import CollKind
+from workload_gen.core.errors import FormatError
+from workload_gen.core.record import record
+from workload_gen.core.records import CollKind
 
 _KINDS = {
     "all_reduce": CollKind.ALL_REDUCE, "all_gather": CollKind.ALL_GATHER, "reduce_scatter": CollKind.REDUCE_SCATTER,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from workload_gen.record import record
+from workload_gen.core.record import record
 
 _DP_SYNC = re.compile(r"^(grad_norm|grad_gather|grad_param_comm|moe_grad_norm\d?)$")
 

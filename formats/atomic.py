@@ -50,7 +50,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
-from workload_gen.errors import ConfigError
+from workload_gen.core.errors import ConfigError
 
 FIFO_READER_WAIT_S = 10.0
 """How long a write into a FIFO waits for a reader before it is refused."""

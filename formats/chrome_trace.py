@@ -3,7 +3,7 @@
 Schema (notes/TRACE_SCHEMA.md, mirrored in docs/analytical.md): one process per pipeline
 stage (pid = stage), one thread per stream (tid = index in :data:`STREAMS`; a further rank
 of the same stage, when the timeline holds several, gets tid + 16 k and threads named
-"stream (rank R)"), one complete event ("ph": "X") per :class:`workload_gen.run_result.Interval`.
+"stream (rank R)"), one complete event ("ph": "X") per :class:`workload_gen.core.run_result.Interval`.
 ts/dur are microseconds (Chrome's convention) rounded to 1e-3 us, so reading back gives the
 intervals to 1e-9 s. After the complete events: a flow ("ph": "s" then "f", cat "pp_flow")
 from each pipeline send to the receiving rank's compute track, and a counter track per stage
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from formats.atomic import atomic_write
-from workload_gen.errors import FormatError
-from workload_gen.run_result import Interval, RunResult
+from workload_gen.core.errors import FormatError
+from workload_gen.core.run_result import Interval, RunResult
 
 STREAMS: tuple[str, ...] = ("compute", "tp", "cp", "ep", "etp", "dp", "edp", "pp", "emb")
 _TID = {s: i for i, s in enumerate(STREAMS)}

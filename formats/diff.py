@@ -27,7 +27,7 @@ from dataclasses import field
 from formats.kernel_classes import COMM, OTHER
 from formats.kineto import TraceOp
 from formats.timeline import Timeline, exposed_comm, idle
-from workload_gen.record import record
+from workload_gen.core.record import record
 
 COARSE = {"fwd": "fwd", "recompute": "bwd", "bwd-input": "bwd", "bwd-weight": "bwd", "bwd": "bwd", "iter": "iter"}
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import re
 
-from workload_gen.record import record
-from workload_gen.records import CollKind, OpKind
+from workload_gen.core.record import record
+from workload_gen.core.records import CollKind, OpKind
 
 OTHER = "other"
 """Category of an op no rule matches."""

@@ -2,7 +2,7 @@
 
 A kernel table is public kernel-level evidence (what a GEMM or an attention kernel of a
 given shape takes on one machine), the kind of data the compute model's priors come from.
-Its rows become :class:`~workload_gen.records.ComputeOp` with the FLOPs and bytes the
+Its rows become :class:`~workload_gen.core.records.ComputeOp` with the FLOPs and bytes the
 workload generator would give the same op, so the estimator can be checked against it
 (compute_profile.kernel_check).
 
@@ -35,9 +35,9 @@ from pathlib import Path
 
 from formats.atomic import atomic_write
 from workload_gen import costs
-from workload_gen.errors import FormatError
-from workload_gen.record import record
-from workload_gen.records import EXPERT_OP_PREFIX, ComputeOp, OpKind, Phase
+from workload_gen.core.errors import FormatError
+from workload_gen.core.record import record
+from workload_gen.core.records import EXPERT_OP_PREFIX, ComputeOp, OpKind, Phase
 
 COLUMNS = ("kind", "phase", "groups", "m", "n", "k", "grad_bytes", "batch", "heads", "kv_heads", "seq",
            "d_qk", "d_v", "time_s")

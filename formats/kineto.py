@@ -40,9 +40,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from formats.kernel_classes import COMM, OTHER, classify_cpu_op, classify_kernel, group_from_description
-from workload_gen.errors import FormatError
-from workload_gen.record import record
-from workload_gen.records import OpKind
+from workload_gen.core.errors import FormatError
+from workload_gen.core.record import record
+from workload_gen.core.records import OpKind
 
 US = 1e-6
 HEAD_LAYER = 1_000_000

@@ -33,12 +33,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from workload_gen.errors import ConfigError, FormatError
-from workload_gen.model_config import ModelConfig
-from workload_gen.model_presets import get_preset
-from workload_gen.parallel_config import ParallelConfig
-from workload_gen.record import record
-from workload_gen.units import GiB
+from workload_gen.core.errors import ConfigError, FormatError
+from workload_gen.core.model_config import ModelConfig
+from workload_gen.core.model_presets import get_preset
+from workload_gen.core.parallel_config import ParallelConfig
+from workload_gen.core.record import record
+from workload_gen.core.units import GiB
 
 A100_HEADS = {"1.7B": 24, "3.6B": 32, "7.5B": 32, "18B": 48, "39B": 64, "76B": 80, "145B": 96,
               "310B": 128, "530B": 128, "1T": 160}

@@ -32,11 +32,11 @@ from dataclasses import fields as dataclass_fields
 from pathlib import Path
 
 from formats.atomic import atomic_write
-from workload_gen.errors import ConfigError, FormatError
-from workload_gen.limits import MAX_LAYERS, MAX_NESTING, PARALLEL_FIELD_LIMITS, check_limit, nesting_depth
-from workload_gen.model_config import ModelConfig
-from workload_gen.parallel_config import DTYPE_BYTES, ParallelConfig
-from workload_gen.records import (
+from workload_gen.core.errors import ConfigError, FormatError
+from workload_gen.core.limits import MAX_LAYERS, MAX_NESTING, PARALLEL_FIELD_LIMITS, check_limit, nesting_depth
+from workload_gen.core.model_config import ModelConfig
+from workload_gen.core.parallel_config import DTYPE_BYTES, ParallelConfig
+from workload_gen.core.records import (
     FORMAT_VERSION,
     ChunkProgram,
     CollectiveOp,
@@ -139,7 +139,7 @@ def write_native(workload: Workload, path: str | os.PathLike[str]) -> None:
 # --- reading -------------------------------------------------------------------------
 #
 # The reader trusts nothing: every value is checked for type, sign, finiteness and the
-# documented limits of workload_gen.limits before anything is built from it, so a corrupt
+# documented limits of workload_gen.core.limits before anything is built from it, so a corrupt
 # or hand-edited file ends in one FormatError naming the file, the line, the field and
 # the value (issue 16), never in a workload that simulates garbage or never finishes.
 
@@ -456,7 +456,7 @@ class _Reader:
             raise self.fail(line, f"bad record: {str(exc)[:200]}") from None
         if not -1 <= layer <= MAX_LAYERS:
             raise self.fail(line, f"layer={layer}: must be -1 (embedding), a layer index or the head "
-                                  f"(at most {MAX_LAYERS:,}, workload_gen/limits.py MAX_LAYERS)")
+                                  f"(at most {MAX_LAYERS:,}, workload_gen/core/limits.py MAX_LAYERS)")
         if not f[4]:
             raise self.fail(line, "name is empty")
         if f[3] == "compute":

@@ -5,7 +5,7 @@ and for ``--no-plot`` runs.
 """
 from __future__ import annotations
 
-from workload_gen.run_result import RunResult
+from workload_gen.core.run_result import RunResult
 
 _PHASE_COLORS = {"fwd": "#4C72B0", "bwd-input": "#DD8452", "bwd-weight": "#C44E52", "recompute": "#8172B3",
                  "iter": "#937860"}

@@ -6,7 +6,7 @@ breakdown_s{compute, exposed_<group>..., bubble, optimizer, other}, stage_breakd
 peak_memory_bytes[stage], reserved_memory_bytes[stage], memory_breakdown_bytes[stage],
 compute_coverage, backend, accounting, units, config{model, parallel, system}``.
 
-The headline figures (throughput, TFLOP/s, MFU) come from workload_gen.metrics, their one
+The headline figures (throughput, TFLOP/s, MFU) come from workload_gen.core.metrics, their one
 home, shared with the sweep table and search.
 """
 from __future__ import annotations
@@ -17,9 +17,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from workload_gen.metrics import headline
-from workload_gen.records import ComputeOp
-from workload_gen.run_result import Interval, RunResult
+from workload_gen.core.metrics import headline
+from workload_gen.core.records import ComputeOp
+from workload_gen.core.run_result import Interval, RunResult
 
 UNITS = {
     "time": "s", "memory": "bytes", "tokens_per_s": "tokens/s",

@@ -1,4 +1,4 @@
-"""Convert between our :class:`~workload_gen.records.Workload` and SimAI's record list.
+"""Convert between our :class:`~workload_gen.core.records.Workload` and SimAI's record list.
 
 Export (``workload_to_simai``): one pipeline stage per file, as SimAI expects.
 
@@ -50,11 +50,11 @@ from formats.simai_text import (
     SimaiWorkload,
     comm_token,
 )
-from workload_gen.errors import ConfigError, FormatError
-from workload_gen.limits import check_limit
-from workload_gen.model_config import ModelConfig
-from workload_gen.parallel_config import ParallelConfig
-from workload_gen.records import (
+from workload_gen.core.errors import ConfigError, FormatError
+from workload_gen.core.limits import check_limit
+from workload_gen.core.model_config import ModelConfig
+from workload_gen.core.parallel_config import ParallelConfig
+from workload_gen.core.records import (
     ChunkProgram,
     CollectiveOp,
     CollKind,

@@ -18,7 +18,7 @@ with one line naming the file, the line and what would be valid:
   reader, loops forever on it) or one that announces more entries than the line holds;
 * negative header values, comm type tokens SimAI would silently treat as no
   communication, and numbers beyond the documented limits of
-  :mod:`workload_gen.limits` (``ga: 1e308``, a 10^18-byte collective), refused up front
+  :mod:`workload_gen.core.limits` (``ga: 1e308``, a 10^18-byte collective), refused up front
   with the limit in the message.
 """
 from __future__ import annotations
@@ -35,8 +35,8 @@ from formats.simai_text import (
     SimaiWorkload,
     coll_name,
 )
-from workload_gen.errors import FormatError
-from workload_gen.limits import PARALLEL_FIELD_LIMITS, check_limit
+from workload_gen.core.errors import FormatError
+from workload_gen.core.limits import PARALLEL_FIELD_LIMITS, check_limit
 
 _INT_KEYS: dict[str, str] = {
     "model_parallel_NPU_group:": "tp",
@@ -55,7 +55,7 @@ _HEADER_LIMITS: dict[str, tuple[str, str]] = {
     "ga": ("MAX_MICROBATCHES", "micro-batches"),
     "pp_comm": ("MAX_BYTES", "bytes"),
 }
-"""Header key -> (limit name in workload_gen.limits, unit): checked as the header is read."""
+"""Header key -> (limit name in workload_gen.core.limits, unit): checked as the header is read."""
 _KNOWN_NO_COMM = ("NONE", "BROADCAST")
 """Comm type tokens SimAI reads as no collective (every other token must start with a
 collective prefix; anything else SimAI would also treat as none, silently)."""

@@ -22,10 +22,10 @@ from __future__ import annotations
 from dataclasses import field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Literal
-from workload_gen.record import record
+from workload_gen.core.record import record
 
 if TYPE_CHECKING:  # loaded on first use: a reader or the SimAI accounting never needs the record types
-    from workload_gen.records import CollKind
+    from workload_gen.core.records import CollKind
 
 POLICIES: tuple[str, ...] = (
     "DATA",
@@ -91,7 +91,7 @@ def comm_kind(token: str) -> CollKind | None:
     name = coll_name(token)
     if name is None:
         return None
-    from workload_gen.records import CollKind
+    from workload_gen.core.records import CollKind
 
     return CollKind(name)
 

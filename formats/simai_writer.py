@@ -10,7 +10,7 @@ import os
 from formats.atomic import write_text_atomic
 from formats.simai_convert import AICB_UPDATE_NS, workload_to_simai
 from formats.simai_text import render_simai
-from workload_gen.records import Workload
+from workload_gen.core.records import Workload
 
 
 def write_simai(workload: Workload, path: str | os.PathLike[str], stage: int = 0, *, update_ns: int = AICB_UPDATE_NS) -> None:

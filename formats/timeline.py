@@ -16,8 +16,8 @@ from pathlib import Path
 
 from formats.kernel_classes import COMM
 from formats.kineto import KinetoTrace, TraceOp, load_json, read_kineto
-from workload_gen.errors import FormatError
-from workload_gen.record import record
+from workload_gen.core.errors import FormatError
+from workload_gen.core.record import record
 
 COMM_GROUPS = ("tp", "cp", "ep", "etp", "dp", "edp", "pp", "emb")
 
@@ -147,10 +147,10 @@ def load_simulated(path: str | Path, stage: int | None = None) -> Timeline:
 # --- the measured side ----------------------------------------------------------------
 def _group_sizes(par: dict) -> dict[str, int]:
     """Group sizes of the simulated run's layout (placement.group_size), {} if unreadable."""
-    from workload_gen.errors import ConfigError
-    from workload_gen.parallel_config import ParallelConfig
-    from workload_gen.placement import group_size
-    from workload_gen.records import Group
+    from workload_gen.core.errors import ConfigError
+    from workload_gen.core.parallel_config import ParallelConfig
+    from workload_gen.core.placement import group_size
+    from workload_gen.core.records import Group
 
     try:
         layout = ParallelConfig(**par)

@@ -25,8 +25,8 @@ from dataclasses import field, replace
 from pathlib import Path
 
 from formats.atomic import write_text_atomic
-from workload_gen.errors import FormatError
-from workload_gen.record import record
+from workload_gen.core.errors import FormatError
+from workload_gen.core.record import record
 
 PHASE = {"fwd": "fwd", "bwd-input": "bwd", "bwd-weight": "bwd", "recompute": "bwd", "iter": "iter"}
 _SIMAI_GROUP = {"tp": "tp", "ep": "ep", "dp": "dp", "dp_ep": "edp", "none": "?"}
@@ -72,7 +72,7 @@ def load_summary(path: str | Path) -> WorkloadSummary:
 
 def _native_summary(p: Path) -> WorkloadSummary:
     from formats.native import read_native
-    from workload_gen.records import CollectiveOp, ComputeOp
+    from workload_gen.core.records import CollectiveOp, ComputeOp
 
     wl = read_native(p)
     par = wl.parallel

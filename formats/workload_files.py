@@ -16,9 +16,9 @@ import os
 from pathlib import Path
 
 from formats.simai_text import SimaiWorkload
-from workload_gen.errors import ConfigError
-from workload_gen.record import record
-from workload_gen.records import Workload
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.record import record
+from workload_gen.core.records import Workload
 
 FORMATS = ("native", "simai")
 

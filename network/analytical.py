@@ -21,10 +21,10 @@ from network.backend import Completion, Transfer
 from network.busbw import CollectivePath, collective_path
 from network.busbw_overrides import BusbwOverrides, read_busbw_yaml
 from network.efficiency import IDEAL, EfficiencyTable, load_efficiency
-from workload_gen.errors import ConfigError
-from workload_gen.placement import GroupShape
-from workload_gen.records import CollectiveOp, CollKind, Group
-from workload_gen.system import SystemConfig
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.placement import GroupShape
+from workload_gen.core.records import CollectiveOp, CollKind, Group
+from workload_gen.core.system import SystemConfig
 
 
 class AnalyticalBackend:

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from network.analytical import AnalyticalBackend
     from network.busbw_overrides import BusbwOverrides
     from network.efficiency import EfficiencyTable
-    from workload_gen.system import SystemConfig
+    from workload_gen.core.system import SystemConfig
 
 
 class AnalyticalKind:

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import argparse
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
-from workload_gen.record import record
+from workload_gen.core.record import record
 
 if TYPE_CHECKING:  # annotations only: importing the records' dataclasses costs every command start
-    from workload_gen.records import CollectiveOp
-    from workload_gen.system import SystemConfig
+    from workload_gen.core.records import CollectiveOp
+    from workload_gen.core.system import SystemConfig
 
 
 @record
@@ -76,7 +76,7 @@ class NetworkBackend(Protocol):
 class BackendKind(Protocol):
     """A registered kind of network backend: how to make one, and its command-line face.
 
-    ``run-analytical`` and ``run-ns3`` are one command (engine/cli.py) parameterised by a
+    ``run-analytical`` and ``run-ns3`` are one command (engine/commands/run.py) parameterised by a
     BackendKind, so a third backend brings its own flags and extra outputs here instead of
     a copy of the command.
     """

@@ -24,10 +24,10 @@ from enum import StrEnum
 
 from collectives.auto import choose
 from collectives.closed_form import latency_steps, node_tree_height, nvls_tree_fill_s
-from workload_gen.placement import GroupShape
-from workload_gen.record import record
-from workload_gen.records import CollKind
-from workload_gen.system import SystemConfig
+from workload_gen.core.placement import GroupShape
+from workload_gen.core.record import record
+from workload_gen.core.records import CollKind
+from workload_gen.core.system import SystemConfig
 
 
 class Link(StrEnum):

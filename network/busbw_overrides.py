@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from workload_gen.errors import FormatError
-from workload_gen.records import CollKind, Group
-from workload_gen.units import GiB as GIB
+from workload_gen.core.errors import FormatError
+from workload_gen.core.records import CollKind, Group
+from workload_gen.core.units import GiB as GIB
 
 _GROUPS: dict[str, tuple[Group, ...]] = {
     "TP": (Group.TP, Group.CP, Group.ETP), "DP": (Group.DP, Group.EDP), "EP": (Group.EP,),

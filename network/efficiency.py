@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from network.busbw import Link
-from workload_gen.errors import ConfigError
-from workload_gen.record import record
-from workload_gen.yaml_file import read_yaml_mapping
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.record import record
+from workload_gen.core.yaml_file import read_yaml_mapping
 
 DEFAULT_TABLE = Path(__file__).resolve().parent / "data" / "efficiency.yaml"
 JSON_MIRROR = DEFAULT_TABLE.with_suffix(".json")

@@ -29,10 +29,10 @@ from pathlib import Path
 from collectives.closed_form import bus_factor as algorithm_factor
 from formats.aicb_comm_log import read_aicb_comm_log
 from network.busbw import collective_path
-from workload_gen.placement import GroupShape
-from workload_gen.record import record
-from workload_gen.records import CollKind
-from workload_gen.system import SystemConfig
+from workload_gen.core.placement import GroupShape
+from workload_gen.core.record import record
+from workload_gen.core.records import CollKind
+from workload_gen.core.system import SystemConfig
 
 FIT_KINDS = (CollKind.ALL_REDUCE, CollKind.ALL_GATHER, CollKind.REDUCE_SCATTER, CollKind.ALL_TO_ALL)
 """The collectives of the AICB log the NVLink fit uses (its broadcasts are left out)."""

@@ -12,8 +12,8 @@ import importlib
 from typing import Any
 
 from network.backend import BackendKind, NetworkBackend
-from workload_gen.errors import ConfigError
-from workload_gen.system import SystemConfig
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.system import SystemConfig
 
 ENTRY_POINT_GROUP = "trainsim.network_backends"
 

@@ -27,8 +27,8 @@ SIMAI_FLAGS = ["--gpus", "9216", "--gpus-per-node", "8", "--nvlink-busbw", "360"
 
 def bench_inprocess(system: str, repeat: int) -> None:
     from engine.pipeline import run_analytical
-    from workload_gen.model_presets import get_preset
-    from workload_gen.parallel_config import ParallelConfig
+    from workload_gen.core.model_presets import get_preset
+    from workload_gen.core.parallel_config import ParallelConfig
 
     model = get_preset("gpt3-175b")
     base = ParallelConfig(world_size=1024, tp=8, pp=8, global_batch=1536, micro_batch=1, seq_length=2048,
@@ -53,7 +53,7 @@ def bench_process(repeat: int) -> None:
     # The console script next to this interpreter (a pyenv-style shim on PATH adds ~0.3 s of bash).
     local = Path(sys.executable).parent / "run-analytical"
     exe = str(local) if local.exists() else shutil.which("run-analytical")
-    cmd0 = [exe] if exe else [sys.executable, "-m", "engine.cli"]
+    cmd0 = [exe] if exe else [sys.executable, "-m", "engine.commands.run"]
     variants = [
         ("event, all outputs", ["--out", "{out}"]),
         ("event, --no-plot", ["--out", "{out}", "--no-plot"]),

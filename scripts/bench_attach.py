@@ -16,9 +16,9 @@ from compute_profile import ProfileDB, ProfileRow, attach
 from compute_profile.estimator import estimate_time
 from compute_profile.keys import profile_phase, shape_key
 from workload_gen.builder import build
-from workload_gen.model_presets import PRESETS
-from workload_gen.parallel_config import ParallelConfig
-from workload_gen.records import ComputeOp
+from workload_gen.core.model_presets import PRESETS
+from workload_gen.core.parallel_config import ParallelConfig
+from workload_gen.core.records import ComputeOp
 
 
 def main() -> None:

@@ -18,9 +18,9 @@ import time
 from compute_profile.attaching import attach
 from engine import simulate
 from workload_gen.builder import build
-from workload_gen.model_presets import get_preset
-from workload_gen.parallel_config import ParallelConfig
-from workload_gen.system import SYSTEMS
+from workload_gen.core.model_presets import get_preset
+from workload_gen.core.parallel_config import ParallelConfig
+from workload_gen.core.system import SYSTEMS
 
 
 def _best(fn, repeat: int) -> tuple[float, object]:

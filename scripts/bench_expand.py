@@ -12,8 +12,8 @@ import time
 
 from collectives import expand
 from collectives.timing import LinkModel, evaluate
-from workload_gen.placement import Placement
-from workload_gen.system import SYSTEMS
+from workload_gen.core.placement import Placement
+from workload_gen.core.system import SYSTEMS
 
 
 def _bench(fn, repeat: int) -> tuple[float, float, object]:

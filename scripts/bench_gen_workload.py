@@ -23,7 +23,7 @@ def _process_times(repeat: int, out: Path) -> list[float]:
     times = []
     for _ in range(repeat):
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "workload_gen.cli", *ARGS, "-q", "-o", str(out)], check=True)
+        subprocess.run([sys.executable, "-m", "engine.commands.gen_workload", *ARGS, "-q", "-o", str(out)], check=True)
         times.append(time.perf_counter() - t0)
     return times
 
@@ -73,7 +73,7 @@ def main() -> int:
 
     import os
     print(f"gen-workload GPT-3 175B tp8 pp8 sp, 1024 GPUs (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
-    print(f"  whole process (python -m workload_gen.cli): median {statistics.median(proc) * 1e3:.0f} ms, "
+    print(f"  whole process (python -m engine.commands.gen_workload): median {statistics.median(proc) * 1e3:.0f} ms, "
           f"min {min(proc) * 1e3:.0f} ms over {len(proc)} runs (target < 1000 ms)")
     print(f"  output: {lines} lines, {size / 1e6:.2f} MB, {n_ops} ops")
     print(f"  build() cold (caches cleared): median {statistics.median(cold) * 1e3:.1f} ms, "

@@ -56,7 +56,7 @@ def start_big_sweep(directory: Path, workers: int = 2) -> tuple[subprocess.Popen
     spec = directory / "big.yaml"
     spec.write_text(yaml.safe_dump(SPEC, sort_keys=False))
     proc = subprocess.Popen(
-        [sys.executable, "-c", "from engine.sweep.cli import sweep_entry; sweep_entry()", str(spec),
+        [sys.executable, "-c", "from engine.commands.sweep import sweep_entry; sweep_entry()", str(spec),
          "--workers", str(workers), "--batch-size", "1", "--quiet", "--no-plots"],
         stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=sigint_default)
     journal = directory / "big.csv.journal.jsonl"
@@ -91,7 +91,7 @@ def ns3_run(delay_s: float) -> tuple[float, float, int]:
     ``delay_s`` after its simulation starts."""
     with tempfile.TemporaryDirectory(prefix="bench_interrupt_") as tmp:
         proc = subprocess.Popen(
-            [sys.executable, "-c", "from engine.cli import ns3_entry; ns3_entry()", "--model", "gpt3-1.3b",
+            [sys.executable, "-c", "from engine.commands.run import ns3_entry; ns3_entry()", "--model", "gpt3-1.3b",
              "--num-layers", "4", "--tp", "8", "--world-size", "64", "--out", str(Path(tmp) / "run")],
             stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=tmp, preexec_fn=sigint_default)
         assert proc.stderr is not None

@@ -51,10 +51,10 @@ def main(argv: list[str] | None = None) -> int:
     from network.ns3.backend import Ns3Backend
     from network.ns3.params import TransportParams
     from workload_gen import build
-    from workload_gen.model_presets import get_preset
-    from workload_gen.parallel_config import ParallelConfig
-    from workload_gen.records import CollectiveOp, CollKind, Group, Phase
-    from workload_gen.system import load_system
+    from workload_gen.core.model_presets import get_preset
+    from workload_gen.core.parallel_config import ParallelConfig
+    from workload_gen.core.records import CollectiveOp, CollKind, Group, Phase
+    from workload_gen.core.system import load_system
 
     params = TransportParams(transport=args.transport, mtu=args.mtu)
     h100 = load_system("h100")

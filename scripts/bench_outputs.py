@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         env["PYTHONPYCACHEPREFIX"] = tempfile.mkdtemp(prefix="pyc-")  # empty: every import compiles
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; bytecode cache "
           f"{'off' if args.no_bytecode_cache else 'on'}; medians of {args.repeat}")
-    base = [sys.executable, "-m", "engine.cli"]
+    base = [sys.executable, "-m", "engine.commands.run"]
     for m in args.microbatches:
         gb = str(m * 16)  # dp 16
         results = {}

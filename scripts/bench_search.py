@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from engine.sweep.search import search
     from workload_gen.config_loading import configs_from_dict
-    from workload_gen.system import load_system
+    from workload_gen.core.system import load_system
 
     model, base = configs_from_dict({"model": "llama3-70b", "parallel": {
         "world_size": args.world_size, "global_batch": 1024, "seq_length": 8192}})

@@ -41,8 +41,8 @@ def main() -> int:
 
     from compute_profile import attach
     from workload_gen.builder import build
-    from workload_gen.model_presets import get_preset
-    from workload_gen.parallel_config import ParallelConfig
+    from workload_gen.core.model_presets import get_preset
+    from workload_gen.core.parallel_config import ParallelConfig
 
     par = ParallelConfig(world_size=1024, tp=8, sp=True, pp=8, micro_batch=1, global_batch=1536, seq_length=2048,
                          distributed_optimizer=True)

@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     workload = Path(args.workload).resolve()
 
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # bytecode cache on
-    script = "import sys; from engine.cli import analytical_main; sys.exit(analytical_main())"
+    script = "import sys; from engine.commands.run import analytical_main; sys.exit(analytical_main())"
     run_analytical = [args.python or sys.executable, "-c", script, str(workload), *CLUSTER]
     if not args.python:
         env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)

@@ -16,7 +16,7 @@ from collections import defaultdict
 from compute_profile.db import ProfileDB
 from compute_profile.estimator import estimate_time
 from compute_profile.keys import key_variant, parse_shape
-from workload_gen.records import ComputeOp, OpKind, Phase
+from workload_gen.core.records import ComputeOp, OpKind, Phase
 
 
 def errors(db: ProfileDB, gpu: str, source: str = "measured") -> dict[str, list[tuple[float, float, str]]]:

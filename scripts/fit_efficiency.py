@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from network.efficiency_fit import fit_nic_half_bytes, fit_nvlink, read_aicb_log, read_ratio_column
-from workload_gen.system import get_system
+from workload_gen.core.system import get_system
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 

@@ -17,7 +17,7 @@ import sys
 from collections import Counter
 
 from formats.kernel_table import from_simumax_system, write_kernel_table
-from workload_gen.cli_errors import run_cli
+from engine.commands.parser import run_cli
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,7 +24,7 @@ from collections import defaultdict
 from compute_profile.kernel_check import LONG_KERNEL_S, by_duration, check, p10_p90, sustained_prior
 from formats.atomic import atomic_write
 from formats.kernel_table import read_kernel_table
-from workload_gen.cli_errors import run_cli
+from engine.commands.parser import run_cli
 
 
 def _plot(checks, path: str, gpu: str) -> None:

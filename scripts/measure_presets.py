@@ -37,14 +37,14 @@ def main() -> int:
     ap.add_argument("--repeats", default="10")
     ap.add_argument("--dry-run", action="store_true")
     args = ap.parse_args()
-    from compute_profile.cli import build_parser
-    from compute_profile.cli import main as cp_main
+    from engine.commands.compute_profile import build_parser
+    from engine.commands.compute_profile import main as cp_main
     chosen = [(label, a) for label, a in CONFIGS if not args.only or args.only in label]
     t0 = time.perf_counter()
     for label, argv in chosen:
         print(f"=== {label} ({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
         if args.dry_run:
-            from compute_profile.cli import _workload
+            from engine.commands.compute_profile import _workload
             from compute_profile.measure import collect_cases
             ns = build_parser().parse_args(["measure", *argv])
             print(f"{label}: {len(collect_cases(_workload(ns)))} distinct shapes", flush=True)

@@ -53,10 +53,10 @@ from workload_gen.layer_ops import (
     layer_templates,
     pp_bytes,
 )
-from workload_gen.model_config import ModelConfig
-from workload_gen.parallel_config import ParallelConfig, check_against_model
-from workload_gen.params import chunk_layers, padded_vocab, rank_tensors, stage_params, total_params
-from workload_gen.records import (
+from workload_gen.core.model_config import ModelConfig
+from workload_gen.core.parallel_config import ParallelConfig, check_against_model
+from workload_gen.core.params import chunk_layers, padded_vocab, rank_tensors, stage_params, total_params
+from workload_gen.core.records import (
     ChunkProgram,
     CollectiveOp,
     CollKind,

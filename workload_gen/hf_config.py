@@ -1,4 +1,4 @@
-"""A Hugging Face ``config.json`` onto :class:`~workload_gen.model_config.ModelConfig`.
+"""A Hugging Face ``config.json`` onto :class:`~workload_gen.core.model_config.ModelConfig`.
 
 ``--hf-config config.json`` (every command with model flags) reads the file a model is
 usually held by. Supported ``model_type`` values and the fields read:
@@ -35,9 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workload_gen.errors import ConfigError, FormatError
-from workload_gen.model_config import ModelConfig
-from workload_gen.model_presets import preset_equal_to
+from workload_gen.core.errors import ConfigError, FormatError
+from workload_gen.core.model_config import ModelConfig
+from workload_gen.core.model_presets import preset_equal_to
 
 LLAMA_LIKE = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe")
 DEEPSEEK = ("deepseek_v2", "deepseek_v3")
@@ -63,7 +63,7 @@ class HFModel:
     @property
     def total_params(self) -> int:
         """Main model plus the MTP modules (what the checkpoint holds)."""
-        from workload_gen.params import total_params
+        from workload_gen.core.params import total_params
 
         return total_params(self.model) + self.mtp_params
 
@@ -76,7 +76,7 @@ def mtp_params(model: ModelConfig, layers: int) -> int:
     model and not counted again."""
     if not layers:
         return 0
-    from workload_gen.params import layer_tensors
+    from workload_gen.core.params import layer_tensors
 
     h = model.hidden_size
     layer = sum(t.numel for t in layer_tensors(model, model.num_layers - 1))
@@ -161,7 +161,7 @@ def hf_model_from_dict(data: Mapping[str, Any], source: str = "<hf config>") -> 
     model = preset_equal_to(model) or model
     hf = HFModel(model, mtp)
     if mtp:
-        from workload_gen.params import total_params
+        from workload_gen.core.params import total_params
 
         hf.notes.append(
             f"note: {source}: num_nextn_predict_layers={mtp} multi-token-prediction module(s) "

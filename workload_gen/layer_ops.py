@@ -43,9 +43,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from workload_gen import costs
-from workload_gen.model_config import ModelConfig
-from workload_gen.record import record
-from workload_gen.records import EXPERT_OP_PREFIX, OUTPUT_LAYER_OP, CollectiveOp, CollKind, ComputeOp, Group, Op, OpKind, Phase
+from workload_gen.core.model_config import ModelConfig
+from workload_gen.core.record import record
+from workload_gen.core.records import EXPERT_OP_PREFIX, OUTPUT_LAYER_OP, CollectiveOp, CollKind, ComputeOp, Group, Op, OpKind, Phase
 
 FWD, BWD_I, BWD_W, RECOMP = Phase.FWD, Phase.BWD_INPUT, Phase.BWD_WEIGHT, Phase.RECOMPUTE
 

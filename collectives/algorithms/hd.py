@@ -23,7 +23,7 @@ from collectives.algorithms.rounds import Rounds
 from collectives.common import Context, nested_split
 from collectives.flowgraph import FlowBuilder
 from collectives.registry import ALGORITHMS
-from workload_gen.errors import ConfigError
+from workload_gen.core.errors import ConfigError
 
 
 def _blocks_matching(ref: np.ndarray, bits: int, block_bytes: np.ndarray) -> np.ndarray:

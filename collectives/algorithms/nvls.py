@@ -27,7 +27,7 @@ from collectives.algorithms.tree import add_up_down, node_tree_heads
 from collectives.common import Context, chunk_count, nested_split
 from collectives.flowgraph import FlowBuilder, switch_id
 from collectives.registry import ALGORITHMS
-from workload_gen.errors import ConfigError
+from workload_gen.core.errors import ConfigError
 
 
 def _pieces(ctx: Context):

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.sweep.grid import SweepPoint
-from workload_gen.errors import TrainsimError
+from workload_gen.core.errors import TrainsimError
 
 Row = dict[str, Any]
 Evaluator = Callable[[dict[str, Any]], Row]
@@ -217,7 +217,7 @@ def run_points(
     progress: bool = True,
 ) -> list[Row]:
     """Evaluate every point not yet in the journal; return rows in point order."""
-    from workload_gen.progress import Progress  # the one progress bar of every long job
+    from workload_gen.core.progress import Progress  # the one progress bar of every long job
 
     done = read_journal(journal)
     todo = [p for p in points if p.key not in done]

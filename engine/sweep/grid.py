@@ -21,7 +21,7 @@ Axis names are dotted paths into the base mapping. A mapping-valued system is
 addressed the same way (``system.nic_bw``). Points are numbered in expansion order,
 which is the order of the output table, so the same spec always gives the same table.
 
-Limits (workload_gen.limits, each refused up front with the limit in the message): at most
+Limits (workload_gen.core.limits, each refused up front with the limit in the message): at most
 MAX_SWEEP_POINTS grid points; a filter has at most MAX_EXPR_CHARS characters,
 MAX_EXPR_NODES syntax nodes and MAX_EXPR_DEPTH levels, and its arithmetic is bounded
 (integers up to MAX_EXPR_INT_BITS bits, strings and lists up to MAX_EXPR_SEQUENCE items),
@@ -43,8 +43,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.sweep.table import check_table_path
-from workload_gen.errors import ConfigError
-from workload_gen.limits import (
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.limits import (
     MAX_EXPR_CHARS,
     MAX_EXPR_DEPTH,
     MAX_EXPR_INT_BITS,
@@ -53,8 +53,8 @@ from workload_gen.limits import (
     MAX_NESTING,
     MAX_SWEEP_POINTS,
 )
-from workload_gen.record import record
-from workload_gen.yaml_file import read_yaml_mapping
+from workload_gen.core.record import record
+from workload_gen.core.yaml_file import read_yaml_mapping
 
 _MAX_SPEC_NODES = 1_000_000
 """Values in a spec, aliases counted at each use (a YAML "billion laughs" is refused)."""
@@ -120,7 +120,7 @@ def _check_spec_size(data: Any, source: str) -> None:
                               "each use)", source)
         if depth > MAX_NESTING:
             raise ConfigError("spec", f"nesting depth > {MAX_NESTING}", "too deeply nested "
-                              "(workload_gen/limits.py MAX_NESTING)", source)
+                              "(workload_gen/core/limits.py MAX_NESTING)", source)
         if isinstance(node, dict):
             todo.extend((v, depth + 1) for v in node.values())
             todo.extend((k, depth + 1) for k in node)
@@ -176,7 +176,7 @@ def spec_from_dict(data: Any, source: str = "<spec>", base_dir: Path | None = No
         if total > MAX_SWEEP_POINTS:
             raise ConfigError("grid", f"more than {MAX_SWEEP_POINTS:,} points",
                               f"a sweep may have at most {MAX_SWEEP_POINTS:,} points "
-                              "(workload_gen/limits.py MAX_SWEEP_POINTS); split it", source)
+                              "(workload_gen/core/limits.py MAX_SWEEP_POINTS); split it", source)
     filters = data.get("filters") or []
     if isinstance(filters, str):
         filters = [filters]
@@ -208,7 +208,7 @@ def _known_fields() -> dict[str, tuple[str, ...]]:
     from dataclasses import fields
 
     from workload_gen.config_loading import LAYOUT_KEYS, MODEL_KEYS, TRAINING_KEYS
-    from workload_gen.system import SystemConfig
+    from workload_gen.core.system import SystemConfig
 
     par = LAYOUT_KEYS + TRAINING_KEYS + ("num_layers_per_virtual_pipeline_stage",)
     return {"model": MODEL_KEYS + ("preset",), "parallel": par, "training": par,
@@ -315,10 +315,10 @@ def _is_num(x: Any) -> bool:
 def _bounded(value: Any) -> Any:
     """Refuse values past the filter limits (checked after every operation)."""
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > MAX_EXPR_INT_BITS:
-        raise _FilterLimit(f"an integer over {MAX_EXPR_INT_BITS} bits (workload_gen/limits.py MAX_EXPR_INT_BITS)")
+        raise _FilterLimit(f"an integer over {MAX_EXPR_INT_BITS} bits (workload_gen/core/limits.py MAX_EXPR_INT_BITS)")
     if isinstance(value, (str, list, tuple)) and len(value) > MAX_EXPR_SEQUENCE:
         raise _FilterLimit(f"a string or list over {MAX_EXPR_SEQUENCE:,} items "
-                           "(workload_gen/limits.py MAX_EXPR_SEQUENCE)")
+                           "(workload_gen/core/limits.py MAX_EXPR_SEQUENCE)")
     if isinstance(value, complex):
         raise _FilterLimit("a complex number")
     return value
@@ -333,12 +333,12 @@ def _binop(op: type, a: Any, b: Any) -> Any:
         big = isinstance(a, int) and isinstance(b, int) and b > 0 and abs(a) > 1
         if big and b * math.log2(abs(a)) > MAX_EXPR_INT_BITS:
             raise _FilterLimit(f"{a} ** {b} is over {MAX_EXPR_INT_BITS} bits "
-                               "(workload_gen/limits.py MAX_EXPR_INT_BITS)")
+                               "(workload_gen/core/limits.py MAX_EXPR_INT_BITS)")
     elif op is ast.Mult:
         for seq, n in ((a, b), (b, a)):
             if isinstance(seq, (str, list)) and isinstance(n, int) and len(seq) * max(n, 0) > MAX_EXPR_SEQUENCE:
                 raise _FilterLimit(f"repetition to {len(seq) * n:,} items is over {MAX_EXPR_SEQUENCE:,} "
-                                   "(workload_gen/limits.py MAX_EXPR_SEQUENCE)")
+                                   "(workload_gen/core/limits.py MAX_EXPR_SEQUENCE)")
     elif op is ast.Add:
         if not (num_a and num_b) and type(a) is not type(b):
             raise TypeError("+ needs two numbers, two strings or two lists")
@@ -363,10 +363,10 @@ def _check_tree(tree: ast.AST, expr: str, source: str) -> None:
         count += 1
         if count > MAX_EXPR_NODES:
             raise ConfigError("filters", _shown(expr), f"over {MAX_EXPR_NODES} syntax nodes "
-                              "(workload_gen/limits.py MAX_EXPR_NODES)", source)
+                              "(workload_gen/core/limits.py MAX_EXPR_NODES)", source)
         if depth > MAX_EXPR_DEPTH:
             raise ConfigError("filters", _shown(expr), f"nested over {MAX_EXPR_DEPTH} levels "
-                              "(workload_gen/limits.py MAX_EXPR_DEPTH)", source)
+                              "(workload_gen/core/limits.py MAX_EXPR_DEPTH)", source)
         if _dotted_name(node) is not None:
             continue
         ok = (
@@ -393,7 +393,7 @@ def _compile_filter(expr: str, source: str):
         raise ConfigError("filters", _shown(repr(expr)), "must be an expression (text)", source)
     if len(expr) > MAX_EXPR_CHARS:
         raise ConfigError("filters", _shown(expr), f"over {MAX_EXPR_CHARS:,} characters "
-                          "(workload_gen/limits.py MAX_EXPR_CHARS)", source)
+                          "(workload_gen/core/limits.py MAX_EXPR_CHARS)", source)
     try:
         tree = ast.parse(expr.strip(), mode="eval").body
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):

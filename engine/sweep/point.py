@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from workload_gen.errors import TrainsimError
-from workload_gen.system import SystemConfig, load_system, system_from_dict
-from workload_gen.units import GiB as GIB
+from workload_gen.core.errors import TrainsimError
+from workload_gen.core.system import SystemConfig, load_system, system_from_dict
+from workload_gen.core.units import GiB as GIB
 
 # The summary.json figures that become columns (scalars; per-stage lists are reduced to the max).
 SUMMARY_COLUMNS = ("iteration_time_s", "tokens_per_s", "tflops_per_gpu", "mfu")
@@ -44,7 +44,7 @@ def evaluate_config(config: dict[str, Any]) -> dict[str, Any]:
     """One row: status, reason, the resolved inputs, and every summary figure."""
     from engine.pipeline import build_cached, run_workload
     from workload_gen.config_loading import configs_from_dict
-    from workload_gen.metrics import headline
+    from workload_gen.core.metrics import headline
 
     row: dict[str, Any] = {"status": "ok", "reason": ""}
     try:

@@ -31,11 +31,11 @@ from dataclasses import replace
 from typing import Any
 
 from engine.sweep.point import GIB
-from workload_gen.errors import ConfigError, TrainsimError
-from workload_gen.model_config import ModelConfig
-from workload_gen.parallel_config import ParallelConfig, check_against_model
-from workload_gen.record import record
-from workload_gen.system import SystemConfig
+from workload_gen.core.errors import ConfigError, TrainsimError
+from workload_gen.core.model_config import ModelConfig
+from workload_gen.core.parallel_config import ParallelConfig, check_against_model
+from workload_gen.core.record import record
+from workload_gen.core.system import SystemConfig
 
 
 @record
@@ -45,7 +45,7 @@ class Candidate:
     iteration_time_s: float = 0.0
     tokens_per_s: float = 0.0
     mfu: float | None = None
-    """None when the GPU has no peak for the dtype (workload_gen.metrics)."""
+    """None when the GPU has no peak for the dtype (workload_gen.core.metrics)."""
     breakdown: tuple[tuple[str, float], ...] = ()
 
     def label(self) -> str:
@@ -153,7 +153,7 @@ def compute_bound(workload: Any) -> float:
       (chunk 0 of the last micro-batch) the backwards of chunk 0 on stages s-1..0, and then
       stage 0's once-per-iteration work (gradient sync, optimizer) follows on stage 0.
     """
-    from workload_gen.records import ComputeOp
+    from workload_gen.core.records import ComputeOp
 
     m = workload.parallel.num_microbatches
 
@@ -229,7 +229,7 @@ def _fit_and_simulate(model: ModelConfig, families: list[list[list[ParallelConfi
 
 def _simulate(model: ModelConfig, par: ParallelConfig, system: SystemConfig, reserved: int) -> Candidate | None:
     from engine.pipeline import build_cached, run_workload
-    from workload_gen.metrics import headline
+    from workload_gen.core.metrics import headline
 
     try:
         workload, memory = build_cached(model, par)

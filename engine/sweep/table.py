@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from formats.atomic import atomic_write
-from workload_gen.errors import ConfigError
+from workload_gen.core.errors import ConfigError
 
 TABLE_SUFFIXES = (".csv", ".parquet")
 """What a sweep or search table may be written as (the suffix picks the format)."""

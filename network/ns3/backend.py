@@ -29,9 +29,9 @@ from network.efficiency import EfficiencyTable
 from network.ns3.params import TransportParams
 from network.ns3.topology import Fabric, build_fabric
 from network.ns3.world import SWITCH_END, PacketNetwork
-from workload_gen.placement import Placement
-from workload_gen.records import CollectiveOp
-from workload_gen.system import SystemConfig
+from workload_gen.core.placement import Placement
+from workload_gen.core.records import CollectiveOp
+from workload_gen.core.system import SystemConfig
 
 HORIZON_S = 1.0
 """When the engine has nothing scheduled, ns-3 runs in slices of this much simulated time

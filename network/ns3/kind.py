@@ -1,6 +1,6 @@
 """The registered ``ns3`` backend kind (network.registry): its flags, its fabric, its files.
 
-``run-ns3`` is the shared run command (engine/cli.py) with this kind: the flags below
+``run-ns3`` is the shared run command (engine/commands/run.py) with this kind: the flags below
 describe the fabric and the transport, :meth:`Ns3Kind.from_args` builds the Ns3Backend
 they describe (validating a SimAI topology file against the workload), and
 :meth:`Ns3Kind.render_outputs` adds fct.csv and links.csv to the run directory.
@@ -12,8 +12,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from workload_gen.errors import ConfigError
-from workload_gen.system import SystemConfig
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.system import SystemConfig
 
 NAMED_TOPOLOGIES = ("rail", "fat-tree")
 

@@ -4,7 +4,7 @@ Units are in the column names (seconds, bytes, bits/s). Rows are in a stable ord
 (flows by global id = submission order; links in fabric order, a->b then b->a), so two
 runs of the same inputs write identical files.
 
-They are added to the run directory after the shared outputs (engine.cli.write_outputs
+They are added to the run directory after the shared outputs (engine.commands.run.write_outputs
 replaced it as a whole and removed any earlier fct.csv/links.csv), both rendered first and
 written together: each to a temporary file, renamed into place only once both are
 written, so a failure leaves neither half-written nor one new beside one old.

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from workload_gen.errors import ConfigError
+from workload_gen.core.errors import ConfigError
 
 TRANSPORTS = ("rdma", "dctcp")
 CONGESTION_CONTROLS = ("dcqcn", "hpcc")  # index = the C++ kCcDcqcn / kCcHpcc (tsim_common.h)

@@ -59,7 +59,7 @@ def _import_ns3() -> None:
     import importlib.util
     import os
 
-    from workload_gen.errors import ConfigError
+    from workload_gen.core.errors import ConfigError
 
     spec = importlib.util.find_spec("ns")
     if spec is None or not spec.submodule_search_locations:

@@ -25,8 +25,8 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-from workload_gen.errors import ConfigError, FormatError
-from workload_gen.system import SystemConfig
+from workload_gen.core.errors import ConfigError, FormatError
+from workload_gen.core.system import SystemConfig
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,9 +19,9 @@ from collectives.timing import contention_free_time
 from network.analytical import AnalyticalBackend
 from network.busbw import choose_algorithm, collective_path
 from network.efficiency import EfficiencyTable
-from workload_gen.placement import GroupShape, Placement
-from workload_gen.records import CollectiveOp, CollKind, Group, Phase
-from workload_gen.system import get_system
+from workload_gen.core.placement import GroupShape, Placement
+from workload_gen.core.records import CollectiveOp, CollKind, Group, Phase
+from workload_gen.core.system import get_system
 
 MiB = 1 << 20
 GROUPS = [tuple(range(2)), tuple(range(8)), tuple(range(16)), (0, 8, 16, 24), (0, 1, 8, 9, 16, 17),

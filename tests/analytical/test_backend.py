@@ -12,9 +12,9 @@ from network.backend import Transfer
 from network.busbw_overrides import read_busbw_yaml
 from network.efficiency import EfficiencyTable, load_efficiency
 from network.efficiency_fit import fit_nic_half_bytes, fit_nvlink, read_aicb_log, read_ratio_column
-from workload_gen.errors import FormatError
-from workload_gen.records import CollectiveOp, CollKind, Group, Phase
-from workload_gen.system import get_system
+from workload_gen.core.errors import FormatError
+from workload_gen.core.records import CollectiveOp, CollKind, Group, Phase
+from workload_gen.core.system import get_system
 
 DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 S = 64 * 2**20  # 64 MiB
@@ -198,7 +198,7 @@ def test_backend_protocol_orders_completions():
 
 def test_system_yaml_with_fewer_nics_and_oversubscription(tmp_path):
     """4 NICs for 8 GPUs on a 2:1 oversubscribed fabric: a GPU owns half a NIC, halved again."""
-    from workload_gen.system import load_system
+    from workload_gen.core.system import load_system
 
     y = tmp_path / "sys.yaml"
     y.write_text("base: h100\nnics_per_node: 4\noversubscription: 2\n")
@@ -218,7 +218,7 @@ def test_nvls_tree_fill_runs_on_the_groups_own_rails_at_the_thinned_rate():
     halved by 2:1 oversubscription (as the bandwidth term is), and 16 channels' first flows
     leave over NVLink. The fill used all 8 NICs and the unthinned rate before."""
     from network.busbw import collective_path
-    from workload_gen.placement import GroupShape
+    from workload_gen.core.placement import GroupShape
 
     sysc = replace(get_system("h100"), oversubscription=2.0)
     path = collective_path(CollKind.ALL_REDUCE, GroupShape(8, 2, 4), sysc, 128 * 2**20)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import analytical_main
+from engine.commands.run import analytical_main
 
 DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 EXAMPLE = DATA / "simai" / "workload_analytical.txt"

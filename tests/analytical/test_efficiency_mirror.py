@@ -6,7 +6,7 @@ import json
 import zlib
 
 from network import efficiency
-from workload_gen.yaml_file import read_yaml_mapping
+from workload_gen.core.yaml_file import read_yaml_mapping
 
 
 def test_the_shipped_mirror_matches_the_yaml():

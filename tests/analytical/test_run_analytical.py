@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import analytical_main
+from engine.commands.run import analytical_main
 from engine.pipeline import make_backend, run_analytical
 from formats.chrome_trace import STREAMS, read_chrome_trace
-from workload_gen.model_presets import get_preset
-from workload_gen.parallel_config import ParallelConfig
-from workload_gen.records import CollectiveOp, CollKind, Group
-from workload_gen.system import get_system
+from workload_gen.core.model_presets import get_preset
+from workload_gen.core.parallel_config import ParallelConfig
+from workload_gen.core.records import CollectiveOp, CollKind, Group
+from workload_gen.core.system import get_system
 
 DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 SMALL = ["--model", "gpt3-125m", "--world-size", "16", "--tp", "2", "--pp", "2", "--global-batch", "16",

@@ -8,10 +8,10 @@ import pytest
 
 from formats.chrome_trace import STREAMS, read_chrome_trace, write_chrome_trace
 from formats.run_outputs import layers_csv, summary_dict
-from workload_gen.metrics import hardware_flops_per_iteration
-from workload_gen.model_config import ModelConfig
-from workload_gen.parallel_config import ParallelConfig
-from workload_gen.records import (
+from workload_gen.core.metrics import hardware_flops_per_iteration
+from workload_gen.core.model_config import ModelConfig
+from workload_gen.core.parallel_config import ParallelConfig
+from workload_gen.core.records import (
     ChunkProgram,
     CollectiveOp,
     CollKind,
@@ -22,8 +22,8 @@ from workload_gen.records import (
     StageProgram,
     Workload,
 )
-from workload_gen.run_result import Breakdown, Interval, MemoryEstimate, RunResult
-from workload_gen.system import get_system
+from workload_gen.core.run_result import Breakdown, Interval, MemoryEstimate, RunResult
+from workload_gen.core.system import get_system
 
 
 def tiny_run() -> RunResult:
@@ -126,8 +126,8 @@ def test_trace_shows_warmup_and_cooldown_microbatches_by_default():
 
     from engine.pipeline import run_analytical
     from formats.chrome_trace import shown_intervals, trace_json
-    from workload_gen.model_presets import get_preset
-    from workload_gen.parallel_config import ParallelConfig
+    from workload_gen.core.model_presets import get_preset
+    from workload_gen.core.parallel_config import ParallelConfig
 
     m = _replace(get_preset("gpt3-125m"), num_layers=4)
     par = ParallelConfig(world_size=4, pp=2, global_batch=32, micro_batch=1, seq_length=256)

@@ -1,7 +1,7 @@
 """Honest warnings when compute times will not be what the user expects (issue 13)."""
 from __future__ import annotations
 
-from engine.cli import analytical_main
+from engine.commands.run import analytical_main
 
 
 def _profile_for(path, gpu: str) -> None:
@@ -28,8 +28,8 @@ def test_workload_timed_on_another_gpu_is_named(tmp_path, capsys):
     from compute_profile import attach
     from formats.native import write_native
     from workload_gen import build
-    from workload_gen.model_presets import get_preset
-    from workload_gen.parallel_config import ParallelConfig
+    from workload_gen.core.model_presets import get_preset
+    from workload_gen.core.parallel_config import ParallelConfig
 
     w, _ = attach(build(replace(get_preset("gpt3-125m"), num_layers=1), ParallelConfig(world_size=8)), "a100")
     path = tmp_path / "w.txt"

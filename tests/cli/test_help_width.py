@@ -1,12 +1,12 @@
 """The commands' help follows the terminal's width exactly as argparse's own formatter does
-(workload_gen.cli_errors reads it without importing shutil; shutil is the oracle)."""
+(engine.commands.parser reads it without importing shutil; shutil is the oracle)."""
 from __future__ import annotations
 
 import shutil
 
 import pytest
 
-from workload_gen.cli_errors import OneLineParser, _terminal_columns
+from engine.commands.parser import OneLineParser, _terminal_columns
 
 
 @pytest.mark.parametrize("columns", [None, "0", "-3", "abc", "57", "200"])

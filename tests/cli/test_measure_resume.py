@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("torch")
 
 from compute_profile import measure as measure_mod
-from compute_profile.cli import main
+from engine.commands.compute_profile import main
 
 TINY = ["--num-layers", "1", "--hidden-size", "64", "--num-attention-heads", "2", "--vocab-size", "256",
         "--world-size", "1", "--global-batch", "1", "--seq-length", "32", "--repeats", "1", "--warmup", "0",

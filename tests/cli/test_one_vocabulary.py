@@ -1,4 +1,4 @@
-"""One CLI vocabulary over the nine console commands (workload_gen/cli_vocab.py):
+"""One CLI vocabulary over the nine console commands (engine/commands/vocab.py):
 -o/--out, --profile, --algorithm, -q/--quiet and --version mean the same everywhere, and the
 old spellings (--output, --db, --algo) still work as deprecated aliases with one note."""
 from __future__ import annotations
@@ -9,20 +9,20 @@ from pathlib import Path
 
 import pytest
 
-from workload_gen.cli_vocab import DeprecatedAlias
+from engine.commands.vocab import DeprecatedAlias
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _parsers() -> dict[str, argparse.ArgumentParser]:
     """Every command's parser (compute-profile: each subcommand), by a readable name."""
-    from collectives.cli import build_parser as collective_parser
-    from compute_profile.cli import build_parser as profile_parser
-    from compute_profile.cli import subcommands
-    from engine.cli import build_parser as run_parser
-    from engine.sweep.cli import _search_parser, _sweep_parser
-    from formats.cli import _trace_parser, _workload_parser
-    from workload_gen.cli import build_parser as workload_parser
+    from engine.commands.expand_collective import build_parser as collective_parser
+    from engine.commands.compute_profile import build_parser as profile_parser
+    from engine.commands.compute_profile import subcommands
+    from engine.commands.run import build_parser as run_parser
+    from engine.commands.sweep import _search_parser, _sweep_parser
+    from engine.commands.diff import _trace_parser, _workload_parser
+    from engine.commands.gen_workload import build_parser as workload_parser
 
     out = {
         "gen-workload": workload_parser(), "expand-collective": collective_parser(),
@@ -80,7 +80,7 @@ def test_no_help_text_is_just_the_flag_name(name):
 
 
 def test_model_and_training_flags_say_what_they_mean_and_their_unit():
-    from workload_gen.config_loading import FIELD_UNIT
+    from workload_gen.field_docs import FIELD_UNIT
 
     opts = _options(PARSERS["gen-workload"])
     for flag, unit in (("--hidden-size", "elements per token"), ("--seq-length", "tokens"),
@@ -96,12 +96,12 @@ def test_model_and_training_flags_say_what_they_mean_and_their_unit():
 
 
 def _main(command: str):
-    from collectives.cli import main as collective_main
-    from compute_profile.cli import main as profile_main
-    from engine.cli import analytical_main, ns3_main
-    from engine.sweep.cli import search_main, sweep_main
-    from formats.cli import diff_trace_main, diff_workload_main
-    from workload_gen.cli import main as workload_main
+    from engine.commands.expand_collective import main as collective_main
+    from engine.commands.compute_profile import main as profile_main
+    from engine.commands.run import analytical_main, ns3_main
+    from engine.commands.sweep import search_main, sweep_main
+    from engine.commands.diff import diff_trace_main, diff_workload_main
+    from engine.commands.gen_workload import main as workload_main
 
     return {"gen-workload": workload_main, "compute-profile": profile_main, "expand-collective": collective_main,
             "run-analytical": analytical_main, "run-ns3": ns3_main, "diff-trace": diff_trace_main,
@@ -111,7 +111,7 @@ def _main(command: str):
 @pytest.mark.parametrize("command", ["gen-workload", "compute-profile", "expand-collective", "run-analytical",
                                      "run-ns3", "diff-trace", "diff-workload", "sweep", "search"])
 def test_version_in_process(command, capsys):
-    from workload_gen.cli_errors import package_version
+    from engine.commands.parser import package_version
 
     with pytest.raises(SystemExit) as exc:
         _main(command)(["--version"])
@@ -177,8 +177,8 @@ def test_quiet_leaves_stderr_empty(tmp_path, capsys, argv):
 
 def test_defaults_survive_the_deprecated_aliases():
     """The alias shares the flag's dest; the flag's own default is the one that holds."""
-    from compute_profile.cli import build_parser as profile_parser
-    from workload_gen.cli import build_parser as workload_parser
+    from engine.commands.compute_profile import build_parser as profile_parser
+    from engine.commands.gen_workload import build_parser as workload_parser
 
     assert workload_parser().parse_args([]).out == "workload.txt"
     assert profile_parser().parse_args(["import-csv", "x.csv"]).profile == "profile.sqlite"

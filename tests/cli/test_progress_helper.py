@@ -1,4 +1,4 @@
-"""workload_gen.progress: a bar only on a terminal, a rate and ETA only from completions
+"""workload_gen.core.progress: a bar only on a terminal, a rate and ETA only from completions
 measured in this run, at most a final line elsewhere, nothing with quiet.
 
 Time comes from a fake clock (``Progress(clock=...)``): the rate and ETA figures below are
@@ -8,7 +8,7 @@ from __future__ import annotations
 import io
 import threading
 
-from workload_gen.progress import Progress
+from workload_gen.core.progress import Progress
 
 
 class FakeClock:

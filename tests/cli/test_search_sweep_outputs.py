@@ -6,7 +6,7 @@ import json
 import pandas as pd
 import pytest
 
-from engine.sweep.cli import search_main, sweep_main
+from engine.commands.sweep import search_main, sweep_main
 
 # openai-community/gpt2's config.json: equal to the gpt3-125m preset's architecture
 GPT2 = {"model_type": "gpt2", "n_layer": 12, "n_embd": 768, "n_head": 12, "n_positions": 2048,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import analytical_main
+from engine.commands.run import analytical_main
 
 DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 AICB_NO_AIOB = DATA / "aicb" / "gpt7b_w8_tp1_pp1_gbs32_mbs2_seq2048.txt"  # compute times are 1 ns

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from workload_gen.placement import Placement
+from workload_gen.core.placement import Placement
 
 
 @st.composite

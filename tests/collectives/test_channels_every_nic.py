@@ -14,8 +14,8 @@ import pytest
 
 from collectives import expand
 from collectives.layout import GroupLayout
-from workload_gen.placement import Placement
-from workload_gen.system import get_system
+from workload_gen.core.placement import Placement
+from workload_gen.core.system import get_system
 
 H100 = get_system("h100")
 MiB = 1 << 20

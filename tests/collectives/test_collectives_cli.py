@@ -5,12 +5,12 @@ import csv
 
 import pytest
 
-from collectives.cli import main, parse_size
+from engine.commands.expand_collective import main, parse_size
 from formats.native import write_native
 from workload_gen.builder import build
-from workload_gen.model_presets import get_preset
-from workload_gen.parallel_config import ParallelConfig
-from workload_gen.records import CollectiveOp
+from workload_gen.core.model_presets import get_preset
+from workload_gen.core.parallel_config import ParallelConfig
+from workload_gen.core.records import CollectiveOp
 
 
 def _read(path):
@@ -36,7 +36,7 @@ def test_single_collective_csv_rows_match_the_ring(tmp_path, capsys):
 
 
 def test_header_states_units():
-    from collectives.cli import HEADER
+    from engine.commands.expand_collective import HEADER
     assert "size_bytes" in HEADER and "start_s" in HEADER and "finish_s" in HEADER
 
 

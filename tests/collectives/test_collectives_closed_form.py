@@ -18,8 +18,8 @@ import pytest
 from collectives import closed_form as cf
 from collectives import expand
 from collectives.timing import LinkModel, evaluate, flow_rates
-from workload_gen.placement import Placement
-from workload_gen.system import SYSTEMS
+from workload_gen.core.placement import Placement
+from workload_gen.core.system import SYSTEMS
 
 H100 = SYSTEMS["h100"]
 LINKS = LinkModel.from_system(H100)

@@ -8,8 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from collectives import expand
-from workload_gen.placement import Placement
-from workload_gen.system import SYSTEMS
+from workload_gen.core.placement import Placement
+from workload_gen.core.system import SYSTEMS
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 channels = st.one_of(st.just("auto"), st.integers(1, 4))

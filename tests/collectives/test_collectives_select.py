@@ -5,10 +5,10 @@ import pytest
 
 from collectives import ALGORITHMS, expand
 from collectives.common import nested_split
-from workload_gen.errors import ConfigError
-from workload_gen.placement import Placement
-from workload_gen.records import CollKind
-from workload_gen.system import SYSTEMS
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.placement import Placement
+from workload_gen.core.records import CollKind
+from workload_gen.core.system import SYSTEMS
 
 MiB = 1 << 20
 P64 = Placement(64, 8)

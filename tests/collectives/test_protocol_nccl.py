@@ -16,9 +16,9 @@ import pytest
 from collectives import expand
 from collectives.protocol import (NVLS_CHANNELS, NcclTuning, nccl_protocol, nccl_protocol_time, nvls_chunk,
                                   nvls_pipeline)
-from workload_gen.placement import Placement
-from workload_gen.system import get_system, load_system
-from workload_gen.units import KiB, MiB
+from workload_gen.core.placement import Placement
+from workload_gen.core.system import get_system, load_system
+from workload_gen.core.units import KiB, MiB
 
 H100 = get_system("h100")
 

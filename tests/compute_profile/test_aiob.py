@@ -6,9 +6,9 @@ from cp_fixtures import SHARED_DATA
 
 from compute_profile.aiob import AIOB_SECTIONS, parse_aiob, rows_from_aiob
 from workload_gen.builder import build
-from workload_gen.errors import FormatError
-from workload_gen.model_presets import PRESETS
-from workload_gen.parallel_config import ParallelConfig
+from workload_gen.core.errors import FormatError
+from workload_gen.core.model_presets import PRESETS
+from workload_gen.core.parallel_config import ParallelConfig
 
 EXAMPLE = SHARED_DATA / "aicb" / "aiob_inputs_Example.txt"
 

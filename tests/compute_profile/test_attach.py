@@ -7,7 +7,7 @@ from cp_fixtures import elementwise, gemm, make_workload
 from compute_profile import Coverage, ProfileDB, ProfileRow, attach, estimate_time
 from compute_profile.estimator import explain, load_params
 from compute_profile.keys import shape_key
-from workload_gen.records import ComputeOp, OpKind, Phase, TimeSource
+from workload_gen.core.records import ComputeOp, OpKind, Phase, TimeSource
 
 GPU = "h100-sxm"
 
@@ -169,8 +169,8 @@ def test_attach_accepts_a_database_path(tmp_path, scenario):
 
 def test_attach_on_a_built_workload_covers_every_op():
     from workload_gen.builder import build
-    from workload_gen.model_presets import PRESETS
-    from workload_gen.parallel_config import ParallelConfig
+    from workload_gen.core.model_presets import PRESETS
+    from workload_gen.core.parallel_config import ParallelConfig
     w = build(PRESETS["mixtral-8x7b"], ParallelConfig(world_size=16, tp=2, pp=2, ep=4, sp=True, global_batch=16,
                                                       seq_length=4096, recompute="full"))
     out, cov = attach(w, "h200")
@@ -193,9 +193,9 @@ def test_fast_copy_equals_the_constructor():
 def test_analytical_path_never_imports_torch():
     import subprocess
     import sys
-    code = ("import sys, compute_profile, compute_profile.cli, compute_profile.measure, compute_profile.aiob; "
+    code = ("import sys, compute_profile, engine.commands.compute_profile, compute_profile.measure, compute_profile.aiob; "
             "from compute_profile import attach; "
-            "import engine.cli, engine.api, engine.pipeline, engine.sweep.cli, network.analytical, workload_gen.cli, "
-            "collectives.cli, formats.cli, formats.run_outputs; "
+            "import engine.commands.run, engine.api, engine.pipeline, engine.commands.sweep, network.analytical, engine.commands.gen_workload, "
+            "engine.commands.expand_collective, engine.commands.diff, formats.run_outputs; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)

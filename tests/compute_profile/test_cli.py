@@ -6,12 +6,12 @@ from pathlib import Path
 import pytest
 from cp_fixtures import SHARED_DATA
 
-from compute_profile.cli import main
+from engine.commands.compute_profile import main
 from compute_profile.db import ProfileDB
 from compute_profile.measure import collect_cases
 from workload_gen.builder import build
-from workload_gen.model_config import ModelConfig
-from workload_gen.parallel_config import ParallelConfig
+from workload_gen.core.model_config import ModelConfig
+from workload_gen.core.parallel_config import ParallelConfig
 
 TINY = ["--num-layers", "2", "--hidden-size", "128", "--num-attention-heads", "4", "--seq-length", "64",
         "--vocab-size", "512", "--world-size", "1", "--global-batch", "2", "--swiglu", "--normalization", "rmsnorm",
@@ -118,7 +118,7 @@ def test_help_everywhere(cmd, capsys):
 def test_calibrate_refuses_unwritable_outputs_before_fitting(tmp_path, capsys, monkeypatch):
     """--out/--plot that cannot be written are refused up front (exit 2, one line), not after
     a minute of fitting; a missing parent directory is fine (created on write)."""
-    from compute_profile.cli import main
+    from engine.commands.compute_profile import main
 
     def no_fitting(*_args, **_kwargs):
         raise AssertionError("calibrate started fitting before checking its outputs")

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from compute_profile.db import ProfileDB, ProfileRow, read_csv_rows
-from workload_gen.errors import ConfigError, FormatError
+from workload_gen.core.errors import ConfigError, FormatError
 
 
 def row(shape="128x256x512", t=1e-3, source="measured", gpu="h100-sxm", phase="fwd", **kw) -> ProfileRow:

@@ -16,9 +16,9 @@ from compute_profile.estimator import (
     load_params,
     params_from_dict,
 )
-from workload_gen.errors import ConfigError
-from workload_gen.gpu_specs import GPUS, GpuSpec, get_gpu
-from workload_gen.records import ComputeOp, OpKind, Phase
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.gpu_specs import GPUS, GpuSpec, get_gpu
+from workload_gen.core.records import ComputeOp, OpKind, Phase
 
 # A toy GPU and parameter set, so the hand computation below pins the formula rather than
 # whatever the tuned YAML numbers are today.

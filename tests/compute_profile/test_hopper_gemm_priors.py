@@ -17,7 +17,7 @@ import pytest
 
 from compute_profile.estimator import declared_parameters, explain, load_params
 from workload_gen import costs
-from workload_gen.records import ComputeOp, OpKind
+from workload_gen.core.records import ComputeOp, OpKind
 
 TOKENS, HIDDEN, FFN = 31 * 512, 4096, 16384
 BF16_MS = {"fprop": 10.632, "dgrad": 10.747, "wgrad": 10.530}

@@ -17,8 +17,8 @@ import pytest
 from compute_profile.estimator import declared_parameters, load_params
 from compute_profile.kernel_check import LONG_KERNEL_S, by_duration, check, p10_p90, sustained_prior, unit_params
 from formats.kernel_table import COLUMNS, from_simumax_system, read_kernel_table, write_kernel_table
-from workload_gen.errors import FormatError
-from workload_gen.records import OpKind, Phase
+from workload_gen.core.errors import FormatError
+from workload_gen.core.records import OpKind, Phase
 
 ROOT = Path(__file__).resolve().parents[2]
 B200_TABLE = ROOT / "compute_profile" / "data" / "kernels" / "b200_simumax_te2.11.csv"
@@ -191,8 +191,8 @@ def test_many_small_experts_take_the_host_issue_time_per_expert():
 def test_the_issue_floor_is_for_expert_gemms_only():
     from compute_profile.estimator import explain
     from workload_gen import costs
-    from workload_gen.gpu_specs import get_gpu
-    from workload_gen.records import ComputeOp
+    from workload_gen.core.gpu_specs import get_gpu
+    from workload_gen.core.records import ComputeOp
     b200, p = get_gpu("b200"), load_params("b200")
     # 256 experts of 8 tokens: almost no work, so 256 issues of 9 us = 2.3 ms
     shape, fb = (256, 8, 256, 256), costs.grouped_gemm(256, 8, 256, 256, 2, 2)
@@ -220,7 +220,7 @@ def test_b200_attention_caps_reproduce_the_long_attention_kernels(head_dim, phas
 
 def _import(tmp_path, *extra):
     db = tmp_path / "b200.sqlite"
-    r = subprocess.run([sys.executable, "-m", "compute_profile.cli", "import-kernels", str(B200_TABLE), "--gpu", "b200",
+    r = subprocess.run([sys.executable, "-m", "engine.commands.compute_profile", "import-kernels", str(B200_TABLE), "--gpu", "b200",
                         "--profile", str(db), *extra], capture_output=True, text=True, check=False)
     return db, r
 
@@ -248,8 +248,8 @@ def test_a_workload_runs_on_the_imported_kernel_times(tmp_path):
 
     from compute_profile.attaching import attach
     from workload_gen.builder import build
-    from workload_gen.model_presets import get_preset
-    from workload_gen.parallel_config import ParallelConfig
+    from workload_gen.core.model_presets import get_preset
+    from workload_gen.core.parallel_config import ParallelConfig
     db, _ = _import(tmp_path)
     model = replace(get_preset("llama3-70b"), num_layers=12)
     par = ParallelConfig(world_size=8, tp=2, sp=True, global_batch=32, seq_length=4096, dtype="bf16",
@@ -264,7 +264,7 @@ def test_a_workload_runs_on_the_imported_kernel_times(tmp_path):
 def test_import_kernels_refuses_a_bad_table_in_one_line(tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text("kind,phase\ngemm,fwd\n")
-    r = subprocess.run([sys.executable, "-m", "compute_profile.cli", "import-kernels", str(bad), "--gpu", "b200",
+    r = subprocess.run([sys.executable, "-m", "engine.commands.compute_profile", "import-kernels", str(bad), "--gpu", "b200",
                         "--profile", str(tmp_path / "x.sqlite")], capture_output=True, text=True, check=False)
     assert r.returncode == 2 and "missing column(s)" in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1

@@ -7,7 +7,7 @@ from cp_fixtures import elementwise, gemm, make_workload
 
 from compute_profile.kernels import adam_bench, build_bench, gemm_bench
 from compute_profile.measure import collect_cases, measure_workload, time_bench
-from workload_gen.records import ComputeOp, OpKind, Phase
+from workload_gen.core.records import ComputeOp, OpKind, Phase
 
 CPU = torch.device("cpu")
 

@@ -9,11 +9,11 @@ import pytest
 
 from compute_profile.estimator import declared_parameters, explain, load_params
 from workload_gen import build, costs
-from workload_gen.errors import ConfigError
-from workload_gen.gpu_specs import get_gpu
-from workload_gen.model_presets import get_preset
-from workload_gen.parallel_config import ParallelConfig
-from workload_gen.records import ComputeOp, OpKind, Phase
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.gpu_specs import get_gpu
+from workload_gen.core.model_presets import get_preset
+from workload_gen.core.parallel_config import ParallelConfig
+from workload_gen.core.records import ComputeOp, OpKind, Phase
 
 H100 = get_gpu("h100-sxm")
 
@@ -88,7 +88,7 @@ def test_fp8_speedup_is_per_architecture(gpu, low, high):
 
 
 def test_fp8_gemm_refused_on_a_gpu_without_fp8():
-    from workload_gen.errors import ConfigError
+    from workload_gen.core.errors import ConfigError
 
     f, b = costs.gemm(1024, 1024, 1024, 1, 2)
     with pytest.raises(ConfigError, match="fp8"):

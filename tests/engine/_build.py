@@ -9,9 +9,9 @@ import heapq
 import math
 
 from network.backend import Completion, Transfer
-from workload_gen.model_config import ModelConfig
-from workload_gen.parallel_config import ParallelConfig
-from workload_gen.records import (
+from workload_gen.core.model_config import ModelConfig
+from workload_gen.core.parallel_config import ParallelConfig
+from workload_gen.core.records import (
     ChunkProgram,
     CollectiveOp,
     CollKind,
@@ -23,7 +23,7 @@ from workload_gen.records import (
     TimeSource,
     Workload,
 )
-from workload_gen.system import SYSTEMS
+from workload_gen.core.system import SYSTEMS
 
 SYSTEM = SYSTEMS["h100"]
 

@@ -107,7 +107,7 @@ def test_every_registered_backend_meets_the_whole_protocol(name):
 
 def test_unknown_backend_name_lists_the_registered_ones():
     from network.registry import backend_names
-    from workload_gen.errors import ConfigError
+    from workload_gen.core.errors import ConfigError
 
     assert backend_names()[:2] == ("analytical", "ns3")
     with pytest.raises(ConfigError, match="valid: analytical, ns3"):

@@ -85,11 +85,11 @@ def test_tp_exposed_equals_the_analytical_backends_formula_on_a_built_workload()
     from compute_profile.attaching import attach
     from network.analytical import AnalyticalBackend
     from workload_gen.builder import build
-    from workload_gen.model_presets import get_preset
-    from workload_gen.parallel_config import ParallelConfig
-    from workload_gen.placement import group_ranks
-    from workload_gen.records import CollectiveOp, Group
-    from workload_gen.system import SYSTEMS
+    from workload_gen.core.model_presets import get_preset
+    from workload_gen.core.parallel_config import ParallelConfig
+    from workload_gen.core.placement import group_ranks
+    from workload_gen.core.records import CollectiveOp, Group
+    from workload_gen.core.system import SYSTEMS
 
     par = ParallelConfig(world_size=32, tp=4, pp=2, sp=True, global_batch=16, micro_batch=1, seq_length=1024)
     w, _ = attach(build(get_preset("gpt3-350m"), par), "h100-sxm")

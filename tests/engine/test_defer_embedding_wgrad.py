@@ -16,10 +16,10 @@ import pytest
 from engine.pipeline import run_analytical
 from engine.program import OUTPUT_WGRAD, OUTPUT_WGRAD_GATHER, build_plans
 from workload_gen import build
-from workload_gen.errors import ConfigError
-from workload_gen.model_presets import get_preset
-from workload_gen.parallel_config import ParallelConfig
-from workload_gen.records import CollectiveOp, ComputeOp
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.model_presets import get_preset
+from workload_gen.core.parallel_config import ParallelConfig
+from workload_gen.core.records import CollectiveOp, ComputeOp
 
 MODEL = get_preset("llama3-70b")
 PAR = ParallelConfig(world_size=64, tp=4, sp=True, pp=4, vpp=5, cp=2, micro_batch=1, global_batch=128,
@@ -98,7 +98,7 @@ def test_bad_settings_are_refused(change, field):
 
 
 def test_megatron_flags_set_it(tmp_path):
-    from workload_gen.cli import main
+    from engine.commands.gen_workload import main
 
     out = tmp_path / "w.txt"
     rc = main(["--model", "llama3-70b", "--tp", "4", "--sp", "--pp", "4", "--world-size", "16",

@@ -6,9 +6,9 @@ from _build import SYSTEM, LinearBackend, workload
 from compute_profile.attaching import attach
 from engine import simulate
 from workload_gen.builder import build
-from workload_gen.model_presets import get_preset
-from workload_gen.parallel_config import ParallelConfig
-from workload_gen.system import SYSTEMS
+from workload_gen.core.model_presets import get_preset
+from workload_gen.core.parallel_config import ParallelConfig
+from workload_gen.core.system import SYSTEMS
 
 BW = 1e10
 CASES = {

@@ -9,9 +9,9 @@ from _build import model, workload
 from engine import estimate_memory
 from engine.memory import layer_activation_bytes, workspace_bytes
 from workload_gen.builder import build
-from workload_gen.model_config import ModelConfig
-from workload_gen.model_presets import get_preset
-from workload_gen.parallel_config import ParallelConfig
+from workload_gen.core.model_config import ModelConfig
+from workload_gen.core.model_presets import get_preset
+from workload_gen.core.parallel_config import ParallelConfig
 
 DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "real"
 # The hand-made workloads: hidden h=64, heads a=4, ffn=4h, gelu; seq s=8, micro-batch b=1.
@@ -139,7 +139,7 @@ def test_gradient_memory_follows_the_gradient_dtype(dtype, reduce_in_fp32, grad_
     """Gradient memory is grad_bytes per parameter held, and the same bytes per element
     that the workload's own DP gradient sync moves (the two used to disagree: memory
     hard-coded 4 bytes)."""
-    from workload_gen.records import CollectiveOp, Group, Phase
+    from workload_gen.core.records import CollectiveOp, Group, Phase
 
     m = replace(get_preset("gpt3-125m"), num_layers=2)
     par = ParallelConfig(world_size=2, global_batch=2, micro_batch=1, seq_length=256, dtype=dtype,

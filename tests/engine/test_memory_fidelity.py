@@ -1,7 +1,7 @@
 """Memory effects beyond Korthikanti's activations, each against bytes counted by hand:
 NeMo's distributed_fused_adam, Transformer Engine's fp8 weight copies, fp8 saved
 activations and workspaces, MoE routing and CP exchange terms, GPU capacities and the
-reserved/allocated factor. Sources are in engine/memory.py and workload_gen/gpu_specs.py."""
+reserved/allocated factor. Sources are in engine/memory.py and workload_gen/core/gpu_specs.py."""
 from __future__ import annotations
 
 import argparse
@@ -22,13 +22,14 @@ from engine.memory import (
     workspace_bytes,
 )
 from workload_gen.builder import build
-from workload_gen.config_loading import add_config_arguments, configs_from_args, configs_from_dict
-from workload_gen.errors import ConfigError
-from workload_gen.gpu_specs import get_gpu
-from workload_gen.model_config import ModelConfig
-from workload_gen.model_presets import get_preset
-from workload_gen.parallel_config import ParallelConfig
-from workload_gen.units import GiB, KiB, MiB
+from engine.commands.config_flags import add_config_arguments, configs_from_args
+from workload_gen.config_loading import configs_from_dict
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.gpu_specs import get_gpu
+from workload_gen.core.model_config import ModelConfig
+from workload_gen.core.model_presets import get_preset
+from workload_gen.core.parallel_config import ParallelConfig
+from workload_gen.core.units import GiB, KiB, MiB
 
 DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "real"
 

@@ -68,7 +68,7 @@ def test_point_to_point_transfers_beside_compute_slow_nothing(level):
     context-parallel ring exchanges K/V beside attention): NCCL's send/recv kernels take
     one or two SMs, so the same overlap costs nothing: 3.0 s with or without the slow-down
     (the all-reduce version takes 3.375 s)."""
-    from workload_gen.records import CollectiveOp, CollKind
+    from workload_gen.core.records import CollectiveOp, CollKind
 
     w = workload(tp=2, layers_per_chunk=2, f=1.0, b=2.0, tp_bytes=int(2e10), tp_overlap=True)
 
@@ -101,9 +101,9 @@ def test_pass_level_equals_op_level_and_every_rank_on_a_built_workload():
     the memoised run, the op-by-op run and the every-rank run agree with the slow-down on."""
     from compute_profile import attach
     from workload_gen.builder import build
-    from workload_gen.model_presets import get_preset
-    from workload_gen.parallel_config import ParallelConfig
-    from workload_gen.system import SYSTEMS
+    from workload_gen.core.model_presets import get_preset
+    from workload_gen.core.parallel_config import ParallelConfig
+    from workload_gen.core.system import SYSTEMS
 
     model = replace(get_preset("mixtral-8x7b"), num_layers=4)
     par = ParallelConfig(world_size=32, tp=2, pp=2, cp=2, ep=4, sp=True, global_batch=8, micro_batch=1,
@@ -146,8 +146,8 @@ def test_attach_sets_the_gpus_slow_down_and_the_workload_file_keeps_it(tmp_path)
     from compute_profile.estimator import load_params
     from formats.native import read_native, write_native
     from workload_gen.builder import build
-    from workload_gen.model_presets import get_preset
-    from workload_gen.parallel_config import ParallelConfig
+    from workload_gen.core.model_presets import get_preset
+    from workload_gen.core.parallel_config import ParallelConfig
 
     par = ParallelConfig(world_size=8, tp=2, global_batch=4, micro_batch=1, seq_length=512)
     w, _ = attach(build(replace(get_preset("gpt3-350m"), num_layers=2), par), "h100-sxm")

@@ -8,11 +8,11 @@ from _build import SYSTEM, LinearBackend, workload
 from compute_profile.attaching import attach
 from engine import simulate
 from workload_gen.builder import build
-from workload_gen.errors import ConfigError
-from workload_gen.model_presets import get_preset
-from workload_gen.parallel_config import ParallelConfig
-from workload_gen.records import ComputeOp
-from workload_gen.system import SYSTEMS
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.model_presets import get_preset
+from workload_gen.core.parallel_config import ParallelConfig
+from workload_gen.core.records import ComputeOp
+from workload_gen.core.system import SYSTEMS
 
 
 def _sum(bd):

@@ -2,7 +2,7 @@
 import pytest
 
 from engine.schedules import SCHEDULES, Step, interleaved, one_f_one_b
-from workload_gen.errors import ConfigError
+from workload_gen.core.errors import ConfigError
 
 
 def _warmup(steps):

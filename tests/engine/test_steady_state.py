@@ -14,9 +14,9 @@ from compute_profile import attach
 from engine import simulate
 from engine.api import steady_points
 from workload_gen import build
-from workload_gen.model_presets import get_preset
-from workload_gen.parallel_config import ParallelConfig
-from workload_gen.system import SYSTEMS
+from workload_gen.core.model_presets import get_preset
+from workload_gen.core.parallel_config import ParallelConfig
+from workload_gen.core.system import SYSTEMS
 
 CASES = {
     "1f1b pp4": ("gpt3-1.3b", 8, dict(world_size=32, tp=2, pp=4, global_batch=256, seq_length=1024, sp=True)),

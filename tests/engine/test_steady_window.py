@@ -74,9 +74,9 @@ def test_hand_made_pipelines(kw):
 def test_a_generated_moe_workload_with_cp_ep_and_overlaps():
     from compute_profile import attach
     from workload_gen.builder import build
-    from workload_gen.model_presets import get_preset
-    from workload_gen.parallel_config import ParallelConfig
-    from workload_gen.system import SYSTEMS
+    from workload_gen.core.model_presets import get_preset
+    from workload_gen.core.parallel_config import ParallelConfig
+    from workload_gen.core.system import SYSTEMS
 
     model = replace(get_preset("mixtral-8x7b"), num_layers=4)
     par = ParallelConfig(world_size=32, tp=2, pp=2, cp=2, ep=4, sp=True, global_batch=8 * 120, micro_batch=1,
@@ -98,9 +98,9 @@ def test_gpt3_175b_whose_short_collectives_end_late_in_the_iteration():
     the clock's rounding is now judged against the iteration."""
     from compute_profile import attach
     from workload_gen.builder import build
-    from workload_gen.model_presets import get_preset
-    from workload_gen.parallel_config import ParallelConfig
-    from workload_gen.system import SYSTEMS
+    from workload_gen.core.model_presets import get_preset
+    from workload_gen.core.parallel_config import ParallelConfig
+    from workload_gen.core.system import SYSTEMS
 
     par = ParallelConfig(world_size=1024, tp=8, pp=8, sp=True, global_batch=16 * 256, micro_batch=1,
                          seq_length=2048, distributed_optimizer=True)
@@ -125,7 +125,7 @@ def test_a_short_run_keeps_its_whole_timeline():
 
 
 def test_run_analytical_out_without_the_png_writes_the_full_runs_layers(tmp_path):
-    from engine.cli import analytical_main
+    from engine.commands.run import analytical_main
 
     base = ["--model", "gpt3-125m", "--num-layers", "4", "--world-size", "8", "--tp", "2", "--pp", "4",
             "--global-batch", "512", "--seq-length", "512", "-q"]

@@ -5,8 +5,8 @@ from _build import LinearBackend, coll, cop, workload
 from engine.passes import ProfileRecord, profile_pass
 from engine.sim import Simulator
 from engine.timeline import Block, CollectiveRecord, ComputeRecord, Timeline
-from workload_gen.records import Group, Phase
-from workload_gen.run_result import Interval
+from workload_gen.core.records import Group, Phase
+from workload_gen.core.run_result import Interval
 
 
 def test_profile_records_name_each_op_of_the_pass():

@@ -2,7 +2,7 @@
 
 Every fuzzer feeds a reader inputs derived from valid seeds (mutated text, bytes or
 structures) and from scratch, and asserts that the only exception that escapes is
-:class:`workload_gen.errors.TrainsimError` (one line, exit 2 at the command line).
+:class:`workload_gen.core.errors.TrainsimError` (one line, exit 2 at the command line).
 Anything else fails the test with the input that caused it; hypothesis shrinks it, and
 the shrunk input belongs in the fuzzer's ``@example`` list as a regression case.
 
@@ -24,7 +24,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from workload_gen.errors import TrainsimError
+from workload_gen.core.errors import TrainsimError
 
 _ENV = os.environ.get("TRAINSIM_FUZZ_EXAMPLES", "").strip()
 FUZZ_EXAMPLES = int(_ENV) if _ENV.isdigit() and int(_ENV) > 0 else None

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from fuzz_helpers import KnownEscape, scratch_file
 
-from workload_gen.errors import TrainsimError
+from workload_gen.core.errors import TrainsimError
 
 
 def _one_line(fn: Callable[[], object]) -> None:
@@ -23,7 +23,7 @@ def _one_line(fn: Callable[[], object]) -> None:
 
 
 def _yaml(text: str | bytes):
-    from workload_gen.yaml_file import read_yaml_mapping
+    from workload_gen.core.yaml_file import read_yaml_mapping
 
     return read_yaml_mapping(scratch_file("known.yaml", text), "anything")
 

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from network.efficiency import load_efficiency
 from workload_gen.config_loading import LAYOUT_KEYS, MODEL_KEYS, TRAINING_KEYS, configs_from_dict
-from workload_gen.system import load_system
-from workload_gen.yaml_file import read_yaml_mapping
+from workload_gen.core.system import load_system
+from workload_gen.core.yaml_file import read_yaml_mapping
 
 
 def _config(text: str | bytes, suffix: str = ".yaml") -> None:

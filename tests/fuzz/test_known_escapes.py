@@ -10,7 +10,7 @@ import pytest
 from fuzz_helpers import REPO
 from known_escapes import FIXED_SEEDS, KNOWN, SEEDS
 
-from workload_gen.errors import TrainsimError
+from workload_gen.core.errors import TrainsimError
 
 
 class StillEscapes(Exception):

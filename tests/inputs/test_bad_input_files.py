@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from workload_gen.errors import TrainsimError
+from workload_gen.core.errors import TrainsimError
 
 
 def _yaml(tmp_path, text):
-    from workload_gen.yaml_file import read_yaml_mapping
+    from workload_gen.core.yaml_file import read_yaml_mapping
 
     p = tmp_path / "x.yaml"
     p.write_bytes(text if isinstance(text, bytes) else text.encode())
@@ -24,7 +24,7 @@ def _config(tmp_path, text):
 
 
 def _system(tmp_path, text):
-    from workload_gen.system import load_system
+    from workload_gen.core.system import load_system
 
     p = tmp_path / "sys.yaml"
     p.write_text(text)

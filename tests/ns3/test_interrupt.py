@@ -39,7 +39,7 @@ def test_handing_control_back_changes_nothing(ns3_runtime):
 @pytest.mark.slow
 def test_ctrl_c_during_the_simulation_is_one_line_and_exit_130(tmp_path):
     out = tmp_path / "run"
-    code = "from engine.cli import ns3_entry; ns3_entry()"
+    code = "from engine.commands.run import ns3_entry; ns3_entry()"
     args = ["--model", "gpt3-1.3b", "--num-layers", "4", "--tp", "8", "--world-size", "64", "--out", str(out)]
     # Ctrl-C's default disposition in the child, as a terminal gives it (bench_interrupt.sigint_default)
     proc = subprocess.Popen([sys.executable, "-c", code, *args], cwd=tmp_path, stderr=subprocess.PIPE, text=True,

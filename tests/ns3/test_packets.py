@@ -18,8 +18,8 @@ from network.ns3.backend import Ns3Backend
 from network.ns3.params import TransportParams
 from network.ns3.topology import build_fabric
 from network.ns3.world import PacketNetwork
-from workload_gen.records import CollectiveOp, CollKind, Group, Phase
-from workload_gen.system import load_system
+from workload_gen.core.records import CollectiveOp, CollKind, Group, Phase
+from workload_gen.core.system import load_system
 
 H100 = load_system("h100")
 IDEAL = EfficiencyTable.ideal()

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from engine.cli import analytical_main, ns3_main
+from engine.commands.run import analytical_main, ns3_main
 
 ARGS = ["--model", "gpt3-1.3b", "--num-layers", "2", "--tp", "8", "--world-size", "16", "--global-batch", "4",
         "--micro-batch", "1", "--seq-length", "1024", "--system", "h100", "--no-plot"]
@@ -67,7 +67,7 @@ def test_simai_flags_on_a_generated_workload_are_refused(capsys):
 
 
 def test_dcqcn_set_is_chosen_by_flag_and_refused_where_it_would_be_ignored(capsys):
-    from engine.cli import build_parser
+    from engine.commands.run import build_parser
     from network.ns3.kind import transport_params
     from network.ns3.params import TransportParams
 
@@ -109,7 +109,7 @@ def test_a_second_ns3_install_is_one_line(tmp_path):
     (lib / "libns3.44-core.so").write_bytes(b"")
     root = Path(__file__).resolve().parents[2]
     env = dict(os.environ, LD_LIBRARY_PATH=str(lib), PYTHONPATH=str(root))
-    code = f"from engine.cli import ns3_main; raise SystemExit(ns3_main({[*ARGS, '--out', str(tmp_path / 'o')]!r}))"
+    code = f"from engine.commands.run import ns3_main; raise SystemExit(ns3_main({[*ARGS, '--out', str(tmp_path / 'o')]!r}))"
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
                        timeout=300)
     err = [ln for ln in r.stderr.splitlines() if not ln.startswith("[run-ns3]")]

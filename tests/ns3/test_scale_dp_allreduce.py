@@ -28,9 +28,9 @@ from collectives.closed_form import nvls_tree_fill_s
 from network.analytical import AnalyticalBackend
 from network.backend import Transfer
 from network.ns3.backend import Ns3Backend
-from workload_gen.placement import Placement
-from workload_gen.records import CollectiveOp, CollKind, Group, Phase
-from workload_gen.system import load_system
+from workload_gen.core.placement import Placement
+from workload_gen.core.records import CollectiveOp, CollKind, Group, Phase
+from workload_gen.core.system import load_system
 
 MiB = 1 << 20
 N, S = 32, 128 * MiB

@@ -6,8 +6,8 @@ from dataclasses import replace
 import pytest
 
 from network.ns3.topology import build_fabric, read_simai_topology
-from workload_gen.errors import ConfigError, FormatError
-from workload_gen.system import load_system
+from workload_gen.core.errors import ConfigError, FormatError
+from workload_gen.core.system import load_system
 
 H100 = load_system("h100")
 

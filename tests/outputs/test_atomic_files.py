@@ -16,7 +16,7 @@ import pytest
 
 from formats import atomic
 from formats.atomic import atomic_write, write_files_atomic, write_text_atomic
-from workload_gen.errors import ConfigError
+from workload_gen.core.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -297,7 +297,7 @@ def test_write_files_atomic_writes_all_or_none(tmp_path, monkeypatch):
 
 
 def test_no_signal_handler_is_installed_at_import_and_the_old_one_is_restored(tmp_path):
-    code = ("import signal, formats.atomic, engine.cli; "
+    code = ("import signal, formats.atomic, engine.commands.run; "
             "print(signal.getsignal(signal.SIGTERM) is signal.SIG_DFL, signal.getsignal(signal.SIGHUP) is signal.SIG_DFL)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert r.stdout.split() == ["True", "True"]

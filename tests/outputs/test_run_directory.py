@@ -1,6 +1,6 @@
 """A run directory is replaced as a whole: a failure part-way leaves the previous run
 intact, stale outputs of another backend go, the user's own files stay, and nothing
-temporary is left behind (engine.cli.write_outputs over formats.atomic.write_directory)."""
+temporary is left behind (engine.commands.run.write_outputs over formats.atomic.write_directory)."""
 from __future__ import annotations
 
 import errno
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import OUTPUT_FILES, analytical_main, known_output_files, write_outputs
+from engine.commands.run import OUTPUT_FILES, analytical_main, known_output_files, write_outputs
 from formats import atomic
-from workload_gen.errors import ConfigError
+from workload_gen.core.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = ["--model", "gpt3-125m", "--num-layers", "2", "--world-size", "4", "--tp", "2", "--global-batch", "4",
@@ -146,7 +146,7 @@ def test_file_size_limit_in_a_real_process_leaves_the_previous_run_whole(old_run
     before = _snapshot(old_run)
     code = textwrap.dedent(f"""
         import errno, resource, signal, sys
-        from engine.cli import write_outputs
+        from engine.commands.run import write_outputs
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of a kill
         resource.setrlimit(resource.RLIMIT_FSIZE, (65536, 65536))
         try:
@@ -165,7 +165,7 @@ def test_sigterm_while_writing_leaves_the_previous_run_and_no_temp(old_run, tmp_
     code = textwrap.dedent(f"""
         import time
         from formats import atomic
-        from engine.cli import write_outputs
+        from engine.commands.run import write_outputs
         real = atomic._write_all
         n = []
         def slow(fd, data):

@@ -13,7 +13,7 @@ from engine.pipeline import attach_compute, run_analytical
 from formats.chrome_trace import STREAMS, read_chrome_trace, trace_dict, trace_json, write_chrome_trace
 from workload_gen import build
 from workload_gen.config_loading import configs_from_dict
-from workload_gen.system import load_system
+from workload_gen.core.system import load_system
 
 
 @pytest.fixture(scope="module")

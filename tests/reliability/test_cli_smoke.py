@@ -131,11 +131,11 @@ def _cmd(name):
     import importlib
 
     module, func = {
-        "gen-workload": ("workload_gen.cli", "main"), "compute-profile": ("compute_profile.cli", "main"),
-        "expand-collective": ("collectives.cli", "main"), "run-analytical": ("engine.cli", "analytical_main"),
-        "run-ns3": ("engine.cli", "ns3_main"), "diff-trace": ("formats.cli", "diff_trace_main"),
-        "diff-workload": ("formats.cli", "diff_workload_main"), "sweep": ("engine.sweep.cli", "sweep_main"),
-        "search": ("engine.sweep.cli", "search_main"),
+        "gen-workload": ("engine.commands.gen_workload", "main"), "compute-profile": ("engine.commands.compute_profile", "main"),
+        "expand-collective": ("engine.commands.expand_collective", "main"), "run-analytical": ("engine.commands.run", "analytical_main"),
+        "run-ns3": ("engine.commands.run", "ns3_main"), "diff-trace": ("engine.commands.diff", "diff_trace_main"),
+        "diff-workload": ("engine.commands.diff", "diff_workload_main"), "sweep": ("engine.commands.sweep", "sweep_main"),
+        "search": ("engine.commands.sweep", "search_main"),
     }[name]
     return getattr(importlib.import_module(module), func)
 

@@ -1,5 +1,5 @@
 """Configs from flags, YAML or a sweep are held to the same limits as workload files
-(workload_gen/limits.py): a million layers, ten million ranks or twelve million
+(workload_gen/core/limits.py): a million layers, ten million ranks or twelve million
 micro-batches is refused up front with the limit in the message. Before, gen-workload ran
 for minutes on ``--num-layers 1000000`` and run-analytical simulated 10^7 ranks.
 """
@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 from rel_helpers import run_main
 
-from workload_gen.cli import main as gen_main
+from engine.commands.gen_workload import main as gen_main
 from workload_gen.config_loading import configs_from_dict
-from workload_gen.errors import ConfigError
-from workload_gen.limits import MAX_EXPERTS, MAX_LAYERS, MAX_MICROBATCHES, MAX_RANKS
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.limits import MAX_EXPERTS, MAX_LAYERS, MAX_MICROBATCHES, MAX_RANKS
 
 TRAIN = {"global_batch": 8, "seq_length": 512}
 
@@ -46,7 +46,7 @@ def test_gen_workload_refuses_a_million_layers_in_one_line(tmp_path):
     rc, out, err = run_main(gen_main, ["--model", "llama3-8b", "--num-layers", "1000000", "-o", str(tmp_path / "w.txt")])
     assert rc == 2 and "Traceback" not in err
     assert err.strip().splitlines() == [
-        "error: num_layers=1000000 is invalid; exceeds the limit of 16,384 layers (workload_gen/limits.py MAX_LAYERS)"]
+        "error: num_layers=1000000 is invalid; exceeds the limit of 16,384 layers (workload_gen/core/limits.py MAX_LAYERS)"]
     assert not (tmp_path / "w.txt").exists()
 
 
@@ -60,7 +60,7 @@ def test_a_system_with_a_non_finite_or_negative_figure_is_refused(field, value, 
     """NaN passes every comparison, so it used to reach summary.json as NaN (not valid JSON)."""
     from dataclasses import replace
 
-    from workload_gen.system import load_system
+    from workload_gen.core.system import load_system
 
     with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
         replace(load_system("h100"), **{field: value})

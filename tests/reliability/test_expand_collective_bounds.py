@@ -6,12 +6,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rel_helpers import run_main
 
-from collectives.cli import estimate_flows, main, parse_ranks, parse_size
+from engine.commands.expand_collective import estimate_flows, main, parse_ranks, parse_size
 from collectives.expander import expand
 from collectives.registry import ALGORITHMS
-from workload_gen.errors import ConfigError
-from workload_gen.placement import Placement
-from workload_gen.system import load_system
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.placement import Placement
+from workload_gen.core.system import load_system
 
 
 @pytest.mark.parametrize("args, message", [
@@ -19,7 +19,7 @@ from workload_gen.system import load_system
     (["--size", "99999999999999999999999999TiB", "--ranks", "8"], "exceeds the limit of 1,125,899,906,842,624 bytes"),
     (["--size", "9" * 400, "--ranks", "8"], "size="),
     (["--size", "1GiB", "--ranks", "7-0"], "range '7-0' runs backwards"),
-    (["--size", "1GiB", "--ranks", "65536"], "flows, over the limit of 10,000,000 (workload_gen/limits.py MAX_FLOWS)"),
+    (["--size", "1GiB", "--ranks", "65536"], "flows, over the limit of 10,000,000 (workload_gen/core/limits.py MAX_FLOWS)"),
     (["--size", "1GiB", "--ranks", "65537"], "ranks=65537 is invalid; exceeds the limit of 65,536 ranks"),
     (["--size", "1GiB", "--ranks", "10000000"], "exceeds the limit of 65,536 ranks"),
     (["--size", "1GiB", "--ranks", "0-99999999"], "exceeds the limit of 65,536"),
@@ -33,8 +33,8 @@ def test_bad_arguments_are_refused_up_front_in_one_line(args, message, monkeypat
     def never(*_a, **_k):
         raise AssertionError("expanded or timed before the refusal")
 
-    monkeypatch.setattr("collectives.cli.expand", never)
-    monkeypatch.setattr("collectives.cli.evaluate", never)
+    monkeypatch.setattr("engine.commands.expand_collective.expand", never)
+    monkeypatch.setattr("engine.commands.expand_collective.evaluate", never)
     rc, _, err = run_main(main, ["--op", "allreduce", *args])
     assert rc == 2 and message in err and err.count("\n") == 1, err
 

@@ -11,8 +11,8 @@ from rel_helpers import edit_native, edit_record, native_text, simai_text, write
 from formats.native import read_native
 from formats.simai_convert import simai_to_workload
 from formats.simai_reader import parse_simai
-from workload_gen import limits
-from workload_gen.errors import ConfigError, FormatError
+from workload_gen.core import limits
+from workload_gen.core.errors import ConfigError, FormatError
 
 
 def test_every_limit_is_documented_with_its_reason():
@@ -34,7 +34,7 @@ def test_check_limit_names_value_limit_and_where():
     with pytest.raises(FormatError) as exc:
         limits.check_limit("ga", 100_000, "MAX_MICROBATCHES", "micro-batches", path="f.txt", line=3)
     assert str(exc.value) == ("f.txt:3: ga=100000 exceeds the limit of 65,536 micro-batches "
-                              "(workload_gen/limits.py MAX_MICROBATCHES)")
+                              "(workload_gen/core/limits.py MAX_MICROBATCHES)")
     with pytest.raises(ConfigError, match="MAX_RANKS"):
         limits.check_limit("ranks", limits.MAX_RANKS + 1, "MAX_RANKS", "ranks")
     with pytest.raises(ConfigError, match="MAX_BYTES"):
@@ -107,7 +107,7 @@ def test_simai_gpus_beyond_the_limit_are_refused():
 def test_run_analytical_simai_accounting_refuses_negative_tp(tmp_path):
     from rel_helpers import run_main
 
-    from engine.cli import analytical_main
+    from engine.commands.run import analytical_main
 
     path = write(tmp_path / "w.txt", _simai(lambda h: h.replace("model_parallel_NPU_group: 2",
                                                                  "model_parallel_NPU_group: -2")))

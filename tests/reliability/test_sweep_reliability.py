@@ -17,11 +17,11 @@ from alloc_peak import peak_allocation
 from bench_scripts import bench_interrupt
 from rel_helpers import run_main
 
-from engine.sweep.cli import sweep_main
+from engine.commands.sweep import sweep_main
 from engine.sweep.execute import journal_path, read_journal, run_points
 from engine.sweep.grid import expand, load_spec, spec_from_dict
 from engine.sweep.table import write_table
-from workload_gen.errors import ConfigError
+from workload_gen.core.errors import ConfigError
 
 BASE = {"model": "gpt3-125m", "system": "h100", "parallel": {"world_size": 16, "sp": False},
         "training": {"global_batch": 64, "micro_batch": 1, "seq_length": 1024}}
@@ -36,7 +36,7 @@ def _spec(tmp_path: Path, grid=GRID, filters=(), output="out.csv", base=BASE) ->
 
 
 @pytest.mark.parametrize("expr, message", [
-    ("9 ** 9 ** 9", r"9 \*\* 387420489 is over 256 bits \(workload_gen/limits.py MAX_EXPR_INT_BITS\)"),
+    ("9 ** 9 ** 9", r"9 \*\* 387420489 is over 256 bits \(workload_gen/core/limits.py MAX_EXPR_INT_BITS\)"),
     ('"a" * 4000000000', r"repetition to 4,000,000,000 items is over 10,000"),
     ("[0] * 10 ** 9", r"repetition to 1,000,000,000 items"),
     ("1 / 0", r"divides by zero"),

@@ -17,7 +17,7 @@ from rel_helpers import PY, run_main, write
 import compute_profile.db as dbmod
 from compute_profile.db import ProfileDB, ProfileRow, read_csv_rows
 from formats.kineto import read_kineto
-from workload_gen.errors import FormatError
+from workload_gen.core.errors import FormatError
 
 TRACE = Path(__file__).resolve().parents[1] / "data" / "cpu_gpt2l_h256_trace.json.gz"
 
@@ -72,7 +72,7 @@ def test_valid_trace_reads_as_before():
 
 
 def test_import_trace_command_is_one_line_on_a_bad_trace(tmp_path):
-    from compute_profile.cli import main
+    from engine.commands.compute_profile import main
 
     data = _trace()
     data["traceEvents"][_first_x(data)]["pid"] = {"a": 1}
@@ -98,7 +98,7 @@ def _digest(path: Path) -> str:
 
 
 def test_stats_on_an_unrelated_sqlite_file_changes_nothing(tmp_path):
-    from compute_profile.cli import main
+    from engine.commands.compute_profile import main
 
     other = tmp_path / "other.sqlite"
     con = sqlite3.connect(other)
@@ -211,7 +211,7 @@ def test_two_concurrent_imports_into_one_database_both_succeed(tmp_path):
             db.export_csv(tmp_path / f"c{k}.csv")
         csvs.append(tmp_path / f"c{k}.csv")
     target = tmp_path / "shared.sqlite"
-    procs = [subprocess.Popen([PY, "-m", "compute_profile.cli", "import-csv", str(c), "--profile", str(target)],
+    procs = [subprocess.Popen([PY, "-m", "engine.commands.compute_profile", "import-csv", str(c), "--profile", str(target)],
                               stderr=subprocess.PIPE, text=True) for c in csvs]
     results = [(p.communicate(timeout=120)[1], p.returncode)[::-1] for p in procs]
     assert all(rc == 0 for rc, _ in results), results

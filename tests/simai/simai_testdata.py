@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from workload_gen.model_config import ModelConfig
-from workload_gen.parallel_config import ParallelConfig
-from workload_gen.records import (
+from workload_gen.core.model_config import ModelConfig
+from workload_gen.core.parallel_config import ParallelConfig
+from workload_gen.core.records import (
     ChunkProgram,
     CollectiveOp,
     CollKind,

@@ -10,7 +10,7 @@ from simai_testdata import DATA
 from engine.simai_accounting import SimaiCluster, load_ratio_table, simai_accounting
 from formats.endtoend_csv import SUMMARY_HEADER, write_endtoend_csv
 from formats.simai_reader import parse_simai, read_simai
-from workload_gen.errors import ConfigError
+from workload_gen.core.errors import ConfigError
 
 GIB = 2**30
 OFFICIAL_US = {"total": 7_545_619, "compute": 4_542_795, "dp": 40_332, "dp_ep": 1_067_010, "tp": 326_686,

@@ -10,8 +10,8 @@ from simai_testdata import AICB_FILES, DATA, REFERENCE_FILES
 
 from formats.simai_reader import parse_simai, read_simai
 from formats.simai_text import FWD_MIN_BYTES, SimaiGroup, comm_group, comm_kind, render_simai
-from workload_gen.errors import FormatError
-from workload_gen.records import CollKind
+from workload_gen.core.errors import FormatError
+from workload_gen.core.records import CollKind
 
 HEADER = ("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 ep: 1 pp: 1 vpp: 2 ga: 1 "
           "all_gpus: 4 checkpoints: 0 checkpoint_initiates: 0 pp_comm: 0")

@@ -12,8 +12,8 @@ from formats.simai_convert import simai_to_workload, workload_to_simai
 from formats.simai_reader import read_simai
 from formats.simai_text import SimaiGroup
 from formats.simai_writer import write_simai
-from workload_gen.errors import ConfigError
-from workload_gen.records import CollectiveOp, ComputeOp, Group, Phase
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.records import CollectiveOp, ComputeOp, Group, Phase
 
 SIMAI_GROUP = {Group.TP: SimaiGroup.TP, Group.EP: SimaiGroup.EP, Group.DP: SimaiGroup.DP, Group.EDP: SimaiGroup.DP_EP}
 
@@ -174,8 +174,8 @@ def test_builder_workload_exports_per_layer_records() -> None:
 
     from compute_profile import attach
     from workload_gen.builder import build
-    from workload_gen.model_presets import get_preset
-    from workload_gen.parallel_config import ParallelConfig
+    from workload_gen.core.model_presets import get_preset
+    from workload_gen.core.parallel_config import ParallelConfig
 
     model = replace(get_preset("gpt3-175b"), num_layers=4)
     par = ParallelConfig(world_size=32, tp=4, sp=True, pp=2, micro_batch=1, global_batch=8, seq_length=2048,
@@ -214,7 +214,7 @@ def test_forward_dp_all_gather_goes_to_the_weight_grad_column() -> None:
 
     from simai_testdata import _k
 
-    from workload_gen.records import CollKind
+    from workload_gen.core.records import CollKind
 
     w = toy_workload()
     st = w.stages[0]
@@ -233,7 +233,7 @@ def test_gen_workload_simai_without_gpu_uses_the_default_gpu(tmp_path):
     """The issue's command, `--format simai` with no --gpu, must work: times come from the
     estimator for the default GPU, and the file reads back with every record timed."""
     from formats.simai_reader import read_simai
-    from workload_gen.cli import SIMAI_DEFAULT_GPU, main
+    from engine.commands.gen_workload import SIMAI_DEFAULT_GPU, main
 
     out = tmp_path / "w.txt"
     argv = ["--model", "gpt3-125m", "--tp", "2", "--pp", "2", "--world-size", "8", "--global-batch", "8",

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from engine.sweep.grid import expand, spec_from_dict
-from workload_gen.errors import ConfigError
+from workload_gen.core.errors import ConfigError
 
 BASE = {"model": "gpt3-125m", "parallel": {"world_size": 8}, "training": {"global_batch": 64}}
 

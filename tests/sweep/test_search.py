@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 
 from engine.sweep.search import enumerate_layouts, explain, search
-from workload_gen.model_presets import get_preset
-from workload_gen.parallel_config import ParallelConfig
-from workload_gen.system import load_system
+from workload_gen.core.model_presets import get_preset
+from workload_gen.core.parallel_config import ParallelConfig
+from workload_gen.core.system import load_system
 
 
 def test_enumeration_respects_divisibility():

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine.sweep.cli import sweep_main
+from engine.commands.sweep import sweep_main
 from engine.sweep.grid import load_spec
-from workload_gen.errors import ConfigError
+from workload_gen.core.errors import ConfigError
 
 SPEC = """base:
   model: {preset: gpt3-125m, num_layers: 2}

@@ -18,9 +18,9 @@ from engine.sweep.grid import expand, spec_from_dict
 from engine.sweep.point import evaluate_config
 from engine.sweep.search import compute_bound, search
 from workload_gen.config_loading import configs_from_dict
-from workload_gen.model_presets import get_preset
-from workload_gen.parallel_config import ParallelConfig
-from workload_gen.system import load_system
+from workload_gen.core.model_presets import get_preset
+from workload_gen.core.parallel_config import ParallelConfig
+from workload_gen.core.system import load_system
 
 SPEC = {
     "base": {"model": "gpt3-125m", "system": "h100",

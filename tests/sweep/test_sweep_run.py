@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from engine.sweep.cli import sweep_main
+from engine.commands.sweep import sweep_main
 from engine.sweep.execute import journal_path
 from engine.sweep.grid import expand, load_spec
 from engine.sweep.point import evaluate_config

@@ -8,8 +8,8 @@ import pytest
 
 from collectives.closed_form import bus_factor
 from formats.aicb_comm_log import per_iteration_totals, read_aicb_comm_log, summarize
-from workload_gen.errors import FormatError
-from workload_gen.records import CollKind
+from workload_gen.core.errors import FormatError
+from workload_gen.core.records import CollKind
 
 LOG = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "real" / "aicb_a100_comm_log.csv"
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from kineto_sample import kineto_events
 
-from formats.cli import diff_trace_main
+from engine.commands.diff import diff_trace_main
 from formats.diff import diff_timelines
 from formats.timeline import load_measured, load_simulated
 

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from formats.cli import diff_workload_main
+from engine.commands.diff import diff_workload_main
 from formats.native import write_native
 from formats.workload_diff import diff_workloads, load_summary
 from workload_gen.builder import build
-from workload_gen.model_config import ModelConfig
-from workload_gen.parallel_config import ParallelConfig
+from workload_gen.core.model_config import ModelConfig
+from workload_gen.core.parallel_config import ParallelConfig
 
 AICB = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "aicb"
 

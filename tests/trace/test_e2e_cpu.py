@@ -33,13 +33,13 @@ from bench_scripts import script
 from compute_profile import attach
 from compute_profile.db import ProfileDB
 from compute_profile.trace_import import rows_from_trace
-from engine.cli import analytical_main
-from formats.cli import diff_trace_main
+from engine.commands.run import analytical_main
+from engine.commands.diff import diff_trace_main
 from formats.kineto import read_kineto
 from workload_gen import build
-from workload_gen.model_config import ModelConfig
-from workload_gen.parallel_config import ParallelConfig
-from workload_gen.records import ComputeOp, TimeSource
+from workload_gen.core.model_config import ModelConfig
+from workload_gen.core.parallel_config import ParallelConfig
+from workload_gen.core.records import ComputeOp, TimeSource
 
 ROOT = Path(__file__).resolve().parents[2]
 BOUND = 0.35

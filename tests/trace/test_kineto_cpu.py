@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from formats.kineto import read_kineto
-from workload_gen.errors import FormatError
+from workload_gen.core.errors import FormatError
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 TRACE = DATA / "cpu_gpt2l_h256_trace.json.gz"

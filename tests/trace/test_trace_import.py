@@ -14,10 +14,10 @@ from compute_profile.keys import profile_phase, shape_key
 from compute_profile.trace_import import rows_from_trace
 from formats.kineto import read_kineto
 from workload_gen.builder import build
-from workload_gen.errors import ConfigError
-from workload_gen.model_config import ModelConfig
-from workload_gen.parallel_config import ParallelConfig
-from workload_gen.records import ComputeOp
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.model_config import ModelConfig
+from workload_gen.core.parallel_config import ParallelConfig
+from workload_gen.core.records import ComputeOp
 
 TRACE = Path(__file__).resolve().parents[1] / "data" / "cpu_gpt2l_h256_trace.json.gz"
 
@@ -76,7 +76,7 @@ def test_trace_without_shapes_is_an_error(tmp_path):
 
 
 def test_compute_profile_import_trace_command(tmp_path, capsys):
-    from compute_profile.cli import main
+    from engine.commands.compute_profile import main
 
     db = tmp_path / "cpu.sqlite"
     assert main(["import-trace", str(TRACE), "--gpu", "cpu", "--profile", str(db)]) == 0

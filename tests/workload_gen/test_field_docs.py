@@ -11,10 +11,10 @@ import sys
 
 import pytest
 
-from workload_gen.config_loading import field_docs
+from workload_gen.field_docs import field_docs
 
-MODULES = ("workload_gen.model_config", "workload_gen.parallel_config", "workload_gen.system",
-           "workload_gen.records", "workload_gen.run_result")
+MODULES = ("workload_gen.core.model_config", "workload_gen.core.parallel_config", "workload_gen.core.system",
+           "workload_gen.core.records", "workload_gen.core.run_result")
 
 
 def _ast_docs(cls: type) -> dict[str, str]:
@@ -42,7 +42,7 @@ def test_the_line_scan_reads_what_python_parses(cls):
 
 
 def test_the_main_configs_have_documented_fields():
-    from workload_gen.model_config import ModelConfig
-    from workload_gen.parallel_config import ParallelConfig
+    from workload_gen.core.model_config import ModelConfig
+    from workload_gen.core.parallel_config import ParallelConfig
 
     assert len(field_docs(ModelConfig)) >= 10 and len(field_docs(ParallelConfig)) >= 10

@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from workload_gen.cli import main
-from workload_gen.errors import ConfigError, FormatError
+from engine.commands.gen_workload import main
+from workload_gen.core.errors import ConfigError, FormatError
 from workload_gen.hf_config import hf_model_from_dict, load_hf_config
-from workload_gen.model_presets import PRESETS, PUBLISHED_PARAMS
-from workload_gen.params import active_params, total_params
+from workload_gen.core.model_presets import PRESETS, PUBLISHED_PARAMS
+from workload_gen.core.params import active_params, total_params
 
 # The public config.json files (values as published on the Hugging Face hub).
 LLAMA3_8B = {  # meta-llama/Meta-Llama-3-8B

@@ -6,9 +6,9 @@ import shlex
 
 import pytest
 
-from workload_gen.cli import main
-from workload_gen.config_loading import IGNORED_MEGATRON_FLAGS, NOT_MODELLED_MEGATRON_FLAGS
-from workload_gen.model_presets import PRESETS
+from engine.commands.gen_workload import main
+from workload_gen.megatron_flags import IGNORED_MEGATRON_FLAGS, NOT_MODELLED_MEGATRON_FLAGS
+from workload_gen.core.model_presets import PRESETS
 
 ISSUE_IGNORED = [  # issue 13's list: flags that do not change the simulated iteration
     "--use-rope-scaling", "--rope-scaling-factor 8", "--check-for-nan-in-loss-and-grad", "--use-dist-ckpt",
@@ -117,7 +117,7 @@ def test_model_flags_equal_to_a_preset_name_it(tmp_path, capsys):
 def test_preset_equality_ignores_equivalent_spellings():
     from dataclasses import replace
 
-    from workload_gen.model_presets import preset_equal_to
+    from workload_gen.core.model_presets import preset_equal_to
 
     llama = PRESETS["llama2-7b"]
     assert preset_equal_to(replace(llama, name="custom", num_query_groups=None, kv_channels=128)) is llama

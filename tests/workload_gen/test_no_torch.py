@@ -10,7 +10,7 @@ BLOCK = "import sys; sys.modules['torch'] = None; "
 
 
 def test_run_analytical_without_torch(tmp_path):
-    code = BLOCK + (f"from engine.cli import analytical_main; "
+    code = BLOCK + (f"from engine.commands.run import analytical_main; "
                     f"sys.exit(analytical_main(['--out', r'{tmp_path / 'run'}', '--no-plot']))")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
@@ -19,7 +19,7 @@ def test_run_analytical_without_torch(tmp_path):
 
 
 def test_measure_without_torch_is_one_line(tmp_path):
-    code = BLOCK + (f"from compute_profile.cli import main; "
+    code = BLOCK + (f"from engine.commands.compute_profile import main; "
                     f"sys.exit(main(['measure', '--model', 'gpt3-125m', '--num-layers', '1', '--world-size', '1', '--profile', "
                     f"r'{tmp_path / 'x.sqlite'}']))")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)

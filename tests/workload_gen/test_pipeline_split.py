@@ -14,12 +14,12 @@ import pytest
 from engine.pipeline import run_workload
 from workload_gen import build
 from workload_gen.config_loading import configs_from_dict
-from workload_gen.errors import ConfigError
-from workload_gen.model_presets import get_preset
-from workload_gen.parallel_config import ParallelConfig
-from workload_gen.params import chunk_layers, stage_layer_counts
-from workload_gen.records import ComputeOp
-from workload_gen.system import get_system
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.model_presets import get_preset
+from workload_gen.core.parallel_config import ParallelConfig
+from workload_gen.core.params import chunk_layers, stage_layer_counts
+from workload_gen.core.records import ComputeOp
+from workload_gen.core.system import get_system
 
 L405 = get_preset("llama3-405b")
 
@@ -108,7 +108,7 @@ def test_yaml_keys_and_megatron_flags(tmp_path) -> None:
         "account_for_embedding_in_pipeline_split": True, "account_for_loss_in_pipeline_split": True},
         "training": {"global_batch": 512, "seq_length": 8192}})
     assert par.account_for_embedding_in_pipeline_split and par.account_for_loss_in_pipeline_split
-    from workload_gen.cli import main
+    from engine.commands.gen_workload import main
     out = tmp_path / "w.txt"
     rc = main(["--model", "llama3-405b", "--tp", "8", "--sp", "--pp", "8", "--vpp", "8", "--cp", "2",
                "--world-size", "1024", "--global-batch", "512", "--seq-length", "8192",

@@ -9,7 +9,7 @@ from dataclasses import InitVar, dataclass, field
 
 import pytest
 
-from workload_gen.record import record
+from workload_gen.core.record import record
 
 
 def _pair(body: dict, kw_only: bool = False) -> tuple[type, type]:

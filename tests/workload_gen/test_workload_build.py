@@ -8,9 +8,9 @@ import pytest
 from wg_helpers import make
 
 from formats.native import read_native
-from workload_gen.cli import main
-from workload_gen.model_presets import PRESETS
-from workload_gen.records import CollectiveOp, ComputeOp, OpKind, Phase
+from engine.commands.gen_workload import main
+from workload_gen.core.model_presets import PRESETS
+from workload_gen.core.records import CollectiveOp, ComputeOp, OpKind, Phase
 
 # A layout each model is commonly trained with (scaled down in DP where that changes nothing).
 SENSIBLE = {
@@ -150,7 +150,7 @@ def test_gen_workload_output_option_errors(tmp_path, capsys, argv, message):
 
 
 def test_generation_path_does_not_import_torch(tmp_path):
-    code = ("import sys; from workload_gen.cli import main; "
+    code = ("import sys; from engine.commands.gen_workload import main; "
             f"rc = main(['--model', 'llama3-8b', '-q', '-o', r'{tmp_path / 'w.txt'}']); "
             "print(rc, 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -165,7 +165,7 @@ def test_uneven_first_and_last_stages():
     _check_programs(w)
     import argparse
 
-    from workload_gen.config_loading import add_config_arguments, configs_from_args
+    from engine.commands.config_flags import add_config_arguments, configs_from_args
     p = argparse.ArgumentParser()
     add_config_arguments(p)
     _, par = configs_from_args(p.parse_args(
@@ -179,6 +179,6 @@ def test_uneven_first_and_last_stages():
     (dict(first_stage_layers=7, vpp=2), "vpp = 1 only"),
 ])
 def test_uneven_stage_errors(settings, message):
-    from workload_gen.errors import ConfigError
+    from workload_gen.core.errors import ConfigError
     with pytest.raises(ConfigError, match=message):
         make("llama3-405b", world_size=128, tp=8, sp=True, pp=16, global_batch=64, **settings)

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from wg_helpers import colls, comps, layer_ops, make
 
-from workload_gen.placement import group_size
-from workload_gen.records import CollectiveOp, CollKind, Group, Phase
+from workload_gen.core.placement import group_size
+from workload_gen.core.records import CollectiveOp, CollKind, Group, Phase
 
 AR, AG, RS, A2A, P2P = CollKind.ALL_REDUCE, CollKind.ALL_GATHER, CollKind.REDUCE_SCATTER, CollKind.ALL_TO_ALL, CollKind.SEND_RECV
 
@@ -273,7 +273,7 @@ def test_cp_a2a_switches_sequence_and_head_sharding():
 
 
 def test_cp_a2a_needs_heads_divisible_by_cp():
-    from workload_gen.errors import ConfigError
+    from workload_gen.core.errors import ConfigError
     with pytest.raises(ConfigError, match="cp_comm=a2a splits the heads"):
         make("llama3-8b", world_size=16, tp=8, cp=2, sp=True, global_batch=1, seq_length=8192, cp_comm="a2a")
 

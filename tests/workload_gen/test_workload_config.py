@@ -6,17 +6,12 @@ import textwrap
 
 import pytest
 
-from workload_gen.cli import main
-from workload_gen.config_loading import (
-    DEFAULT_MODEL,
-    IGNORED_MEGATRON_FLAGS,
-    add_config_arguments,
-    configs_from_args,
-    configs_from_dict,
-    load_config_file,
-)
-from workload_gen.errors import ConfigError, FormatError
-from workload_gen.model_presets import PRESETS
+from engine.commands.gen_workload import main
+from engine.commands.config_flags import add_config_arguments, configs_from_args
+from workload_gen.config_loading import DEFAULT_MODEL, configs_from_dict, load_config_file
+from workload_gen.megatron_flags import IGNORED_MEGATRON_FLAGS
+from workload_gen.core.errors import ConfigError, FormatError
+from workload_gen.core.model_presets import PRESETS
 
 
 def _from_flags(argv: list[str]):

@@ -5,7 +5,7 @@ import pytest
 from wg_helpers import comps, layer_ops, make
 
 from workload_gen import model_flops_per_iteration
-from workload_gen.records import OpKind, Phase
+from workload_gen.core.records import OpKind, Phase
 
 
 def _sum(ops):

@@ -9,11 +9,11 @@ from test_workload_build import _check_programs
 
 from formats.native import read_native, write_native
 from workload_gen import build, model_flops_per_iteration
-from workload_gen.errors import ConfigError
-from workload_gen.model_config import ModelConfig
-from workload_gen.parallel_config import ParallelConfig, check_against_model
-from workload_gen.placement import group_size
-from workload_gen.records import CollectiveOp, ComputeOp, OpKind, Phase
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.model_config import ModelConfig
+from workload_gen.core.parallel_config import ParallelConfig, check_against_model
+from workload_gen.core.placement import group_size
+from workload_gen.core.records import CollectiveOp, ComputeOp, OpKind, Phase
 
 DENSE = ModelConfig(name="t-dense", num_layers=8, hidden_size=256, num_attention_heads=8, num_query_groups=4,
                     ffn_hidden_size=768, vocab_size=1000, activation="swiglu", normalization="rmsnorm",

@@ -6,7 +6,7 @@ from wg_helpers import make
 
 from compute_profile import attach
 from formats.native import COLUMNS, read_native, write_native
-from workload_gen.errors import FormatError
+from workload_gen.core.errors import FormatError
 
 CASES = {
     "gpt3-sp-pp": ("gpt3-175b", dict(world_size=64, tp=8, pp=8, sp=True, global_batch=16)),

@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 from wg_helpers import make
 
-from workload_gen.errors import ConfigError
-from workload_gen.model_presets import PRESETS, PUBLISHED_PARAMS, get_preset
-from workload_gen.params import active_params, param_split, total_params
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.model_presets import PRESETS, PUBLISHED_PARAMS, get_preset
+from workload_gen.core.params import active_params, param_split, total_params
 
 
 @pytest.mark.parametrize("name", list(PRESETS))
@@ -111,7 +111,7 @@ def test_mla_rope_moves_whole_q_k_v_by_hand(tp):
     2 x 2 x T x 64 (a + 1) bytes, 7x less at a = 16."""
     from wg_helpers import layer_ops
 
-    from workload_gen.records import ComputeOp, OpKind
+    from workload_gen.core.records import ComputeOp, OpKind
 
     w = make("deepseek-v2-lite", world_size=8 * tp, tp=tp, sp=tp > 1, ep=8, global_batch=8, seq_length=4096)
     a, T = 16 // tp, 4096
@@ -129,7 +129,7 @@ def test_squared_relu_mlp_by_hand():
     writes dx (3 FLOPs)."""
     from wg_helpers import layer_ops
 
-    from workload_gen.records import ComputeOp
+    from workload_gen.core.records import ComputeOp
 
     w = make("nemotron4-15b", world_size=2, tp=2, sp=True, global_batch=1, seq_length=4096)
     e = 4096 * 4 * 6144 // 2

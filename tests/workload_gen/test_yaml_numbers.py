@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from workload_gen.errors import FormatError
-from workload_gen.system import load_system
-from workload_gen.yaml_file import read_yaml_mapping
+from workload_gen.core.errors import FormatError
+from workload_gen.core.system import load_system
+from workload_gen.core.yaml_file import read_yaml_mapping
 
 
 @pytest.mark.parametrize("text,value", [

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from workload_gen import build
 from workload_gen.config_loading import configs_from_dict
-from workload_gen.records import CollectiveOp, ComputeOp, Phase, Workload
+from workload_gen.core.records import CollectiveOp, ComputeOp, Phase, Workload
 
 
 def make(model: str | dict, **settings) -> Workload:

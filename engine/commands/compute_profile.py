@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 
 from compute_profile.db import ProfileDB
-from workload_gen.cli_errors import OneLineParser, run_cli
-from workload_gen.cli_vocab import add_out, add_profile, add_quiet, inform
-from workload_gen.config_loading import add_config_arguments, configs_from_args
-from workload_gen.errors import ConfigError
+from engine.commands.parser import OneLineParser, run_cli
+from engine.commands.vocab import add_out, add_profile, add_quiet, inform
+from engine.commands.config_flags import add_config_arguments, configs_from_args
+from workload_gen.core.errors import ConfigError
 
 DEFAULT_DB = "profile.sqlite"
 
@@ -294,7 +294,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     from engine.calibration import calibrated_yaml, cross_validate, render_markdown
     from formats.atomic import atomic_write, check_output_path, write_text_atomic
     from formats.measured_runs import read_measured_dir, read_measured_dirs
-    from workload_gen.progress import Progress
+    from workload_gen.core.progress import Progress
 
     if args.outer < 1:
         raise ConfigError("outer", args.outer, "must be >= 1")

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from workload_gen.errors import TrainsimError
+from workload_gen.core.errors import TrainsimError
 
 
 def run_cli(body: Callable[[], int], *, exit_on_interrupt: bool = False) -> int:

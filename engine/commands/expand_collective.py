@@ -8,7 +8,7 @@ collective_id, flow_id, src, dst, size_bytes, channel, step, chunk, hop (1 = PXN
 link (intra/inter), parents (space-separated flow ids of the same collective),
 start_s, finish_s (contention-free timing).
 
-Arguments are bounded up front (workload_gen.limits): sizes up to MAX_BYTES, groups of
+Arguments are bounded up front (workload_gen.core.limits): sizes up to MAX_BYTES, groups of
 at most MAX_RANKS ranks, and collectives whose flow count (an upper bound, estimated
 before anything is built) stays within MAX_FLOWS, so a mistyped size or rank count is
 one line instead of minutes and gigabytes.
@@ -31,12 +31,12 @@ from collectives.protocol import PROTOCOLS
 from collectives.registry import ALGORITHMS, OPS
 from collectives.timing import LinkModel, Timing, evaluate
 from formats.atomic import atomic_write
-from workload_gen.cli_errors import OneLineParser, run_cli
-from workload_gen.cli_vocab import add_deprecated, add_out, add_quiet
-from workload_gen.errors import ConfigError
-from workload_gen.limits import MAX_BYTES, MAX_FLOWS, MAX_RANKS, check_limit
-from workload_gen.placement import Placement
-from workload_gen.system import SYSTEMS, SystemConfig, load_system
+from engine.commands.parser import OneLineParser, run_cli
+from engine.commands.vocab import add_deprecated, add_out, add_quiet
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.limits import MAX_BYTES, MAX_FLOWS, MAX_RANKS, check_limit
+from workload_gen.core.placement import Placement
+from workload_gen.core.system import SYSTEMS, SystemConfig, load_system
 
 _UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4,
           "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4,
@@ -53,7 +53,7 @@ def parse_size(text: str) -> int:
                           "KiB/MiB/GiB or K/M/G binary)")
     value = float(m.group(1)) * _UNITS[m.group(2).lower()]
     if not value <= MAX_BYTES:
-        raise ConfigError("size", text, f"exceeds the limit of {MAX_BYTES:,} bytes (workload_gen/limits.py MAX_BYTES)")
+        raise ConfigError("size", text, f"exceeds the limit of {MAX_BYTES:,} bytes (workload_gen/core/limits.py MAX_BYTES)")
     if value != int(value):
         raise ConfigError("size", text, "must be a whole number of bytes")
     return int(value)
@@ -139,7 +139,7 @@ def _check_flows(op, nbytes: int, ranks, placement: Placement, args, system: Sys
         raise ConfigError(
             "size/ranks", f"{op} of {nbytes} B over {len(ranks)} ranks",
             f"would expand to up to {flows:,} flows, over the limit of {MAX_FLOWS:,} "
-            "(workload_gen/limits.py MAX_FLOWS); use fewer ranks, a smaller size or a larger --protocol chunk")
+            "(workload_gen/core/limits.py MAX_FLOWS); use fewer ranks, a smaller size or a larger --protocol chunk")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -233,8 +233,8 @@ def _single(args, system: SystemConfig, links: LinkModel) -> int:
 
 def collectives_of(workload, gpus_per_node: int):
     """(stage, op, ranks) for each collective of a workload, on the stage's first rank's groups."""
-    from workload_gen.placement import group_ranks
-    from workload_gen.records import CollectiveOp, CollKind, Group
+    from workload_gen.core.placement import group_ranks
+    from workload_gen.core.records import CollectiveOp, CollKind, Group
     par = workload.parallel
     stage_size = par.world_size // par.pp
     for stage, _chunk, op in workload.ops():

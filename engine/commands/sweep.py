@@ -9,9 +9,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from workload_gen.cli_errors import OneLineParser, run_cli
-from workload_gen.cli_vocab import add_out, add_quiet, inform
-from workload_gen.progress import Progress
+from engine.commands.parser import OneLineParser, run_cli
+from engine.commands.vocab import add_out, add_quiet, inform
+from workload_gen.core.progress import Progress
 
 
 def _sweep_parser() -> argparse.ArgumentParser:
@@ -69,7 +69,7 @@ def sweep_main(argv: list[str] | None = None) -> int:
         from engine.sweep.grid import expand, load_spec
         from engine.sweep.point import evaluate_config
         from engine.sweep.table import check_table_path, write_table
-        from workload_gen.errors import ConfigError
+        from workload_gen.core.errors import ConfigError
 
         for flag, value in (("--workers", args.workers), ("--batch-size", args.batch_size)):
             if value is not None and value < 1:
@@ -135,7 +135,7 @@ def sweep_entry() -> None:
 
 
 def _search_parser() -> argparse.ArgumentParser:
-    from workload_gen.config_loading import add_config_arguments
+    from engine.commands.config_flags import add_config_arguments
 
     p = OneLineParser(prog="search", description=(
         "Find the fastest valid parallel layout for a model on --world-size GPUs of --system "
@@ -176,9 +176,9 @@ def search_main(argv: list[str] | None = None) -> int:
 
         from engine.sweep.search import explain, search
         from engine.sweep.table import check_table_path
-        from workload_gen.config_loading import configs_from_args
-        from workload_gen.errors import ConfigError
-        from workload_gen.system import load_system
+        from engine.commands.config_flags import configs_from_args
+        from workload_gen.core.errors import ConfigError
+        from workload_gen.core.system import load_system
 
         if args.top_k < 1:
             raise ConfigError("--top-k", args.top_k, "must be a positive integer")

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import field, replace
 from enum import StrEnum
 
-from workload_gen.model_config import ModelConfig
-from workload_gen.parallel_config import ParallelConfig
-from workload_gen.record import record
+from workload_gen.core.model_config import ModelConfig
+from workload_gen.core.parallel_config import ParallelConfig
+from workload_gen.core.record import record
 
 FORMAT_VERSION = 1
 

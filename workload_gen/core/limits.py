@@ -8,13 +8,13 @@ what would make a command slow: a limit that a real input hits is a bug, so rais
 
 :func:`check_limit` is the one way to apply them, so every message has the same shape::
 
-    <file>:<line>: ga=100000000 exceeds the limit of 65,536 micro-batches (workload_gen/limits.py MAX_MICROBATCHES)
+    <file>:<line>: ga=100000000 exceeds the limit of 65,536 micro-batches (workload_gen/core/limits.py MAX_MICROBATCHES)
 """
 from __future__ import annotations
 
 import math
 
-from workload_gen.errors import ConfigError, FormatError
+from workload_gen.core.errors import ConfigError, FormatError
 
 MAX_RANKS = 65_536
 """GPUs in one job, and ranks in one collective group (2^16). The largest published
@@ -125,13 +125,13 @@ def check_fields(obj: object, table: dict[str, tuple[str, str]]) -> None:
 
 
 def limit_message(field: str, value: object, limit: float, unit: str, name: str) -> str:
-    """``field=value exceeds the limit of <limit> <unit> (workload_gen/limits.py NAME)``."""
+    """``field=value exceeds the limit of <limit> <unit> (workload_gen/core/limits.py NAME)``."""
     return f"{field}={value!r} {_exceeds(limit, unit, name)}"
 
 
 def _exceeds(limit: float, unit: str, name: str) -> str:
     shown = f"{limit:,}" if isinstance(limit, int) else f"{limit:g}"
-    return f"exceeds the limit of {shown} {unit} (workload_gen/limits.py {name})"
+    return f"exceeds the limit of {shown} {unit} (workload_gen/core/limits.py {name})"
 
 
 def check_limit(field: str, value: float, name: str, unit: str, *, path: str | None = None,

@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Literal
 
-from workload_gen.errors import ConfigError
-from workload_gen.limits import MAX_MICROBATCHES, PARALLEL_FIELD_LIMITS, check_fields, check_limit
-from workload_gen.model_config import ModelConfig
-from workload_gen.record import record
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.limits import MAX_MICROBATCHES, PARALLEL_FIELD_LIMITS, check_fields, check_limit
+from workload_gen.core.model_config import ModelConfig
+from workload_gen.core.record import record
 
 Dtype = Literal["bf16", "fp16", "fp32", "fp8"]
 DTYPE_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1}
@@ -209,7 +209,7 @@ class ParallelConfig:
         if self.num_microbatches > MAX_MICROBATCHES:
             raise ConfigError("global_batch", self.global_batch,
                               f"gives {self.num_microbatches:,} micro-batches (global_batch / (micro_batch*dp)), over "
-                              f"the limit of {MAX_MICROBATCHES:,} (workload_gen/limits.py MAX_MICROBATCHES)")
+                              f"the limit of {MAX_MICROBATCHES:,} (workload_gen/core/limits.py MAX_MICROBATCHES)")
         if self.vpp > 1 and self.pp == 1:
             raise ConfigError("vpp", self.vpp, "interleaving needs pp > 1")
         if self.vpp > 1 and self.num_microbatches % self.pp:

@@ -10,9 +10,9 @@ then PP (Megatron-Core's expert RankGenerator).
 from __future__ import annotations
 
 
-from workload_gen.parallel_config import ParallelConfig
-from workload_gen.record import record
-from workload_gen.records import Group
+from workload_gen.core.parallel_config import ParallelConfig
+from workload_gen.core.record import record
+from workload_gen.core.records import Group
 
 
 @record

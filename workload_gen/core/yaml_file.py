@@ -17,7 +17,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from workload_gen.errors import FormatError
+from workload_gen.core.errors import FormatError
 
 _YAML12_FLOAT = re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+
     |[-+]?\.[0-9_]+(?:[eE][-+]?[0-9]+)?)$""", re.X)

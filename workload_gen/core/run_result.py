@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import field
 from typing import Any
 
-from workload_gen.record import record
-from workload_gen.records import Group, Workload
-from workload_gen.system import SystemConfig
+from workload_gen.core.record import record
+from workload_gen.core.records import Group, Workload
+from workload_gen.core.system import SystemConfig
 
 
 @record

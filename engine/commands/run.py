@@ -33,10 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from formats.simai_reader import is_simai_file
-from workload_gen.cli_errors import OneLineParser, run_cli
-from workload_gen.cli_vocab import add_out, add_profile, add_quiet, inform
-from workload_gen.errors import ConfigError
-from workload_gen.units import GiB as GIB
+from engine.commands.parser import OneLineParser, run_cli
+from engine.commands.vocab import add_out, add_profile, add_quiet, inform
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.units import GiB as GIB
 
 DEFAULT_SYSTEM = "h100"
 OUTPUT_FILES = ("summary.json", "layers.csv", "trace.json", "EndToEnd.csv", "run.png")
@@ -110,7 +110,7 @@ the analytical command offers it (a packet backend would be ignored)."""
 
 def build_parser(backend: str = "analytical") -> argparse.ArgumentParser:
     from network.registry import backend_kind
-    from workload_gen.config_loading import add_config_arguments
+    from engine.commands.config_flags import add_config_arguments
 
     prog, description, epilog = RUN_COMMANDS.get(backend, (f"run-{backend}", backend_kind(backend).description, ""))
     ap = OneLineParser(prog=prog, description=description, epilog=epilog)
@@ -139,7 +139,7 @@ def has_model_flags(args: argparse.Namespace, allowed: tuple[str, ...] = ()) -> 
 
 def _simai_system(args: argparse.Namespace, base: Any, all_gpus: int | None) -> tuple[Any, int]:
     """Our SystemConfig from SimAI's cluster flags over the --system preset; and the GPU count."""
-    from workload_gen.system import system_from_dict
+    from workload_gen.core.system import system_from_dict
 
     over: dict[str, Any] = {}
     if args.gpus_per_node is not None:
@@ -338,7 +338,7 @@ def _warn_mismatches(args: argparse.Namespace, workload: Any, system: Any, prog:
     """Say when compute times will not be what the user thinks: a profile without rows for
     the GPU simulated (everything falls back to estimates), or a workload file timed on
     another GPU than the system's (times and MFU would mix two GPUs)."""
-    from workload_gen.gpu_specs import get_gpu
+    from workload_gen.core.gpu_specs import get_gpu
 
     target = get_gpu(args.gpu or system.gpu).name
     if args.profile:
@@ -458,7 +458,7 @@ def reject_simai_flags(args: argparse.Namespace) -> None:
 
 def _body(argv: list[str] | None, backend_name: str) -> int:
     from network.registry import backend_kind
-    from workload_gen.system import load_system
+    from workload_gen.core.system import load_system
 
     kind = backend_kind(backend_name)
     prog = RUN_COMMANDS.get(backend_name, (f"run-{backend_name}",))[0]
@@ -488,7 +488,7 @@ def _body(argv: list[str] | None, backend_name: str) -> int:
             workload, system = load_workload(args, wpath, system, prog)
         else:
             from workload_gen import build
-            from workload_gen.config_loading import configs_from_args
+            from engine.commands.config_flags import configs_from_args
 
             model, par = configs_from_args(args)
             inform(args, f"building workload: {model.name}, {par.world_size} GPUs", prog)

@@ -1,7 +1,7 @@
 """``gen-workload``: model + Megatron-style settings -> a workload file.
 
 A thin layer: parse flags (shared with the other commands through
-:func:`workload_gen.config_loading.add_config_arguments`), build, optionally attach
+:func:`engine.commands.config_flags.add_config_arguments`), build, optionally attach
 compute times, write. Progress and the summary go to stderr.
 """
 from __future__ import annotations
@@ -10,11 +10,11 @@ import argparse
 import sys
 from collections import defaultdict
 
-from workload_gen.cli_errors import OneLineParser, run_cli
-from workload_gen.cli_vocab import add_out, add_profile, add_quiet
-from workload_gen.config_loading import add_config_arguments, configs_from_args
-from workload_gen.errors import ConfigError
-from workload_gen.records import CollectiveOp, ComputeOp, Workload
+from engine.commands.parser import OneLineParser, run_cli
+from engine.commands.vocab import add_out, add_profile, add_quiet
+from engine.commands.config_flags import add_config_arguments, configs_from_args
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.records import CollectiveOp, ComputeOp, Workload
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -15,9 +15,9 @@ paper's formula up to the biases and norms, which the paper leaves out too.
 """
 from __future__ import annotations
 
-from workload_gen.model_config import ModelConfig
-from workload_gen.parallel_config import ParallelConfig
-from workload_gen.params import ParamTensor, layer_tensors
+from workload_gen.core.model_config import ModelConfig
+from workload_gen.core.parallel_config import ParallelConfig
+from workload_gen.core.params import ParamTensor, layer_tensors
 
 _NOT_MATMUL = ("norm", "bias", "experts")
 

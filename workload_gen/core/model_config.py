@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Literal
 
-from workload_gen.errors import ConfigError
-from workload_gen.limits import MODEL_FIELD_LIMITS, check_fields
-from workload_gen.record import record
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.limits import MODEL_FIELD_LIMITS, check_fields
+from workload_gen.core.record import record
 
 
 @record(kw_only=True)

@@ -13,11 +13,11 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from workload_gen.errors import ConfigError
-from workload_gen.gpu_specs import GpuSpec, get_gpu
-from workload_gen.record import record
-from workload_gen.units import GB, GBIT
-from workload_gen.yaml_file import read_yaml_mapping
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.gpu_specs import GpuSpec, get_gpu
+from workload_gen.core.record import record
+from workload_gen.core.units import GB, GBIT
+from workload_gen.core.yaml_file import read_yaml_mapping
 
 GBPS = GB  # GB/s (decimal), as vendor sheets quote NVLink
 
@@ -29,7 +29,7 @@ class SystemConfig:
     name: str
     source: str = ""
     gpu: str
-    """Key into workload_gen.gpu_specs (e.g. h100-sxm)."""
+    """Key into workload_gen.core.gpu_specs (e.g. h100-sxm)."""
     gpus_per_node: int = 8
     nvlink_bw: float
     """Per-GPU NVLink bandwidth, one direction, bytes/s (vendor figure / 2)."""

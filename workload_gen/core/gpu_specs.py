@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from dataclasses import field
 
-from workload_gen.errors import ConfigError
-from workload_gen.record import record
-from workload_gen.units import GB, TFLOPS, GiB, MiB
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.record import record
+from workload_gen.core.units import GB, TFLOPS, GiB, MiB
 
 T = TFLOPS
 

@@ -3,7 +3,7 @@
 Each preset cites where its numbers come from (paper table or the model card's
 ``config.json``) and carries the published total parameter count in
 :data:`PUBLISHED_PARAMS`; ``tests/workload_gen/test_params.py`` checks our own count
-(:mod:`workload_gen.params`) against it within 1%.
+(:mod:`workload_gen.core.params`) against it within 1%.
 
 Presets go through the same constructor as user YAML, so a preset can never hold a
 value a user could not type. Vocabulary sizes are the tokenizers' real sizes;
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from workload_gen.errors import ConfigError
-from workload_gen.model_config import ModelConfig
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.model_config import ModelConfig
 
 _GPT3_SRC = "Brown et al. 2020, 'Language Models are Few-Shot Learners', arXiv 2005.14165, Table 2.1 (sizes) and Table D.1 (params)"
 

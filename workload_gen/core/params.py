@@ -29,9 +29,9 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Literal
 
-from workload_gen.model_config import ModelConfig
-from workload_gen.parallel_config import ParallelConfig, pipeline_slots
-from workload_gen.record import record
+from workload_gen.core.model_config import ModelConfig
+from workload_gen.core.parallel_config import ParallelConfig, pipeline_slots
+from workload_gen.core.record import record
 
 Shard = Literal["tp", "replicated", "expert"]
 

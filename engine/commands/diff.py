@@ -6,9 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from workload_gen.cli_errors import OneLineParser, run_cli
-from workload_gen.cli_vocab import add_out, add_quiet, inform
-from workload_gen.errors import ConfigError
+from engine.commands.parser import OneLineParser, run_cli
+from engine.commands.vocab import add_out, add_quiet, inform
+from workload_gen.core.errors import ConfigError
 
 
 def _trace_parser() -> argparse.ArgumentParser:

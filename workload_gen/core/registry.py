@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
-from workload_gen.errors import ConfigError
+from workload_gen.core.errors import ConfigError
 
 T = TypeVar("T")
 

@@ -1,6 +1,6 @@
 """Package attributes that load on first use (PEP 562 module ``__getattr__``).
 
-Why: a command that needs one small submodule (``workload_gen.errors``, ``engine.cli``)
+Why: a command that needs one small submodule (``workload_gen.core.errors``, ``engine.commands.run``)
 should not pay at start-up for everything a package re-exports; trainsim's whole run on
 SimAI's example takes about 0.1 s, of which imports were most.
 """

@@ -4,7 +4,7 @@ The one home of these formulas: summary.json, the stdout table, sweep rows and s
 candidates all read :func:`headline`, so they cannot disagree, and a figure that is not
 defined is ``None`` everywhere (never NaN or 0.0).
 
-Model FLOPs are workload_gen.flops's count: Megatron's
+Model FLOPs are workload_gen.core.flops's count: Megatron's
 72*B*s*l*h^2*(1 + s/(6h) + V/(12*l*h)) for GPT, generalised to GQA, SwiGLU, MLA and MoE,
 without recompute (PaLM's MFU convention). MFU = that / (iteration time * dense peak of the
 training dtype * GPUs). Hardware FLOPs are summed from the workload's own ops, recompute
@@ -15,9 +15,9 @@ Units: seconds, FLOP, FLOP/s (TFLOP/s where the name says so), tokens/s.
 from __future__ import annotations
 
 
-from workload_gen.record import record
-from workload_gen.records import ComputeOp, Phase, Workload
-from workload_gen.run_result import RunResult
+from workload_gen.core.record import record
+from workload_gen.core.records import ComputeOp, Phase, Workload
+from workload_gen.core.run_result import RunResult
 
 _EXECUTED_PHASES = (Phase.FWD, Phase.BWD_INPUT, Phase.BWD_WEIGHT, Phase.RECOMPUTE)
 
@@ -27,7 +27,7 @@ def model_flops(workload: Workload) -> float | None:
     its architecture is unknown)."""
     if workload.params_total <= 0:
         return None
-    from workload_gen.flops import model_flops_per_iteration
+    from workload_gen.core.flops import model_flops_per_iteration
 
     return model_flops_per_iteration(workload.model, workload.parallel)
 

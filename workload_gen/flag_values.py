@@ -1,0 +1,94 @@
+"""Parsed command-line values -> the YAML-shaped dict -> configs, with the notes to show.
+
+A command parses its flags (engine/commands/config_flags.py builds that parser from the
+tables in workload_gen/megatron_flags.py) and hands the values here as a plain mapping;
+nothing here parses arguments or prints. The keys follow the parser's convention: ``m_FIELD``
+sets a ModelConfig field, ``p_FIELD`` a ParallelConfig field, ``ignored_FLAG`` records an
+accepted-and-ignored Megatron flag; ``config``, ``model`` and ``hf_config`` name a run YAML,
+a preset and a Hugging Face config.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from workload_gen.config_loading import LAYOUT_KEYS, configs_from_dict, load_yaml
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.model_config import ModelConfig
+from workload_gen.core.model_presets import PRESETS
+from workload_gen.core.parallel_config import ParallelConfig
+from workload_gen.megatron_flags import ignored_flags_given, moe_layer_freq
+
+_VSTAGE = "num_layers_per_virtual_pipeline_stage"
+
+
+def flags_to_dict(values: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Overlay the flag ``values`` on ``base`` (a YAML-shaped dict); flags win."""
+    data: dict[str, Any] = {k: v for k, v in (base or {}).items()}
+    model_spec = data.get("model")
+    model: dict[str, Any] = (
+        {"preset": model_spec} if isinstance(model_spec, str) else dict(model_spec) if isinstance(model_spec, Mapping)
+        else {} if model_spec is None else {"preset": model_spec}
+    )
+    if values.get("model"):
+        model["preset"] = values["model"]
+    overrides = {k[2:]: v for k, v in values.items() if k.startswith("m_") and v is not None}
+    gqa = overrides.pop("group_query_attention", None)
+    if gqa and "num_query_groups" not in overrides:
+        overrides["num_query_groups"] = 1
+    freq = overrides.pop("moe_layer_freq", None)
+    if freq is not None:
+        overrides["num_dense_layers"] = moe_layer_freq(freq)
+    model.update(overrides)
+    if model:
+        data["model"] = model if set(model) != {"preset"} else model["preset"]
+    for section in ("parallel", "training"):
+        if data.get(section) is not None and not isinstance(data[section], Mapping):
+            raise ConfigError(section, data[section], "must be a mapping of parallel/training fields")
+    layout = dict(data.get("parallel") or {})
+    training = dict(data.get("training") or {})
+    flags = {k[2:]: v for k, v in values.items() if k.startswith("p_") and v is not None}
+    if flags.pop("fp8", None) is not None:
+        flags["dtype"] = "fp8"
+    for k, v in flags.items():
+        # A flag replaces the key wherever the YAML put it (either section is accepted).
+        drop = {k} | ({_VSTAGE} if k == "vpp" else set()) | ({"vpp"} if k == _VSTAGE else set())
+        for sec in (layout, training):
+            for d in drop:
+                sec.pop(d, None)
+        (layout if k in LAYOUT_KEYS or k == _VSTAGE else training)[k] = v
+    if layout:
+        data["parallel"] = layout
+    if training:
+        data["training"] = training
+    return data
+
+
+def configs_from_flags(values: Mapping[str, Any]) -> tuple[ModelConfig, ParallelConfig, list[str]]:
+    """Configs from parsed flag values, and the lines the command should show (the ignored
+    Megatron flags, Megatron's own warnings, a Hugging Face config's notes), in order."""
+    path = values.get("config")
+    base = load_yaml(path) if path else {}
+    notes: list[str] = []
+    hf_path = values.get("hf_config")
+    if hf_path:
+        from workload_gen.hf_config import load_hf_config
+
+        if values.get("model"):
+            raise ConfigError("--hf-config", hf_path, f"give either --model ({values['model']}) or --hf-config, not both")
+        hf = load_hf_config(hf_path)
+        notes += hf.notes
+        base = dict(base)
+        if hf.model.name in PRESETS:
+            base["model"] = {"preset": hf.model.name}
+        else:
+            base["model"] = {k: v for k, v in hf.model.to_dict().items()}
+    has_flags = any(v is not None for k, v in values.items() if k.startswith(("m_", "p_")))
+    where = path or hf_path
+    source = (f"{where} + flags" if has_flags else str(where)) if where else None
+    model, par = configs_from_dict(flags_to_dict(values, base), source, notes=notes)
+    ignored = ignored_flags_given(values)
+    if ignored:
+        notes.insert(0, f"note: ignored Megatron-LM flags (they do not change the simulated iteration): "
+                        f"{', '.join(ignored)}")
+    return model, par, notes

@@ -1,0 +1,271 @@
+"""Megatron-LM's command-line flags as data: what each one sets, and which are ignored or refused.
+
+The command that parses a Megatron launch line (engine/commands/config_flags.py) builds its
+parser from these tables; :func:`workload_gen.config_loading.flags_to_dict` turns the parsed
+values into the YAML-shaped dict. Nothing here parses arguments, so a new Megatron flag is
+one row in one table:
+
+- :data:`MODEL_VALUE_FLAGS`, :data:`MODEL_SWITCHES`: flags that set a ModelConfig field;
+- :data:`PAR_VALUE_FLAGS`, :data:`PAR_BOOL_FLAGS`: flags that set a ParallelConfig field
+  (our short spelling first, Megatron's as aliases);
+- :data:`IGNORED_MEGATRON_FLAGS`: real flags that change neither shapes nor communication,
+  accepted with one note;
+- :data:`NOT_MODELLED_MEGATRON_FLAGS`: real flags that would change the iteration, refused
+  with the reason unless given the value that changes nothing.
+"""
+from __future__ import annotations
+
+import re
+
+from workload_gen.core.errors import ConfigError
+
+# (flags, field, type): the command's dest is the field prefixed m_ (model) or p_ (parallel/training).
+MODEL_VALUE_FLAGS: tuple[tuple[tuple[str, ...], str, type], ...] = (
+    (("--num-layers",), "num_layers", int),
+    (("--hidden-size",), "hidden_size", int),
+    (("--ffn-hidden-size",), "ffn_hidden_size", int),
+    (("--num-attention-heads",), "num_attention_heads", int),
+    (("--num-query-groups",), "num_query_groups", int),
+    (("--kv-channels",), "kv_channels", int),
+    (("--vocab-size",), "vocab_size", int),
+    (("--max-position-embeddings",), "max_position_embeddings", int),
+    (("--num-experts",), "num_experts", int),
+    (("--moe-router-topk",), "moe_router_topk", int),
+    (("--moe-ffn-hidden-size",), "moe_ffn_hidden_size", int),
+    (("--moe-shared-expert-intermediate-size",), "moe_shared_expert_intermediate_size", int),
+    (("--num-dense-layers",), "num_dense_layers", int),
+    (("--dense-ffn-hidden-size",), "dense_ffn_hidden_size", int),
+    (("--q-lora-rank",), "q_lora_rank", int),
+    (("--kv-lora-rank",), "kv_lora_rank", int),
+    (("--qk-head-dim",), "qk_head_dim", int),
+    (("--qk-pos-emb-head-dim",), "qk_pos_emb_head_dim", int),
+    (("--v-head-dim",), "v_head_dim", int),
+    (("--activation",), "activation", str),
+    (("--normalization",), "normalization", str),
+    (("--position-embedding-type",), "position_embedding", str),
+)
+# Megatron boolean switches that set a model field to a constant.
+MODEL_SWITCHES: tuple[tuple[str, str, object], ...] = (
+    ("--swiglu", "activation", "swiglu"),
+    ("--squared-relu", "activation", "squared_relu"),
+    ("--untie-embeddings-and-output-weights", "tied_embeddings", False),
+    ("--disable-bias-linear", "add_bias_linear", False),
+    ("--add-qkv-bias", "add_qkv_bias", True),
+    ("--qk-layernorm", "qk_layernorm", True),
+    ("--multi-latent-attention", "multi_latent_attention", True),
+    ("--use-rotary-position-embeddings", "position_embedding", "rope"),
+)
+
+PAR_VALUE_FLAGS: tuple[tuple[tuple[str, ...], str, type, tuple[str, ...] | None], ...] = (
+    (("--world-size",), "world_size", int, None),
+    (("--tp", "--tensor-model-parallel-size"), "tp", int, None),
+    (("--pp", "--pipeline-model-parallel-size"), "pp", int, None),
+    (("--vpp", "--num-virtual-stages-per-pipeline-rank"), "vpp", int, None),
+    (("--num-layers-per-virtual-pipeline-stage",), "num_layers_per_virtual_pipeline_stage", int, None),
+    (("--cp", "--context-parallel-size"), "cp", int, None),
+    (("--cp-comm", "--cp-comm-type"), "cp_comm", str, ("p2p", "all_gather", "a2a")),
+    (("--first-stage-layers", "--decoder-first-pipeline-num-layers"), "first_stage_layers", int, None),
+    (("--last-stage-layers", "--decoder-last-pipeline-num-layers"), "last_stage_layers", int, None),
+    (("--ep", "--expert-model-parallel-size"), "ep", int, None),
+    (("--etp", "--expert-tensor-parallel-size"), "etp", int, None),
+    (("--micro-batch", "--micro-batch-size"), "micro_batch", int, None),
+    (("--global-batch", "--global-batch-size"), "global_batch", int, None),
+    (("--seq-length",), "seq_length", int, None),
+    (("--dtype",), "dtype", str, ("bf16", "fp16", "fp32", "fp8")),
+    (("--fp8-recipe",), "fp8_recipe", str, ("delayed", "tensorwise", "mxfp8", "blockwise")),
+    (("--recompute", "--recompute-granularity"), "recompute", str, ("none", "selective", "full")),
+    (("--recompute-method",), "recompute_method", str, ("uniform", "block")),
+    (("--recompute-num-layers",), "recompute_num_layers", int, None),
+    (("--ddp-bucket-size",), "ddp_bucket_size", int, None),
+    (("--optimizer",), "optimizer", str, ("adam", "distributed_fused_adam")),  # Megatron's adam, NeMo's optim.name
+    (("--make-vocab-size-divisible-by",), "make_vocab_size_divisible_by", int, None),
+    (("--wgrad-deferral-limit",), "wgrad_deferral_limit", int, None),
+)
+# Our on/off switches (each also has --no-...); the Megatron spelling is an alias.
+PAR_BOOL_FLAGS: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("--sp", "--sequence-parallel"), "sp"),
+    (("--dist-opt", "--use-distributed-optimizer"), "distributed_optimizer"),
+    (("--overlap-grad-reduce",), "overlap_grad_reduce"),
+    (("--overlap-param-gather",), "overlap_param_gather"),
+    (("--tp-comm-overlap",), "tp_comm_overlap"),
+    (("--overlap-p2p-communication",), "overlap_p2p_comm"),
+    (("--grad-reduce-in-fp32", "--accumulate-allreduce-grads-in-fp32"), "grad_reduce_in_fp32"),
+    (("--account-for-embedding-in-pipeline-split",), "account_for_embedding_in_pipeline_split"),
+    (("--account-for-loss-in-pipeline-split",), "account_for_loss_in_pipeline_split"),
+    (("--defer-embedding-wgrad-compute",), "defer_embedding_wgrad_compute"),
+)
+
+IGNORED_MEGATRON_FLAGS: dict[str, bool] = {
+    # flag: takes a value. Real Megatron-LM flags that change neither the computation's
+    # shapes nor its communication (optimizer hyper-parameters, data, logging,
+    # checkpointing, kernel-fusion switches whose cost the profile measures anyway).
+    "--lr": True, "--min-lr": True, "--lr-decay-style": True, "--lr-decay-iters": True,
+    "--lr-warmup-iters": True, "--lr-warmup-fraction": True, "--lr-warmup-samples": True,
+    "--lr-decay-samples": True, "--weight-decay": True, "--clip-grad": True,
+    "--adam-beta1": True, "--adam-beta2": True, "--adam-eps": True,
+    "--init-method-std": True, "--train-iters": True, "--train-samples": True, "--seed": True,
+    "--save": True, "--load": True, "--save-interval": True, "--eval-interval": True,
+    "--eval-iters": True, "--log-interval": True, "--data-path": True, "--split": True,
+    "--tokenizer-type": True, "--tokenizer-model": True, "--vocab-file": True, "--merge-file": True,
+    "--data-cache-path": True, "--num-workers": True, "--distributed-backend": True,
+    "--distributed-timeout-minutes": True, "--attention-dropout": True, "--hidden-dropout": True,
+    "--norm-epsilon": True, "--rotary-base": True, "--rotary-percent": True,
+    "--rotary-scaling-factor": True, "--transformer-impl": True,
+    "--tensorboard-dir": True, "--wandb-project": True, "--wandb-exp-name": True,
+    "--moe-router-load-balancing-type": True, "--moe-aux-loss-coeff": True,
+    "--moe-z-loss-coeff": True, "--moe-grouped-gemm": False,
+    "--moe-router-score-function": True, "--moe-router-topk-scaling-factor": True,
+    "--moe-router-dtype": True, "--moe-input-jitter-eps": True, "--loss-scale": True,
+    "--initial-loss-scale": True, "--min-loss-scale": True, "--loss-scale-window": True,
+    "--hysteresis": True, "--ckpt-format": True, "--exit-interval": True, "--exit-duration-in-mins": True,
+    "--use-flash-attn": False, "--use-mcore-models": False, "--no-masked-softmax-fusion": False,
+    "--no-bias-gelu-fusion": False, "--no-bias-dropout-fusion": False, "--no-bias-swiglu-fusion": False,
+    "--no-rope-fusion": False, "--no-gradient-accumulation-fusion": False,
+    "--attention-softmax-in-fp32": False, "--apply-query-key-layer-scaling": False,
+    "--no-async-tensor-model-parallel-allreduce": False, "--use-checkpoint-args": False,
+    "--no-load-optim": False, "--no-load-rng": False, "--no-save-optim": False, "--no-save-rng": False,
+    "--log-throughput": False, "--log-timers-to-tensorboard": False, "--log-params-norm": False,
+    "--log-num-zeros-in-grad": False, "--timing-log-level": True, "--eval-only": False,
+    "--mock-data": False, "--no-create-attention-mask-in-dataloader": False,
+    "--manual-gc": False, "--manual-gc-interval": True, "--use-legacy-models": False,
+    "--ckpt-fully-parallel-save": False, "--bias-swiglu-fusion": False, "--cross-entropy-loss-fusion": False,
+}
+IGNORED_MEGATRON_FLAGS.update({
+    # From Megatron-LM's megatron/training/arguments.py (and the dataclass configs it builds
+    # flags from): RoPE frequency scaling, numerics checks, checkpoint formats, kernel
+    # choices, FP8 scaling bookkeeping, NCCL tuning files, logging and profiling switches.
+    "--use-rope-scaling": False, "--rope-scaling-factor": True, "--mscale": True, "--mscale-all-dim": True,
+    "--rotary-seq-len-interpolation-factor": True,
+    "--check-for-nan-in-loss-and-grad": False, "--no-check-for-nan-in-loss-and-grad": False,
+    "--check-for-spiky-loss": False, "--check-for-large-grads": False, "--rerun-mode": True,
+    "--check-weight-hash-across-dp-replicas-interval": True,
+    "--use-dist-ckpt": False, "--auto-detect-ckpt-format": False, "--async-save": False,
+    "--use-persistent-ckpt-worker": False, "--ckpt-fully-parallel-load": False,
+    "--ckpt-assume-constant-structure": False, "--dist-ckpt-strictness": True, "--ckpt-step": True,
+    "--non-persistent-save-interval": True, "--non-persistent-ckpt-type": True,
+    "--non-persistent-global-ckpt-dir": True, "--pretrained-checkpoint": True, "--finetune": False,
+    "--exit-on-missing-checkpoint": False, "--exit-signal-handler": False,
+    "--override-opt_param-scheduler": False, "--use-checkpoint-opt_param-scheduler": False,
+    "--no-persist-layer-norm": False, "--apply-layernorm-1p": False, "--calculate-per-token-loss": False,
+    "--tp-comm-overlap-cfg": True, "--nccl-communicator-config-path": True,
+    "--fp8-amax-history-len": True, "--fp8-amax-compute-algo": True, "--fp8-margin": True, "--fp8-interval": True,
+    "--rampup-batch-size": True,
+    "--lr-wsd-decay-style": True, "--lr-wsd-decay-samples": True, "--lr-wsd-decay-iters": True,
+    "--decoupled-lr": True, "--decoupled-min-lr": True, "--start-weight-decay": True, "--end-weight-decay": True,
+    "--weight-decay-incr-style": True, "--use-cpu-initialization": False, "--init-method-xavier-uniform": False,
+    "--dataloader-type": True, "--num-dataset-builder-threads": True, "--reset-position-ids": False,
+    "--reset-attention-mask": False, "--eod-mask-loss": False, "--no-mmap-bin-files": False,
+    "--train-data-path": True, "--valid-data-path": True, "--test-data-path": True,
+    "--log-validation-ppl-to-tensorboard": False, "--log-memory-to-tensorboard": False,
+    "--log-world-size-to-tensorboard": False, "--log-progress": False, "--tensorboard-log-interval": True,
+    "--tensorboard-queue-size": True, "--wandb-save-dir": True, "--logging-level": True,
+    "--no-one-logger": False, "--one-logger-project": True, "--one-logger-run-name": True,
+    "--use-pytorch-profiler": False, "--profile-step-start": True, "--profile-step-end": True,
+    "--record-memory-history": False, "--memory-snapshot-path": True, "--log-straggler": False,
+    "--empty-unused-memory-level": True, "--te-rng-tracker": False,
+    "--moe-permute-fusion": False, "--moe-router-fusion": False, "--moe-use-legacy-grouped-gemm": False,
+    "--moe-per-layer-logging": False, "--moe-router-pre-softmax": False, "--moe-router-enable-expert-bias": False,
+    "--moe-router-bias-update-rate": True, "--moe-token-drop-policy": True, "--mtp-loss-scaling-factor": True,
+    "--ddp-average-in-collective": False,
+})
+MULTI_VALUE_IGNORED: frozenset[str] = frozenset({
+    "--data-path", "--train-data-path", "--valid-data-path", "--test-data-path", "--rampup-batch-size",
+})
+"""Ignored flags that take several values (Megatron's nargs='*'), e.g. --rampup-batch-size 16 16 5859375."""
+
+NOT_MODELLED_MEGATRON_FLAGS: dict[str, tuple[bool, str | None, str]] = {
+    # flag: (takes a value, the value that changes nothing (accepted and ignored) or None, what it would change)
+    "--overlap-param-gather-with-optimizer-step": (False, None, "overlaps the parameter all-gather with the optimizer step"),
+    "--pipeline-model-parallel-layout": (True, None, "changes the layers per pipeline stage"),
+    "--microbatch-group-size-per-virtual-pipeline-stage": (True, None, "changes the pipeline schedule"),
+    "--use-precision-aware-optimizer": (False, None, "changes the optimizer state's dtypes and memory"),
+    "--main-params-dtype": (True, "fp32", "changes the optimizer state's memory"),
+    "--main-grads-dtype": (True, "fp32", "changes the optimizer state's memory"),
+    "--exp-avg-dtype": (True, "fp32", "changes the optimizer state's memory"),
+    "--exp-avg-sq-dtype": (True, "fp32", "changes the optimizer state's memory"),
+    "--optimizer-cpu-offload": (False, None, "moves the optimizer step to the CPU"),
+    "--num-distributed-optimizer-instances": (True, "1", "shards the optimizer over part of the data-parallel group"),
+    "--distribute-saved-activations": (False, None, "splits recomputation checkpoints over TP (memory and communication)"),
+    "--recompute-modules": (True, None, "recomputes other modules than selective recompute's attention core"),
+    "--cpu-offloading": (False, None, "offloads activations to the CPU"),
+    "--cpu-offloading-num-layers": (True, None, "offloads activations to the CPU"),
+    "--fp8-param-gather": (False, None, "gathers FP8 parameters (halves the all-gather)"),
+    "--first-last-layers-bf16": (False, None, "keeps some layers in BF16 under FP8"),
+    "--num-layers-at-start-in-bf16": (True, None, "keeps some layers in BF16 under FP8"),
+    "--num-layers-at-end-in-bf16": (True, None, "keeps some layers in BF16 under FP8"),
+    "--disable-tp-comm-overlap-ag": (False, None, "changes which TP communication overlaps"),
+    "--disable-tp-comm-overlap-rs": (False, None, "changes which TP communication overlaps"),
+    "--disable-tp-comm-bulk-dgrad": (False, None, "changes which TP communication overlaps"),
+    "--disable-tp-comm-bulk-wgrad": (False, None, "changes which TP communication overlaps"),
+    "--disable-tp-comm-split-ag": (False, None, "changes which TP communication overlaps"),
+    "--disable-tp-comm-split-rs": (False, None, "changes which TP communication overlaps"),
+    "--delay-wgrad-compute": (False, None, "moves weight-gradient GEMMs to overlap EP communication"),
+    "--overlap-moe-expert-parallel-comm": (False, None, "overlaps EP all-to-all with other micro-batches"),
+    "--moe-shared-expert-overlap": (False, None, "overlaps the shared experts with the token dispatch"),
+    "--moe-expert-capacity-factor": (True, None, "drops or pads tokens per expert"),
+    "--moe-pad-expert-input-to-capacity": (False, None, "pads tokens per expert"),
+    "--moe-router-num-groups": (True, None, "limits routing to device groups (changes the dispatch)"),
+    "--moe-router-group-topk": (True, None, "limits routing to device groups (changes the dispatch)"),
+    "--moe-enable-deepep": (False, None, "uses DeepEP's dispatch kernels"),
+    "--moe-layer-recompute": (False, None, "recomputes the MoE layer"),
+    "--mtp-num-layers": (True, "0", "adds multi-token-prediction layers"),
+    "--enable-cuda-graph": (False, None, "captures CUDA graphs (removes launch overheads)"),
+    "--external-cuda-graph": (False, None, "captures CUDA graphs (removes launch overheads)"),
+    "--cuda-graph-impl": (True, "none", "captures CUDA graphs (removes launch overheads)"),
+    "--use-torch-fsdp2": (False, None, "shards parameters with FSDP instead of the distributed optimizer"),
+    "--use-custom-fsdp": (False, None, "shards parameters with FSDP instead of the distributed optimizer"),
+    "--use-megatron-fsdp": (False, None, "shards parameters with FSDP instead of the distributed optimizer"),
+    "--data-parallel-sharding-strategy": (True, "no_shard", "shards parameters with FSDP"),
+    "--hierarchical-context-parallel-sizes": (True, None, "splits CP communication hierarchically"),
+    "--use-tp-pp-dp-mapping": (False, None, "changes which ranks form each group (placement on nodes)"),
+    "--ddp-num-buckets": (True, None, "changes the gradient buckets"),
+    "--use-sharp": (False, None, "runs the data-parallel reduction in the switch (SHARP)"),
+    "--no-fp8-wgrad": (False, None, "runs the weight-gradient GEMMs in higher precision under FP8"),
+}
+"""Real Megatron-LM flags that would change the simulated iteration but are not modelled:
+refused with "not modelled: FLAG" (exit 2), unless given the value that changes nothing."""
+
+IGNORED_DEST_PREFIX = "ignored_"
+
+
+def ignored_dest(flag: str) -> str:
+    """The parsed-value key of an ignored or refused flag (``--lr`` -> ``ignored_lr``)."""
+    return IGNORED_DEST_PREFIX + flag.lstrip("-").replace("-", "_")
+
+
+def ignored_flags_given(values: dict[str, object]) -> list[str]:
+    """The accepted-and-ignored flags present in parsed ``values``, in table order (for the
+    one note that lists them)."""
+    flags = (*IGNORED_MEGATRON_FLAGS, *NOT_MODELLED_MEGATRON_FLAGS)
+    return [f for f in flags if values.get(ignored_dest(f)) not in (None, False)]
+
+
+ATTENTION_BACKENDS: dict[str, str] = {
+    "flash": "flash", "fused": "flash", "auto": "flash", "unfused": "unfused", "local": "unfused",
+}
+"""Megatron's --attention-backend choices onto ours: what matters for time and memory is
+whether the s x s scores go through memory (flash, fused and auto never materialise them)."""
+
+
+def moe_layer_freq(text: str) -> int | None:
+    """Leading dense layers from Megatron's --moe-layer-freq, or None for 'all MoE'."""
+    text = text.strip()
+    if text.isdigit():
+        if int(text) == 1:
+            return 0
+        raise ConfigError("moe_layer_freq", text, "only 1 or a leading-dense pattern like '([0]*3+[1]*58)' is supported")
+    m = re.fullmatch(r"\(?\s*\[\s*0\s*\]\s*\*\s*(\d+)\s*\+\s*\[\s*1\s*\]\s*\*\s*(\d+)\s*\)?", text)
+    if m:
+        return int(m.group(1))
+    import ast  # only for a pattern the regular expression above does not take
+
+    try:
+        pattern = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        pattern = None
+    if isinstance(pattern, list) and pattern and all(x in (0, 1) for x in pattern):
+        k = pattern.index(1) if 1 in pattern else len(pattern)
+        if all(x == 1 for x in pattern[k:]):
+            return k
+    raise ConfigError("moe_layer_freq", text, "only 1 or a leading-dense pattern like '([0]*3+[1]*58)' is supported")
+
