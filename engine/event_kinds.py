@@ -1,0 +1,17 @@
+"""The kinds of event on the engine's queue (:class:`engine.loop.EventLoop`), and their payloads.
+
+Why a module of their own: the simulator (:mod:`engine.sim`) dispatches on them, and the
+parts that schedule on its queue (:mod:`engine.communicators`,
+:mod:`engine.pipeline_transfers`) must use the same numbers. Ints: the loop compares the
+kind once per event.
+"""
+from __future__ import annotations
+
+EV_COMPUTE_DONE = 0
+"""A compute op ended; payload: its RankState."""
+EV_FUTURE_DONE = 1
+"""A collective or pipeline transfer the engine timed itself ended; payload: its Future."""
+EV_PASS_DONE = 2
+"""A memoised pass ended; payload: its RankState."""
+EV_GRAD_READY = 3
+"""Gradient buckets became ready inside a memoised pass; payload: (RankState, bucket ops)."""
