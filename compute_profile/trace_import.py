@@ -32,7 +32,8 @@ from collections import defaultdict
 from pathlib import Path
 
 from compute_profile.db import ProfileRow
-from formats.kineto import TraceOp, read_kineto
+from formats.kineto import read_kineto
+from formats.kineto_records import TraceOp
 from workload_gen.core.errors import ConfigError
 from workload_gen.core.records import OpKind
 

@@ -25,7 +25,7 @@ from collections import defaultdict
 from dataclasses import field
 
 from formats.kernel_classes import COMM, OTHER
-from formats.kineto import TraceOp
+from formats.kineto_records import TraceOp
 from formats.timeline import Timeline, exposed_comm, idle
 from workload_gen.core.record import record
 

@@ -15,7 +15,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from formats.kernel_classes import COMM
-from formats.kineto import KinetoTrace, TraceOp, load_json, read_kineto
+from formats.kineto import load_json, read_kineto
+from formats.kineto_records import KinetoTrace, TraceOp
 from workload_gen.core.errors import FormatError
 from workload_gen.core.record import record
 
