@@ -1,15 +1,34 @@
 """FLOPs and HBM bytes of single kernels, in one place so the formulas are read once.
 
+Every compute op of a workload takes its (FLOPs, bytes) from a function here:
+:mod:`workload_gen.layer_ops` for the per-micro-batch ops, :mod:`workload_gen.builder`
+for the once-per-iteration ones (the optimizer step's bytes per parameter come from
+:mod:`workload_gen.core.optimizer_state`, which the memory estimate shares). The op lists
+decide which kernels run and on which shapes; this module decides what each one costs.
+
 Conventions: a multiply-add is 2 FLOPs; bytes are what a kernel reads plus writes in
-HBM (the roofline memory term), ignoring caches. ``b_in``/``b_out`` are element sizes
-in bytes. Element-wise FLOP counts per element are nominal (they only matter for the
-roofline estimate, where these kernels are memory-bound anyway).
+HBM (the roofline memory term), ignoring caches. ``b``/``b_in``/``b_out`` are element
+sizes in bytes (``b`` the activation dtype's), ``b_grad`` the main-gradient dtype's.
+Element-wise FLOP counts per element are nominal (they only matter for the roofline
+estimate, where these kernels are memory-bound anyway). Functions return
+``(flops, bytes)``; those of a layer's building blocks return the forward's and the
+backward's as ``(fwd, bwd)``.
 """
 from __future__ import annotations
+
+from workload_gen.core.optimizer_state import optimizer_step_bytes
+
+Cost = tuple[float, float]
+"""(FLOPs, HBM bytes) of one kernel."""
 
 NORM_FLOPS = {"layernorm": 7.0, "rmsnorm": 4.0}
 """Per element, forward: LayerNorm = mean, variance, subtract, scale, shift (~7); RMSNorm
 = square, sum, scale, weight (~4). Backward is taken as twice that."""
+
+ADAM_FLOPS_PER_PARAM = 16.0
+"""Adam with weight decay and bias correction, per element: ~16 FLOPs. Nominal: the step
+moves 26-30 bytes per parameter for these FLOPs, far below any GPU's ridge point, so its
+time is the bytes'."""
 
 
 def gemm(m: int, n: int, k: int, b_in: int, b_out: int) -> tuple[float, float]:
@@ -86,3 +105,140 @@ def attention_scores_bytes(batch: int, heads: int, sq: int, skv: int, backward: 
     backward: dropout's backward reads the incoming gradient and the mask and writes
     (2 + 1 + 2), softmax's reads it and the probabilities and writes dS (2 + 2 + 2): 11 B."""
     return (11.0 if backward else 9.0) * batch * heads * sq * skv
+
+
+def attention_softmax_dropout(batch: int, heads: int, sq: int, skv: int, backward: bool) -> Cost:
+    """The unfused attention's fused scale-mask-softmax and dropout on the scores: 5 FLOPs
+    per score element forward (scale, max, exp, sum, divide), 4 backward, and the bytes of
+    :func:`attention_scores_bytes`."""
+    e = float(batch * heads * sq * skv)
+    return (4.0 if backward else 5.0) * e, attention_scores_bytes(batch, heads, sq, skv, backward)
+
+
+# --- a layer's element-wise building blocks: (forward, backward) ------------------------
+
+
+def norm(normalization: str, rows: int, width: int, b: int) -> tuple[Cost, Cost]:
+    """LayerNorm / RMSNorm over [rows, width]: forward :data:`NORM_FLOPS` per element,
+    reads x and writes y (2 elements of traffic); backward twice the FLOPs, reads x and
+    dy, writes dx (3)."""
+    f = NORM_FLOPS[normalization] * rows * width
+    n = rows * width * b
+    return (f, float(2 * n)), (2 * f, float(3 * n))
+
+
+def residual(rows: int, width: int, b: int) -> tuple[Cost, Cost]:
+    """Bias-dropout-add on the hidden state: forward reads x and the residual, writes the
+    sum and a 1-byte dropout mask; backward reads dy and the mask, writes dx."""
+    e = rows * width
+    return (3.0 * e, float(e * (3 * b + 1))), (1.0 * e, float(e * (2 * b + 1)))
+
+
+def activation(kind: str, rows: int, width: int, b: int) -> tuple[Cost, Cost]:
+    """The MLP activation on ``width`` outputs per row. GeLU: forward reads and writes
+    ``width`` (~8 FLOPs per element, tanh approximation), backward reads input and dy,
+    writes d(input) (~12); SwiGLU: reads the 2*width fc1 output (gate and up halves),
+    writes width (6 FLOPs: sigmoid, two multiplies), backward 10; squared ReLU
+    (Nemotron-4): GeLU's traffic, 2 FLOPs (max, multiply), backward dx = 2 relu(x) dy (3)."""
+    e = rows * width
+    if kind == "swiglu":
+        return (6.0 * e, float(3 * e * b)), (10.0 * e, float(5 * e * b))
+    if kind == "squared_relu":
+        return (2.0 * e, float(2 * e * b)), (3.0 * e, float(3 * e * b))
+    return (8.0 * e, float(2 * e * b)), (12.0 * e, float(3 * e * b))
+
+
+def rope(rows: int, width: int, b: int) -> tuple[Cost, Cost]:
+    """Rotary embedding on q and k: x*cos + rot(x)*sin, 3 FLOPs per element, read and
+    write; the backward is the same rotation on the gradients."""
+    e = rows * width
+    c = (3.0 * e, float(2 * e * b))
+    return c, c
+
+
+def mla_rope(rows: int, heads: int, dn: int, dr: int, dv: int, b: int) -> tuple[Cost, Cost]:
+    """MLA's RoPE with the layout change the attention kernel needs (Megatron-Core's
+    fused_apply_mla_rope_for_q / _for_kv, the default with rope fusion on): one pass
+    reads q [rows, heads, dn+dr], kv [rows, heads, dn+dv] and the shared k_pe [rows, dr],
+    rotates the dr parts and writes contiguous query and key [rows, heads, dn+dr] and
+    value [rows, heads, dv]. Unlike plain RoPE it moves the whole q, k and v, not only
+    the rotated parts. Backward runs the same pass on the gradients."""
+    qk = heads * (dn + dr)
+    elems = rows * (qk + heads * (dn + dv) + dr + 2 * qk + heads * dv)
+    c = (3.0 * rows * (heads + 1) * dr, float(elems * b))
+    return c, c
+
+
+def router(tokens: int, hidden: int, experts: int, b: int, b_grad: int) -> tuple[Cost, Cost, Cost]:
+    """The MoE router's (forward, input-gradient, weight-gradient) kernels: logits =
+    x @ W_r (h x E), then softmax and top-k in fp32 (~5 FLOPs per logit). Forward reads x
+    and W_r and writes the fp32 logits and probabilities; the input gradient reads the
+    fp32 gradient of the logits and W_r and writes dx; the weight gradient reads x and
+    the logits' gradient and accumulates into the main gradient of W_r (read + write)."""
+    f = 2.0 * tokens * hidden * experts
+    fwd = (f + 5.0 * tokens * experts, float(tokens * hidden * b + hidden * experts * b + 2 * tokens * experts * 4))
+    dgrad = (f, float(tokens * experts * 4 + hidden * experts * b + tokens * hidden * b))
+    wgrad = (f, float(tokens * hidden * b + tokens * experts * b + 2 * hidden * experts * b_grad))
+    return fwd, dgrad, wgrad
+
+
+def permute(rows_in: int, rows_out: int, hidden: int, b: int, weighted: bool) -> Cost:
+    """Token (un)permutation, a gather of rows: reads rows_in and writes rows_out rows of
+    ``hidden``; ``weighted`` (unpermute) also multiplies by the router probabilities, one
+    FLOP per element. The backward is the same gather the other way."""
+    return (float(rows_in * hidden) if weighted else 0.0), float((rows_in + rows_out) * hidden * b)
+
+
+def embedding_lookup(tokens: int, hidden: int, b: int) -> Cost:
+    """Word-embedding forward: gathers ``tokens`` rows of the table (read) and writes them."""
+    return 0.0, float(2 * tokens * hidden * b)
+
+
+def embedding_wgrad(tokens: int, hidden: int, b: int, b_grad: int) -> Cost:
+    """An embedding table's backward: scatter-adds the incoming gradient rows (read) into
+    the main gradient (read + write), one add per element."""
+    e = tokens * hidden
+    return float(e), float(e * b + 2 * e * b_grad)
+
+
+def position_embedding(tokens: int, hidden: int, b: int) -> Cost:
+    """Learned positions' forward: reads the position rows and the word embeddings, writes
+    their sum, one add per element."""
+    e = tokens * hidden
+    return float(e), float(3 * e * b)
+
+
+def dropout(rows: int, width: int, b: int) -> Cost:
+    """Dropout (forward or backward alike): reads the tensor, writes it and the 1-byte mask
+    (backward: reads the gradient and the mask, writes the gradient), one multiply per
+    element."""
+    e = rows * width
+    return float(e), float(e * (2 * b + 1))
+
+
+def loss(tokens: int, vocab: int, b: int) -> tuple[Cost, Cost]:
+    """Vocab-parallel cross-entropy on [tokens, vocab] logits: the forward reads the logits
+    and keeps an fp32 copy (b + 4 per element; max, subtract, exp, sum, log: ~5 FLOPs),
+    the backward reads the fp32 softmax and writes the logits' gradient (~2 FLOPs)."""
+    n = tokens * vocab
+    return (5.0 * n, float(n * (b + 4))), (2.0 * n, float(n * (b + 4)))
+
+
+# --- once per iteration ------------------------------------------------------------------
+
+
+def grad_norm(params: int, b_grad: int) -> Cost:
+    """The gradient norm over a main-grad shard: reads it once, a multiply-add per element
+    (the clip's rescale is fused into the optimizer step)."""
+    return 2.0 * params, float(b_grad * params)
+
+
+def zero_grad(params: int, b_grad: int) -> Cost:
+    """Zeroing the whole grad buffer: one write per element."""
+    return 0.0, float(b_grad * params)
+
+
+def adam_step(params: int, optimizer: str, dtype: str, b_grad: int, b_param: int) -> Cost:
+    """One Adam step over ``params`` parameters: :data:`ADAM_FLOPS_PER_PARAM` each, and the
+    bytes per parameter of :func:`workload_gen.core.optimizer_state.optimizer_step_bytes`."""
+    return ADAM_FLOPS_PER_PARAM * params, float(optimizer_step_bytes(optimizer, dtype, b_grad, b_param) * params)

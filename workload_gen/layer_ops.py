@@ -168,56 +168,38 @@ class _Emitter:
 
     # --- building blocks ---------------------------------------------------------------
     def norm(self, name: str, rows: int, width: int) -> None:
-        """Norm fwd: ~7 (LayerNorm) or 4 (RMSNorm) FLOPs per element, reads x, writes y
-        (2 elements of traffic); bwd: twice the FLOPs, reads x and dy, writes dx (3)."""
-        f = costs.NORM_FLOPS[self.model.normalization] * rows * width
-        n = rows * width * self.B
+        """The model's norm over [rows, width] (costs.norm)."""
+        fwd, bwd = costs.norm(self.model.normalization, rows, width, self.B)
         shape = (rows, width)
-        self.add([self.compute(name, FWD, OpKind.NORM, shape, (f, 2 * n))],
-                 [self.compute(name, BWD_I, OpKind.NORM, shape, (2 * f, 3 * n))])
+        self.add([self.compute(name, FWD, OpKind.NORM, shape, fwd)],
+                 [self.compute(name, BWD_I, OpKind.NORM, shape, bwd)])
 
     def residual(self, name: str) -> None:
-        """Bias-dropout-add on the (SP-local) hidden state: fwd reads x and the residual,
-        writes the sum and a 1-byte dropout mask; bwd reads dy and the mask, writes dx."""
+        """Bias-dropout-add on the (SP-local) hidden state (costs.residual)."""
         rows, w = self.T_sp, self.model.hidden_size
-        e = rows * w
-        self.add([self.compute(name, FWD, OpKind.ELEMENTWISE, (rows, w), (3.0 * e, e * (3 * self.B + 1)))],
-                 [self.compute(name, BWD_I, OpKind.ELEMENTWISE, (rows, w), (1.0 * e, e * (2 * self.B + 1)))])
+        fwd, bwd = costs.residual(rows, w, self.B)
+        self.add([self.compute(name, FWD, OpKind.ELEMENTWISE, (rows, w), fwd)],
+                 [self.compute(name, BWD_I, OpKind.ELEMENTWISE, (rows, w), bwd)])
 
     def activation(self, name: str, rows: int, width: int) -> None:
-        """GeLU: fwd reads/writes ``width``; SwiGLU: reads the 2*width fc1 output (gate and
-        up halves), writes width; squared ReLU (Nemotron-4): like GeLU's traffic, 2 FLOPs per
-        element (max, multiply), backward dx = 2 relu(x) dy (3). Backward reads input and dy,
-        writes d(input)."""
-        e = rows * width
-        if self.model.activation == "swiglu":
-            fwd, bwd = (6.0 * e, 3 * e * self.B), (10.0 * e, 5 * e * self.B)
-        elif self.model.activation == "squared_relu":
-            fwd, bwd = (2.0 * e, 2 * e * self.B), (3.0 * e, 3 * e * self.B)
-        else:
-            fwd, bwd = (8.0 * e, 2 * e * self.B), (12.0 * e, 3 * e * self.B)
+        """The model's MLP activation on ``width`` outputs per row (costs.activation)."""
+        fwd, bwd = costs.activation(self.model.activation, rows, width, self.B)
         self.add([self.compute(name, FWD, OpKind.ELEMENTWISE, (rows, width), fwd)],
                  [self.compute(name, BWD_I, OpKind.ELEMENTWISE, (rows, width), bwd)])
 
     def rope(self, name: str, rows: int, width: int) -> None:
-        """Rotary embedding on q and k: x*cos + rot(x)*sin, 3 FLOPs/element, read+write."""
-        e = rows * width
-        self.add([self.compute(name, FWD, OpKind.ROPE, (rows, width), (3.0 * e, 2 * e * self.B))],
-                 [self.compute(name, BWD_I, OpKind.ROPE, (rows, width), (3.0 * e, 2 * e * self.B))])
+        """Rotary embedding on the q and k columns (costs.rope)."""
+        fwd, bwd = costs.rope(rows, width, self.B)
+        self.add([self.compute(name, FWD, OpKind.ROPE, (rows, width), fwd)],
+                 [self.compute(name, BWD_I, OpKind.ROPE, (rows, width), bwd)])
 
     def mla_rope(self, rows: int, heads: int, dn: int, dr: int, dv: int) -> None:
-        """MLA's RoPE with the layout change the attention kernel needs (Megatron-Core's
-        fused_apply_mla_rope_for_q / _for_kv, the default with rope fusion on): one pass
-        reads q [rows, heads, dn+dr], kv [rows, heads, dn+dv] and the shared k_pe [rows, dr],
-        rotates the dr parts and writes contiguous query and key [rows, heads, dn+dr] and
-        value [rows, heads, dv]. Unlike plain RoPE it moves the whole q, k and v, not only
-        the rotated parts. Backward runs the same pass on the gradients."""
-        qk = heads * (dn + dr)
-        elems = rows * (qk + heads * (dn + dv) + dr + 2 * qk + heads * dv)
-        f = 3.0 * rows * (heads + 1) * dr
+        """MLA's fused RoPE, which also lays out q, k and v for the attention kernel
+        (costs.mla_rope)."""
+        fwd, bwd = costs.mla_rope(rows, heads, dn, dr, dv, self.B)
         shape = (rows, heads * (dn + dr))
-        self.add([self.compute("rope", FWD, OpKind.ROPE, shape, (f, elems * self.B))],
-                 [self.compute("rope", BWD_I, OpKind.ROPE, shape, (f, elems * self.B))])
+        self.add([self.compute("rope", FWD, OpKind.ROPE, shape, fwd)],
+                 [self.compute("rope", BWD_I, OpKind.ROPE, shape, bwd)])
 
     def linear(self, name: str, m: int, k: int, n: int, mode: str, fp8: bool = True) -> None:
         """One linear layer, C[m,n] = X[m,k] @ W[k,n] (n, k already divided by tp).
@@ -327,17 +309,16 @@ class _Emitter:
                            d_v: int) -> tuple[list[Op], list[Op]]:
         """Attention with the scores in memory (Megatron's unfused path): two batched GEMMs
         per direction over the whole s x s matrix (no causal skip: the mask is applied to
-        full scores), and the softmax/dropout traffic of costs.attention_scores_bytes.
+        full scores), and the softmax/dropout of costs.attention_softmax_dropout.
         Batched GEMMs are grouped_gemm ops, one group per (sequence, head)."""
         B, g = self.B, b * heads
         scores = (g, sq, skv, d_qk)     # S = Q K^T
         context = (g, sq, d_v, skv)     # O = P V
         sm = (b * heads * sq, skv)
-        e = float(b * heads * sq * skv)
         fwd = [
             self.compute("attn_scores", FWD, OpKind.GROUPED_GEMM, scores, costs.grouped_gemm(g, sq, skv, d_qk, B, B)),
             self.compute("attn_softmax_dropout", FWD, OpKind.ELEMENTWISE, sm,
-                         (5.0 * e, costs.attention_scores_bytes(b, heads, sq, skv, False)), dtype="bf16"),
+                         costs.attention_softmax_dropout(b, heads, sq, skv, False), dtype="bf16"),
             self.compute("attn_context", FWD, OpKind.GROUPED_GEMM, context, costs.grouped_gemm(g, sq, d_v, skv, B, B)),
         ]
         bwd = [
@@ -347,7 +328,7 @@ class _Emitter:
             self.compute("attn_context", BWD_W, OpKind.GROUPED_GEMM, (g, sq, skv, d_v),
                          costs.grouped_gemm(g, sq, skv, d_v, B, B)),
             self.compute("attn_softmax_dropout", BWD_I, OpKind.ELEMENTWISE, sm,
-                         (4.0 * e, costs.attention_scores_bytes(b, heads, sq, skv, True)), dtype="bf16"),
+                         costs.attention_softmax_dropout(b, heads, sq, skv, True), dtype="bf16"),
             self.compute("attn_scores", BWD_I, OpKind.GROUPED_GEMM, (g, sq, d_qk, skv),
                          costs.grouped_gemm(g, sq, d_qk, skv, B, B)),
             self.compute("attn_scores", BWD_W, OpKind.GROUPED_GEMM, (g, skv, d_qk, sq),
@@ -420,13 +401,11 @@ class _Emitter:
         ep, etp, T_sp = key.ep, key.etp, self.T_sp
         self.norm("pre_mlp_norm", T_sp, h)
         # Router: logits = x @ W_r (h x E), softmax/top-k in fp32.
-        f_r = 2.0 * T_sp * h * E
+        r_fwd, r_dgrad, r_wgrad = costs.router(T_sp, h, E, B, key.grad_bytes)
         self.add(
-            [self.compute("router", FWD, OpKind.ROUTER, (T_sp, h, E),
-                          (f_r + 5.0 * T_sp * E, T_sp * h * B + h * E * B + 2 * T_sp * E * 4))],
-            [self.compute("router", BWD_I, OpKind.ROUTER, (T_sp, h, E), (f_r, T_sp * E * 4 + h * E * B + T_sp * h * B)),
-             self.compute("router", BWD_W, OpKind.ROUTER, (T_sp, h, E),
-                          (f_r, T_sp * h * B + T_sp * E * B + 2 * h * E * key.grad_bytes))],
+            [self.compute("router", FWD, OpKind.ROUTER, (T_sp, h, E), r_fwd)],
+            [self.compute("router", BWD_I, OpKind.ROUTER, (T_sp, h, E), r_dgrad),
+             self.compute("router", BWD_W, OpKind.ROUTER, (T_sp, h, E), r_wgrad)],
         )
         routed = T_sp * k
         self._permute("permute", T_sp, routed)
@@ -476,14 +455,13 @@ class _Emitter:
         self.residual("mlp_residual")
 
     def _permute(self, name: str, rows_in: int, rows_out: int) -> None:
-        """Token (un)permutation: a gather of rows; reads rows_in, writes rows_out rows of h
-        (unpermute also weights by the router probabilities: one FLOP per element)."""
-        h, B = self.model.hidden_size, self.B
-        nbytes = (rows_in + rows_out) * h * B
-        flops = float(rows_in * h) if name == "unpermute" else 0.0
+        """Token (un)permutation of rows_in into rows_out rows of h (costs.permute);
+        unpermute also weights by the router probabilities."""
+        h = self.model.hidden_size
+        cost = costs.permute(rows_in, rows_out, h, self.B, weighted=name == "unpermute")
         shape = (max(rows_in, rows_out), h)
-        self.add([self.compute(name, FWD, OpKind.PERMUTE, shape, (flops, nbytes))],
-                 [self.compute(name, BWD_I, OpKind.PERMUTE, shape, (flops, nbytes))])
+        self.add([self.compute(name, FWD, OpKind.PERMUTE, shape, cost)],
+                 [self.compute(name, BWD_I, OpKind.PERMUTE, shape, cost)])
 
     def finish(self) -> Templates:
         bwd: list[Op] = []
@@ -521,8 +499,8 @@ def embedding_templates(model: ModelConfig, key: LayerKey) -> Templates:
     T, h, B, tp = e.T, model.hidden_size, e.B, key.tp
     vt = key.vocab_padded // tp
     shape = (T, h, vt)
-    e.add([e.compute("embedding", FWD, OpKind.EMBEDDING, shape, (0.0, 2 * T * h * B))],
-          [e.compute("embedding", BWD_W, OpKind.EMBEDDING, shape, (float(T * h), T * h * B + 2 * T * h * key.grad_bytes))])
+    e.add([e.compute("embedding", FWD, OpKind.EMBEDDING, shape, costs.embedding_lookup(T, h, B))],
+          [e.compute("embedding", BWD_W, OpKind.EMBEDDING, shape, costs.embedding_wgrad(T, h, B, key.grad_bytes))])
     learned = model.position_embedding == "learned"
     if tp > 1:
         if key.sp and not learned:
@@ -533,12 +511,13 @@ def embedding_templates(model: ModelConfig, key: LayerKey) -> Templates:
         e.add(fwd, bwd)
     if learned:
         P = model.max_position_embeddings
-        e.add([e.compute("position_embedding", FWD, OpKind.EMBEDDING, (T, h, P), (float(T * h), 3 * T * h * B))],
+        e.add([e.compute("position_embedding", FWD, OpKind.EMBEDDING, (T, h, P), costs.position_embedding(T, h, B))],
               [e.compute("position_embedding", BWD_W, OpKind.EMBEDDING, (T, h, P),
-                         (float(T * h), T * h * B + 2 * T * h * key.grad_bytes))])
+                         costs.embedding_wgrad(T, h, B, key.grad_bytes))])
     t_sp = e.T_sp
-    e.add([e.compute("embedding_dropout", FWD, OpKind.ELEMENTWISE, (t_sp, h), (float(t_sp * h), t_sp * h * (2 * B + 1)))],
-          [e.compute("embedding_dropout", BWD_I, OpKind.ELEMENTWISE, (t_sp, h), (float(t_sp * h), t_sp * h * (2 * B + 1)))])
+    drop = costs.dropout(t_sp, h, B)
+    e.add([e.compute("embedding_dropout", FWD, OpKind.ELEMENTWISE, (t_sp, h), drop)],
+          [e.compute("embedding_dropout", BWD_I, OpKind.ELEMENTWISE, (t_sp, h), drop)])
     return e.finish()
 
 
@@ -551,11 +530,11 @@ def head_templates(model: ModelConfig, key: LayerKey) -> Templates:
     vt = key.vocab_padded // tp
     e.norm("final_norm", e.T_sp, h)
     e.linear(OUTPUT_LAYER_OP, T, h, vt, "col", fp8=False)
-    n = T * vt
-    loss_fwd = [e.compute("loss", FWD, OpKind.LOSS, (T, vt), (5.0 * n, n * (B + 4)), "fp32")]
+    fwd, bwd = costs.loss(T, vt, B)
+    loss_fwd = [e.compute("loss", FWD, OpKind.LOSS, (T, vt), fwd, "fp32")]
     if tp > 1:
         loss_fwd += [e.tp_coll(nm, FWD, CollKind.ALL_REDUCE, 4 * T) for nm in ("loss_max_ar", "loss_target_ar", "loss_sum_ar")]
-    e.add(loss_fwd, [e.compute("loss", BWD_I, OpKind.LOSS, (T, vt), (2.0 * n, n * (B + 4)), "fp32")])
+    e.add(loss_fwd, [e.compute("loss", BWD_I, OpKind.LOSS, (T, vt), bwd, "fp32")])
     return e.finish()
 
 

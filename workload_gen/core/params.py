@@ -294,3 +294,18 @@ def stage_params(model: ModelConfig, par: ParallelConfig, stage: int) -> tuple[i
             if not expert:
                 dense += n
     return total, dense
+
+
+def stage_layer_params(model: ModelConfig, par: ParallelConfig, stage: int) -> int:
+    """Parameters of the transformer layers one rank of ``stage`` holds, without the
+    embedding and the output layer: the weights Transformer Engine casts to fp8 (Megatron
+    runs the embedding and the output layer in bf16). The workload's once-per-step weight
+    cast and the memory of TE's cached fp8 copies both count these.
+
+    Included though TE casts none of them: the norm and router weights and the linear
+    biases the layers also hold. Per layer of the presets that is at most 0.05% of the
+    parameters for norms and routers and 0.15% with GPT-3's biases (gpt3-125m, the
+    smallest); TP replicates norms and routers, so one rank's share can be up to tp times
+    that."""
+    return sum(n for chunk in range(par.vpp) for layer, n, _, _ in rank_tensors(model, par, stage, chunk)
+               if 0 <= layer < model.num_layers)
