@@ -204,7 +204,8 @@ def _walk(roots: list[Node], ctx: Ctx, visit: Callable[[Node, Ctx], bool]) -> No
         m = STEP_RE.match(name)
         if m:
             c = c._replace(step=int(m.group(1)))
-        elif _OPT_RE.search(name) and "zero_grad" not in name and cat in ("user_annotation", "cpu_op", "python_function"):
+        elif (_OPT_RE.search(name) and "zero_grad" not in name
+              and cat in ("user_annotation", "cpu_op", "python_function")):
             c = c._replace(optimizer=True, phase="iter", layer=None)
         elif name.startswith(_BWD_NODE):
             seq = (node.ev.get("args") or {}).get("Sequence number")

@@ -175,7 +175,8 @@ class CpuOpCollector:
     def _optimizer_op(self, node: Node, c: Ctx) -> TraceOp:
         """One op for the whole step; its "inputs" are the tensors Adam updates (one
         ``lerp_`` of the first moment per parameter), so the import can count parameters."""
-        updated = tuple(input_dims_of(n.ev)[0] for n in descendants(node) if n.name == "aten::lerp_" and input_dims_of(n.ev))
+        updated = tuple(input_dims_of(n.ev)[0] for n in descendants(node)
+                        if n.name == "aten::lerp_" and input_dims_of(n.ev))
         return replace(_op(self.rank, node, OpKind.OPTIMIZER.value, "", "", None, "iter", c.step, "cpu"),
                        input_dims=updated)
 

@@ -292,7 +292,8 @@ def _cmd_coverage(args: argparse.Namespace) -> int:
 def _cmd_calibrate(args: argparse.Namespace) -> int:
     from compute_profile.estimator import CALIBRATED_PATH
     from engine.calibration import calibrated_yaml, cross_validate, render_markdown
-    from formats.atomic import atomic_write, check_output_path, write_text_atomic
+    from formats.atomic import atomic_write, write_text_atomic
+    from formats.output_paths import check_output_path
     from formats.measured_runs import read_measured_dir, read_measured_dirs
     from workload_gen.core.progress import Progress
 

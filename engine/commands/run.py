@@ -381,7 +381,7 @@ def write_outputs(out: Path, files: dict[str, str | bytes]) -> None:
     directory it points to is replaced. The backend's extras (``kind.render_outputs``)
     are part of ``files``, so they land in the same swap.
     """
-    from formats.atomic import write_directory
+    from formats.atomic_directory import write_directory
 
     known = known_output_files()
     unknown = sorted(set(files) - set(known))

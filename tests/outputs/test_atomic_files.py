@@ -362,3 +362,20 @@ def test_sigterm_mid_write_removes_the_temp_and_keeps_the_old_file(tmp_path):
     assert r.returncode == -signal.SIGTERM, r.stderr
     assert p.read_text() == "old"
     assert _leftovers(tmp_path) == []
+
+
+def test_check_output_path_refuses_before_any_work_and_creates_nothing(tmp_path):
+    """An output path is checked up front (formats.output_paths): a directory, or a parent
+    that runs into a file, is one ConfigError naming the option; a missing parent is fine
+    and is not created until a file is written."""
+    from formats.output_paths import check_output_path
+
+    with pytest.raises(ConfigError) as ei:
+        check_output_path(tmp_path, "report")
+    assert ei.value.field == "report" and "is a directory" in ei.value.valid
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(ConfigError) as ei:
+        check_output_path(tmp_path / "f" / "sub" / "out.csv", "table")
+    assert ei.value.field == "table" and f"its parent {tmp_path / 'f'} is a regular file" in ei.value.valid
+    check_output_path(tmp_path / "new" / "deeper" / "out.csv")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]

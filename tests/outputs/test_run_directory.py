@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from engine.commands.run import OUTPUT_FILES, analytical_main, known_output_files, write_outputs
-from formats import atomic
+from formats import atomic, atomic_directory
 from workload_gen.core.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -122,7 +122,7 @@ def test_disk_full_part_way_leaves_the_previous_run_whole(old_run, tmp_path, mon
 def test_failed_swap_rolls_back_without_exchange(old_run, tmp_path, monkeypatch):
     """Where renameat2(RENAME_EXCHANGE) is missing: old renamed away, new renamed in; if
     the second rename fails, the old directory comes back."""
-    monkeypatch.setattr(atomic, "_exchange", lambda a, b: False)
+    monkeypatch.setattr(atomic_directory, "_exchange", lambda a, b: False)
     before = _snapshot(old_run)
     real_rename = os.rename
 
