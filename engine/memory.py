@@ -32,13 +32,12 @@ by TP/EP/PP):
 - optimizer states, sharded over dp*cp for dense parameters and over the expert-DP group
   for expert parameters when ``distributed_optimizer`` (both optimizers shard over the
   DP group with CP: NeMo passes ``get_data_parallel_group(with_context_parallel=True)``),
-  bytes per parameter from :func:`optimizer_state_bytes`: Megatron's Adam keeps the fp32
-  master copy + m + v = 12 (8 for fp32 training, whose weights are the master copy);
-  NeMo's ``distributed_fused_adam`` with bf16 weights stores only the 16 low bits of the
-  fp32 master (``store_param_remainders=True``, ``store_params=False``: NeMo
-  ``MegatronBaseModel.setup_optimization``; Apex keeps ``param_remainders_shard`` int16 +
-  ``exp_avg_shard`` + ``exp_avg_sq_shard`` fp32), 2 + 4 + 4 = 10 bytes; fp16 weights keep
-  the fp32 master (12), fp32 weights none (8).
+  bytes per parameter from :func:`workload_gen.core.optimizer_state.optimizer_state_bytes`
+  (its docstring has the sources): Megatron's Adam keeps the fp32 master copy + m + v = 12
+  (8 for fp32 training, whose weights are the master copy); NeMo's
+  ``distributed_fused_adam`` with bf16 weights stores only the 16 low bits of the fp32
+  master (Apex ``param_remainders_shard`` int16 + ``exp_avg_shard`` + ``exp_avg_sq_shard``
+  fp32), 2 + 4 + 4 = 10 bytes; fp16 weights keep the fp32 master (12), fp32 weights none (8).
 
 Activations per micro-batch follow Korthikanti et al. (arXiv 2205.05198, section 4):
 for a GPT layer, s*b*h*(34 + 5*a*s/h) bytes, split into the tensors each op saves for
@@ -141,6 +140,7 @@ from engine.schedules import SCHEDULES, default_schedule
 from workload_gen.core.errors import ConfigError
 from workload_gen.core.gpu_specs import get_gpu
 from workload_gen.core.model_config import ModelConfig
+from workload_gen.core.optimizer_state import optimizer_state_bytes
 from workload_gen.core.parallel_config import ParallelConfig
 from workload_gen.core.record import record
 from workload_gen.core.records import Workload
@@ -173,32 +173,14 @@ FP8_WEIGHT_COPY_BYTES = {
 """Bytes per linear-layer parameter of TE's cached fp8 weight (data + transpose)."""
 
 
-def optimizer_state_bytes(par: ParallelConfig) -> int:
-    """Optimizer-state bytes per parameter (before any sharding); see the module docstring."""
-    if par.optimizer == "distributed_fused_adam":
-        # NeMo: fp32 optimizer dtype; param_sync_dtype = the model dtype; bf16 model ->
-        # store_param_remainders (int16), fp16 model -> fp32 master, fp32 model -> none.
-        master = {"fp32": 0, "fp16": 4}.get(par.dtype, 2)
-        return master + 4 + 4
-    return 8 if par.dtype == "fp32" else 12
-
-
-def _linear_params(workload: Workload, stage: int) -> int:
-    """Parameters of the transformer layers one rank of ``stage`` holds: the weights TE
-    casts to fp8 (norm and router weights are included; they are under 0.1% of a layer)."""
-    from workload_gen.core.params import rank_tensors  # loaded only for workloads with a model
-
-    model, par = workload.model, workload.parallel
-    return sum(n for chunk in range(par.vpp) for layer, n, _, _ in rank_tensors(model, par, stage, chunk)
-               if 0 <= layer < model.num_layers)
-
-
 def fp8_weight_cache_bytes(workload: Workload, stage: int) -> float:
     """Transformer Engine's cached fp8 weight copies on one rank of ``stage`` (0 unless fp8)."""
     par = workload.parallel
     if par.dtype != "fp8":
         return 0.0
-    return FP8_WEIGHT_COPY_BYTES[par.fp8_recipe] * _linear_params(workload, stage)
+    from workload_gen.core.params import stage_layer_params  # loaded only for fp8 workloads, which have a model
+
+    return FP8_WEIGHT_COPY_BYTES[par.fp8_recipe] * stage_layer_params(workload.model, par, stage)
 
 
 def _sm90_or_newer(gpu: str) -> bool:
@@ -453,7 +435,7 @@ def estimate_memory(
     par = workload.parallel
     attention = attention or par.attention_backend
     sched = schedule or default_schedule(par.vpp)
-    opt_bytes = optimizer_state_bytes(par)
+    opt_bytes = optimizer_state_bytes(par.optimizer, par.dtype)
     workspace = workspace_bytes(workload)
     out = []
     for prog in workload.stages:

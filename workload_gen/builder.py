@@ -34,8 +34,10 @@ Data-parallel gradient sync (Megatron-Core DistributedDataParallel):
   gradient is all-reduced between the first and last stage (``embedding_grad_ar``, group
   EMB). Both run after the bucket sync, before the optimizer (finalize_model_grads).
 - Optimizer: Adam on this rank's shard (all of the rank's parameters without the
-  distributed optimizer): per element it reads fp32 master, m, v and the gradient,
-  writes master, m, v and the bf16 parameter.
+  distributed optimizer): per element it reads and writes m, v and the stored fp32 main
+  weight, reads the gradient and writes the model weight; the bytes per optimizer and
+  dtype are :func:`workload_gen.core.optimizer_state.optimizer_step_bytes`'s, the costs
+  of every op :mod:`workload_gen.costs`'s.
 """
 from __future__ import annotations
 
@@ -55,7 +57,14 @@ from workload_gen.layer_ops import (
 )
 from workload_gen.core.model_config import ModelConfig
 from workload_gen.core.parallel_config import ParallelConfig, check_against_model
-from workload_gen.core.params import chunk_layers, padded_vocab, rank_tensors, stage_params, total_params
+from workload_gen.core.params import (
+    chunk_layers,
+    padded_vocab,
+    rank_tensors,
+    stage_layer_params,
+    stage_params,
+    total_params,
+)
 from workload_gen.core.records import (
     ChunkProgram,
     CollectiveOp,
@@ -68,10 +77,6 @@ from workload_gen.core.records import (
     StageProgram,
     Workload,
 )
-
-ADAM_FLOPS_PER_PARAM = 16.0
-"""Adam with weight decay and bias correction, per element: ~16 FLOPs."""
-
 
 def layer_key(model: ModelConfig, par: ParallelConfig) -> LayerKey:
     return LayerKey(
@@ -109,14 +114,6 @@ def _stamp(stamps: tuple[Stamp, ...], layer: int) -> list[Op]:
     Positional construction from pre-extracted argument tuples is about twice as fast as
     reading each template's attributes (1.1 vs 2.5 us per op, measured)."""
     return [cls(name, layer, *rest) for cls, name, rest in stamps]
-
-
-def _layer_params(model: ModelConfig, par: ParallelConfig, stage: int) -> int:
-    """Parameters of the transformer layers one rank of ``stage`` holds (not the embedding
-    or the output layer, which stay bf16 under fp8): the weights Transformer Engine casts.
-    Norm weights are included; they are under 0.01% of a layer."""
-    return sum(n for chunk in range(par.vpp) for layer, n, _, _ in rank_tensors(model, par, stage, chunk)
-               if 0 <= layer < model.num_layers)
 
 
 @lru_cache(maxsize=32)
@@ -270,18 +267,17 @@ def _iteration_ops(model: ModelConfig, par: ParallelConfig, stage: int) -> tuple
     # grad buffer (write once), then the step's fixed host work (optimizer bookkeeping,
     # loss and grad-norm reductions' host syncs, timers): shape (0,) = no parameters, a fixed time
     # from the compute profile's per-iteration constant (estimator: step_overhead_s).
-    ops.append(ComputeOp("grad_norm", -1, it, OpKind.ELEMENTWISE, (local, 1), "fp32", 2.0 * local,
-                         float(par.grad_bytes * local)))
-    per_elem = 4 * 3 + par.grad_bytes + 4 * 3 + par.param_bytes
+    ops.append(ComputeOp("grad_norm", -1, it, OpKind.ELEMENTWISE, (local, 1), "fp32",
+                         *costs.grad_norm(local, par.grad_bytes)))
     ops.append(ComputeOp("optimizer", -1, it, OpKind.OPTIMIZER, (local,), "fp32",
-                         ADAM_FLOPS_PER_PARAM * local, float(per_elem * local)))
-    ops.append(ComputeOp("zero_grad", -1, it, OpKind.ELEMENTWISE, (held, 1), "fp32", 0.0, float(par.grad_bytes * held)))
+                         *costs.adam_step(local, par.optimizer, par.dtype, par.grad_bytes, par.param_bytes)))
+    ops.append(ComputeOp("zero_grad", -1, it, OpKind.ELEMENTWISE, (held, 1), "fp32", *costs.zero_grad(held, par.grad_bytes)))
     if par.dtype == "fp8":
         # Transformer Engine casts each weight to fp8 (and its transpose) on the first
         # micro-batch of the step and caches it for the others: once per iteration.
-        linear_params = _layer_params(model, par, stage)
-        ops.append(ComputeOp("fp8_weight_cast", -1, it, OpKind.ELEMENTWISE, (linear_params, 1), "bf16",
-                             3.0 * linear_params, costs.FP8_CAST_BYTES[par.fp8_recipe] * linear_params))
+        linear_params = stage_layer_params(model, par, stage)
+        flops, nbytes = costs.fp8_cast(linear_params, 1, par.fp8_recipe)
+        ops.append(ComputeOp("fp8_weight_cast", -1, it, OpKind.ELEMENTWISE, (linear_params, 1), "bf16", flops, nbytes))
     ops.append(ComputeOp("step_overhead", -1, it, OpKind.OPTIMIZER, (0,), "fp32", 0.0, 0.0))
     if par.distributed_optimizer:
         order = sorted(range(len(buckets)), key=lambda j: (buckets[j][0], buckets[j][3]))

@@ -17,7 +17,6 @@ from engine.memory import (
     RESERVED_FACTOR,
     cp_exchange_bytes,
     layer_activation_bytes,
-    optimizer_state_bytes,
     userbuffer_bytes,
     workspace_bytes,
 )
@@ -28,6 +27,7 @@ from workload_gen.core.errors import ConfigError
 from workload_gen.core.gpu_specs import get_gpu
 from workload_gen.core.model_config import ModelConfig
 from workload_gen.core.model_presets import get_preset
+from workload_gen.core.optimizer_state import optimizer_state_bytes
 from workload_gen.core.parallel_config import ParallelConfig
 from workload_gen.core.units import GiB, KiB, MiB
 
@@ -62,7 +62,7 @@ def par1(**kw) -> ParallelConfig:
 ])
 def test_optimizer_state_bytes_per_parameter(optimizer, dtype, nbytes):
     par = par1(world_size=2, global_batch=2, dtype=dtype, optimizer=optimizer, distributed_optimizer=True)
-    assert optimizer_state_bytes(par) == nbytes
+    assert optimizer_state_bytes(par.optimizer, par.dtype) == nbytes
 
 
 def test_distributed_fused_adam_shards_states_but_keeps_the_full_grad_buffer():
