@@ -1,14 +1,17 @@
-"""The registered ``analytical`` backend kind (network.registry): its flags and how it is built.
+"""The registered ``analytical`` backend kind (network.registry): its options and how it is built.
 
 Kept apart from network/analytical.py so that the run command can add the kind's flags
 without importing the backend's closed forms, efficiency table and records (the SimAI
-accounting path never builds it). Units: seconds, bytes.
+accounting path never builds it). Its one option, ``--busbw``, is data
+(network.backend.BackendOption); the command parses it. Units: seconds, bytes.
 """
 from __future__ import annotations
 
-import argparse
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
+
+from network.backend import BackendOption
 
 if TYPE_CHECKING:
     from network.analytical import AnalyticalBackend
@@ -33,16 +36,18 @@ class AnalyticalKind:
             efficiency = shipped_efficiency(system.name)
         return AnalyticalBackend(system, world_size, busbw_overrides=busbw_overrides, efficiency=efficiency)
 
-    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--busbw", metavar="YAML",
-                            help="bus-bandwidth overrides in SimAI's busbw.yaml format (GB/s)")
+    options: tuple[BackendOption, ...] = (
+        BackendOption(flags=("--busbw",), metavar="YAML",
+                      help="bus-bandwidth overrides in SimAI's busbw.yaml format (GB/s)"),
+    )
+    options_title: str | None = None
 
-    def configure(self, args: argparse.Namespace, system: SystemConfig) -> SystemConfig:
+    def configure(self, options: Mapping[str, Any], system: SystemConfig) -> SystemConfig:
         return system
 
-    def from_args(self, args: argparse.Namespace, system: SystemConfig, world_size: int,
-                  progress: TextIO | None) -> AnalyticalBackend:
-        return self.create(system, world_size, busbw_overrides=args.busbw, efficiency=args.efficiency)
+    def from_options(self, options: Mapping[str, Any], system: SystemConfig, world_size: int, *,
+                     efficiency: str | None, progress: TextIO | None) -> AnalyticalBackend:
+        return self.create(system, world_size, busbw_overrides=options["busbw"], efficiency=efficiency)
 
     output_files: tuple[str, ...] = ()
 

@@ -9,8 +9,9 @@ Units: seconds, bytes.
 """
 from __future__ import annotations
 
-import argparse
-from typing import TYPE_CHECKING, Any, Protocol, TextIO
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TextIO
+
 from workload_gen.core.record import record
 
 if TYPE_CHECKING:  # annotations only: importing the records' dataclasses costs every command start
@@ -73,12 +74,55 @@ class NetworkBackend(Protocol):
         completion without running, runs its own scheduler."""
 
 
+@record(kw_only=True)
+class BackendOption:
+    """One command-line option of a backend kind, declared as data.
+
+    Why data: no library module parses arguments. The run command (engine/commands/run.py)
+    turns each option into a flag of its parser, and hands the kind the parsed values as a
+    mapping keyed by :attr:`dest`; the kind never sees the parser or its namespace. The
+    fields are argparse's ``add_argument`` keywords of the same names, limited to what a
+    backend needs."""
+
+    flags: tuple[str, ...]
+    """Option strings, e.g. ``("--topology",)``; the first long one names :attr:`dest`."""
+    help: str
+    action: Literal["store", "store_true"] = "store"
+    """``store``: takes a value; ``store_true``: a switch, False unless given."""
+    type: Callable[[str], Any] | None = None
+    """Converts the text given (``int``, ``float``); None keeps it a string."""
+    choices: tuple[str, ...] | None = None
+    default: Any = None
+    """The value when the flag is not given (a switch: False)."""
+    metavar: str | None = None
+
+    @property
+    def dest(self) -> str:
+        """The key of the option's value in the mapping a kind receives (argparse's rule)."""
+        long = next((f for f in self.flags if f.startswith("--")), self.flags[0])
+        return long.lstrip("-").replace("-", "_")
+
+
+def option_values(kind: BackendKind, given: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Every option of ``kind`` by dest: the value in ``given``, else the option's default
+    (what the run command would pass without the flag). For callers that configure a kind
+    without a command line; an unknown key is a TypeError, as for a misspelt keyword."""
+    given = dict(given or {})
+    values = {}
+    for opt in kind.options:
+        default = False if opt.action == "store_true" else opt.default
+        values[opt.dest] = given.pop(opt.dest, default)
+    if given:
+        raise TypeError(f"{kind.name} backend has no option {', '.join(sorted(given))}")
+    return values
+
+
 class BackendKind(Protocol):
     """A registered kind of network backend: how to make one, and its command-line face.
 
     ``run-analytical`` and ``run-ns3`` are one command (engine/commands/run.py) parameterised by a
-    BackendKind, so a third backend brings its own flags and extra outputs here instead of
-    a copy of the command.
+    BackendKind, so a third backend brings its own options (as :class:`BackendOption` data)
+    and extra outputs here instead of a copy of the command.
     """
 
     name: str
@@ -88,15 +132,20 @@ class BackendKind(Protocol):
     def create(self, system: SystemConfig, world_size: int, **options: Any) -> NetworkBackend:
         """A backend for ``world_size`` GPUs of ``system``; options are backend-specific."""
 
-    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        """Add this backend's own command-line flags (a group of them) to the run command."""
+    options: tuple[BackendOption, ...]
+    """This backend's own command-line options, as data (the run command makes them flags)."""
+    options_title: str | None
+    """The help section its options are listed under; None: among the command's own."""
 
-    def configure(self, args: argparse.Namespace, system: SystemConfig) -> SystemConfig:
-        """The system after this backend's flags (e.g. ``--oversubscription``); validates them."""
+    def configure(self, options: Mapping[str, Any], system: SystemConfig) -> SystemConfig:
+        """The system after this backend's options (e.g. ``oversubscription``); validates them.
+        ``options``: every option's value by dest (:func:`option_values`)."""
 
-    def from_args(self, args: argparse.Namespace, system: SystemConfig, world_size: int,
-                  progress: TextIO | None) -> NetworkBackend:
-        """The backend the parsed flags describe."""
+    def from_options(self, options: Mapping[str, Any], system: SystemConfig, world_size: int, *,
+                     efficiency: str | None, progress: TextIO | None) -> NetworkBackend:
+        """The backend the options describe. ``efficiency``: the run's collective-efficiency
+        table (a YAML path; None: the shipped one); ``progress``: where to say what takes
+        long (None: silent)."""
 
     output_files: tuple[str, ...]
     """Names of the files render_outputs may produce (the run directory owns them)."""

@@ -1,8 +1,9 @@
 """``run-analytical`` and ``run-ns3``: one run command, parameterised by the network backend.
 
-The backend is a registered kind (network.registry): it adds its own flags (``--busbw``
-for analytical; the fabric and transport for ns-3), builds itself from them, and writes
-its own extra files (fct.csv, links.csv for ns-3). Everything else is shared: the
+The backend is a registered kind (network.registry): it declares its own options as data
+(``--busbw`` for analytical; the fabric and transport for ns-3), which this command turns
+into flags and hands back to the kind as plain values; the kind builds itself from them and
+writes its own extra files (fct.csv, links.csv for ns-3). Everything else is shared: the
 workload (a file or model/parallel flags), the system, compute times, the outputs.
 
 Three ways in:
@@ -30,13 +31,16 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from formats.simai_reader import is_simai_file
 from engine.commands.parser import OneLineParser, run_cli
 from engine.commands.vocab import add_out, add_profile, add_quiet, inform
 from workload_gen.core.errors import ConfigError
 from workload_gen.core.units import GiB as GIB
+
+if TYPE_CHECKING:
+    from network.backend import BackendKind
 
 DEFAULT_SYSTEM = "h100"
 OUTPUT_FILES = ("summary.json", "layers.csv", "trace.json", "EndToEnd.csv", "run.png")
@@ -119,7 +123,7 @@ def build_parser(backend: str = "analytical") -> argparse.ArgumentParser:
         ap.add_argument("--accounting", choices=("event", "simai"), default="event",
                         help="event: our discrete-event simulation (default); simai: SimAI_analytical's own report "
                              "(SimAI files only)")
-    backend_kind(backend).add_arguments(ap)
+    add_backend_options(ap, backend_kind(backend))
     s = add_simai_cluster_arguments(ap)
     if backend == ACCOUNTING_BACKEND:
         for name, default in SIMAI_OVERLAP_DEFAULTS.items():
@@ -128,6 +132,25 @@ def build_parser(backend: str = "analytical") -> argparse.ArgumentParser:
                            help=f"SimAI -{flag}_o, --accounting simai only (default {default})")
     add_config_arguments(ap)
     return ap
+
+
+def add_backend_options(ap: argparse.ArgumentParser, kind: BackendKind) -> None:
+    """The kind's options (network.backend.BackendOption data) as flags: in a group under
+    the kind's title, or among the command's own when it has none."""
+    target: Any = ap.add_argument_group(kind.options_title) if kind.options_title else ap
+    for opt in kind.options:
+        kw: dict[str, Any] = {"dest": opt.dest, "help": opt.help}
+        if opt.action == "store_true":
+            kw["action"] = "store_true"
+        else:
+            kw.update((k, v) for k, v in (("type", opt.type), ("choices", opt.choices), ("default", opt.default),
+                                           ("metavar", opt.metavar)) if v is not None)
+        target.add_argument(*opt.flags, **kw)
+
+
+def backend_options(kind: BackendKind, args: argparse.Namespace) -> dict[str, Any]:
+    """The parsed values of the kind's options, by dest: what the kind receives."""
+    return {opt.dest: getattr(args, opt.dest) for opt in kind.options}
 
 
 def has_model_flags(args: argparse.Namespace, allowed: tuple[str, ...] = ()) -> bool:
@@ -465,7 +488,8 @@ def _body(argv: list[str] | None, backend_name: str) -> int:
     args = build_parser(backend_name).parse_args(argv)
     accounting = getattr(args, "accounting", "event")
     t0 = time.perf_counter()
-    system = kind.configure(args, load_system(args.system))
+    options = backend_options(kind, args)
+    system = kind.configure(options, load_system(args.system))
     wpath = Path(args.workload) if args.workload else None
     if wpath is not None and not wpath.is_file():
         raise ConfigError("workload", str(wpath), "no such file")
@@ -498,7 +522,8 @@ def _body(argv: list[str] | None, backend_name: str) -> int:
             inform(args, f"SimAI accounting on {system.name}", prog)
             result = run_workload(workload, system, profile=args.profile, gpu=args.gpu, accounting="simai")
         else:
-            net = kind.from_args(args, system, workload.parallel.world_size, None if args.quiet else sys.stderr)
+            net = kind.from_options(options, system, workload.parallel.world_size, efficiency=args.efficiency,
+                                    progress=None if args.quiet else sys.stderr)
             inform(args, f"simulating on {system.name} ({kind.name} backend)", prog)
             # the timeline is built only for the files that read it (trace.json, layers.csv);
             # without the PNG (which draws every pass) it may hold only the trace's window

@@ -1,17 +1,20 @@
-"""The registered ``ns3`` backend kind (network.registry): its flags, its fabric, its files.
+"""The registered ``ns3`` backend kind (network.registry): its options, its fabric, its files.
 
-``run-ns3`` is the shared run command (engine/commands/run.py) with this kind: the flags below
-describe the fabric and the transport, :meth:`Ns3Kind.from_args` builds the Ns3Backend
-they describe (validating a SimAI topology file against the workload), and
-:meth:`Ns3Kind.render_outputs` adds fct.csv and links.csv to the run directory.
+``run-ns3`` is the shared run command (engine/commands/run.py) with this kind: the options
+below (data, network.backend.BackendOption; the command makes them flags) describe the
+fabric and the transport, :meth:`Ns3Kind.from_options` builds the Ns3Backend they describe
+(validating a SimAI topology file against the workload), and :meth:`Ns3Kind.render_outputs`
+adds fct.csv and links.csv to the run directory. Progress lines go to the stream the
+command passes (``[run-ns3] ...``; None: silent).
 """
 from __future__ import annotations
 
-import argparse
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
+from network.backend import BackendOption
 from workload_gen.core.errors import ConfigError
 from workload_gen.core.system import SystemConfig
 
@@ -22,19 +25,23 @@ DCQCN_SETS = ("default", "connectx", "deep-incast")
 """``--dcqcn``: network.ns3.params' TransportParams(), .connectx(), .deep_incast()."""
 
 
-def transport_params(args: argparse.Namespace) -> Any:
-    """The TransportParams run-ns3's flags describe; a DCQCN set other than the default with
-    another transport or congestion control is refused (it would be silently ignored)."""
+def transport_params(options: Mapping[str, Any]) -> Any:
+    """The TransportParams run-ns3's options describe (``transport``, ``mtu``, ``cc``,
+    ``dcqcn`` by dest); a DCQCN set other than the default with another transport or
+    congestion control is refused (it would be silently ignored)."""
     from network.ns3.params import TransportParams
 
-    name = getattr(args, "dcqcn", "default")
-    cc = getattr(args, "cc", "dcqcn")
-    if name != "default" and (args.transport != "rdma" or cc != "dcqcn"):
+    if not isinstance(options, Mapping):  # an object with the options as attributes
+        options = vars(options)
+    name = options.get("dcqcn", "default")
+    cc = options.get("cc", "dcqcn")
+    transport = options["transport"]
+    if name != "default" and (transport != "rdma" or cc != "dcqcn"):
         raise ConfigError("dcqcn", name, f"applies to --transport rdma --cc dcqcn only (got --transport "
-                          f"{args.transport} --cc {cc})")
+                          f"{transport} --cc {cc})")
     make = {"default": TransportParams, "connectx": TransportParams.connectx,
             "deep-incast": TransportParams.deep_incast}[name]
-    return make(transport=args.transport, mtu=args.mtu, cc=cc)
+    return make(transport=transport, mtu=options["mtu"], cc=cc)
 
 
 class Ns3Kind:
@@ -46,55 +53,60 @@ class Ns3Kind:
 
         return Ns3Backend(system, world_size, **options)
 
-    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        n = parser.add_argument_group("network (ns-3)")
-        n.add_argument("--topology", metavar="rail|fat-tree|FILE",
-                       help="rail-optimized leaves, ToR-per-rack fat-tree, or a SimAI topology file; "
-                            "default the system's")
-        n.add_argument("--oversubscription", type=float, metavar="R",
-                       help="leaf uplink oversubscription (1 = non-blocking); default the system's")
-        n.add_argument("--spines", type=int, metavar="N", help="spine switches (default: one per rail; 8 for fat-tree)")
-        n.add_argument("--nodes-per-rack", type=int, metavar="N",
-                       help="fat-tree: nodes under one ToR (default 32 NICs' worth)")
-        n.add_argument("--transport", choices=("rdma", "dctcp"), default="rdma",
-                       help="rdma: paced UDP with DCQCN on a lossless fabric (default); dctcp: ns-3 TCP DCTCP with ECN")
-        n.add_argument("--cc", choices=("dcqcn", "hpcc"), default="dcqcn",
-                       help="rdma congestion control: dcqcn (ECN/CNP, default) or hpcc (in-band telemetry, per-packet ACKs)")
-        n.add_argument("--dcqcn", choices=DCQCN_SETS, default="default",
-                       help="DCQCN parameter set: default (SimAI.conf and the DCQCN paper), connectx (NVIDIA "
-                            "ConnectX firmware defaults), deep-incast (holds 8- and 16-to-1 incasts by ECN alone); "
-                            "docs/ns3.md compares them")
-        n.add_argument("--mtu", type=int, default=9000, metavar="BYTES",
-                       help="IP MTU (default 9000; cost grows ~6x at 1500)")
-        n.add_argument("--nvswitch", action="store_true",
-                       help="simulate each node's NVSwitch in ns-3 (default: exact NVLink fluid model, much cheaper)")
-        n.add_argument("--algorithm", default="auto", metavar="NAME",
-                       help="collective algorithm for every collective (default auto)")
+    options: tuple[BackendOption, ...] = (
+        BackendOption(flags=("--topology",), metavar="rail|fat-tree|FILE",
+                      help="rail-optimized leaves, ToR-per-rack fat-tree, or a SimAI topology file; "
+                           "default the system's"),
+        BackendOption(flags=("--oversubscription",), type=float, metavar="R",
+                      help="leaf uplink oversubscription (1 = non-blocking); default the system's"),
+        BackendOption(flags=("--spines",), type=int, metavar="N",
+                      help="spine switches (default: one per rail; 8 for fat-tree)"),
+        BackendOption(flags=("--nodes-per-rack",), type=int, metavar="N",
+                      help="fat-tree: nodes under one ToR (default 32 NICs' worth)"),
+        BackendOption(flags=("--transport",), choices=("rdma", "dctcp"), default="rdma",
+                      help="rdma: paced UDP with DCQCN on a lossless fabric (default); dctcp: ns-3 TCP DCTCP "
+                           "with ECN"),
+        BackendOption(flags=("--cc",), choices=("dcqcn", "hpcc"), default="dcqcn",
+                      help="rdma congestion control: dcqcn (ECN/CNP, default) or hpcc (in-band telemetry, "
+                           "per-packet ACKs)"),
+        BackendOption(flags=("--dcqcn",), choices=DCQCN_SETS, default="default",
+                      help="DCQCN parameter set: default (SimAI.conf and the DCQCN paper), connectx (NVIDIA "
+                           "ConnectX firmware defaults), deep-incast (holds 8- and 16-to-1 incasts by ECN alone); "
+                           "docs/ns3.md compares them"),
+        BackendOption(flags=("--mtu",), type=int, default=9000, metavar="BYTES",
+                      help="IP MTU (default 9000; cost grows ~6x at 1500)"),
+        BackendOption(flags=("--nvswitch",), action="store_true",
+                      help="simulate each node's NVSwitch in ns-3 (default: exact NVLink fluid model, much cheaper)"),
+        BackendOption(flags=("--algorithm",), default="auto", metavar="NAME",
+                      help="collective algorithm for every collective (default auto)"),
+    )
+    options_title: str | None = "network (ns-3)"
 
-    def configure(self, args: argparse.Namespace, system: SystemConfig) -> SystemConfig:
-        transport_params(args)  # a bad combination is refused before ns-3 loads
-        topo = args.topology
+    def configure(self, options: Mapping[str, Any], system: SystemConfig) -> SystemConfig:
+        transport_params(options)  # a bad combination is refused before ns-3 loads
+        topo = options["topology"]
         if topo not in (None, *NAMED_TOPOLOGIES) and not Path(topo).is_file():
             raise ConfigError("topology", topo, "valid: rail, fat-tree, or an existing SimAI topology file")
-        if args.spines is not None and args.spines < 1:
-            raise ConfigError("spines", args.spines, "must be a positive integer")
-        if args.nodes_per_rack is not None and args.nodes_per_rack < 1:
-            raise ConfigError("nodes-per-rack", args.nodes_per_rack, "must be a positive integer")
-        if args.oversubscription is not None:
-            system = replace(system, oversubscription=args.oversubscription)
+        spines, per_rack = options["spines"], options["nodes_per_rack"]
+        if spines is not None and spines < 1:
+            raise ConfigError("spines", spines, "must be a positive integer")
+        if per_rack is not None and per_rack < 1:
+            raise ConfigError("nodes-per-rack", per_rack, "must be a positive integer")
+        if options["oversubscription"] is not None:
+            system = replace(system, oversubscription=options["oversubscription"])
         if topo in NAMED_TOPOLOGIES:
             system = replace(system, topology=topo)
         return system
 
-    def from_args(self, args: argparse.Namespace, system: SystemConfig, world_size: int,
-                  progress: TextIO | None) -> Any:
-        """The Ns3Backend the flags describe (a topology file is checked against the workload)."""
+    def from_options(self, options: Mapping[str, Any], system: SystemConfig, world_size: int, *,
+                     efficiency: str | None, progress: TextIO | None) -> Any:
+        """The Ns3Backend the options describe (a topology file is checked against the workload)."""
         from network.ns3.topology import read_simai_topology
 
         fabric = None
-        topo = args.topology
+        topo = options["topology"]
         if topo not in (None, *NAMED_TOPOLOGIES):
-            fabric = read_simai_topology(Path(topo), nvswitch=args.nvswitch)
+            fabric = read_simai_topology(Path(topo), nvswitch=options["nvswitch"])
             if fabric.gpus_per_node != system.gpus_per_node:
                 raise ConfigError("topology", topo, f"has {fabric.gpus_per_node} GPUs per server; the system has "
                                   f"{system.gpus_per_node} (use a matching --system)")
@@ -103,14 +115,14 @@ class Ns3Kind:
             topo = None
         if progress is not None:
             print("[run-ns3] loading ns-3 (10-40 s of cppyy JIT on first use)", file=progress, flush=True)
-        backend = self.create(system, world_size, fabric=fabric, topology=topo, spines=args.spines,
-                              nodes_per_rack=args.nodes_per_rack,
-                              params=transport_params(args),
-                              nvswitch=args.nvswitch, algorithm=args.algorithm, progress=progress,
-                              efficiency=args.efficiency)
+        backend = self.create(system, world_size, fabric=fabric, topology=topo, spines=options["spines"],
+                              nodes_per_rack=options["nodes_per_rack"],
+                              params=transport_params(options),
+                              nvswitch=options["nvswitch"], algorithm=options["algorithm"], progress=progress,
+                              efficiency=efficiency)
         if progress is not None:
-            print(f"[run-ns3] fabric: {backend.fabric.description}; transport {args.transport}, MTU {args.mtu}",
-                  file=progress, flush=True)
+            print(f"[run-ns3] fabric: {backend.fabric.description}; transport {options['transport']}, "
+                  f"MTU {options['mtu']}", file=progress, flush=True)
         return backend
 
     output_files: tuple[str, ...] = ("fct.csv", "links.csv")

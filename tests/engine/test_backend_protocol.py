@@ -122,3 +122,54 @@ def test_a_backend_by_name_is_the_analytical_closed_form():
     by_object = simulate(w, SYSTEM, create_backend("analytical", SYSTEM, w.parallel.world_size))
     assert by_name.iteration_time_s == by_object.iteration_time_s
     assert by_name.backend == "analytical"
+
+
+# --------------------------------------------------------------------------- options as data
+@pytest.mark.parametrize("name", ["analytical", "ns3"])
+def test_a_kinds_options_become_the_run_commands_flags(name):
+    """Each declared option is a flag of the run command with its default, and the command
+    hands the kind exactly the declared options by dest (what option_values gives)."""
+    from engine.commands.run import backend_options, build_parser
+    from network.backend import BackendOption, option_values
+    from network.registry import backend_kind
+
+    kind = backend_kind(name)
+    assert kind.options and all(type(o) is BackendOption for o in kind.options)
+    parser = build_parser(name)
+    assert backend_options(kind, parser.parse_args([])) == option_values(kind)
+    for o in kind.options:  # each flag given: its value, converted, under its dest
+        if o.action == "store_true":
+            argv, want = [o.flags[0]], True
+        else:
+            text = o.choices[-1] if o.choices else "3"
+            argv, want = [o.flags[0], text], (o.type or str)(text)
+        assert backend_options(kind, parser.parse_args(argv)) == option_values(kind, {o.dest: want}), o.flags
+
+
+def test_the_ns3_kind_is_configured_from_plain_values():
+    """No parser needed: a mapping of values configures the kind and is validated as the flags were."""
+    from network.backend import option_values
+    from network.registry import backend_kind
+    from workload_gen.core.errors import ConfigError
+
+    ns3 = backend_kind("ns3")
+    defaults = option_values(ns3)
+    assert (defaults["transport"], defaults["mtu"], defaults["nvswitch"], defaults["topology"]) == ("rdma", 9000,
+                                                                                                    False, None)
+    system = ns3.configure(option_values(ns3, {"oversubscription": 2.0, "topology": "fat-tree"}), SYSTEM)
+    assert (system.oversubscription, system.topology) == (2.0, "fat-tree")
+    with pytest.raises(ConfigError, match="dcqcn"):
+        ns3.configure(option_values(ns3, {"dcqcn": "deep-incast", "cc": "hpcc"}), SYSTEM)
+    with pytest.raises(ConfigError, match="spines"):
+        ns3.configure(option_values(ns3, {"spines": 0}), SYSTEM)
+    with pytest.raises(TypeError, match="no option"):
+        option_values(ns3, {"spine": 2})
+
+
+def test_the_analytical_kind_builds_from_plain_values():
+    from network.backend import option_values
+    from network.registry import backend_kind
+
+    kind = backend_kind("analytical")
+    net = kind.from_options(option_values(kind), SYSTEM, 16, efficiency=None, progress=None)
+    assert net.name == "analytical" and net.contention_free
