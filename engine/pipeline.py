@@ -20,7 +20,6 @@ from workload_gen.core.parallel_config import ParallelConfig
 from workload_gen.core.records import Workload
 from workload_gen.core.run_result import RunResult
 from workload_gen.core.system import SystemConfig, load_system
-from workload_gen.core.units import GiB as GIB
 
 ACCOUNTINGS = ("event", "simai")
 
@@ -181,7 +180,7 @@ def run_workload(
 
     Compute times are attached unless every compute op already has one (``attach=None``),
     e.g. a SimAI file carries its own. ``accounting="simai"`` gives SimAI_analytical's
-    report instead of the event simulation (:func:`simai_accounting_run`). ``backend``: a
+    report instead of the event simulation (engine.simai_report.simai_workload_result). ``backend``: a
     network backend already built (e.g. run-ns3's); default the analytical one, with
     ``busbw_overrides`` and ``efficiency`` (a table, a YAML path, or None for the shipped one).
     ``trace_window``: engine.api.simulate's (the timeline keeps only the micro-batches a trace shows).
@@ -197,7 +196,9 @@ def run_workload(
     if attach:
         workload, coverage = attach_compute(workload, gpu or sysc.gpu, profile)
     if accounting == "simai":
-        result = simai_accounting_run(workload, sysc)
+        from engine.simai_report import simai_workload_result
+
+        result = simai_workload_result(workload, sysc)
     else:
         from engine import simulate
 
@@ -207,38 +208,6 @@ def run_workload(
     if coverage is not None:
         result.extras["compute_coverage"] = coverage
     return result
-
-
-
-
-def simai_accounting_run(workload: Workload, system: SystemConfig, cluster: Any = None) -> RunResult:
-    """SimAI_analytical's report for our workload: exported to SimAI records (stage 0, as
-    SimAI simulates rank 0 only) and accounted by engine.simai_accounting.
-
-    For users comparing with SimAI: comm fully exposed (SimAI's default overlap ratios),
-    SimAI's bubble formula and its busbw tables. ``cluster`` defaults to the system's
-    figures (GB = 2^30). Memory is still ours; there is no timeline.
-    """
-    from engine import estimate_memory
-    from engine.simai_accounting import SimaiCluster, simai_accounting
-    from formats.simai_convert import workload_to_simai
-    from workload_gen.core.run_result import Breakdown
-
-    par = workload.parallel
-    if cluster is None:
-        cluster = SimaiCluster(gpus=par.world_size, gpus_per_server=system.gpus_per_node,
-                               nvlink_busbw=system.nvlink_busbw / GIB, nic_busbw=system.nic_busbw / GIB,
-                               nics_per_server=system.nics_per_node)
-    acc = simai_accounting(workload_to_simai(workload, 0), cluster)
-    us = 1e-6
-    bd = Breakdown(compute_s=acc.compute_us * us,
-                   exposed_comm_s={"dp": acc.dp_us * us, "edp": acc.dp_ep_us * us, "tp": acc.tp_us * us,
-                                   "ep": acc.ep_us * us, "pp": acc.pp_us * us},
-                   bubble_s=acc.bubble_us * us, optimizer_s=0.0)
-    return RunResult(workload=workload, system=system, backend="simai-accounting",
-                     iteration_time_s=acc.total_us * us, breakdown=bd, stage_breakdowns=(bd,),
-                     memory=estimate_memory(workload), intervals=(),
-                     extras={"simai_totals_us": acc.totals_us(), "simai_layers": [r.as_dict() for r in acc.layers]})
 
 
 def run_analytical(model: ModelConfig, parallel: ParallelConfig, system: SystemConfig | str,

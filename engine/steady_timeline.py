@@ -73,7 +73,7 @@ def extrapolate_sums(samples: Sequence[dict[tuple[int, int, str], Any]], k: floa
     row's seconds are differences of absolute times, so their rounding is that of the
     clock (1e-16 of the iteration), not of the row's own size: a 95 us collective in the
     last micro-batch of a 10 s run carries 4e-16 s of it."""
-    from formats.run_outputs import LayerSum
+    from engine.accounting import LayerSum
 
     sa, sb, sc = samples
     if not (set(sa) == set(sb) == set(sc)):

@@ -24,6 +24,7 @@ from workload_gen.core.records import CollectiveOp, ComputeOp
 from workload_gen.core.run_result import Interval
 
 if TYPE_CHECKING:
+    from engine.accounting import LayerSum
     from engine.entities import Future
 
 
@@ -108,7 +109,7 @@ class Timeline(Sequence):
         self._parts = parts
         self._len = sum(len(p) if isinstance(p, Block) else 1 for p in parts)
         self._cache: tuple[Interval, ...] | None = None
-        self._layer_sums: dict[tuple[int, int, str], Any] | None = None
+        self._layer_sums: dict[tuple[int, int, str], LayerSum] | None = None
 
     def __len__(self) -> int:
         return self._len
@@ -150,11 +151,11 @@ class Timeline(Sequence):
             self._cache = tuple(self._generate())
         return self._cache
 
-    def layer_sums(self) -> dict[tuple[int, int, str], Any]:
+    def layer_sums(self) -> dict[tuple[int, int, str], LayerSum]:
         """Per (stage, layer, phase) totals from pass profiles x counts
-        (:func:`formats.run_outputs.layer_sums`); computed once, the timeline is immutable."""
+        (:func:`engine.accounting.layer_sums`); computed once, the timeline is immutable."""
         if self._layer_sums is None:
-            from formats.run_outputs import layer_sums
+            from engine.accounting import layer_sums  # loaded only when a writer asks for the sums
 
             self._layer_sums = layer_sums(self._parts)
         return self._layer_sums

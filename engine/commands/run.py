@@ -6,6 +6,11 @@ into flags and hands back to the kind as plain values; the kind builds itself fr
 writes its own extra files (fct.csv, links.csv for ns-3). Everything else is shared: the
 workload (a file or model/parallel flags), the system, compute times, the outputs.
 
+This module holds the command's argument handling, printing and writing; what the run
+computes comes from the library: the simulation (engine.pipeline), the per-layer accounting
+(engine.accounting), SimAI's report in our units (engine.simai_report), and the file texts
+(formats.run_outputs and the other writers).
+
 Three ways in:
 
 * ``run-analytical WORKLOAD --system h100 --out DIR``: a native workload file
@@ -33,9 +38,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from formats.simai_reader import is_simai_file
 from engine.commands.parser import OneLineParser, run_cli
 from engine.commands.vocab import add_out, add_profile, add_quiet, inform
+from engine.simai_report import SIMAI_FILL_FLAGS
+from formats.simai_reader import is_simai_file
 from workload_gen.core.errors import ConfigError
 from workload_gen.core.units import GiB as GIB
 
@@ -162,85 +168,41 @@ def has_model_flags(args: argparse.Namespace, allowed: tuple[str, ...] = ()) -> 
 
 def _simai_system(args: argparse.Namespace, base: Any, all_gpus: int | None) -> tuple[Any, int]:
     """Our SystemConfig from SimAI's cluster flags over the --system preset; and the GPU count."""
-    from workload_gen.core.system import system_from_dict
+    from engine.simai_report import simai_system
 
-    over: dict[str, Any] = {}
-    if args.gpus_per_node is not None:
-        over["gpus_per_node"] = args.gpus_per_node
-    if args.nics_per_node is not None:
-        over["nics_per_node"] = args.nics_per_node
-    if args.nvlink_busbw is not None:
-        over["nvlink_busbw"] = args.nvlink_busbw * GIB
-        over["nvlink_bw"] = max(base.nvlink_bw, args.nvlink_busbw * GIB)
-    if args.nic_busbw is not None:  # SimAI's figure is achieved bandwidth: efficiency 1
-        over["nic_bw"] = args.nic_busbw * GIB
-        over["nic_efficiency"] = 1.0
-    system = system_from_dict({"base": base.name, **over}, source="SimAI cluster flags") if over else base
+    system = simai_system(base, gpus_per_node=args.gpus_per_node, nics_per_node=args.nics_per_node,
+                          nvlink_busbw=args.nvlink_busbw, nic_busbw=args.nic_busbw)
     gpus = args.gpus if args.gpus is not None else all_gpus
     if not gpus:
         raise ConfigError("gpus", gpus, "give --gpus N (SimAI's -g): the file's header has no all_gpus")
     return system, gpus
 
 
-def _simai_cluster(args: argparse.Namespace, system: Any, gpus: int) -> Any:
-    from engine.simai_accounting import SimaiCluster
-
-    return SimaiCluster(
-        gpus=gpus, gpus_per_server=system.gpus_per_node,
-        nvlink_busbw=args.nvlink_busbw if args.nvlink_busbw is not None else system.nvlink_busbw / GIB,
-        nic_busbw=args.nic_busbw if args.nic_busbw is not None else system.nic_busbw / GIB,
-        nics_per_server=system.nics_per_node,
-        dp_o=args.dp_overlap, tp_o=args.tp_overlap, ep_o=args.ep_overlap, pp_o=args.pp_overlap,
-    )
-
-
 def _simai_accounting_outputs(args: argparse.Namespace, path: Path, system: Any) -> tuple[dict[str, Any], dict[str, str | bytes]]:
     """SimAI_analytical's report for a SimAI file: summary.json, EndToEnd.csv, layers.csv."""
-    from engine.simai_accounting import simai_accounting
+    from engine.simai_report import simai_cluster, simai_report
+    from formats.run_outputs import simai_summary_dict
     from formats.simai_reader import read_simai
 
     sw = read_simai(path)
     system, gpus = _simai_system(args, system, sw.header.all_gpus)
-    cluster = _simai_cluster(args, system, gpus)
+    cluster = simai_cluster(system, gpus, nvlink_busbw=args.nvlink_busbw, nic_busbw=args.nic_busbw,
+                            dp_o=args.dp_overlap, tp_o=args.tp_overlap, ep_o=args.ep_overlap, pp_o=args.pp_overlap)
     inform(args, f"SimAI accounting of {path} ({len(sw.records)} records, {gpus} GPUs)", "run-analytical")
-    acc = simai_accounting(sw, cluster)
-    totals = acc.totals_us()
-    us = 1e-6
-    summary = {
-        "units": {"time": "s", "endtoend_csv": "us"},
-        "accounting": "simai",
-        "backend": "simai-accounting",
-        "iteration_time_s": acc.total_us * us,
-        "breakdown_s": {
-            "compute": acc.compute_us * us, "exposed_dp": acc.dp_us * us, "exposed_edp": acc.dp_ep_us * us,
-            "exposed_tp": acc.tp_us * us, "exposed_ep": acc.ep_us * us, "exposed_pp": acc.pp_us * us,
-            "bubble": acc.bubble_us * us, "optimizer": 0.0,
-        },
-        "simai_totals_us": totals,
-        "config": {"workload": str(path), "simai_header": _header_dict(sw.header),
-                   "cluster": {k: getattr(cluster, k) for k in cluster.__slots__},
-                   "system": system.to_dict()},
-    }
+    report = simai_report(sw, cluster)
+    totals = report.totals_us()
+    summary = simai_summary_dict(iteration_time_s=report.iteration_time_s, compute_s=report.compute_s,
+                                 exposed_comm_s=report.exposed_comm_s, bubble_s=report.bubble_s, totals_us=totals,
+                                 workload=str(path), header=sw.header, cluster=cluster, system=system)
     files: dict[str, str | bytes] = {"summary.json": json.dumps(summary, indent=2) + "\n"}
     if not args.out:  # the per-layer files are rendered only to be written
         return summary, files
     from formats.endtoend_csv import render_endtoend_csv
+    from formats.run_outputs import simai_layers_csv
 
-    rows = [r.as_dict() for r in acc.layers]
-    layer_lines = ["record,name,fwd_compute_s,wg_compute_s,ig_compute_s,fwd_comm_s,wg_comm_s,ig_comm_s,"
-                   "exposed_comm_s"]
-    for i, r in enumerate(acc.layers):
-        exp = r.fwd_exposed_us + r.wg_exposed_us + r.ig_exposed_us
-        vals = (r.fwd_compute_us, r.wg_compute_us, r.ig_compute_us, r.fwd_comm_us, r.wg_comm_us, r.ig_comm_us, exp)
-        layer_lines.append(f"{i},{r.name}," + ",".join(f"{v * us:.9g}" for v in vals))
-    files["EndToEnd.csv"] = render_endtoend_csv(totals, rows, name=path.name, run_name="Analytical")
-    files["layers.csv"] = "\n".join(layer_lines) + "\n"
+    files["EndToEnd.csv"] = render_endtoend_csv(totals, report.endtoend_rows(), name=path.name, run_name="Analytical")
+    files["layers.csv"] = simai_layers_csv(report.layer_lines())
     return summary, files
-
-
-def _header_dict(header: Any) -> dict[str, Any]:
-    names = getattr(header, "__slots__", None) or getattr(header, "__dataclass_fields__", {})
-    return {k: getattr(header, k) for k in names if isinstance(getattr(header, k), (int, float, str, type(None)))}
 
 
 def load_workload(args: argparse.Namespace, path: Path, system: Any, prog: str = "run-analytical") -> tuple[Any, Any]:
@@ -254,6 +216,7 @@ def load_workload(args: argparse.Namespace, path: Path, system: Any, prog: str =
 
     wf = open_workload(path)
     if wf.format == "simai":
+        from engine.simai_report import simai_placeholders
         from formats.simai_convert import simai_to_workload
 
         assert wf.simai is not None
@@ -269,40 +232,8 @@ def load_workload(args: argparse.Namespace, path: Path, system: Any, prog: str =
     return wf.to_workload(), system
 
 
-SIMAI_FILL_FLAGS = {"seq_length": "--seq-length", "micro_batch": "--micro-batch"}
-"""Figures a SimAI file lacks that a flag fills in (event mode): they set the tokens per iteration."""
-
-
 def _simai_fill(args: argparse.Namespace) -> dict[str, int]:
     return {k: getattr(args, f"p_{k}") for k in SIMAI_FILL_FLAGS if getattr(args, f"p_{k}", None) is not None}
-
-
-def simai_placeholders(sw: Any, gpus: int, *, given_gpus: bool, fill: dict[str, int]) -> dict[str, str]:
-    """The headline figures of an event-mode run of a SimAI/AICB file that are not the
-    job's but the file's placeholders, each with why and what would fill it in.
-
-    A SimAI file is rank 0's records plus a header: it has no model (so no parameters,
-    no memory model), no sequence length or micro-batch (so no tokens), and AICB writes
-    a compute time of 1 ns (or 0) wherever it had no AIOB measurement."""
-    h = sw.header
-    pp = h.pp or 1
-    out: dict[str, str] = {}
-    if pp > 1:
-        where = f"--gpus {gpus}" if given_gpus else f"the file's all_gpus {h.all_gpus}"
-        out["gpus"] = (f"{gpus // pp} GPUs = one pipeline stage of {gpus} ({where}); the file holds one stage's "
-                       f"records, so pp {pp} and its bubble are not simulated")
-    missing = [flag for k, flag in SIMAI_FILL_FLAGS.items() if k not in fill]
-    if missing:
-        out["batch_tokens"] = (f"micro-batch x sequence length are placeholders (the file has neither): give "
-                               f"{' and '.join(missing)}; tokens/s depends on them")
-    out["memory"] = ("no model in the file: weights, gradients, optimizer state and activations are not known; "
-                     "the figure holds only communication buffers")
-    times = [t for r in sw.records for t in (r.fwd_compute_ns, r.ig_compute_ns, r.wg_compute_ns)]
-    if times and max(times) <= 1:
-        out["compute"] = ("every compute time in the file is AICB's placeholder (<= 1 ns: generated without AIOB); "
-                          "regenerate it with AIOB, or simulate from the model's flags with --profile DB")
-    out["flops"] = "no model in the file: TFLOP/s and MFU are not computed"
-    return out
 
 
 def _check_simai_flags(args: argparse.Namespace, accounting: str) -> None:
@@ -333,20 +264,15 @@ def event_outputs(args: argparse.Namespace, result: Any,
     if args.out or args.json:  # rendered only for a reader
         files["summary.json"] = json.dumps(summary, indent=2) + "\n"
     if args.out:  # the file renderers load only when there are files to render
+        from engine.accounting import endtoend_tables, layer_rows
         from formats.chrome_trace import trace_json
-        from formats.endtoend_csv import render_endtoend_csv, totals_from_breakdown
-        from formats.run_outputs import endtoend_layer_rows, layer_rows, layers_csv
+        from formats.endtoend_csv import render_endtoend_csv
+        from formats.run_outputs import layers_csv
 
-        b = result.breakdown
-        lrows = layer_rows(result)  # once, for layers.csv and EndToEnd.csv
-        if simai:
-            totals, rows = result.extras["simai_totals_us"], result.extras["simai_layers"]
-        else:
-            totals = totals_from_breakdown(b.compute_s, b.exposed_comm_s, b.bubble_s, b.optimizer_s,
-                                           result.iteration_time_s)
-            rows = endtoend_layer_rows(result, lrows)  # per-layer rows of the critical stage
-        files["layers.csv"] = layers_csv(result, lrows)
-        files["EndToEnd.csv"] = render_endtoend_csv(totals, rows, name=result.workload.model.name,
+        rows = layer_rows(result)  # once, for layers.csv and EndToEnd.csv
+        totals, endtoend_rows = endtoend_tables(result, rows)
+        files["layers.csv"] = layers_csv(rows)
+        files["EndToEnd.csv"] = render_endtoend_csv(totals, endtoend_rows, name=result.workload.model.name,
                                                     run_name="Analytical" if simai else "trainsim")
         if result.intervals:
             files["trace.json"] = trace_json(result, _trace_microbatches(args))

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from formats.chrome_trace import STREAMS, read_chrome_trace, write_chrome_trace
+from engine.accounting import layer_rows
 from formats.run_outputs import layers_csv, summary_dict
 from workload_gen.core.metrics import hardware_flops_per_iteration
 from workload_gen.core.model_config import ModelConfig
@@ -100,7 +101,7 @@ def test_summary_figures_follow_their_definitions():
 def test_layers_csv_sums_the_timeline(tmp_path):
     run = tiny_run()
     path = tmp_path / "layers.csv"
-    path.write_text(layers_csv(run))
+    path.write_text(layers_csv(layer_rows(run)))
     rows = list(csv.DictReader(path.open()))
     assert list(rows[0])[:8] == ["stage", "layer", "phase", "microbatches", "compute_s", "comm_s", "exposed_comm_s",
                                  "comm_bytes"]

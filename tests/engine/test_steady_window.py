@@ -12,9 +12,9 @@ from dataclasses import replace
 import pytest
 from _build import SYSTEM, LinearBackend, workload
 
+from engine.accounting import layer_dicts as layer_rows
 from engine.api import simulate
 from formats.chrome_trace import shown_intervals
-from formats.run_outputs import layer_rows
 
 WINDOW = 8
 

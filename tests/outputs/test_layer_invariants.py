@@ -4,7 +4,7 @@
 - Per stage, the rows' compute adds up to the stage's compute + optimizer time; over the
   run, the rows' waited_comm_s adds up to the exposed communication of every stage's
   breakdown (and, without a pipeline, so does exposed_comm_s).
-- The rows computed from pass profiles x counts (engine.timeline.layer_sums) equal a plain
+- The rows computed from pass profiles x counts (engine.accounting.layer_sums) equal a plain
   walk over every interval, and writing the outputs never materialises the timeline.
 - EndToEnd.csv of an event-mode run has per-layer rows whose compute sums to the header.
 """
@@ -15,9 +15,10 @@ from dataclasses import replace
 
 import pytest
 
+from engine.accounting import endtoend_layer_rows, layer_rows
 from engine.pipeline import run_analytical
 from formats.endtoend_csv import render_endtoend_csv, totals_from_breakdown
-from formats.run_outputs import endtoend_layer_rows, layer_rows, layers_csv
+from formats.run_outputs import layers_csv
 from workload_gen.config_loading import configs_from_dict
 
 CONFIGS = {
@@ -55,22 +56,22 @@ def test_exposed_is_part_of_the_communication(run):
     rows = layer_rows(run)
     assert rows
     for r in rows:
-        assert r["exposed_comm_s"] <= r["comm_s"] * (1 + 1e-12) + 1e-15, r
+        assert r.exposed_comm_s <= r.comm_s * (1 + 1e-12) + 1e-15, r
     # moving a wait onto the collectives on the wire moves it between rows, never adds to it
-    assert sum(r["exposed_comm_s"] for r in rows) <= sum(r["waited_comm_s"] for r in rows) * (1 + 1e-12) + 1e-15
+    assert sum(r.exposed_comm_s for r in rows) <= sum(r.waited_comm_s for r in rows) * (1 + 1e-12) + 1e-15
 
 
 def test_rows_add_up_to_the_breakdowns(run):
     rows = layer_rows(run)
     compute = defaultdict(float)
     for r in rows:
-        compute[r["stage"]] += r["compute_s"]
+        compute[r.stage] += r.compute_s
     for stage, bd in enumerate(run.stage_breakdowns):
         assert compute[stage] == pytest.approx(bd.compute_s + bd.optimizer_s, rel=1e-9)
     total_exposed = sum(sum(bd.exposed_comm_s.values()) for bd in run.stage_breakdowns)
-    assert sum(r["waited_comm_s"] for r in rows) == pytest.approx(total_exposed, rel=1e-9, abs=1e-12)
+    assert sum(r.waited_comm_s for r in rows) == pytest.approx(total_exposed, rel=1e-9, abs=1e-12)
     if run.workload.parallel.pp == 1:
-        assert sum(r["exposed_comm_s"] for r in rows) == pytest.approx(total_exposed, rel=1e-9, abs=1e-12)
+        assert sum(r.exposed_comm_s for r in rows) == pytest.approx(total_exposed, rel=1e-9, abs=1e-12)
 
 
 def test_profile_sums_equal_a_walk_over_every_interval(run):
@@ -88,15 +89,15 @@ def test_profile_sums_equal_a_walk_over_every_interval(run):
             s[1] += iv.end - iv.start
             s[2] += iv.exposed_s
             s[3] += iv.bytes
-    rows = {(r["stage"], r["layer"], r["phase"]): r for r in layer_rows(run)}
+    rows = {(r.stage, r.layer, r.phase): r for r in layer_rows(run)}
     assert set(rows) == set(walk)
     for key, (comp, comm, waited, nbytes, inst) in walk.items():
         r = rows[key]
-        assert r["microbatches"] == max(len(inst), 1)
-        assert r["comm_bytes"] == nbytes
-        assert r["compute_s"] == pytest.approx(comp, rel=1e-9, abs=1e-15)
-        assert r["comm_s"] == pytest.approx(comm, rel=1e-9, abs=1e-15)
-        assert r["waited_comm_s"] == pytest.approx(waited, rel=1e-9, abs=1e-15)
+        assert r.microbatches == max(len(inst), 1)
+        assert r.comm_bytes == nbytes
+        assert r.compute_s == pytest.approx(comp, rel=1e-9, abs=1e-15)
+        assert r.comm_s == pytest.approx(comm, rel=1e-9, abs=1e-15)
+        assert r.waited_comm_s == pytest.approx(waited, rel=1e-9, abs=1e-15)
 
 
 def test_outputs_do_not_materialise_the_timeline():
@@ -104,7 +105,7 @@ def test_outputs_do_not_materialise_the_timeline():
 
     res = _run("1f1b")
     assert type(res.intervals).__name__ == "Timeline"
-    layers_csv(res)
+    layers_csv(layer_rows(res))
     trace_json(res, 8)
     trace_json(res, None)
     assert res.intervals._cache is None
@@ -112,7 +113,7 @@ def test_outputs_do_not_materialise_the_timeline():
 
 def test_endtoend_rows_of_an_event_run_add_up_to_its_header(run):
     crit = run.extras["critical_stage"]
-    rows = endtoend_layer_rows(run)
+    rows = endtoend_layer_rows(layer_rows(run), crit)
     assert rows and any(str(r["name"]).startswith("layer_") for r in rows)
     b = run.breakdown
     totals = totals_from_breakdown(b.compute_s, b.exposed_comm_s, b.bubble_s, b.optimizer_s, run.iteration_time_s)
