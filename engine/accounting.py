@@ -7,7 +7,7 @@ the streams. The writers (``formats.run_outputs``) receive the finished rows as
 :class:`formats.run_outputs.LayerRow` records and only render them.
 
 What is conserved (tests/engine/test_timeline_records.py checks each on hand-made runs,
-tests/outputs/test_accounting.py the spreading of waits):
+tests/outputs/test_wait_attribution.py the spreading of waits):
 
 - per stage, the rows' ``compute_s`` add up to the stage's compute + optimizer time;
 - over the run, the rows' ``waited_s`` add up to the exposed communication of every
