@@ -1,19 +1,30 @@
 // trainsim's packet-level network core, compiled at run time by cppyy against ns-3 3.44
-// (network/ns3/runtime.py). Part 7 of 7, and the one the loader compiles: it includes the
-// other parts and defines World, which orchestrates them and is all Python sees.
+// (network/ns3/runtime.py). This is the file the loader compiles: it includes the other
+// parts and defines World, which orchestrates them and is all Python sees.
 //
 // Why C++: the Python/ns-3 boundary is expensive (a cppyy call costs microseconds, and
 // ns.MakeCallback on Python functions does not work), so everything that happens per
 // packet or per flow lives here. Python only builds the fabric, hands over whole
 // collectives (arrays of flows with parents) and reads results back in bulk.
 //
-// The parts, each included by those after it:
-//   tsim_common.h   constants, Params, Flow, FlowEvents, FlowRegistry
+// The parts, split as ns-3 splits its modules: models (what a device, a switch or an
+// algorithm does with packets) apart from the helper that builds and wires them. Each
+// includes the parts it uses.
+//   tsim_common.h   constants, Params, RdmaTag, Flow, FlowEvents, FlowRegistry
+//   models:
 //   tsim_routing.h  EcmpRouting: per-flow ECMP
-//   tsim_fabric.h   Fabric: nodes, links, ECN queues, routing tables, link counters
-//   tsim_rdma.h     RdmaTransport: RoCE-like NICs with DCQCN
-//   tsim_tcp.h      TcpTransport: one ns-3 DCTCP connection per flow
+//   tsim_link.h     LinkStat: a link direction's counters and sub-ns serialisation clock
+//   tsim_switch.h   SwitchMmu (shared buffer, PFC), EcnQueueDisc (egress port: ECN, INT)
+//   tsim_cc.h       QpState, CongestionControl, LossRecovery: a queue pair's pieces
+//   tsim_dcqcn.h    Dcqcn: DCQCN's notification and reaction points
+//   tsim_hpcc.h     Hpcc: HPCC's window from INT telemetry
+//   tsim_gbn.h      GoBackN: go-back-N loss recovery (reliable mode)
 //   tsim_nvlink.h   NvlinkFluid: max-min fair fluid model of intra-server NVLink flows
+//   helper:
+//   tsim_fabric.h   Fabric: nodes, links, switch models installed and wired, routing tables
+//   transports (built on the fabric):
+//   tsim_rdma.h     RdmaTransport: RoCE-like NICs and queue pairs driving the pieces above
+//   tsim_tcp.h      TcpTransport: one ns-3 DCTCP connection per flow
 //   tsim.cpp        World: flow bookkeeping (dependency graph, transfers), clock, results
 //
 // Units: seconds (double) at the API, bits/s for rates, bytes for sizes.
@@ -21,7 +32,6 @@
 #include "tsim_fabric.h"
 #include "tsim_nvlink.h"
 #include "tsim_rdma.h"
-#include "tsim_routing.h"
 #include "tsim_tcp.h"
 
 namespace tsim

@@ -1,8 +1,8 @@
-// trainsim ns-3 core, part 1 of 7: what every other part shares. The ns-3 and standard
-// headers, host addressing and port constants, the nanosecond rounding of delays, the
-// ECMP hash, the parameters handed over from Python (Params), one flow's record (Flow)
-// and the interface through which the transports report a flow sent or delivered
-// (FlowEvents).
+// trainsim ns-3 core: what every other part shares. The ns-3 and standard headers, host
+// addressing and port constants, the nanosecond rounding of delays, the ECMP hash, the
+// parameters handed over from Python (Params), the RDMA header fields that switches and
+// NICs both read (RdmaTag, with HPCC's INT hop records), one flow's record (Flow) and the
+// interface through which the transports report a flow sent or delivered (FlowEvents).
 //
 // Units: seconds (double) for times, bits/s for link and NIC rates, bytes for sizes.
 #pragma once
@@ -20,6 +20,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <unordered_map>
 #include <unordered_set>

@@ -1,4 +1,4 @@
-// trainsim ns-3 core, part 6 of 7: the NVLink fluid model, for flows between GPUs of one
+// trainsim ns-3 core, a model: the NVLink fluid model, for flows between GPUs of one
 // server (and NVLS flows between a GPU and its NVSwitch), which never enter ns-3 unless
 // --nvswitch. Each GPU has one egress and one ingress NVLink port of Params::nvlinkBps;
 // the NVSwitch is non-blocking, so a flow's only constraints are its two ports (an

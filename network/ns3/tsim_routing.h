@@ -1,4 +1,4 @@
-// trainsim ns-3 core, part 2 of 7: routing. EcmpRouting is an IPv4 routing protocol that
+// trainsim ns-3 core, a model: routing. EcmpRouting is an IPv4 routing protocol that
 // does per-flow ECMP on any topology: every node knows, per destination host, the
 // interfaces on a shortest path (computed by BFS in Python, network/ns3/topology.py, and
 // installed by Fabric::SetNextHopsBulk); a packet's choice among them is a hash of its

@@ -1,4 +1,4 @@
-// trainsim ns-3 core, part 5 of 7: the TCP transport (--transport dctcp). One ns-3 TCP
+// trainsim ns-3 core: the TCP transport (--transport dctcp). One ns-3 TCP
 // DCTCP connection per flow, to port kTcpPort on the destination host: the sender keeps
 // its socket's buffer full until the flow's bytes are handed over (flow sent), the
 // receiver counts bytes until it has them all (flow delivered) and both ends close.

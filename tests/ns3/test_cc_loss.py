@@ -27,8 +27,9 @@ def one_flow(err: float, cc: str = "dcqcn"):
         net.run_until(net.now + 1.0)
     finish = float(net.flow_table()[0, 4])
     w = net._w
-    out = dict(finish=finish, rcvd=int(w.flows.all[0].rcvd), retx=int(w.rdma.retxBytes), nacks_rx=int(w.rdma.nacksReceived),
-               timeouts=int(w.rdma.timeouts), reps=net.link_reports())
+    tot = w.rdma.totals
+    out = dict(finish=finish, rcvd=int(w.flows.all[0].rcvd), retx=int(tot.retxBytes), nacks_rx=int(tot.nacksReceived),
+               timeouts=int(tot.timeouts), reps=net.link_reports())
     net.close()
     return out
 
