@@ -34,6 +34,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from workload_gen.core.errors import ConfigError, FormatError
+from workload_gen.core.flops import narayanan_flops
+from workload_gen.core.metrics import tokens_per_iteration
 from workload_gen.core.model_config import ModelConfig
 from workload_gen.core.model_presets import get_preset
 from workload_gen.core.parallel_config import ParallelConfig
@@ -64,11 +66,6 @@ class MeasuredRun:
     mem_reserved: float | None = None
 
 
-def megatron_flops(gbs: int, seq: int, layers: int, hidden: int, vocab: int) -> float:
-    """Narayanan et al. 2021, eq. 3: FLOPs per iteration with full activation recomputation."""
-    return 96 * gbs * seq * layers * hidden**2 * (1 + seq / (6 * hidden) + vocab / (16 * layers * hidden))
-
-
 def _a100(r: dict[str, str]) -> MeasuredRun:
     h, layers, gpus = int(r["hidden_size"]), int(r["num_layers"]), int(r["num_gpus"])
     gbs, seq, vocab = int(r["global_batch_size"]), int(r["seq_len"]), int(r["vocab_size"])
@@ -81,7 +78,9 @@ def _a100(r: dict[str, str]) -> MeasuredRun:
         tied_embeddings=True)
     par = ParallelConfig(world_size=gpus, tp=tp, pp=mp // tp, micro_batch=1, global_batch=gbs, seq_length=seq,
                          dtype="fp16", recompute="full", distributed_optimizer=False, attention_backend="unfused")
-    step = megatron_flops(gbs, seq, layers, h, vocab) / (float(r["achieved_tflops_per_gpu"]) * 1e12 * gpus)
+    # the paper's achieved TFLOP/s count its eq. 3 FLOPs, recomputation included
+    flops = narayanan_flops(gbs, seq, layers, h, vocab, recompute=True)
+    step = flops / (float(r["achieved_tflops_per_gpu"]) * 1e12 * gpus)
     label = f"A100 GPT {r['model_size']} tp{tp} pp{mp // tp} {gpus}g"
     return MeasuredRun(label, "a100-megatron-2021", "a100", model.name, "fp16", label, model, par, step)
 
@@ -156,7 +155,7 @@ family each for leave-one-model-out, so leaving a model out removes it from ever
 def _bridge(r: dict[str, str]) -> MeasuredRun:
     model = replace(get_preset(r["model"]), name=r["model"])
     par = _nvidia_recipe_parallel(r, r["fp8_recipe"], "adam")
-    step = par.global_batch * par.seq_length / (float(r["tokens_per_s_per_gpu"]) * par.world_size)
+    step = tokens_per_iteration(par) / (float(r["tokens_per_s_per_gpu"]) * par.world_size)
     system = _BRIDGE_SYSTEMS[r["gpu"]]
     precision = f"fp8-{par.fp8_recipe}" if par.dtype == "fp8" else "bf16"
     label = (f"{system.upper()} {r['model']} {precision} bridge{r['release']} "

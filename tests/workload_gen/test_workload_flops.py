@@ -113,3 +113,26 @@ def test_cp_splits_attention_work_evenly():
     a4 = comps(layer_ops(four, 0), OpKind.ATTENTION)[0]
     assert a4.flops * 4 == pytest.approx(a1.flops)
     assert a4.shape == (1, 8, 4096, 16384, 128, 1)
+
+
+def test_narayanan_eq3_counts_the_layers_forward_once_more_with_recompute():
+    """The 2021 weak-scaling table's GPT 1.7B (24 layers, h 2304, batch 512, s 2048, V 51200):
+    without recompute 3 passes of the layers' forward (24*B*s*h^2 GEMMs + 4*B*s^2*h
+    attention per layer) and of the logits (2*B*s*h*V); full recompute adds one more pass of
+    the layers only."""
+    from workload_gen.core.flops import narayanan_flops
+
+    B, s, l, h, V = 512, 2048, 24, 2304, 51200
+    layers_fwd = l * (24 * B * s * h * h + 4 * B * s * s * h)
+    logits_fwd = 2 * B * s * h * V
+    assert narayanan_flops(B, s, l, h, V, recompute=False) == pytest.approx(3 * (layers_fwd + logits_fwd), rel=1e-12)
+    assert narayanan_flops(B, s, l, h, V, recompute=True) == pytest.approx(4 * layers_fwd + 3 * logits_fwd, rel=1e-12)
+
+
+def test_generalised_model_flops_reproduce_narayanan_for_gpt():
+    from workload_gen.core.flops import narayanan_flops
+
+    w = make("gpt3-175b", world_size=1024, tp=8, pp=8, sp=True, global_batch=1536, seq_length=2048)
+    m = w.model
+    expected = narayanan_flops(1536, 2048, m.num_layers, m.hidden_size, m.vocab_size, recompute=False)
+    assert model_flops_per_iteration(m, w.parallel) == pytest.approx(expected, rel=1e-12)

@@ -5,7 +5,11 @@ Narayanan et al. 2021 (arXiv 2104.04473, Section 5.1) count, per iteration,
 (``24*B*s*h^2`` per layer), attention scores and values (``4*B*s^2*h`` per layer, the full
 s x s matrix, not halved for the causal mask), the logits (``2*B*s*h*V``), times 3 for
 forward plus backward (backward = 2x forward). Recompute is excluded: MFU counts model
-FLOPs, not hardware FLOPs (Chowdhery et al. 2022, PaLM, Appendix B).
+FLOPs, not hardware FLOPs (Chowdhery et al. 2022, PaLM, Appendix B). The paper's own
+figures (its eq. 3, ``96*B*s*l*h^2 * (1 + s/(6h) + V/(16*l*h))``) count the layers' forward
+once more, as full activation recomputation runs it: :func:`narayanan_flops` is that
+formula with and without recompute, the one home of both (the measured-run tables turn the
+paper's achieved TFLOP/s into step times with it).
 
 :func:`model_flops_per_iteration` generalises the same accounting to GQA, SwiGLU, MLA
 and MoE by counting 2 FLOPs per multiply-add over the weights each token actually
@@ -56,3 +60,15 @@ def model_flops_per_iteration(model: ModelConfig, parallel: ParallelConfig, caus
     count only the causal half.
     """
     return 3.0 * parallel.global_batch * forward_flops_per_sequence(model, parallel.seq_length, causal)
+
+
+def narayanan_flops(batch: int, seq: int, layers: int, hidden: int, vocab: int, recompute: bool) -> float:
+    """Narayanan et al. 2021's FLOPs per iteration of a GPT model: ``24*passes*B*s*l*h^2 *
+    (1 + s/(6h) + V/(4*passes*l*h))`` with passes = 3 (forward, and a backward of twice its
+    cost) or 4 with full activation recomputation (the layers' forward once more; the
+    logits are not recomputed, so their ``6*B*s*h*V`` is the same in both). recompute=True
+    is the paper's eq. 3 (96 and V/(16*l*h)), which its reported TFLOP/s use; False its MFU
+    count (72 and V/(12*l*h))."""
+    passes = 4 if recompute else 3
+    return (24 * passes * batch * seq * layers * hidden**2
+            * (1 + seq / (6 * hidden) + vocab / (4 * passes * layers * hidden)))

@@ -2,7 +2,8 @@
 
 The one home of these formulas: summary.json, the stdout table, sweep rows and search
 candidates all read :func:`headline`, so they cannot disagree, and a figure that is not
-defined is ``None`` everywhere (never NaN or 0.0).
+defined is ``None`` everywhere (never NaN or 0.0); throughput is always defined, 0.0 for an
+iteration of zero length.
 
 Model FLOPs are workload_gen.core.flops's count: Megatron's
 72*B*s*l*h^2*(1 + s/(6h) + V/(12*l*h)) for GPT, generalised to GQA, SwiGLU, MLA and MoE,
@@ -15,11 +16,24 @@ Units: seconds, FLOP, FLOP/s (TFLOP/s where the name says so), tokens/s.
 from __future__ import annotations
 
 
+from workload_gen.core.parallel_config import ParallelConfig
 from workload_gen.core.record import record
 from workload_gen.core.records import ComputeOp, Phase, Workload
 from workload_gen.core.run_result import RunResult
 
 _EXECUTED_PHASES = (Phase.FWD, Phase.BWD_INPUT, Phase.BWD_WEIGHT, Phase.RECOMPUTE)
+
+
+def tokens_per_iteration(par: ParallelConfig) -> int:
+    """Tokens one iteration trains on: global batch x sequence length (every data-parallel
+    replica's micro-batches together)."""
+    return par.global_batch * par.seq_length
+
+
+def tokens_per_s(par: ParallelConfig, iteration_time_s: float) -> float:
+    """Throughput; 0.0 for a zero-length iteration (nothing was timed), never a division by
+    zero."""
+    return tokens_per_iteration(par) / iteration_time_s if iteration_time_s > 0 else 0.0
 
 
 def model_flops(workload: Workload) -> float | None:
@@ -73,7 +87,7 @@ def headline(result: RunResult) -> Headline:
     peak = result.system.gpu_spec.peak_flops.get(par.dtype)  # a dtype the GPU lacks: no MFU
     return Headline(
         iteration_time_s=t,
-        tokens_per_s=par.global_batch * par.seq_length / t if t > 0 else 0.0,
+        tokens_per_s=tokens_per_s(par, t),
         model_flops_per_iteration=flops,
         tflops_per_gpu=per_gpu / 1e12 if per_gpu is not None else None,
         mfu=per_gpu / peak if per_gpu is not None and peak else None,

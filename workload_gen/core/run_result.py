@@ -103,8 +103,3 @@ class RunResult:
     """The timeline; may be empty when the caller asked for no timeline (sweeps)."""
     extras: dict[str, Any] = field(default_factory=dict, hash=False)
     """Backend-specific figures (e.g. ns-3 wall time, flows simulated, compute coverage)."""
-
-    @property
-    def tokens_per_s(self) -> float:
-        par = self.workload.parallel
-        return par.global_batch * par.seq_length / self.iteration_time_s
