@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from workload_gen.core.errors import ConfigError
-from workload_gen.core.placement import Placement
+from workload_gen.core.placement import GroupShape, Placement
 
 MAX_CHANNELS = 32
 """NCCL's MAXCHANNELS."""
@@ -40,6 +40,9 @@ class GroupLayout:
     """Nodes spanned, in order of first appearance in ``ranks``."""
     local: tuple[tuple[int, ...], ...]
     """Per node (same order as node_ids): the group's ranks there, sorted by local rank."""
+    shape: GroupShape
+    """Ranks, nodes spanned, most ranks on one node: counted once, by
+    :meth:`GroupShape.from_ranks`, as the analytical backend counts them."""
 
     @classmethod
     def build(cls, ranks, placement: Placement, nics_per_node: int | None = None) -> GroupLayout:
@@ -56,19 +59,19 @@ class GroupLayout:
         nics = nics_per_node if nics_per_node is not None else placement.gpus_per_node
         if nics < 1:
             raise ConfigError("nics_per_node", nics, "must be a positive integer")
-        return cls(ranks, placement, nics, tuple(nodes), local)
+        return cls(ranks, placement, nics, tuple(nodes), local, placement.shape(ranks))
 
     @property
     def n(self) -> int:
-        return len(self.ranks)
+        return self.shape.n
 
     @property
     def num_nodes(self) -> int:
-        return len(self.node_ids)
+        return self.shape.nodes
 
     @property
     def max_per_node(self) -> int:
-        return max(len(v) for v in self.local) if self.local else 0
+        return self.shape.per_node
 
     @property
     def gpus_per_node(self) -> int:

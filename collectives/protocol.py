@@ -263,13 +263,23 @@ def nvls_pipeline(nbytes: int, channels: int, heads: int, nodes: int) -> tuple[i
     return max(1, -(-per_channel // flow)), flow
 
 
-def model_busbw(nodes: int, per_node: int, rails: int, tuning: NcclTuning = DEFAULT_TUNING) -> float:
-    """Bus bandwidth (bytes/s) NCCL's model sees: NVLink in one node; across nodes the
-    group's rails, but never more than NVLink (network/busbw.py's ring rule)."""
+def ring_busbw(nodes: int, per_node: int, nvlink_busbw: float, net_busbw: float) -> float:
+    """Large-message bus bandwidth (bytes/s) of a ring over ``nodes`` nodes with up to
+    ``per_node`` of its ranks in each: the one home of the rule, which the expander's
+    protocol choice (:func:`model_busbw`) and the analytical backend (network.busbw) both
+    apply. In one node the ring runs on NVLink. Across nodes each ring crosses every node
+    boundary once, so a node's egress equals one rank's bus traffic, carried by the
+    ``net_busbw`` of the rails the group owns there; with several ranks per node the hops
+    inside the node ride NVLink too, so the slower of the two bounds it."""
     if nodes <= 1:
-        return tuning.nvlink_busbw
-    net = max(1, rails) * tuning.nic_busbw
-    return min(tuning.nvlink_busbw, net) if per_node > 1 else net
+        return nvlink_busbw
+    return min(nvlink_busbw, net_busbw) if per_node > 1 else net_busbw
+
+
+def model_busbw(nodes: int, per_node: int, rails: int, tuning: NcclTuning = DEFAULT_TUNING) -> float:
+    """Bus bandwidth (bytes/s) NCCL's model sees: :func:`ring_busbw` on the tuning's NVLink
+    and the group's rails (at least one) of NIC bandwidth."""
+    return ring_busbw(nodes, per_node, tuning.nvlink_busbw, max(1, rails) * tuning.nic_busbw)
 
 
 def settle(protocol: Protocol, algorithm: str, op: str, nbytes: int, n: int, nodes: int, per_node: int,
@@ -322,5 +332,6 @@ __all__ = [
     "nvls_chunk",
     "nvls_pipeline",
     "resolve",
+    "ring_busbw",
     "settle",
 ]

@@ -6,8 +6,9 @@ how many latency steps". Everything here is arithmetic on a :class:`GroupShape` 
 nodes spanned, GPUs of the group per node) and a :class:`SystemConfig`.
 
 Agreement with the collectives expander: the algorithm choice is the expander's own
-``auto`` rule (:mod:`collectives.auto`) and the bus factor, step counts and tree heights
-are :mod:`collectives.closed_form`'s, imported (both are numpy-free; ``collectives`` loads
+``auto`` rule (:mod:`collectives.auto`), the bus factor, step counts and tree heights
+are :mod:`collectives.closed_form`'s and the ring's bus bandwidth
+:func:`collectives.protocol.ring_busbw`, imported (all numpy-free; ``collectives`` loads
 its expander lazily). The times are the closed forms with K -> infinity (ideal
 pipelining); tests/analytical/test_agreement.py pins them to the tests' oracle and to the
 flow timing.
@@ -24,6 +25,7 @@ from enum import StrEnum
 
 from collectives.auto import choose
 from collectives.closed_form import latency_steps, node_tree_height, nvls_tree_fill_s
+from collectives.protocol import ring_busbw
 from workload_gen.core.placement import GroupShape
 from workload_gen.core.record import record
 from workload_gen.core.records import CollKind
@@ -66,16 +68,12 @@ def nic_share(system: SystemConfig, gpus: int) -> float:
 
 
 def _ring_busbw(shape: GroupShape, system: SystemConfig) -> tuple[float, Link]:
-    """One node: NVLink. Across nodes: one ring per rail; each ring crosses every node
-    boundary once, so a node's egress equals one rank's bus traffic, carried by the
-    k rails the group owns, while the hops inside the node ride NVLink:
-    busbw = min(nvlink_busbw, nic_share(k)) (just nic_share(1) when k = 1)."""
-    if shape.nodes == 1:
-        return system.nvlink_busbw, Link.NVLINK
+    """collectives.protocol.ring_busbw (the rule: NVLink in one node, across nodes the
+    group's NIC share bounded by NVLink) on the system's NVLink and the NIC share of the
+    k = ``per_node`` GPUs; the link is the one that bounds it (the NIC on a tie)."""
     net = nic_share(system, shape.per_node)
-    if shape.per_node > 1 and system.nvlink_busbw < net:
-        return system.nvlink_busbw, Link.NVLINK
-    return net, Link.NIC
+    busbw = ring_busbw(shape.nodes, shape.per_node, system.nvlink_busbw, net)
+    return busbw, (Link.NIC if shape.nodes > 1 and busbw == net else Link.NVLINK)
 
 
 def collective_path(kind: CollKind, shape: GroupShape, system: SystemConfig, nbytes: float) -> CollectivePath:
