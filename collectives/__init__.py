@@ -8,8 +8,7 @@ first use, so the analytical backend can import ``collectives.closed_form`` and
 """
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
+from workload_gen.core.lazy import lazy_attributes
 
 _LAZY = {
     "expand": "collectives.expander", "choose_algorithm": "collectives.expander", "normalize_op": "collectives.expander",
@@ -19,8 +18,4 @@ _LAZY = {
 
 __all__ = list(_LAZY)
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'collectives' has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _LAZY)

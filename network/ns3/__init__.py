@@ -8,8 +8,7 @@ See docs/ns3.md.
 """
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
+from workload_gen.core.lazy import lazy_attributes
 
 _LAZY = {
     "Ns3Backend": "network.ns3.backend",
@@ -22,8 +21,4 @@ _LAZY = {
 
 __all__ = list(_LAZY)
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'network.ns3' has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _LAZY)

@@ -3,6 +3,10 @@
 Why: a command that needs one small submodule (``workload_gen.core.errors``, ``engine.commands.run``)
 should not pay at start-up for everything a package re-exports; trainsim's whole run on
 SimAI's example takes about 0.1 s, of which imports were most.
+
+The one implementation: every package that defers its re-exports (workload_gen,
+compute_profile, collectives, network.ns3, engine) sets ``__getattr__ =
+lazy_attributes(__name__, table)``.
 """
 from __future__ import annotations
 
