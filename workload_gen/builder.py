@@ -271,7 +271,8 @@ def _iteration_ops(model: ModelConfig, par: ParallelConfig, stage: int) -> tuple
                          *costs.grad_norm(local, par.grad_bytes)))
     ops.append(ComputeOp("optimizer", -1, it, OpKind.OPTIMIZER, (local,), "fp32",
                          *costs.adam_step(local, par.optimizer, par.dtype, par.grad_bytes, par.param_bytes)))
-    ops.append(ComputeOp("zero_grad", -1, it, OpKind.ELEMENTWISE, (held, 1), "fp32", *costs.zero_grad(held, par.grad_bytes)))
+    ops.append(ComputeOp("zero_grad", -1, it, OpKind.ELEMENTWISE, (held, 1), "fp32",
+                         *costs.zero_grad(held, par.grad_bytes)))
     if par.dtype == "fp8":
         # Transformer Engine casts each weight to fp8 (and its transpose) on the first
         # micro-batch of the step and caches it for the others: once per iteration.
