@@ -1,8 +1,10 @@
 """Loading ns-3 and trainsim's C++ core, once per process.
 
-The core is ``tsim.cpp``, which includes its parts (``tsim_common.h``, ``tsim_routing.h``,
-``tsim_fabric.h``, ``tsim_rdma.h``, ``tsim_tcp.h``, ``tsim_nvlink.h``, all next to it)
-in dependency order; compiling it by path lets those ``#include "..."`` lines find them.
+The core is ``tsim.cpp``, which includes its parts (the ``tsim_*.h`` headers next to it:
+models such as the switch, DCQCN, HPCC and go-back-N, the fabric builder, the transports;
+tsim.cpp's opening comment lists them), each of which includes what it uses; compiling
+it by path lets those ``#include "..."`` lines find them. There is no list of headers to
+keep here and no cache of the compiled core: cppyy compiles it afresh in every process.
 
 ``from ns import ns`` costs 10-35 s of cppyy JIT work, and C++ classes can be defined only
 once per interpreter, so the loaded module is cached here (the one piece of module state
