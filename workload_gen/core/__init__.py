@@ -9,7 +9,8 @@ they hold:
   (SystemConfig, the cluster) with ``gpu_specs`` (GPUSpec, published figures per GPU);
   ``placement`` (which rank sits on which node and NVLink domain).
 - **formulas of the model** that several stages need: ``params`` (parameter counts),
-  ``flops`` (Narayanan's model FLOPs per iteration).
+  ``flops`` (Narayanan's model FLOPs per iteration), ``optimizer_state`` (what Adam keeps
+  per parameter and the bytes its step moves).
 - **records exchanged between stages**: ``record`` (the ``@record`` decorator), ``records``
   (Workload, ComputeOp, CollectiveOp, ...), ``run_result`` (RunResult and its parts),
   ``metrics`` (tokens/s, TFLOP/s per GPU, MFU from a result).
