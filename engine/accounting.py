@@ -23,13 +23,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from engine.timeline import Block, Timeline
 from formats.run_outputs import LayerRow
 from workload_gen.core.records import ComputeOp
 from workload_gen.core.run_result import Interval, RunResult
 
 if TYPE_CHECKING:
     from engine.passes import PassProfile
-    from engine.timeline import Block
 
 
 class LayerSum:
@@ -132,14 +132,14 @@ def layer_sums(parts: Sequence[Block | Interval]) -> dict[tuple[int, int, str], 
         r = first_rank.setdefault(stage, p.rank)
         if p.rank != r:
             continue
-        if type(p) is not Interval:  # a Block
-            key = (stage, id(p.profile))  # type: ignore[union-attr]
+        if type(p) is Block:
+            key = (stage, id(p.profile))
             b = blocks.get(key)
             if b is None:
-                b = blocks[key] = (p.profile, stage, [])  # type: ignore[union-attr]
+                b = blocks[key] = (p.profile, stage, [])
             b[2].append((p.microbatch, p.chunk))
         else:
-            loose.append(p)
+            loose.append(p)  # type: ignore[arg-type]
     out: dict[tuple[int, int, str], LayerSum] = {}
 
     def row(key: tuple[int, int, str]) -> LayerSum:
@@ -205,8 +205,8 @@ def layer_rows(result: RunResult) -> list[LayerRow]:
     compute times only (communication fields None: they need the simulation).
     """
     if result.intervals:
-        iv: Any = result.intervals
-        sums = iv.layer_sums() if hasattr(iv, "layer_sums") else layer_sums(list(iv))
+        iv = result.intervals
+        sums = iv.layer_sums() if isinstance(iv, Timeline) else layer_sums(list(iv))
         return [LayerRow(stage=key[0], layer=key[1], phase=key[2], microbatches=max(len(s.instances), 1),
                          compute_s=s.compute_s, comm_s=s.comm_s, exposed_comm_s=s.exposed_comm_s,
                          comm_bytes=s.comm_bytes, waited_comm_s=s.waited_s)
