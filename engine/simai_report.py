@@ -3,7 +3,7 @@
 engine.simai_accounting reproduces SimAI's arithmetic and reports as SimAI prints (us, its
 category names). Two callers want that report as a result of ours: ``run-analytical
 --accounting simai`` on a SimAI file (summary.json, EndToEnd.csv, layers.csv) and on any
-other workload (engine.pipeline.simai_accounting_run, which sweeps and search use). The
+other workload (engine.pipeline.run_workload(accounting="simai"): :func:`simai_workload_result`). The
 translation lives here once, so both report the same seconds under the same groups
 (``dp``, ``edp``, ``tp``, ``ep``, ``pp``); the writers in formats only lay them out.
 
