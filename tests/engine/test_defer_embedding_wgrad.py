@@ -72,7 +72,11 @@ def test_the_step_gains_at_most_what_was_deferred():
     defer = run_analytical(MODEL, DEFER, "h100", timeline=False)
     (w0,), _ = _output_ops(plain.workload.stages[-1].chunks[-1].backward)
     gain = plain.iteration_time_s - defer.iteration_time_s
-    assert 0 < gain <= 22 * w0.time_s * (1 + plain.workload.overlap_slowdown)
+    # Here the bound is reached: every deferred wgrad was slowed in the steady state and the
+    # flush hides all of it, so gain and bound are equal up to the rounding of two ~50 s sums
+    # (a few 1e-14 s either way); the tolerance is that rounding, not slack in the physics.
+    bound = 22 * w0.time_s * (1 + plain.workload.overlap_slowdown)
+    assert 0 < gain <= bound + 1e-12 * plain.iteration_time_s
     # the hidden share: the flush of a 4-stage pipeline is longer than 22 wgrads here
     assert gain > 0.5 * 22 * w0.time_s
 
