@@ -51,7 +51,7 @@ class WindowTimeline(Timeline):
 
 
 class _Count:
-    """A row's instance count without its (micro-batch, chunk) pairs (formats.run_outputs
+    """A row's instance count without its (micro-batch, chunk) pairs (engine.accounting
     reads ``len(row.instances)`` only)."""
 
     __slots__ = ("n",)

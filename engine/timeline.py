@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 # What the engine records per rank as it runs (RankState.records): a ComputeRecord or
 # CollectiveRecord per op at op level, a Block per memoised pass. engine.sim turns the
-# first two into Interval records after the run (Simulator.timeline_parts); Blocks stay
+# first two into Interval records after the run (engine.sim_results.timeline_parts); Blocks stay
 # compact until the Timeline is read. NamedTuples, not frozen dataclasses: an op-level
 # run records one per op, and a frozen dataclass costs about three times as much to build.
 

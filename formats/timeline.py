@@ -2,7 +2,7 @@
 
 WHY: ``diff-trace`` compares a simulated timeline (our ``trace.json``: engine Intervals)
 with a measured one (a Kineto trace: classified TraceOps). Both are turned into a
-:class:`Timeline` of :class:`~formats.kineto.TraceOp` with times relative to the start of
+:class:`Timeline` of :class:`~formats.kineto_records.TraceOp` with times relative to the start of
 the iteration, so every figure of the diff is computed by the same code for both sides.
 
 Also: interval-union arithmetic (busy time, exposed communication, idle), which must not

@@ -24,7 +24,7 @@ SimAI files take SimAI_analytical's cluster flags (``--gpus 9216 --gpus-per-node
 ``--accounting simai`` reproduces SimAI's own report instead of our event simulation.
 Results go to DIR (summary.json, layers.csv, trace.json, EndToEnd.csv, run.png), all
 rendered in memory first and swapped in as one directory (a failure leaves the previous
-run whole; formats.atomic.write_directory); a readable table (or ``--json``,
+run whole; formats.atomic_directory.write_directory); a readable table (or ``--json``,
 summary.json itself) goes to stdout, progress to stderr.
 """
 from __future__ import annotations
@@ -319,7 +319,7 @@ def write_outputs(out: Path, files: dict[str, str | bytes]) -> None:
     """Replace the run directory ``out`` as a whole with ``files`` (rendered in memory by the caller).
 
     Everything is written into a sibling temporary directory that is then swapped in
-    (formats.atomic.write_directory), so a failure part-way (disk full, file-size limit,
+    (formats.atomic_directory.write_directory), so a failure part-way (disk full, file-size limit,
     Ctrl-C, SIGTERM) leaves the previous run directory whole. Rule for what was there:
     every name in :func:`known_output_files` (this command's files and every backend's
     extras, e.g. run-ns3's fct.csv/links.csv) belongs to trainsim, and those this run does

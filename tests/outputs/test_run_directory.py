@@ -1,6 +1,6 @@
 """A run directory is replaced as a whole: a failure part-way leaves the previous run
 intact, stale outputs of another backend go, the user's own files stay, and nothing
-temporary is left behind (engine.commands.run.write_outputs over formats.atomic.write_directory)."""
+temporary is left behind (engine.commands.run.write_outputs over formats.atomic_directory.write_directory)."""
 from __future__ import annotations
 
 import errno
