@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -228,8 +227,8 @@ def run_points(
                   batch_size=batch_size)
     finally:
         bar.close()  # the bar leaves the screen before anything else prints (an interrupt's line too)
-    if progress and not todo:
-        print(f"all {len(points)} points already done (journal {journal})", file=sys.stderr)
+    if not todo:  # on the progress stream, like the bar (a line only where the bar would show)
+        bar.close(f"all {len(points)} points already done (journal {journal})")
     return [done[p.key] for p in points]
 
 

@@ -31,8 +31,6 @@ def transport_params(options: Mapping[str, Any]) -> Any:
     congestion control is refused (it would be silently ignored)."""
     from network.ns3.params import TransportParams
 
-    if not isinstance(options, Mapping):  # an object with the options as attributes
-        options = vars(options)
     name = options.get("dcqcn", "default")
     cc = options.get("cc", "dcqcn")
     transport = options["transport"]

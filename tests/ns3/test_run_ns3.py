@@ -67,11 +67,13 @@ def test_simai_flags_on_a_generated_workload_are_refused(capsys):
 
 
 def test_dcqcn_set_is_chosen_by_flag_and_refused_where_it_would_be_ignored(capsys):
-    from engine.commands.run import build_parser
-    from network.ns3.kind import transport_params
+    from engine.commands.run import backend_options, build_parser
+    from network.ns3.kind import NS3, transport_params
     from network.ns3.params import TransportParams
 
-    parse = build_parser("ns3").parse_args
+    def parse(argv):  # the command's flags -> the plain mapping the kind receives
+        return backend_options(NS3, build_parser("ns3").parse_args(argv))
+
     assert transport_params(parse([*ARGS, "--dcqcn", "deep-incast"])) == TransportParams.deep_incast()
     assert transport_params(parse([*ARGS, "--dcqcn", "connectx", "--mtu", "4200"])) == TransportParams.connectx(mtu=4200)
     assert transport_params(parse(ARGS)) == TransportParams()
