@@ -38,6 +38,7 @@ from typing import Any
 from workload_gen.core.errors import ConfigError, FormatError
 from workload_gen.core.model_config import ModelConfig
 from workload_gen.core.model_presets import preset_equal_to
+from workload_gen.core.yaml_file import read_text_file
 
 LLAMA_LIKE = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe")
 DEEPSEEK = ("deepseek_v2", "deepseek_v3")
@@ -116,12 +117,7 @@ class _Fields:
 
 
 def read_hf_json(path: str | Path) -> dict[str, Any]:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise FormatError(str(path), None, f"cannot read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise FormatError(str(path), None, f"not UTF-8 text (byte {exc.start})") from None
+    text = read_text_file(path)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -37,6 +37,21 @@ def _loader() -> type:
     return loader
 
 
+def read_text_file(path: str | Path, not_utf8_advice: str = "") -> str:
+    """The whole of ``path`` as UTF-8 text. A file that cannot be read, or is not UTF-8, is
+    one FormatError naming it; ``not_utf8_advice`` is appended to the latter's message.
+
+    Why a function: the YAML reader here and the Hugging Face ``config.json`` reader
+    (``workload_gen.hf_config``) report these two failures in the same words.
+    """
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise FormatError(str(path), None, f"not UTF-8 text (byte {exc.start}){not_utf8_advice}") from None
+    except OSError as exc:
+        raise FormatError(str(path), None, f"cannot read: {exc.strerror or exc}") from None
+
+
 def read_yaml_mapping(path: str | Path, expected: str) -> dict[str, Any]:
     """The mapping in ``path``; an empty file is an empty mapping.
 
@@ -44,12 +59,7 @@ def read_yaml_mapping(path: str | Path, expected: str) -> dict[str, Any]:
     """
     import yaml  # local: keeps `import workload_gen` light
 
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise FormatError(str(path), None, f"not UTF-8 text (byte {exc.start}); save the file as UTF-8") from None
-    except OSError as exc:
-        raise FormatError(str(path), None, f"cannot read: {exc.strerror or exc}") from None
+    text = read_text_file(path, "; save the file as UTF-8")
     try:
         data = yaml.load(text, Loader=_loader())  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
