@@ -52,6 +52,7 @@ from workload_gen.layer_ops import (
     Templates,
     embedding_templates,
     head_templates,
+    layer_span,
     layer_templates,
     pp_bytes,
 )
@@ -123,6 +124,13 @@ def _templates(model: ModelConfig, key: LayerKey) -> tuple[Templates, Templates 
     return dense, moe, embedding_templates(model, key), head_templates(model, key)
 
 
+@lru_cache(maxsize=32)
+def _span_templates(model: ModelConfig, key: LayerKey, span: tuple[str, int], moe: bool) -> Templates:
+    """Templates of a layer whose attention is windowed or chunked (GPT-OSS, Llama 4):
+    one kind per (span, dense/MoE), built once."""
+    return layer_templates(model, key, moe=moe, span=span)
+
+
 def _recompute_groups(key: LayerKey, layers: tuple[int, ...]) -> list[tuple[tuple[int, ...], bool]]:
     """Split a chunk's layers into backward units: (layers, recomputed?).
 
@@ -148,7 +156,9 @@ def _stage_chunks(model: ModelConfig, key: LayerKey, stage: int) -> tuple[ChunkP
     chunks = []
     for c in range(key.vpp):
         layers = chunk_layers(model, par_like, stage, c)  # type: ignore[arg-type]
-        kind = {layer: (moe_t if model.is_moe_layer(layer) and moe_t is not None else dense_t) for layer in layers}
+        kind = {layer: _span_templates(model, key, layer_span(model, key, layer), model.is_moe_layer(layer))
+                if layer_span(model, key, layer) is not None
+                else (moe_t if model.is_moe_layer(layer) and moe_t is not None else dense_t) for layer in layers}
         fwd: list[Op] = []
         bwd: list[Op] = []
         first_chunk = stage == 0 and c == 0

@@ -43,6 +43,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from workload_gen import costs
+from workload_gen.core.errors import ConfigError
 from workload_gen.core.model_config import ModelConfig
 from workload_gen.core.record import record
 from workload_gen.core.records import EXPERT_OP_PREFIX, OUTPUT_LAYER_OP, CollectiveOp, CollKind, ComputeOp, Group, Op, OpKind, Phase
@@ -124,6 +125,8 @@ class _Emitter:
     key: LayerKey
     fwd: list[Op] = field(default_factory=list)
     blocks: list[list[Op]] = field(default_factory=list)
+    span: tuple[str, int] | None = None
+    """The layer's attention restriction (sliding window or chunk), see layer_span."""
 
     # --- derived sizes -----------------------------------------------------------------
     @property
@@ -281,9 +284,15 @@ class _Emitter:
             bwd_pre.append(self.coll("cp_out_a2a", BWD_I, CollKind.ALL_TO_ALL, Group.CP, cp, o_bytes))
             bwd_post.append(self.coll("cp_qkv_a2a", BWD_I, CollKind.ALL_TO_ALL, Group.CP, cp, qkv_bytes))
             heads, kv_heads, s_l = heads // cp, kv_heads // cp, s
-        shape = (b, heads, s_l, s, d_qk, 1)
-        fwd_fb = costs.attention_fwd(b, heads, kv_heads, s_l, s, d_qk, d_v, True, B)
-        bwd_fb = costs.attention_bwd(b, heads, kv_heads, s_l, s, d_qk, d_v, True, B)
+        span = self.span
+        if span is not None and cp > 1:
+            raise ConfigError("cp", cp, f"not modelled: {span[0]}ed attention with context parallelism "
+                                        "(the ring's K/V exchange over a window or chunks)")
+        # A windowed/chunked kernel gets its own shape (the span appended), so a measured
+        # full-attention kernel of the same sizes is never taken for it.
+        shape = (b, heads, s_l, s, d_qk, 1) if span is None else (b, heads, s_l, s, d_qk, 1, span[1])
+        fwd_fb = costs.attention_fwd(b, heads, kv_heads, s_l, s, d_qk, d_v, True, B, span)
+        bwd_fb = costs.attention_bwd(b, heads, kv_heads, s_l, s, d_qk, d_v, True, B, span)
         if cp > 1 and key.cp_comm == "p2p":
             for i in range(1, cp):
                 fwd_comm.append(self.coll(f"cp_kv.{i}", FWD, CollKind.SEND_RECV, Group.CP, cp, kv_bytes, True, 1))
@@ -476,9 +485,28 @@ def _as_recompute(op: Op) -> Op:
     return CollectiveOp(op.name, op.layer, RECOMP, op.kind, op.group, op.group_size, op.bytes, op.overlappable, op.peer)
 
 
-def layer_templates(model: ModelConfig, key: LayerKey, moe: bool) -> Templates:
-    """Forward/backward/recompute op templates of one transformer layer (layer index 0)."""
-    e = _Emitter(model, key)
+def layer_span(model: ModelConfig, key: LayerKey, layer: int) -> tuple[str, int] | None:
+    """Global layer ``layer``'s attention restriction that binds at this sequence length:
+    the model's sliding window or chunk (ModelConfig.attention_span), or None when the
+    layer attends fully or the window/chunk covers the whole sequence (then it costs what
+    full attention costs: costs.causal_pairs)."""
+    span = model.attention_span(layer)
+    if span is None:
+        return None
+    kind, n = span
+    s = key.seq_length
+    return span if (kind == "window" and n + 1 < s) or (kind == "chunk" and n < s) else None
+
+
+def layer_templates(model: ModelConfig, key: LayerKey, moe: bool,
+                    span: tuple[str, int] | None = None) -> Templates:
+    """Forward/backward/recompute op templates of one transformer layer (layer index 0),
+    with attention restricted to ``span`` (a sliding window or chunk; see layer_span)."""
+    if model.mtp_num_layers:
+        raise ConfigError("mtp_num_layers", model.mtp_num_layers,
+                          "not modelled: the MTP module's transformer layer and second output-head pass "
+                          "(use 0; its parameters are counted by workload_gen.core.params.mtp_params)")
+    e = _Emitter(model, key, span=span)
     e.attention_block()
     if moe:
         e.moe_block()

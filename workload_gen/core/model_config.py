@@ -60,7 +60,14 @@ class ModelConfig:
     num_dense_layers: int = 0
     """Leading dense layers of an MoE model (DeepSeek's first_k_dense_replace)."""
     dense_ffn_hidden_size: int | None = None
-    """Width of those leading dense layers; None means ffn_hidden_size."""
+    """Width of the dense layers of an MoE model; None means ffn_hidden_size."""
+    moe_layer_pattern: tuple[int, ...] | None = None
+    """Which layers are MoE, one 0 (dense) or 1 (MoE) per layer: Megatron's
+    ``--moe-layer-freq`` as a list, e.g. ``([0,1]*24)`` for Llama 4 Maverick (HF
+    ``interleave_moe_layer_step: 2``: every other layer, starting with layer 1, is MoE).
+    None means "num_dense_layers leading dense layers, then MoE"; a pattern needs
+    num_dense_layers = 0. Also accepted as one string of 0/1 digits, the form to_dict writes
+    (workload headers hold single values). Unit: one flag per layer (length num_layers)."""
     # --- MLA (DeepSeek-V2/V3) ----------------------------------------------
     multi_latent_attention: bool = False
     q_lora_rank: int | None = None
@@ -71,6 +78,40 @@ class ModelConfig:
     qk_pos_emb_head_dim: int = 64
     """The rotary part of each q/k head (qk_rope_head_dim)."""
     v_head_dim: int = 128
+    # --- attention variants (GPT-OSS, Llama 4) --------------------------------
+    window_size: int | None = None
+    """Sliding-window attention: each query attends to itself and the ``window_size`` keys
+    before it (Megatron's ``--window-size (w,0)``, flash-attn's window_size_left; HF's
+    ``sliding_window``, GPT-OSS 128). None means full causal attention. Unit: tokens."""
+    window_attn_skip_freq: int | None = None
+    """With a window: every N-th layer (1-based, Megatron's ``--window-attn-skip-freq N``)
+    keeps full attention, the others use the window; None means every layer is windowed.
+    GPT-OSS alternates (HF ``layer_types`` sliding, full, ...): 2. Unit: layers."""
+    softmax_type: Literal["vanilla", "off-by-one", "learnable"] = "vanilla"
+    """Megatron's ``--softmax-type``. ``learnable`` is GPT-OSS's attention sink: one learned
+    logit per head per layer added to the softmax denominator (HF ``self_attn.sinks``,
+    shape [num_attention_heads]); it adds ``num_attention_heads`` parameters per layer and
+    one exp-add per query row, which is not counted in the kernel costs (under 1/s of the
+    softmax's work). ``off-by-one`` adds a constant 1 instead (no parameters)."""
+    attention_chunk_size: int | None = None
+    """Chunked local attention (Llama 4, HF ``attention_chunk_size`` 8192): a query attends
+    causally only within its own chunk of this many tokens, on the layers that use RoPE;
+    the NoPE layers (every ``no_rope_freq``-th) attend globally. None means no chunking.
+    No Megatron flag. Unit: tokens."""
+    no_rope_freq: int | None = None
+    """Every N-th layer (1-based) skips RoPE and attends globally (Megatron's
+    ``--no-rope-freq N``; Llama 4: 4, HF ``no_rope_layers``). RoPE costs nothing in
+    parameters; with ``attention_chunk_size`` it decides which layers are chunked.
+    Unit: layers."""
+    # --- multi-token prediction (DeepSeek-V3) ----------------------------------
+    mtp_num_layers: int = 0
+    """Multi-token-prediction modules (Megatron ``--mtp-num-layers``, HF
+    ``num_nextn_predict_layers``; DeepSeek-V3's checkpoint has 1). Each holds an embedding
+    projection eh_proj (2h -> h), two RMSNorms (enorm, hnorm), one transformer layer like
+    the main model's last (MoE in V3) and its own final norm; the embedding and the output
+    head are SHARED with the main model and not counted again
+    (:func:`workload_gen.core.params.mtp_params`). Counted, not simulated: a non-zero value
+    is refused by the workload builder. Unit: modules."""
 
     def __post_init__(self) -> None:
         for name in ("num_layers", "hidden_size", "num_attention_heads", "vocab_size"):
@@ -83,6 +124,34 @@ class ModelConfig:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
                 raise ConfigError(name, value, "must be a positive integer")
+        for name in ("window_size", "window_attn_skip_freq", "attention_chunk_size", "no_rope_freq"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise ConfigError(name, value, "must be a positive integer")
+        if not isinstance(self.mtp_num_layers, int) or isinstance(self.mtp_num_layers, bool) or self.mtp_num_layers < 0:
+            raise ConfigError("mtp_num_layers", self.mtp_num_layers, "must be an integer >= 0")
+        if self.softmax_type not in ("vanilla", "off-by-one", "learnable"):
+            raise ConfigError("softmax_type", self.softmax_type, "must be vanilla, off-by-one or learnable")
+        if self.window_size is not None and self.attention_chunk_size is not None:
+            raise ConfigError("window_size", self.window_size, "cannot be combined with attention_chunk_size")
+        if self.moe_layer_pattern is not None:
+            pattern = self.moe_layer_pattern
+            if isinstance(pattern, str) and pattern and set(pattern) <= {"0", "1"}:
+                pattern = tuple(int(c) for c in pattern)  # the string form to_dict writes
+                object.__setattr__(self, "moe_layer_pattern", pattern)
+            if isinstance(pattern, list):  # YAML gives a list; the record stays hashable
+                pattern = tuple(pattern)
+                object.__setattr__(self, "moe_layer_pattern", pattern)
+            if (not isinstance(pattern, tuple) or len(pattern) != self.num_layers
+                    or any(x not in (0, 1) or isinstance(x, bool) for x in pattern)):
+                raise ConfigError("moe_layer_pattern", self.moe_layer_pattern,
+                                  f"must be num_layers={self.num_layers} values, each 0 (dense) or 1 (MoE)")
+            if not self.num_experts:
+                raise ConfigError("moe_layer_pattern", pattern, "only applies to MoE models (num_experts > 0)")
+            if 1 not in pattern:
+                raise ConfigError("moe_layer_pattern", pattern, "needs at least one MoE layer (1)")
+            if self.num_dense_layers:
+                raise ConfigError("num_dense_layers", self.num_dense_layers, "must be 0 with moe_layer_pattern")
         check_fields(self, MODEL_FIELD_LIMITS)  # before any per-layer work: 10^6 layers ran for minutes
         if self.moe_shared_expert_intermediate_size < 0:
             raise ConfigError("moe_shared_expert_intermediate_size", self.moe_shared_expert_intermediate_size, "must be >= 0")
@@ -145,10 +214,42 @@ class ModelConfig:
 
     def is_moe_layer(self, layer: int) -> bool:
         """Whether global layer ``layer`` (0-based) has an MoE MLP."""
+        if self.moe_layer_pattern is not None:
+            return self.moe_layer_pattern[layer] == 1
         return self.is_moe and layer >= self.num_dense_layers
 
-    def to_dict(self) -> dict[str, object]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+    @property
+    def has_dense_layers(self) -> bool:
+        """Whether any layer has a dense MLP."""
+        return not self.is_moe or bool(self.num_dense_layers) or 0 in (self.moe_layer_pattern or ())
 
+    def attention_span(self, layer: int) -> tuple[str, int] | None:
+        """How global layer ``layer`` (0-based) restricts causal attention: ("window", w),
+        ("chunk", c), or None for full causal attention. Megatron's rules (layer numbers
+        1-based): windowed unless ``layer+1`` is a multiple of window_attn_skip_freq
+        (megatron/core/transformer/utils.py is_layer_window_attention); chunked unless
+        ``layer+1`` is a multiple of no_rope_freq (Llama 4's NoPE layers are global)."""
+        if self.window_size is not None:
+            skip = self.window_attn_skip_freq
+            return None if skip and (layer + 1) % skip == 0 else ("window", self.window_size)
+        if self.attention_chunk_size is not None:
+            skip = self.no_rope_freq
+            return None if skip and (layer + 1) % skip == 0 else ("chunk", self.attention_chunk_size)
+        return None
+
+    def to_dict(self) -> dict[str, object]:
+        """Every field, except the attention-variant, layer-pattern and MTP fields while at
+        their defaults: a model without them writes the same workload header and
+        summary.json as before they existed, and readers fill the defaults back in."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)
+               if not (f.name in _OMIT_AT_DEFAULT and getattr(self, f.name) == f.default)}
+        if self.moe_layer_pattern is not None:
+            # One string of 0/1 digits ("0101..."): file headers hold single JSON values.
+            out["moe_layer_pattern"] = "".join(str(x) for x in self.moe_layer_pattern)
+        return out
+
+
+_OMIT_AT_DEFAULT = frozenset({"moe_layer_pattern", "window_size", "window_attn_skip_freq", "softmax_type",
+                              "attention_chunk_size", "no_rope_freq", "mtp_num_layers"})
 
 MODEL_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(ModelConfig))

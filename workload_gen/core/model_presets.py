@@ -49,6 +49,31 @@ def _nemotron4(name: str, source: str, layers: int, hidden: int, heads: int) -> 
     )
 
 
+_GPT_OSS_SRC = ("gpt-oss-120b & gpt-oss-20b Model Card (arXiv 2508.10925, Table 1); "
+                "openai/{name} config.json")
+
+
+def _gpt_oss(name: str, layers: int, experts: int) -> ModelConfig:
+    return ModelConfig(
+        name=name, source=_GPT_OSS_SRC.format(name=name), num_layers=layers, hidden_size=2880,
+        num_attention_heads=64, num_query_groups=8, kv_channels=64, ffn_hidden_size=2880, vocab_size=201088,
+        activation="swiglu", normalization="rmsnorm", position_embedding="rope", add_bias_linear=True,
+        tied_embeddings=False, num_experts=experts, moe_router_topk=4,
+        window_size=128, window_attn_skip_freq=2, softmax_type="learnable",
+    )
+
+
+def _llama4(name: str, hf: str, experts: int, pattern: tuple[int, ...] | None) -> ModelConfig:
+    return ModelConfig(
+        name=name, source=f"meta-llama/{hf} config.json (text_config); Llama 4 model card",
+        num_layers=48, hidden_size=5120, num_attention_heads=40, num_query_groups=8, kv_channels=128,
+        ffn_hidden_size=8192, dense_ffn_hidden_size=16384, vocab_size=202048, activation="swiglu",
+        normalization="rmsnorm", position_embedding="rope", add_bias_linear=False, tied_embeddings=False,
+        num_experts=experts, moe_router_topk=1, moe_ffn_hidden_size=8192, moe_shared_expert_intermediate_size=8192,
+        moe_layer_pattern=pattern, attention_chunk_size=8192, no_rope_freq=4,
+    )
+
+
 _PRESETS: tuple[ModelConfig, ...] = (
     # GPT-3 paper, Table 2.1 (n_layers, d_model, n_heads) and Table D.1 (parameters).
     _gpt3("gpt3-125m", 12, 768, 12),
@@ -128,6 +153,39 @@ _PRESETS: tuple[ModelConfig, ...] = (
     replace(_llama("qwen3-235b-a22b", "Qwen3 Technical Report (arXiv 2505.09388, Table 2); Qwen/Qwen3-235B-A22B config.json",
                    94, 4096, 64, 4, 12288, 151936),
             kv_channels=128, qk_layernorm=True, num_experts=128, moe_router_topk=8, moe_ffn_hidden_size=1536),
+    # Qwen3-30B-A3B: Qwen3 Technical Report (arXiv 2505.09388, Table 2) and Qwen/Qwen3-30B-A3B
+    # config.json: 48 layers, hidden 2048, 32 q / 4 KV heads of head_dim 128, QK-norm,
+    # 128 experts top-8 of moe_intermediate_size 768, no shared experts, every layer MoE
+    # (decoder_sparse_step 1, mlp_only_layers []), vocab 151936, untied embeddings.
+    replace(_llama("qwen3-30b-a3b", "Qwen3 Technical Report (arXiv 2505.09388, Table 2); Qwen/Qwen3-30B-A3B config.json",
+                   48, 2048, 32, 4, 6144, 151936),
+            kv_channels=128, qk_layernorm=True, num_experts=128, moe_router_topk=8, moe_ffn_hidden_size=768),
+    # GPT-OSS: OpenAI, 'gpt-oss-120b & gpt-oss-20b Model Card' (arXiv 2508.10925, Sec. 2.1
+    # and Table 1); openai/gpt-oss-120b and openai/gpt-oss-20b config.json: hidden 2880,
+    # 64 q / 8 KV heads of head_dim 64, biases on qkv/o and the experts (attention_bias),
+    # experts of intermediate_size 2880 (SwiGLU), top-4, vocab 201088, untied; layer_types
+    # alternate sliding_attention (sliding_window 128) and full_attention, starting with
+    # sliding; one learned attention sink per head (self_attn.sinks).
+    _gpt_oss("gpt-oss-120b", 36, 128),
+    _gpt_oss("gpt-oss-20b", 24, 32),
+    # Llama 4: meta-llama/Llama-4-Scout-17B-16E and Llama-4-Maverick-17B-128E config.json
+    # (text_config): 48 layers, hidden 5120, 40 q / 8 KV heads of 128, experts and the shared
+    # expert of intermediate_size 8192, dense layers of intermediate_size_mlp 16384, top-1,
+    # vocab 202048, untied; attention_chunk_size 8192 on the RoPE layers, every 4th layer
+    # NoPE and global (no_rope_layers); QK norm is a weightless L2 norm (no parameters).
+    # Scout: interleave_moe_layer_step 1 (every layer MoE, 16 experts); Maverick: step 2
+    # (layers 1, 3, 5, ... MoE, 128 experts), Megatron's --moe-layer-freq ([0,1]*24).
+    _llama4("llama4-scout", "Llama-4-Scout-17B-16E", 16, None),
+    _llama4("llama4-maverick", "Llama-4-Maverick-17B-128E", 128, (0, 1) * 24),
+    # Grok-1: xai-org/grok-1 run.py (LanguageModelConfig: 64 layers, emb_size 48*128 = 6144,
+    # 48 q / 8 KV heads of key_size 128, vocab 128*1024, 8 experts, 2 selected, widening_factor
+    # 8) and model.py (ffn_size = int(8 * 6144) * 2 // 3 = 32768, rounded to a multiple of 8;
+    # gated GELU MLP with three matrices, counted as swiglu's; RMSNorm, RoPE, no biases; the
+    # output layer reuses the embedding matrix). Its extra post-attention/post-MoE norms
+    # (2h per layer) are not counted (0.0003% of the parameters).
+    replace(_llama("grok-1", "xai-org/grok-1 run.py (LanguageModelConfig) and model.py (ffn_size)",
+                   64, 6144, 48, 8, 32768, 131072),
+            kv_channels=128, tied_embeddings=True, num_experts=8, moe_router_topk=2),
     # Nemotron-4: squared-ReLU MLP of width 4h, RoPE, LayerNorm, GQA with 8 KV heads, no
     # biases, untied embeddings, SentencePiece vocabulary of 256,000.
     _nemotron4("nemotron4-15b", "Nemotron-4 15B Technical Report (arXiv 2402.16819, Table 1)", 32, 6144, 48),
@@ -149,6 +207,15 @@ PUBLISHED_PARAMS: dict[str, float] = {
     "deepseek-v2-lite": 15.7e9, "deepseek-v2": 236e9, "deepseek-v3": 671e9,
     # Qwen3 report: 235B total, 22B activated.
     "qwen3-235b-a22b": 235e9,
+    # Qwen/Qwen3-30B-A3B model card: "Number of Parameters: 30.5B in total and 3.3B activated".
+    "qwen3-30b-a3b": 30.5e9,
+    # gpt-oss model card (arXiv 2508.10925) Table 1, "Total": 116.83B and 20.91B.
+    "gpt-oss-120b": 116.83e9, "gpt-oss-20b": 20.91e9,
+    # Llama 4 model card (meta-llama/Llama-4-Scout-17B-16E, -Maverick-17B-128E): 109B and
+    # 400B total; these include the vision encoder, which we do not model (see the tests).
+    "llama4-scout": 109e9, "llama4-maverick": 400e9,
+    # xai-org/grok-1 README: "314B parameters".
+    "grok-1": 314e9,
     # Nemotron-4 reports: 3.2B embedding + 12.5B non-embedding; 9.4B + 331.6B.
     "nemotron4-15b": 15.7e9, "nemotron4-340b": 341.0e9,
 }
@@ -183,9 +250,10 @@ def architecture_key(model: ModelConfig) -> tuple[object, ...]:
         model.activation, model.normalization, model.position_embedding, model.add_bias_linear,
         model.add_qkv_bias, model.qk_layernorm, model.tied_embeddings,
         (model.num_experts, model.moe_router_topk, model.expert_ffn, model.moe_shared_expert_intermediate_size,
-         model.num_dense_layers) if moe else None,
+         tuple(model.is_moe_layer(i) for i in range(model.num_layers))) if moe else None,
         (model.q_lora_rank, model.kv_lora_rank, model.qk_head_dim, model.qk_pos_emb_head_dim, model.v_head_dim)
         if mla else None,
+        tuple(model.attention_span(i) for i in range(model.num_layers)), model.softmax_type, model.mtp_num_layers,
     )
 
 

@@ -88,6 +88,9 @@ def attention_tensors(model: ModelConfig) -> tuple[ParamTensor, ...]:
     ts += _linear(model, "qkv", h, (a + 2 * g) * d, "col", model.add_bias_linear or model.add_qkv_bias)
     if model.qk_layernorm:
         ts += _norm(model, "q_norm", d) + _norm(model, "k_norm", d)
+    if model.softmax_type == "learnable":
+        # GPT-OSS's attention sinks: one learned logit per head, split with the heads over TP.
+        ts.append(ParamTensor("softmax_offset", a, "tp"))
     ts += _linear(model, "proj", a * d, h, "row")
     return tuple(ts)
 
@@ -161,9 +164,26 @@ def param_split(model: ModelConfig) -> tuple[int, int]:
 
 
 def total_params(model: ModelConfig) -> int:
-    """Whole-model parameter count as papers and model cards report it."""
+    """Whole-model parameter count as papers and model cards report it (the main model:
+    MTP modules are counted apart, :func:`mtp_params`, as DeepSeek-V3 reports 671B + 14B)."""
     d, e = param_split(model)
     return d + e
+
+
+def mtp_params(model: ModelConfig) -> int:
+    """Parameters of the ``mtp_num_layers`` multi-token-prediction modules as DeepSeek-V3's
+    checkpoint lays them out (arXiv 2412.19437 Sec. 2.2; deepseek-ai/DeepSeek-V3
+    README_WEIGHTS.md, layer 61): per module the two RMSNorms enorm and hnorm (h each), the
+    projection eh_proj (2h -> h, no bias), one transformer layer like the main model's last
+    (MoE in V3) and the shared head's final norm (h). The embedding (embed_tokens) and the
+    output head (shared_head.head) are SHARED with the main model: the checkpoint stores
+    them again in layer 61, but they are one tensor each in training and are not counted."""
+    n = model.mtp_num_layers
+    if not n:
+        return 0
+    h = model.hidden_size
+    layer = sum(t.numel for t in layer_tensors(model, model.num_layers - 1))
+    return n * (2 * h + 2 * h * h + layer + h)
 
 
 def active_params(model: ModelConfig) -> int:
@@ -257,7 +277,7 @@ LocalTensor = tuple[int, int, bool, bool]
 
 @lru_cache(maxsize=256)
 def _local_kind(model: ModelConfig, moe: bool, tp: int, expert_split: int) -> tuple[tuple[int, bool, bool], ...]:
-    layer = model.num_dense_layers if moe else 0
+    layer = next(i for i in range(model.num_layers) if model.is_moe_layer(i) == moe)
     out = []
     for t in layer_tensors(model, layer):
         n = t.numel // tp if t.shard == "tp" else t.numel // expert_split if t.shard == "expert" else t.numel
