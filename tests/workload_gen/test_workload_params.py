@@ -9,7 +9,9 @@ from workload_gen.core.model_presets import PRESETS, PUBLISHED_PARAMS, get_prese
 from workload_gen.core.params import active_params, param_split, total_params
 
 
-@pytest.mark.parametrize("name", list(PRESETS))
+# llama4-scout's published 109B includes its vision encoder, which is not modelled: its
+# text-only count is checked in test_moe_presets.py instead.
+@pytest.mark.parametrize("name", [n for n in PRESETS if n != "llama4-scout"])
 def test_preset_total_params_within_1pct_of_published(name):
     ours = total_params(PRESETS[name])
     published = PUBLISHED_PARAMS[name]
@@ -22,10 +24,12 @@ def test_every_preset_has_a_source_and_a_published_count():
         "gpt3-125m", "gpt3-350m", "gpt3-760m", "gpt3-1.3b", "gpt3-2.7b", "gpt3-6.7b", "gpt3-13b", "gpt3-175b",
         "llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b", "llama3-70b", "llama3-405b",
         "mixtral-8x7b", "mixtral-8x22b", "deepseek-v2-lite", "deepseek-v2", "deepseek-v3", "qwen3-235b-a22b",
+        "qwen3-30b-a3b", "gpt-oss-120b", "gpt-oss-20b", "llama4-scout", "llama4-maverick", "grok-1",
         "nemotron4-15b", "nemotron4-340b",
     ]
     for m in PRESETS.values():
-        assert m.source and ("arXiv" in m.source or "config.json" in m.source)
+        # Grok-1 ships no config.json: its architecture is the release's run.py.
+        assert m.source and ("arXiv" in m.source or "config.json" in m.source or "grok-1 run.py" in m.source)
 
 
 def test_gpt3_175b_matches_the_closed_form():
