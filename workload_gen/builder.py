@@ -100,7 +100,7 @@ def build(model: ModelConfig, parallel: ParallelConfig) -> Workload:
     key = layer_key(model, parallel)
     stages = []
     for s in range(parallel.pp):
-        chunks = _stage_chunks(model, key, s)
+        chunks = _stage_chunks(model, key, s, parallel.pipeline_layout)
         params, dense = stage_params(model, parallel, s)
         stages.append(StageProgram(s, chunks, _iteration_ops(model, parallel, s), params, dense))
     return Workload(model, parallel, tuple(stages), total_params(model))
@@ -148,9 +148,13 @@ def _recompute_groups(key: LayerKey, layers: tuple[int, ...]) -> list[tuple[tupl
 
 
 @lru_cache(maxsize=64)
-def _stage_chunks(model: ModelConfig, key: LayerKey, stage: int) -> tuple[ChunkProgram, ...]:
+def _stage_chunks(model: ModelConfig, key: LayerKey, stage: int, layout: str | None) -> tuple[ChunkProgram, ...]:
+    """The chunk programs of one stage. ``layout`` (the pipeline layout string) is not part of
+    the LayerKey: it decides only which layers a chunk holds, never how a layer is built.
+    A layout may leave a chunk without layers; its pipeline sends then carry the layer
+    before it (forward; -1 = the embedding) and after it (backward; num_layers = the head)."""
     dense_t, moe_t, emb_t, head_t = _templates(model, key)
-    par_like = _ParView(key)
+    par_like = _ParView(key, layout)
     nbytes = pp_bytes(model, key)
     last_stage = key.pp - 1
     chunks = []
@@ -170,7 +174,8 @@ def _stage_chunks(model: ModelConfig, key: LayerKey, stage: int) -> tuple[ChunkP
         if last_chunk:
             fwd += _stamp(head_t.fwd_stamps, model.num_layers)
         else:
-            fwd.append(CollectiveOp("pp_send_fwd", layers[-1], Phase.FWD, CollKind.SEND_RECV, Group.PP, key.pp,
+            fwd.append(CollectiveOp("pp_send_fwd", layers[-1] if layers else _layer_before(model, par_like, stage, c),
+                                    Phase.FWD, CollKind.SEND_RECV, Group.PP, key.pp,
                                     nbytes, key.overlap_p2p, 1))
         if last_chunk:
             bwd += _stamp(head_t.bwd_stamps, model.num_layers)
@@ -183,19 +188,32 @@ def _stage_chunks(model: ModelConfig, key: LayerKey, stage: int) -> tuple[ChunkP
         if first_chunk:
             bwd += _stamp(emb_t.bwd_stamps, -1)
         else:
-            bwd.append(CollectiveOp("pp_send_bwd", layers[0], Phase.BWD_INPUT, CollKind.SEND_RECV, Group.PP, key.pp,
+            bwd.append(CollectiveOp("pp_send_bwd", layers[0] if layers else _layer_before(model, par_like, stage, c) + 1,
+                                    Phase.BWD_INPUT, CollKind.SEND_RECV, Group.PP, key.pp,
                                     nbytes, key.overlap_p2p, -1))
         chunks.append(ChunkProgram(stage, c, layers, tuple(fwd), tuple(bwd)))
     return tuple(chunks)
+
+
+def _layer_before(model: ModelConfig, par_like: object, stage: int, chunk: int) -> int:
+    """The last layer of the virtual stages before (stage, chunk) in data-flow order; -1
+    (the embedding) when none holds a layer."""
+    pp = par_like.pp  # type: ignore[attr-defined]
+    for v in reversed(range(chunk * pp + stage)):
+        layers = chunk_layers(model, par_like, v % pp, v // pp)  # type: ignore[arg-type]
+        if layers:
+            return layers[-1]
+    return -1
 
 
 class _ParView:
     """The fields chunk_layers() reads, from a LayerKey (keeps the cache key small)."""
 
     __slots__ = ("pp", "vpp", "first_stage_layers", "last_stage_layers", "account_for_embedding_in_pipeline_split",
-                 "account_for_loss_in_pipeline_split")
+                 "account_for_loss_in_pipeline_split", "pipeline_layout")
 
-    def __init__(self, key: LayerKey) -> None:
+    def __init__(self, key: LayerKey, layout: str | None) -> None:
+        self.pipeline_layout = layout
         self.pp, self.vpp = key.pp, key.vpp
         self.first_stage_layers, self.last_stage_layers = key.first_stage_layers, key.last_stage_layers
         self.account_for_embedding_in_pipeline_split = key.account_for_embedding_in_pipeline_split
@@ -241,7 +259,8 @@ def _iteration_ops(model: ModelConfig, par: ParallelConfig, stage: int) -> tuple
     it = Phase.ITERATION
     sizes = {Group.DP: par.dp * par.cp, Group.EDP: par.edp}
     buckets = grad_buckets(model, par, stage)
-    first_layer = chunk_layers(model, par, stage, 0)[0]
+    first_layer = next((chunk[0] for c in range(par.vpp) if (chunk := chunk_layers(model, par, stage, c))),
+                       -1 if stage == 0 else model.num_layers)
     ops: list[Op] = []
     counters: dict[tuple[int, Group], int] = {}
     names = []

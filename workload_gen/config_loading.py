@@ -40,7 +40,7 @@ of 8192 tokens (a common NeMo/Megatron recipe shape)."""
 
 LAYOUT_KEYS: tuple[str, ...] = (
     "world_size", "tp", "sp", "pp", "vpp", "cp", "cp_comm", "ep", "etp", "first_stage_layers", "last_stage_layers",
-    "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
+    "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split", "pipeline_layout",
 )
 TRAINING_KEYS: tuple[str, ...] = tuple(
     f.name for f in fields(ParallelConfig) if f.name not in LAYOUT_KEYS
@@ -194,6 +194,26 @@ def _default_world(kw: Mapping[str, Any]) -> int:
     return world * (8 // math.gcd(world, 8))
 
 
+def _layout_vpp(kw: Mapping[str, Any], vstage: object, source: str | None) -> int:
+    """vpp as the pipeline layout gives it (its stages / pp), as Megatron-LM's arguments.py
+    sets virtual_pipeline_model_parallel_size; a different vpp, or layers per virtual stage,
+    given too is refused (Megatron allows only one of the three)."""
+    from workload_gen.core.pipeline_layout import parse_layout
+
+    text, pp = kw["pipeline_layout"], int(kw.get("pp") or 1)
+    if vstage is not None:
+        raise ConfigError("parallel.pipeline_layout", text, "cannot be combined with "
+                          "num_layers_per_virtual_pipeline_stage (Megatron allows one of the two)", source)
+    try:
+        vpp = parse_layout(text, pp).vpp
+    except ConfigError as exc:
+        raise _with_source(exc, source, "parallel") from None
+    if kw.get("vpp") not in (None, vpp):
+        raise ConfigError("parallel.vpp", kw["vpp"], f"conflicts with pipeline_layout, whose "
+                          f"{vpp * pp} virtual stages over pp={pp} give vpp={vpp}", source)
+    return vpp
+
+
 def configs_from_dict(data: Mapping[str, Any] | None, source: str | None = None, *,
                       notes: list[str] | None = None) -> tuple[ModelConfig, ParallelConfig]:
     """Build and cross-check the two configs from the YAML-shaped dict described above.
@@ -240,6 +260,8 @@ def configs_from_dict(data: Mapping[str, Any] | None, source: str | None = None,
         if "vpp" in kw and kw["vpp"] != vpp:
             raise ConfigError("parallel.vpp", kw["vpp"], f"conflicts with num_layers_per_virtual_pipeline_stage (vpp={vpp})", source)
         kw["vpp"] = vpp
+    if kw.get("pipeline_layout") is not None:
+        kw["vpp"] = _layout_vpp(kw, vstage, source)
     warnings: list[str] = []
     if notes is not None and kw.get("sp") and int(kw.get("tp") or 1) == 1:
         # Megatron-LM (arguments.py): "Disabling sequence parallelism because tensor model

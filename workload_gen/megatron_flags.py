@@ -68,6 +68,7 @@ PAR_VALUE_FLAGS: tuple[tuple[tuple[str, ...], str, type, tuple[str, ...] | None]
     (("--last-stage-layers", "--decoder-last-pipeline-num-layers"), "last_stage_layers", int, None),
     (("--ep", "--expert-model-parallel-size"), "ep", int, None),
     (("--etp", "--expert-tensor-parallel-size"), "etp", int, None),
+    (("--pp-layout", "--pipeline-model-parallel-layout"), "pipeline_layout", str, None),
     (("--micro-batch", "--micro-batch-size"), "micro_batch", int, None),
     (("--global-batch", "--global-batch-size"), "global_batch", int, None),
     (("--seq-length",), "seq_length", int, None),
@@ -176,7 +177,6 @@ MULTI_VALUE_IGNORED: frozenset[str] = frozenset({
 NOT_MODELLED_MEGATRON_FLAGS: dict[str, tuple[bool, str | None, str]] = {
     # flag: (takes a value, the value that changes nothing (accepted and ignored) or None, what it would change)
     "--overlap-param-gather-with-optimizer-step": (False, None, "overlaps the parameter all-gather with the optimizer step"),
-    "--pipeline-model-parallel-layout": (True, None, "changes the layers per pipeline stage"),
     "--microbatch-group-size-per-virtual-pipeline-stage": (True, None, "changes the pipeline schedule"),
     "--use-precision-aware-optimizer": (False, None, "changes the optimizer state's dtypes and memory"),
     "--main-params-dtype": (True, "fp32", "changes the optimizer state's memory"),

@@ -176,7 +176,7 @@ def test_uneven_first_and_last_stages():
 
 @pytest.mark.parametrize("settings,message", [
     (dict(first_stage_layers=8, last_stage_layers=7), "must split evenly over the other 14 stage"),
-    (dict(first_stage_layers=7, vpp=2), "vpp = 1 only"),
+    (dict(first_stage_layers=7, vpp=2), "must be divisible by vpp=2"),
 ])
 def test_uneven_stage_errors(settings, message):
     from workload_gen.core.errors import ConfigError

@@ -145,7 +145,7 @@ BAD = [
     (["--model", "mixtral-8x7b", "--ep", "3", "--world-size", "3"], "num_experts=8 is not divisible by ep"),
     (["--model", "llama3-8b", "--tp", "4", "--world-size", "6"], "must be a multiple of tp*pp*cp"),
     (["--model", "llama3-8b", "--world-size", "8", "--global-batch", "12"], "global_batch=12"),
-    (["--model", "mixtral-8x7b", "--ep", "8", "--world-size", "4"], "must divide dp*cp"),
+    (["--model", "mixtral-8x7b", "--ep", "8", "--world-size", "4"], "expert_tp*ep*pp = 8 must divide world_size=4"),
     (["--model", "llama4"], "unknown preset; known: gpt3-125m"),
     (["--model", "mixtral-8x7b", "--tp", "2", "--ep", "2", "--world-size", "4"], "need sequence parallelism"),
     (["--num-layers", "4", "--hidden-size", "256", "--num-attention-heads", "4"], "vocab_size"),

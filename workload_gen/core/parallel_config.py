@@ -48,9 +48,13 @@ class ParallelConfig:
     all-gather of K/V, or all-to-all of Q/K/V and the output between sequence and head
     sharding (a2a, DeepSpeed-Ulysses style)."""
     ep: int = 1
-    """Expert-parallel size, carved out of dp*cp (Megatron-Core)."""
+    """Expert-parallel size (Megatron --expert-model-parallel-size). Megatron-Core's MoE
+    parallel folding: the expert layers lay out the same ranks with their own generator
+    (expert-TP fastest, then EP, then expert-DP, then PP), so ep need not divide dp*cp;
+    etp*ep*pp must divide world_size and ep the expert count."""
     etp: int | None = None
-    """Expert tensor-parallel size; None means the same as tp."""
+    """Expert tensor-parallel size (Megatron --expert-tensor-parallel-size); None means the
+    same as tp. Expert data parallelism (edp) is world_size / (etp*ep*pp)."""
     # --- batch -----------------------------------------------------------------
     micro_batch: int = 1
     global_batch: int = 8
@@ -106,6 +110,14 @@ class ParallelConfig:
     account_for_loss_in_pipeline_split: bool = False
     """The output layer and loss take one layer slot of the last virtual stage (Megatron
     --account-for-loss-in-pipeline-split)."""
+    pipeline_layout: str | None = None
+    """Megatron-Core's --pipeline-model-parallel-layout: the layers of every virtual stage,
+    in data-flow order, e.g. 'Et*3|(tt|)*29,m|L' (E embedding, t transformer layer, m MTP
+    layer, L loss; '|' ends a virtual stage; (...)*N and x*N repeat; commas are cosmetic).
+    Virtual stage v runs on pipeline rank v % pp as chunk v // pp, so its stage count must
+    be pp*vpp (the loader derives vpp from it). None means the even split (or the
+    first/last-stage counts). Unit: a string of layer symbols
+    (workload_gen/core/pipeline_layout.py)."""
     defer_embedding_wgrad_compute: bool = False
     """Megatron --defer-embedding-wgrad-compute: the output layer's weight-gradient GEMM
     (and the sequence-parallel gather of its input) of the first ``wgrad_deferral_limit``
@@ -136,8 +148,10 @@ class ParallelConfig:
                 raise ConfigError(name, v, "must be a positive integer")
             if self.pp == 1:
                 raise ConfigError(name, v, "uneven pipeline stages need pp > 1")
-            if self.vpp > 1:
-                raise ConfigError(name, v, "uneven first/last stages are supported with vpp = 1 only")
+            if v % self.vpp:
+                # Megatron-Core (TransformerConfig): each virtual stage of the rank holds v / vpp
+                raise ConfigError(name, v, f"must be divisible by vpp={self.vpp} (each of the stage's "
+                                           "virtual stages holds an equal share)")
         if not isinstance(self.wgrad_deferral_limit, int) or isinstance(self.wgrad_deferral_limit, bool) \
                 or self.wgrad_deferral_limit < 0:
             raise ConfigError("wgrad_deferral_limit", self.wgrad_deferral_limit,
@@ -157,6 +171,8 @@ class ParallelConfig:
                 raise ConfigError(name, v, "cannot be combined with first_stage_layers/last_stage_layers")
         if self.etp is not None and (not isinstance(self.etp, int) or self.etp < 1):
             raise ConfigError("etp", self.etp, "must be a positive integer")
+        if self.pipeline_layout is not None:
+            self._check_pipeline_layout()
         check_fields(self, PARALLEL_FIELD_LIMITS)  # 10^7 ranks ran for 16 s and 100+ GB of plans
         for name in ("global_batch", "micro_batch", "seq_length"):
             check_limit(name, getattr(self, name), "MAX_DIM", "elements")
@@ -192,8 +208,6 @@ class ParallelConfig:
                 "world_size", self.world_size,
                 f"must be a multiple of tp*pp*cp = {self.tp}*{self.pp}*{self.cp} = {model_ranks}",
             )
-        if (self.dp * self.cp) % self.ep:
-            raise ConfigError("ep", self.ep, f"must divide dp*cp = {self.dp}*{self.cp} = {self.dp * self.cp}")
         expert_ranks = self.expert_tp * self.ep * self.pp
         if self.world_size % expert_ranks:
             raise ConfigError(
@@ -221,6 +235,26 @@ class ParallelConfig:
             raise ConfigError("seq_length", self.seq_length, f"must be divisible by cp={self.cp}")
         if self.cp > 1 and self.seq_length % (2 * self.cp):
             raise ConfigError("seq_length", self.seq_length, f"must be divisible by 2*cp={2 * self.cp} (load-balanced CP)")
+
+    def _check_pipeline_layout(self) -> None:
+        """The layout against pp and vpp, and exclusive of the other ways to split the layers
+        (Megatron-Core's TransformerConfig asserts the same); the model's counts are checked in
+        :func:`check_against_model`."""
+        from workload_gen.core.pipeline_layout import parse_layout
+
+        text = self.pipeline_layout
+        if not isinstance(text, str):
+            raise ConfigError("pipeline_layout", text, "must be a string such as 'Et*3|(tt|)*29,m|L'")
+        for name in ("first_stage_layers", "last_stage_layers", "account_for_embedding_in_pipeline_split",
+                     "account_for_loss_in_pipeline_split"):
+            if getattr(self, name):
+                raise ConfigError("pipeline_layout", text, f"cannot be combined with {name} (the layout "
+                                                           "already places every layer)")
+        layout = parse_layout(text, self.pp)
+        if layout.vpp != self.vpp:
+            raise ConfigError("pipeline_layout", text,
+                              f"has {len(layout.stages)} virtual stages = pp {self.pp} x vpp {layout.vpp}, "
+                              f"but vpp={self.vpp}; set vpp={layout.vpp} (or leave vpp unset in the YAML)")
 
     # --- derived -----------------------------------------------------------------
     @property
@@ -272,10 +306,17 @@ class ParallelConfig:
         return max(40_000_000, 1_000_000 * self.dp * self.cp)
 
     def to_dict(self) -> dict[str, object]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        """Every field, except those in :data:`OMITTED_AT_DEFAULT` while they hold their
+        default: files written before such a field existed stay byte-identical, and readers
+        fill in the default."""
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if f.name not in OMITTED_AT_DEFAULT or getattr(self, f.name) != f.default}
 
 
 PARALLEL_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(ParallelConfig))
+
+OMITTED_AT_DEFAULT: frozenset[str] = frozenset({"pipeline_layout"})
+"""Fields added after the file formats were fixed: written only when set (see to_dict)."""
 
 
 def pipeline_slots(num_layers: int, par: ParallelConfig) -> int:
@@ -293,7 +334,13 @@ def check_against_model(model: ModelConfig, par: ParallelConfig) -> None:
         raise ConfigError("tp", par.tp, f"num_query_groups={kv} is not divisible by tp; valid tp: {_divisors(kv)}")
     stages = par.pp * par.vpp
     first, last = par.first_stage_layers, par.last_stage_layers
-    if first is not None or last is not None:
+    if par.pipeline_layout is not None:
+        from workload_gen.core.pipeline_layout import check_layout, parse_layout
+
+        layout = parse_layout(par.pipeline_layout, par.pp)
+        check_layout(layout, par.pipeline_layout, model.num_layers, getattr(model, "mtp_num_layers", None) or 0)
+        per_chunk_min = min((s.count("t") for s in layout.stages if "t" in s), default=0)
+    elif first is not None or last is not None:
         middle = par.pp - (first is not None) - (last is not None)
         rest = model.num_layers - (first or 0) - (last or 0)
         if rest < 0 or (middle == 0 and rest) or (middle and rest % middle):
@@ -302,8 +349,15 @@ def check_against_model(model: ModelConfig, par: ParallelConfig) -> None:
                 f"num_layers={model.num_layers} minus first/last stage layers ({first}, {last}) = {rest} "
                 f"must split evenly over the other {middle} stage(s)",
             )
+        if middle and (rest // middle) % par.vpp:
+            # Megatron-Core (TransformerConfig): every virtual stage of a middle rank holds the same
+            raise ConfigError(
+                "pp", par.pp,
+                f"the {rest // middle} layers of each middle stage (num_layers={model.num_layers} minus first/last "
+                f"({first}, {last}) over {middle} stages) must be divisible by vpp={par.vpp}",
+            )
         sizes = [x for x in (first, last) if x is not None] + ([rest // middle] if middle else [])
-        per_chunk_min = min(sizes)
+        per_chunk_min = min(sizes) // par.vpp
         if per_chunk_min < 1:
             raise ConfigError("pp", par.pp, f"every pipeline stage needs at least one layer (got {sizes})")
     elif par.account_for_embedding_in_pipeline_split or par.account_for_loss_in_pipeline_split:
@@ -324,7 +378,7 @@ def check_against_model(model: ModelConfig, par: ParallelConfig) -> None:
             "pp", par.pp,
             f"num_layers={model.num_layers} is not divisible by pp*vpp={par.pp}*{par.vpp}={stages}"
             + ("; or give the first/last stage fewer layers (--first-stage-layers, --last-stage-layers)"
-               if par.vpp == 1 and par.pp > 2 else ""),
+               if par.pp > 2 else ""),
         )
     else:
         per_chunk_min = model.num_layers // stages

@@ -217,10 +217,11 @@ def stage_layer_counts(model: ModelConfig, par: ParallelConfig) -> tuple[int, ..
 
     Even split by default; Megatron's --decoder-first/last-pipeline-num-layers give the
     first/last stage their own count and split the rest evenly over the other stages
-    (validated in ``check_against_model``).
+    (validated in ``check_against_model``); a --pipeline-model-parallel-layout lists them.
     """
     first, last = par.first_stage_layers, par.last_stage_layers
-    if par.account_for_embedding_in_pipeline_split or par.account_for_loss_in_pipeline_split:
+    if par.pipeline_layout is not None or par.account_for_embedding_in_pipeline_split \
+            or par.account_for_loss_in_pipeline_split:
         return tuple(sum(len(chunk_layers(model, par, s, c)) for c in range(par.vpp)) for s in range(par.pp))
     if first is None and last is None:
         return (model.num_layers // par.pp,) * par.pp
@@ -242,19 +243,43 @@ def chunk_layers(model: ModelConfig, par: ParallelConfig, stage: int, chunk: int
     With the embedding and/or loss accounted in the split, they are layer slots: the
     L + e + l slots split evenly over the virtual stages, the embedding's slot is the first
     of virtual stage 0 and the loss's the last of the last virtual stage (Megatron-Core's
-    get_num_layers_to_build and get_transformer_layer_offset)."""
+    get_num_layers_to_build and get_transformer_layer_offset).
+
+    Uneven first/last stages: each chunk of stage s holds counts[s] / vpp layers and the
+    virtual stages are filled in data-flow order (c*pp + s), so chunk c of stage s starts
+    at c * sum(counts)/vpp + sum(counts[:s])/vpp (get_transformer_layer_offset's
+    interleaved uneven branch). A pipeline layout lists the layers of each virtual stage
+    (:mod:`workload_gen.core.pipeline_layout`); a chunk may then hold none."""
+    if par.pipeline_layout is not None:
+        from workload_gen.core.pipeline_layout import parse_layout
+
+        return parse_layout(par.pipeline_layout, par.pp).layer_ids(stage, chunk)
     e = int(par.account_for_embedding_in_pipeline_split)
     if e or par.account_for_loss_in_pipeline_split:
         per = pipeline_slots(model.num_layers, par) // (par.pp * par.vpp)
         v = chunk * par.pp + stage
         return tuple(range(max(v * per - e, 0), min((v + 1) * per - e, model.num_layers)))
     if par.first_stage_layers is not None or par.last_stage_layers is not None:
-        counts = stage_layer_counts(model, par)  # uneven stages imply vpp == 1
-        start = sum(counts[:stage])
-        return tuple(range(start, start + counts[stage]))
+        per_chunk = [n // par.vpp for n in stage_layer_counts(model, par)]
+        start = chunk * sum(per_chunk) + sum(per_chunk[:stage])
+        return tuple(range(start, start + per_chunk[stage]))
     per = model.num_layers // (par.pp * par.vpp)
     start = (chunk * par.pp + stage) * per
     return tuple(range(start, start + per))
+
+
+def mtp_chunk(model: ModelConfig, par: ParallelConfig) -> tuple[int, int] | None:
+    """(stage, chunk) that builds the multi-token-prediction layers, None without them:
+    where the layout puts its 'm's, else the last chunk of the last stage, after the
+    decoder and before the output layer (Megatron-Core's default: mtp_on_this_rank is the
+    last pipeline stage's last virtual stage)."""
+    if not (getattr(model, "mtp_num_layers", 0) or 0):
+        return None
+    if par.pipeline_layout is not None:
+        from workload_gen.core.pipeline_layout import parse_layout
+
+        return parse_layout(par.pipeline_layout, par.pp).holder("m")
+    return par.pp - 1, par.vpp - 1
 
 
 def chunk_tensors(model: ModelConfig, par: ParallelConfig, stage: int, chunk: int) -> list[tuple[int, ParamTensor]]:
