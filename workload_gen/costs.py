@@ -16,6 +16,7 @@ backward's as ``(fwd, bwd)``.
 """
 from __future__ import annotations
 
+from workload_gen.core.flops import attention_pairs
 from workload_gen.core.optimizer_state import optimizer_step_bytes
 
 Cost = tuple[float, float]
@@ -51,37 +52,16 @@ def grouped_wgrad(groups: int, k: int, n: int, m: float, b_in: int, b_grad: int)
     return 2.0 * groups * m * n * k, float(groups * ((m * k + m * n) * b_in + 2 * k * n * b_grad))
 
 
-def causal_pairs(s: int, span: tuple[str, int] | None) -> float:
-    """(query, key) pairs a causal attention kernel computes on one sequence of ``s`` tokens.
-
-    - None (full causal): s*s/2, the lower triangle as :func:`attention_fwd` has always
-      counted it (the diagonal's s/2 left out);
-    - ("window", w): query i sees keys max(0, i-w)..i (Megatron's ``--window-size (w,0)``,
-      flash-attn's window_size_left), min(i+1, w+1) keys: the band's size
-      (w+1)(w+2)/2 + (s-w-1)(w+1) when w+1 < s;
-    - ("chunk", c): query i sees the keys of its own chunk up to itself (Llama 4's chunked
-      attention): each whole chunk c(c+1)/2, the partial last chunk r(r+1)/2.
-    A window or chunk that covers the whole sequence (w+1 >= s, c >= s) does not bind and
-    counts as full causal, so such a layer costs what a full-attention layer costs."""
-    if span is not None:
-        kind, n = span
-        if kind == "window" and n + 1 < s:
-            return (n + 1) * (n + 2) / 2 + (s - n - 1) * (n + 1)
-        if kind == "chunk" and n < s:
-            whole, rest = divmod(s, n)
-            return whole * n * (n + 1) / 2 + rest * (rest + 1) / 2
-    return 0.5 * s * s
-
-
 def attention_fwd(batch: int, heads: int, kv_heads: int, sq: int, skv: int, d_qk: int, d_v: int,
                   causal: bool, b: int, span: tuple[str, int] | None = None) -> tuple[float, float]:
     """Fused (flash) attention forward: S = Q K^T (2*sq*skv*d_qk per head) and O = P V
     (2*sq*skv*d_v per head), halved when causal (only the lower triangle is computed); with
-    a sliding window or chunks (``span``, sq == skv), only :func:`causal_pairs` pairs.
+    a sliding window or chunks (``span``, sq == skv), only the pairs of
+    :func:`workload_gen.core.flops.attention_pairs`.
     Bytes: read Q, K, V, write O and the fp32 log-sum-exp; S and P stay on chip (a window
     still reads every K and V once)."""
     if span is not None:
-        flops = 2.0 * batch * heads * causal_pairs(sq, span) * (d_qk + d_v)
+        flops = 2.0 * batch * heads * attention_pairs(sq, span) * (d_qk + d_v)
     else:
         frac = 0.5 if causal else 1.0
         flops = 2.0 * batch * heads * sq * skv * (d_qk + d_v) * frac

@@ -489,7 +489,7 @@ def layer_span(model: ModelConfig, key: LayerKey, layer: int) -> tuple[str, int]
     """Global layer ``layer``'s attention restriction that binds at this sequence length:
     the model's sliding window or chunk (ModelConfig.attention_span), or None when the
     layer attends fully or the window/chunk covers the whole sequence (then it costs what
-    full attention costs: costs.causal_pairs)."""
+    full attention costs: core.flops.attention_pairs)."""
     span = model.attention_span(layer)
     if span is None:
         return None

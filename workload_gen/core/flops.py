@@ -37,8 +37,33 @@ def _matmul_weights(ts: tuple[ParamTensor, ...], model: ModelConfig) -> float:
     return n
 
 
+def attention_pairs(s: int, span: tuple[str, int] | None, causal: bool = True) -> float:
+    """(query, key) pairs one attention head scores on a sequence of ``s`` tokens.
+
+    Full attention (``span`` None): s*s/2 causal (the lower triangle, its diagonal's s/2
+    left out, as the kernels have always been counted), s*s otherwise. A sliding window
+    ("window", w) lets query i see keys max(0, i-w)..i (Megatron's ``--window-size (w,0)``),
+    min(i+1, w+1) of them: the causal band (w+1)(w+2)/2 + (s-w-1)(w+1) when w+1 < s. Chunks
+    ("chunk", c) let query i see its own chunk up to itself: c(c+1)/2 per whole chunk and
+    r(r+1)/2 for the last r tokens. Non-causal (the MFU convention of Narayanan et al.,
+    which counts every query against every key it may see): s*min(w+1, s) for a window,
+    c*c per whole chunk plus r*r. A window or chunk covering the sequence (w+1 >= s,
+    c >= s) does not bind and counts as full attention."""
+    if span is not None:
+        kind, n = span
+        if kind == "window" and n + 1 < s:
+            return (n + 1) * (n + 2) / 2 + (s - n - 1) * (n + 1) if causal else float(s * (n + 1))
+        if kind == "chunk" and n < s:
+            whole, rest = divmod(s, n)
+            if causal:
+                return whole * n * (n + 1) / 2 + rest * (rest + 1) / 2
+            return float(whole * n * n + rest * rest)
+    return 0.5 * s * s if causal else float(s * s)
+
+
 def forward_flops_per_sequence(model: ModelConfig, seq_length: int, causal: bool = False) -> float:
-    """Forward FLOPs for one sequence of ``seq_length`` tokens (the whole model)."""
+    """Forward FLOPs for one sequence of ``seq_length`` tokens (the whole model); a layer
+    with a sliding window or chunked attention counts only its :func:`attention_pairs`."""
     s = seq_length
     total = 0.0
     cache: dict[bool, float] = {}
@@ -48,7 +73,11 @@ def forward_flops_per_sequence(model: ModelConfig, seq_length: int, causal: bool
         moe = model.is_moe_layer(layer)
         if moe not in cache:
             cache[moe] = 2.0 * s * _matmul_weights(layer_tensors(model, layer), model)
-        total += cache[moe] + attn
+        span = model.attention_span(layer)
+        if span is None:
+            total += cache[moe] + attn
+        else:
+            total += cache[moe] + 2.0 * model.num_attention_heads * (d_qk + d_v) * attention_pairs(s, span, causal)
     total += 2.0 * s * model.hidden_size * model.vocab_size
     return total
 

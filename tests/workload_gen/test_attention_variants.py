@@ -1,0 +1,132 @@
+"""Sliding-window, chunked and sink attention, interleaved MoE layers and MTP: the pairs a
+causal kernel computes, counted by hand and by enumeration, and what the workload builds."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from wg_helpers import comps, layer_ops, make
+
+from workload_gen import costs
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.flops import attention_pairs, forward_flops_per_sequence
+from workload_gen.core.model_config import ModelConfig
+from workload_gen.core.model_presets import PRESETS, architecture_key
+from workload_gen.core.params import total_params
+from workload_gen.core.records import OpKind, Phase
+
+
+def _enumerate(s: int, span, causal: bool = True) -> int:
+    """Pairs (i, j) a mask lets through, by brute force: Megatron's window mask keeps keys
+    i-w..i (get_sliding_window_causal_mask, window (w, 0)); a chunk keeps the query's own chunk."""
+    n = 0
+    for i in range(s):
+        for j in range(s):
+            if causal and j > i:
+                continue
+            if span and span[0] == "window" and not i - span[1] <= j <= i + (0 if causal else span[1]):
+                continue
+            if span and span[0] == "chunk" and i // span[1] != j // span[1]:
+                continue
+            n += 1
+    return n
+
+
+def test_window_band_counted_by_hand():
+    # s = 6, w = 2: query i sees min(i+1, 3) keys: 1 + 2 + 3 + 3 + 3 + 3 = 15
+    # = (w+1)(w+2)/2 + (s-w-1)(w+1) = 6 + 3*3.
+    assert attention_pairs(6, ("window", 2)) == 15
+    # Chunks of 4 on 10 tokens: 4*5/2 twice and 2*3/2 = 10 + 10 + 3 = 23.
+    assert attention_pairs(10, ("chunk", 4)) == 23
+
+
+@pytest.mark.parametrize("s, span", [(7, ("window", 1)), (9, ("window", 3)), (16, ("chunk", 4)), (11, ("chunk", 3))])
+def test_pairs_equal_the_mask_enumerated(s, span):
+    assert attention_pairs(s, span) == _enumerate(s, span)
+
+
+def test_a_window_or_chunk_covering_the_sequence_is_full_attention():
+    # Full causal attention is counted as s*s/2 (the kernels' convention), so a window that
+    # does not bind must cost the same, not the diagonal-inclusive s(s+1)/2.
+    assert attention_pairs(128, ("window", 127)) == attention_pairs(128, None) == 128 * 128 / 2
+    assert attention_pairs(8192, ("chunk", 8192)) == 8192 * 8192 / 2
+
+
+def test_gpt_oss_kernel_flops_by_hand():
+    # GPT-OSS, window 128, s = 2048, 64 heads of 64: pairs = 129*130/2 + (2048-129)*129 =
+    # 8385 + 247551 = 255936; forward FLOPs = 2 * heads * pairs * (d_qk + d_v).
+    f, _ = costs.attention_fwd(1, 64, 8, 2048, 2048, 64, 64, True, 2, ("window", 128))
+    assert f == 2 * 64 * 255936 * 128
+    b, _ = costs.attention_bwd(1, 64, 8, 2048, 2048, 64, 64, True, 2, ("window", 128))
+    assert b == 2.5 * f
+    # The window reads K and V once like full attention: same bytes.
+    assert costs.attention_fwd(1, 64, 8, 2048, 2048, 64, 64, True, 2, ("window", 128))[1] == \
+        costs.attention_fwd(1, 64, 8, 2048, 2048, 64, 64, True, 2)[1]
+
+
+def test_gpt_oss_workload_alternates_windowed_and_full_layers():
+    w = make("gpt-oss-20b", world_size=8, ep=8, seq_length=2048, micro_batch=1, global_batch=8)
+    attn = [comps(layer_ops(w, i), OpKind.ATTENTION, Phase.FWD)[0] for i in range(4)]
+    full = 2 * 64 * 2048 * 2048 / 2 * 128
+    assert [op.flops for op in attn] == [2 * 64 * 255936 * 128, full] * 2
+    # A windowed kernel has its own shape, so a measured full-attention kernel is never used for it.
+    assert attn[0].shape != attn[1].shape
+
+
+def test_llama4_chunks_bind_only_beyond_8192_tokens():
+    m = PRESETS["llama4-scout"]
+    assert [m.attention_span(i) for i in range(4)] == [("chunk", 8192)] * 3 + [None]  # every 4th layer NoPE, global
+    assert forward_flops_per_sequence(m, 8192, causal=True) == \
+        forward_flops_per_sequence(replace(m, attention_chunk_size=None), 8192, causal=True)
+    long = forward_flops_per_sequence(m, 16384, causal=True)
+    assert long < forward_flops_per_sequence(replace(m, attention_chunk_size=None), 16384, causal=True)
+
+
+def test_mfu_flops_count_the_window_band():
+    m = PRESETS["gpt-oss-20b"]
+    s = 4096
+    full = forward_flops_per_sequence(replace(m, window_size=None, window_attn_skip_freq=None), s, causal=True)
+    per_pair = 2 * m.num_attention_heads * (m.qk_dim + m.v_dim)
+    windowed_layers = m.num_layers // 2
+    saved = windowed_layers * per_pair * (attention_pairs(s, None) - attention_pairs(s, ("window", 128)))
+    assert forward_flops_per_sequence(m, s, causal=True) == pytest.approx(full - saved, rel=1e-12)
+
+
+def test_window_with_context_parallelism_is_refused_by_name():
+    with pytest.raises(ConfigError, match="not modelled: windowed attention with context parallelism"):
+        make("gpt-oss-20b", world_size=16, ep=8, cp=2, seq_length=4096, micro_batch=1, global_batch=8)
+
+
+def test_mtp_is_refused_by_the_builder_until_modelled():
+    v3 = replace(PRESETS["deepseek-v2-lite"], mtp_num_layers=1)
+    with pytest.raises(ConfigError, match="not modelled: the MTP module"):
+        from workload_gen import build
+        from workload_gen.config_loading import configs_from_dict
+
+        _, p = configs_from_dict({"model": "deepseek-v2-lite", "parallel": {"world_size": 8, "ep": 8}})
+        build(v3, p)
+
+
+def test_moe_layer_pattern_generalises_leading_dense_layers():
+    # DeepSeek-V3's first_k_dense_replace = 3 written as a per-layer pattern is the same model.
+    v3 = PRESETS["deepseek-v3"]
+    as_pattern = replace(v3, num_dense_layers=0, moe_layer_pattern=(0,) * 3 + (1,) * 58)
+    assert total_params(as_pattern) == total_params(v3)
+    assert architecture_key(as_pattern) == architecture_key(v3)
+    # YAML's list and to_dict's digit string are accepted and stay hashable.
+    from_list = replace(v3, num_dense_layers=0, moe_layer_pattern=[0] * 3 + [1] * 58)
+    assert from_list.moe_layer_pattern == as_pattern.moe_layer_pattern
+    again = ModelConfig(**as_pattern.to_dict())
+    assert again == as_pattern
+
+
+@pytest.mark.parametrize("field, value, msg", [
+    ("moe_layer_pattern", (0, 1), "must be num_layers=61 values"),
+    ("window_size", 0, "must be a positive integer"),
+    ("softmax_type", "sigmoid", "vanilla, off-by-one or learnable"),
+    ("mtp_num_layers", -1, "integer >= 0"),
+])
+def test_bad_values_are_refused(field, value, msg):
+    kw = {"num_dense_layers": 0} if field == "moe_layer_pattern" else {}
+    with pytest.raises(ConfigError, match=msg):
+        replace(PRESETS["deepseek-v3"], **kw, **{field: value})
