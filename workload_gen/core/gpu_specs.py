@@ -36,7 +36,7 @@ class GpuSpec:
     sm_count: int
     compute_capability: tuple[int, int]
     """CUDA compute capability (major, minor), from NVIDIA's CUDA GPUs table: A100 8.0,
-    H100/H200/H20 9.0, B200 10.0. NCCL picks its tuning tables by it (collectives.protocol)."""
+    H100/H800/H200/H20 9.0, B200 10.0. NCCL picks its tuning tables by it (collectives.protocol)."""
 
     def peak(self, dtype: str) -> float:
         try:
@@ -79,6 +79,19 @@ GPUS: dict[str, GpuSpec] = {
         # nvidia-smi nvsim/H100SXMx8_deviceQuery.py). nvidia-smi shows 81,559 MiB
         # (github.com/NVIDIA/nccl/issues/1264; modal-labs/modal-client#2797: 85,520,809,984 bytes).
         # 81,090 MiB = 79.2 GiB (80e9 bytes would be 74.5 GiB).
+        memory_bytes=81_090 * MiB,
+    ),
+    "h800": GpuSpec(
+        name="h800",
+        # NVIDIA H800 SXM5 datasheet: the H100 SXM's compute (BF16 1,979 / FP8 3,958 TFLOPS with
+        # sparsity, halved here), 80 GB HBM3 at 3.35 TB/s, 132 SMs; only the NVLink is cut
+        # (400 GB/s instead of 900, see core.system's h800). DeepGEMM's README runs its FP8
+        # GEMMs on "H800 SXM5" at up to 1,550 TFLOPS, consistent with the H100's 1,979 dense.
+        # Capacity: the same 80 GB HBM3 stack as the H100 SXM, so the H100's CUDA
+        # totalGlobalMem (81,090 MiB) is taken; no H800 printout was found.
+        source="NVIDIA H800 SXM5 datasheet (H100 SXM compute, 400 GB/s NVLink)",
+        peak_flops={"bf16": 989.4 * T, "fp16": 989.4 * T, "fp8": 1978.9 * T, "tf32": 494.7 * T, "fp32": 66.9 * T},
+        hbm_bw=3350 * GB, sm_count=132, compute_capability=(9, 0),
         memory_bytes=81_090 * MiB,
     ),
     "h200": GpuSpec(

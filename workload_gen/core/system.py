@@ -113,6 +113,20 @@ SYSTEMS: dict[str, SystemConfig] = {
         gpu="h100-sxm", nvlink_bw=450 * GBPS, nvlink_busbw=360 * GBPS, nvls=True, nvls_busbw=480 * GBPS,
         nics_per_node=8, nic_bw=400 * GBIT,
     ),
+    "h800": SystemConfig(
+        name="h800",
+        # DeepSeek-V3's cluster (arXiv 2412.19437, Sec. 3.1): 8 H800 per node over NVLink and
+        # NVSwitch, InfiniBand across nodes; Sec. 3.2.2: "NVLink offers a bandwidth of
+        # 160 GB/s, roughly 3.2 times that of IB (50 GB/s)", i.e. one 400 Gb/s NIC per GPU.
+        # NVIDIA's H800 SXM5 datasheet: NVLink 400 GB/s bidirectional per GPU (H100: 900),
+        # so 200 GB/s one way; the 160 GB/s achieved is DeepSeek's and DeepEP's measured
+        # NVLink figure (deepseek-ai/DeepEP README, intranode "NVLink ~160 GB/s"), the
+        # same 80% of the link as the h100 preset's 360 of 450. NVLS: no H800 figure found,
+        # so NCCL's NVLS algorithm is not assumed.
+        source="NVIDIA H800 SXM5 datasheet; DeepSeek-V3 (arXiv 2412.19437) Sec. 3.1, 3.2.2; DeepEP README",
+        gpu="h800", nvlink_bw=200 * GBPS, nvlink_busbw=160 * GBPS,
+        nics_per_node=8, nic_bw=400 * GBIT,
+    ),
     "h200": SystemConfig(
         name="h200",
         # NVIDIA DGX H200 datasheet: same NVLink4/NVSwitch fabric and 8x 400 Gb/s NICs as DGX H100.
