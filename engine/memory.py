@@ -65,7 +65,10 @@ k times, so it sends T*k/t token copies and, balanced on average, receives as ma
 expert TP they are all-gathered over etp, so T*k*etp/t copies go through this rank's
 expert GEMMs (saved: permuted input, FC1 output, FC2 input). The expert output comes
 back (reduce-scattered over etp, all-to-all) as T*k/t copies, which ``unpermute`` keeps
-for the gradient of the routing probabilities (``permuted_tokens * probs``).
+for the gradient of the routing probabilities (``permuted_tokens * probs``). With an expert
+capacity (``--moe-expert-capacity-factor``, padded or not) the copies are what the
+capacity keeps or pads to (:func:`workload_gen.core.moe_capacity.routed_copies`), in the
+saved tensors and the dispatch buffers alike.
 
 Context parallelism (TE's ``AttnFuncWithCPAndKVP2P`` / ``...KVAllGather`` /
 ``...QKVOA2A``, v1.11 and 2.11): p2p and a2a save q, the last K/V chunk (p2p) or the
@@ -140,6 +143,7 @@ from engine.schedules import SCHEDULES, default_schedule
 from workload_gen.core.errors import ConfigError
 from workload_gen.core.gpu_specs import get_gpu
 from workload_gen.core.model_config import ModelConfig
+from workload_gen.core.moe_capacity import routed_copies
 from workload_gen.core.optimizer_state import optimizer_state_bytes
 from workload_gen.core.parallel_config import ParallelConfig
 from workload_gen.core.record import record
@@ -283,6 +287,9 @@ def layer_activation_bytes(
         k = model.moe_router_topk
         etp = par.expert_tp
         local = T * k / sp_div  # token copies this rank dispatches, and gets back to combine
+        if par.moe_expert_capacity_factor is not None:  # what the capacity keeps or pads to
+            local = routed_copies(T // sp_div, k, model.num_experts, par.moe_expert_capacity_factor,
+                                  par.moe_pad_expert_input_to_capacity)
         routed = local * etp  # token copies through this rank's expert GEMMs
         f_e = model.expert_ffn / etp
         fc1_in = e * T * h / sp_div  # the pre-MLP norm output, saved bf16 by the router
@@ -415,6 +422,9 @@ def _temporary(workload: Workload, stage: int) -> float:
     if any(model.is_moe_layer(layer) for layer in blocks):
         etp = par.expert_tp
         local = T * model.moe_router_topk / sp_div
+        if par.moe_expert_capacity_factor is not None:
+            local = routed_copies(T // sp_div, model.moe_router_topk, model.num_experts,
+                                  par.moe_expert_capacity_factor, par.moe_pad_expert_input_to_capacity)
         routed = local * etp
         # permuted send buffer + all-to-all receive buffer (+ the expert-TP all-gather output)
         temp = max(temp, e * h * (2 * local + (routed if etp > 1 else 0)))

@@ -91,6 +91,7 @@ def layer_key(model: ModelConfig, par: ParallelConfig) -> LayerKey:
         account_for_loss_in_pipeline_split=par.account_for_loss_in_pipeline_split,
         overlap_p2p=par.vpp > 1 and par.overlap_p2p_comm, fp8_recipe=par.fp8_recipe,
         attention_backend=par.attention_backend,
+        moe_capacity_factor=par.moe_expert_capacity_factor, moe_pad_to_capacity=par.moe_pad_expert_input_to_capacity,
     )
 
 

@@ -93,10 +93,20 @@ def _coerce(cls: type, key: str, value: object, where: str, source: str | None) 
         if value not in lits:
             raise ConfigError(f"{where}.{key}", value, f"valid: {', '.join(map(str, lits))}", source)
         return value
+    if typing.get_origin(hint) is tuple:
+        # a list of names (Megatron's nargs='+'); one name alone is a list of one
+        items = [value] if isinstance(value, str) else value
+        if isinstance(items, (list, tuple)) and all(isinstance(x, str) for x in items):
+            return tuple(items)
+        raise ConfigError(f"{where}.{key}", value, "must be a list of names", source)
     if bool in allowed:
         if isinstance(value, bool):
             return value
         raise ConfigError(f"{where}.{key}", value, "must be true or false", source)
+    if float in allowed:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise ConfigError(f"{where}.{key}", value, "must be a number", source)
     if int in allowed:
         if isinstance(value, int) and not isinstance(value, bool):
             return value

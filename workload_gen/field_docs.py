@@ -103,6 +103,8 @@ FIELD_UNIT: dict[str, str] = {
     "first_stage_layers": "layers", "last_stage_layers": "layers", "recompute_num_layers": "layers",
     "ddp_bucket_size": "elements", "make_vocab_size_divisible_by": "tokens",
     "num_layers_per_virtual_pipeline_stage": "layers",
+    "moe_expert_capacity_factor": "x a balanced expert's load", "moe_hybridep_num_sms": "SMs",
+    "moe_router_num_groups": "expert groups", "moe_router_group_topk": "groups per token",
 }
 """The unit of each numeric field (shown in --help)."""
 

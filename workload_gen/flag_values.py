@@ -50,6 +50,8 @@ def flags_to_dict(values: Mapping[str, Any], base: Mapping[str, Any] | None = No
     flags = {k[2:]: v for k, v in values.items() if k.startswith("p_") and v is not None}
     if flags.pop("fp8", None) is not None:
         flags["dtype"] = "fp8"
+    if flags.get("moe_expert_capacity_factor", 0) < 0:
+        flags["moe_expert_capacity_factor"] = None  # Megatron's TransformerConfig: a negative factor is dropless
     for k, v in flags.items():
         # A flag replaces the key wherever the YAML put it (either section is accepted).
         drop = {k} | ({_VSTAGE} if k == "vpp" else set()) | ({"vpp"} if k == _VSTAGE else set())

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field, replace
 from workload_gen import costs
 from workload_gen.core.errors import ConfigError
 from workload_gen.core.model_config import ModelConfig
+from workload_gen.core.moe_capacity import routed_copies
 from workload_gen.core.record import record
 from workload_gen.core.records import EXPERT_OP_PREFIX, OUTPUT_LAYER_OP, CollectiveOp, CollKind, ComputeOp, Group, Op, OpKind, Phase
 
@@ -81,6 +82,10 @@ class LayerKey:
     """PP sends may overlap compute: interleaved schedule with overlap_p2p_comm."""
     fp8_recipe: str = "delayed"
     attention_backend: str = "flash"
+    moe_capacity_factor: float | None = None
+    """Megatron --moe-expert-capacity-factor (None: dropless); see core.moe_capacity."""
+    moe_pad_to_capacity: bool = False
+    """Megatron --moe-pad-expert-input-to-capacity."""
 
 
 Stamp = tuple[type, str, tuple]
@@ -416,7 +421,8 @@ class _Emitter:
             [self.compute("router", BWD_I, OpKind.ROUTER, (T_sp, h, E), r_dgrad),
              self.compute("router", BWD_W, OpKind.ROUTER, (T_sp, h, E), r_wgrad)],
         )
-        routed = T_sp * k
+        # T_sp*k without a capacity; with one, what the capacity keeps or pads to
+        routed = routed_copies(T_sp, k, E, key.moe_capacity_factor, key.moe_pad_to_capacity)
         self._permute("permute", T_sp, routed)
         a2a = routed * h * B
         if ep > 1:

@@ -6,8 +6,10 @@ values into the YAML-shaped dict. Nothing here parses arguments, so a new Megatr
 one row in one table:
 
 - :data:`MODEL_VALUE_FLAGS`, :data:`MODEL_SWITCHES`: flags that set a ModelConfig field;
-- :data:`PAR_VALUE_FLAGS`, :data:`PAR_BOOL_FLAGS`: flags that set a ParallelConfig field
-  (our short spelling first, Megatron's as aliases);
+- :data:`PAR_VALUE_FLAGS`, :data:`PAR_BOOL_FLAGS`, :data:`PAR_LIST_FLAGS`,
+  :data:`PAR_SWITCHES`: flags that set a ParallelConfig field (our short spelling first,
+  Megatron's as aliases); a recipe option whose mechanism is not modelled yet sets its
+  field too, and :mod:`workload_gen.core.unmodelled` refuses any value but the no-op;
 - :data:`IGNORED_MEGATRON_FLAGS`: real flags that change neither shapes nor communication,
   accepted with one note;
 - :data:`NOT_MODELLED_MEGATRON_FLAGS`: real flags that would change the iteration, refused
@@ -81,6 +83,19 @@ PAR_VALUE_FLAGS: tuple[tuple[tuple[str, ...], str, type, tuple[str, ...] | None]
     (("--optimizer",), "optimizer", str, ("adam", "distributed_fused_adam")),  # Megatron's adam, NeMo's optim.name
     (("--make-vocab-size-divisible-by",), "make_vocab_size_divisible_by", int, None),
     (("--wgrad-deferral-limit",), "wgrad_deferral_limit", int, None),
+    # MoE and recipe options (ParallelConfig's last block; workload_gen.core.unmodelled refuses
+    # the values whose mechanism is not modelled yet)
+    (("--moe-token-dispatcher-type",), "moe_token_dispatcher", str, ("alltoall", "allgather", "flex")),
+    (("--moe-flex-dispatcher-backend",), "moe_flex_dispatcher_backend", str, ("deepep", "hybridep", "ncclep")),
+    (("--moe-hybridep-num-sms",), "moe_hybridep_num_sms", int, None),
+    (("--moe-expert-capacity-factor",), "moe_expert_capacity_factor", float, None),
+    (("--moe-router-num-groups",), "moe_router_num_groups", int, None),
+    (("--moe-router-group-topk",), "moe_router_group_topk", int, None),
+    (("--cuda-graph-impl",), "cuda_graph_impl", str, ("none", "local", "transformer_engine", "full_iteration")),
+    (("--main-params-dtype",), "main_params_dtype", str, ("fp32", "fp16")),
+    (("--main-grads-dtype",), "main_grads_dtype", str, ("fp32", "bf16")),
+    (("--exp-avg-dtype",), "exp_avg_dtype", str, ("fp32", "fp16", "bf16", "fp8")),
+    (("--exp-avg-sq-dtype",), "exp_avg_sq_dtype", str, ("fp32", "fp16", "bf16", "fp8")),
 )
 # Our on/off switches (each also has --no-...); the Megatron spelling is an alias.
 PAR_BOOL_FLAGS: tuple[tuple[tuple[str, ...], str], ...] = (
@@ -94,6 +109,29 @@ PAR_BOOL_FLAGS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("--account-for-embedding-in-pipeline-split",), "account_for_embedding_in_pipeline_split"),
     (("--account-for-loss-in-pipeline-split",), "account_for_loss_in_pipeline_split"),
     (("--defer-embedding-wgrad-compute",), "defer_embedding_wgrad_compute"),
+    (("--moe-enable-deepep",), "moe_enable_deepep"),
+    (("--overlap-moe-expert-parallel-comm",), "overlap_moe_expert_parallel_comm"),
+    (("--delay-wgrad-compute",), "delay_wgrad_compute"),
+    (("--moe-shared-expert-overlap",), "moe_shared_expert_overlap"),
+    (("--moe-pad-expert-input-to-capacity",), "moe_pad_expert_input_to_capacity"),
+    (("--moe-router-force-load-balancing",), "moe_router_force_load_balancing"),
+    (("--fp8-param-gather",), "fp8_param_gather"),
+    (("--reuse-grad-buf-for-mxfp8-param-ag",), "reuse_grad_buf_for_mxfp8_param_ag"),
+    (("--use-precision-aware-optimizer",), "use_precision_aware_optimizer"),
+    (("--overlap-param-gather-with-optimizer-step",), "overlap_param_gather_with_optimizer_step"),
+    (("--use-megatron-fsdp", "--use-custom-fsdp"), "use_megatron_fsdp"),
+)
+# Megatron flags that take several values (nargs='+') and set a tuple field: (flags, field, choices).
+PAR_LIST_FLAGS: tuple[tuple[tuple[str, ...], str, tuple[str, ...] | None], ...] = (
+    (("--recompute-modules",), "recompute_modules",
+     ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts")),
+    (("--cuda-graph-scope", "--cuda-graph-modules"), "cuda_graph_scope", None),
+)
+# Megatron switches that set a ParallelConfig field to a constant: (flag, field, value).
+PAR_SWITCHES: tuple[tuple[str, str, object], ...] = (
+    ("--grad-reduce-in-bf16", "grad_reduce_in_fp32", False),  # Megatron: accumulate_allreduce_grads_in_fp32 = False
+    ("--enable-cuda-graph", "cuda_graph_impl", "local"),  # Megatron's deprecated spellings of --cuda-graph-impl
+    ("--external-cuda-graph", "cuda_graph_impl", "transformer_engine"),
 )
 
 IGNORED_MEGATRON_FLAGS: dict[str, bool] = {
@@ -113,6 +151,10 @@ IGNORED_MEGATRON_FLAGS: dict[str, bool] = {
     "--norm-epsilon": True, "--rotary-base": True, "--rotary-percent": True,
     "--rotary-scaling-factor": True, "--transformer-impl": True,
     "--tensorboard-dir": True, "--wandb-project": True, "--wandb-exp-name": True,
+    # The MoE router's options below pick the loss terms, score function, scaling, dtype and
+    # bias of the router op (one small op per layer the compute profile measures as a whole);
+    # none moves a token or changes a GEMM shape under the workload's uniform routing.
+    # --moe-token-drop-policy picks which tokens a capacity drops, not how many.
     "--moe-router-load-balancing-type": True, "--moe-aux-loss-coeff": True,
     "--moe-z-loss-coeff": True, "--moe-grouped-gemm": False,
     "--moe-router-score-function": True, "--moe-router-topk-scaling-factor": True,
@@ -168,28 +210,25 @@ IGNORED_MEGATRON_FLAGS.update({
     "--moe-per-layer-logging": False, "--moe-router-pre-softmax": False, "--moe-router-enable-expert-bias": False,
     "--moe-router-bias-update-rate": True, "--moe-token-drop-policy": True, "--mtp-loss-scaling-factor": True,
     "--ddp-average-in-collective": False,
+    # Recipe switches (Megatron-LM d98e8a64): --enable-experimental only unlocks features that
+    # have flags of their own; --cross-entropy-fusion-impl native|te picks the fused
+    # vocab-parallel cross-entropy kernel, whose time the compute profile's loss op measures.
+    "--enable-experimental": False, "--cross-entropy-fusion-impl": True,
 })
 MULTI_VALUE_IGNORED: frozenset[str] = frozenset({
     "--data-path", "--train-data-path", "--valid-data-path", "--test-data-path", "--rampup-batch-size",
+    "--moe-router-load-balancing-type", "--moe-aux-loss-coeff",  # nargs='+' in Megatron-LM d98e8a64
 })
 """Ignored flags that take several values (Megatron's nargs='*'), e.g. --rampup-batch-size 16 16 5859375."""
 
 NOT_MODELLED_MEGATRON_FLAGS: dict[str, tuple[bool, str | None, str]] = {
     # flag: (takes a value, the value that changes nothing (accepted and ignored) or None, what it would change)
-    "--overlap-param-gather-with-optimizer-step": (False, None, "overlaps the parameter all-gather with the optimizer step"),
     "--microbatch-group-size-per-virtual-pipeline-stage": (True, None, "changes the pipeline schedule"),
-    "--use-precision-aware-optimizer": (False, None, "changes the optimizer state's dtypes and memory"),
-    "--main-params-dtype": (True, "fp32", "changes the optimizer state's memory"),
-    "--main-grads-dtype": (True, "fp32", "changes the optimizer state's memory"),
-    "--exp-avg-dtype": (True, "fp32", "changes the optimizer state's memory"),
-    "--exp-avg-sq-dtype": (True, "fp32", "changes the optimizer state's memory"),
     "--optimizer-cpu-offload": (False, None, "moves the optimizer step to the CPU"),
     "--num-distributed-optimizer-instances": (True, "1", "shards the optimizer over part of the data-parallel group"),
     "--distribute-saved-activations": (False, None, "splits recomputation checkpoints over TP (memory and communication)"),
-    "--recompute-modules": (True, None, "recomputes other modules than selective recompute's attention core"),
     "--cpu-offloading": (False, None, "offloads activations to the CPU"),
     "--cpu-offloading-num-layers": (True, None, "offloads activations to the CPU"),
-    "--fp8-param-gather": (False, None, "gathers FP8 parameters (halves the all-gather)"),
     "--first-last-layers-bf16": (False, None, "keeps some layers in BF16 under FP8"),
     "--num-layers-at-start-in-bf16": (True, None, "keeps some layers in BF16 under FP8"),
     "--num-layers-at-end-in-bf16": (True, None, "keeps some layers in BF16 under FP8"),
@@ -199,22 +238,9 @@ NOT_MODELLED_MEGATRON_FLAGS: dict[str, tuple[bool, str | None, str]] = {
     "--disable-tp-comm-bulk-wgrad": (False, None, "changes which TP communication overlaps"),
     "--disable-tp-comm-split-ag": (False, None, "changes which TP communication overlaps"),
     "--disable-tp-comm-split-rs": (False, None, "changes which TP communication overlaps"),
-    "--delay-wgrad-compute": (False, None, "moves weight-gradient GEMMs to overlap EP communication"),
-    "--overlap-moe-expert-parallel-comm": (False, None, "overlaps EP all-to-all with other micro-batches"),
-    "--moe-shared-expert-overlap": (False, None, "overlaps the shared experts with the token dispatch"),
-    "--moe-expert-capacity-factor": (True, None, "drops or pads tokens per expert"),
-    "--moe-pad-expert-input-to-capacity": (False, None, "pads tokens per expert"),
-    "--moe-router-num-groups": (True, None, "limits routing to device groups (changes the dispatch)"),
-    "--moe-router-group-topk": (True, None, "limits routing to device groups (changes the dispatch)"),
-    "--moe-enable-deepep": (False, None, "uses DeepEP's dispatch kernels"),
     "--moe-layer-recompute": (False, None, "recomputes the MoE layer"),
     "--mtp-num-layers": (True, "0", "adds multi-token-prediction layers"),
-    "--enable-cuda-graph": (False, None, "captures CUDA graphs (removes launch overheads)"),
-    "--external-cuda-graph": (False, None, "captures CUDA graphs (removes launch overheads)"),
-    "--cuda-graph-impl": (True, "none", "captures CUDA graphs (removes launch overheads)"),
     "--use-torch-fsdp2": (False, None, "shards parameters with FSDP instead of the distributed optimizer"),
-    "--use-custom-fsdp": (False, None, "shards parameters with FSDP instead of the distributed optimizer"),
-    "--use-megatron-fsdp": (False, None, "shards parameters with FSDP instead of the distributed optimizer"),
     "--data-parallel-sharding-strategy": (True, "no_shard", "shards parameters with FSDP"),
     "--hierarchical-context-parallel-sizes": (True, None, "splits CP communication hierarchically"),
     "--use-tp-pp-dp-mapping": (False, None, "changes which ranks form each group (placement on nodes)"),

@@ -24,6 +24,8 @@ from workload_gen.megatron_flags import (
     MULTI_VALUE_IGNORED,
     NOT_MODELLED_MEGATRON_FLAGS,
     PAR_BOOL_FLAGS,
+    PAR_LIST_FLAGS,
+    PAR_SWITCHES,
     PAR_VALUE_FLAGS,
     ignored_dest,
 )
@@ -69,13 +71,20 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
                    help="Megatron MoE layer pattern: 1, or '([0]*k+[1]*n)' for k leading dense layers")
     for flags, field, typ, choices in PAR_VALUE_FLAGS:
         g.add_argument(*flags, dest=f"p_{field}", type=typ, choices=choices,
-                       metavar="N" if typ is int and choices is None else None,
+                       metavar=("N" if typ is int else "X" if typ is float else "NAME") if choices is None else None,
                        help=field_help(ParallelConfig, field, section_of(field)))
     for flags, field in PAR_BOOL_FLAGS:
         g.add_argument(flags[0], dest=f"p_{field}", action=argparse.BooleanOptionalAction, default=None,
                        help=field_help(ParallelConfig, field, section_of(field)))
         if len(flags) > 1:
             g.add_argument(*flags[1:], dest=f"p_{field}", action="store_const", const=True, help=argparse.SUPPRESS)
+    for flags, field, choices in PAR_LIST_FLAGS:
+        g.add_argument(*flags, dest=f"p_{field}", nargs="+", choices=choices,
+                       metavar="MODULE" if choices else "NAME",
+                       help=field_help(ParallelConfig, field, section_of(field)))
+    for flag, field, value in PAR_SWITCHES:
+        g.add_argument(flag, dest=f"p_{field}", action="store_const", const=value,
+                       help=f"sets {field} to {value}: " + field_help(ParallelConfig, field, section_of(field)))
     g.add_argument("--bf16", dest="p_dtype", action="store_const", const="bf16", help="dtype bf16 (Megatron)")
     g.add_argument("--fp16", dest="p_dtype", action="store_const", const="fp16", help="dtype fp16 (Megatron)")
     g.add_argument("--fp8-format", dest="p_fp8", metavar="FORMAT",
@@ -84,8 +93,6 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
                    metavar="flash|fused|auto|unfused|local",
                    help="Megatron's attention implementation: flash, fused and auto never materialise the "
                         "scores (attention_backend flash); unfused and local do (unfused)")
-    g.add_argument("--moe-token-dispatcher-type", dest="dispatcher", choices=("alltoall",),
-                   help="Megatron MoE token dispatcher; the workload models 'alltoall' (the only one accepted)")
     g.add_argument("--recompute-activations", dest="p_recompute", action="store_const", const="selective",
                    help=argparse.SUPPRESS)
     g.add_argument("--hf-config", dest="hf_config", metavar="CONFIG_JSON",

@@ -25,6 +25,21 @@ def _divisors(n: int) -> str:
 
 
 FP8_RECIPES = ("delayed", "tensorwise", "mxfp8", "blockwise")
+RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts")
+"""Megatron's --recompute-modules choices for transformer models (TransformerConfig; its
+Mamba/GDN-only modules are left out)."""
+RECIPE_BOOLS = ("moe_enable_deepep", "overlap_moe_expert_parallel_comm", "delay_wgrad_compute",
+                "moe_shared_expert_overlap", "moe_pad_expert_input_to_capacity", "moe_router_force_load_balancing",
+                "fp8_param_gather", "reuse_grad_buf_for_mxfp8_param_ag", "use_precision_aware_optimizer",
+                "overlap_param_gather_with_optimizer_step", "use_megatron_fsdp")
+RECIPE_CHOICES: dict[str, tuple[str, ...]] = {
+    "moe_token_dispatcher": ("alltoall", "allgather", "flex"),
+    "moe_flex_dispatcher_backend": ("deepep", "hybridep", "ncclep"),
+    "cuda_graph_impl": ("none", "local", "transformer_engine", "full_iteration"),
+    "main_params_dtype": ("fp32", "fp16"), "main_grads_dtype": ("fp32", "bf16"),
+    "exp_avg_dtype": ("fp32", "fp16", "bf16", "fp8"), "exp_avg_sq_dtype": ("fp32", "fp16", "bf16", "fp8"),
+}
+"""Megatron's choices for the recipe options with a fixed set of values."""
 OPTIMIZERS = ("adam", "distributed_fused_adam")
 
 
@@ -127,6 +142,88 @@ class ParallelConfig:
     wgrad_deferral_limit: int = 0
     """Micro-batches whose output-layer wgrad is deferred (Megatron --wgrad-deferral-limit);
     0 means all of them."""
+    # --- MoE and recipe options (Megatron flags) ---
+    # Spellings, types and defaults from Megatron-LM (arguments.py, TransformerConfig) at
+    # d98e8a64. Options whose mechanism is not modelled yet take their no-op value only:
+    # any other is refused by workload_gen.core.unmodelled (one table for YAML and flags).
+    moe_token_dispatcher: Literal["alltoall", "allgather", "flex"] = "alltoall"
+    """MoE token dispatcher (Megatron --moe-token-dispatcher-type). The workload models
+    alltoall (permute, all-to-all over EP, grouped GEMMs, all-to-all back); allgather and
+    flex are refused until modelled. Megatron's own default is allgather: a launch line
+    that omits the flag is read as alltoall here."""
+    moe_flex_dispatcher_backend: Literal["deepep", "hybridep", "ncclep"] = "deepep"
+    """Backend of the flex dispatcher (Megatron --moe-flex-dispatcher-backend); used only
+    with moe_token_dispatcher flex, so with alltoall it changes nothing."""
+    moe_enable_deepep: bool = False
+    """Megatron --moe-enable-deepep (deprecated: flex dispatcher with the deepep backend).
+    Refused: DeepEP's kernels are not modelled yet."""
+    moe_hybridep_num_sms: int | None = None
+    """SMs HybridEP's kernels reserve (Megatron --moe-hybridep-num-sms); None means DeepEP's
+    default. Refused when set: HybridEP is not modelled yet."""
+    overlap_moe_expert_parallel_comm: bool = False
+    """Overlap the EP all-to-all with another micro-batch's compute in the 1F1B phase
+    (Megatron --overlap-moe-expert-parallel-comm). Refused: not modelled yet."""
+    delay_wgrad_compute: bool = False
+    """Delay weight-gradient GEMMs to overlap EP communication (Megatron
+    --delay-wgrad-compute). Refused: not modelled yet."""
+    moe_shared_expert_overlap: bool = False
+    """Run the shared experts on a side stream under the token dispatch (Megatron
+    --moe-shared-expert-overlap). Refused: not modelled yet."""
+    moe_expert_capacity_factor: float | None = None
+    """Expert capacity factor (Megatron --moe-expert-capacity-factor); None means dropless.
+    Each expert takes at most capacity = ceil(tokens*topk/experts * factor) of a rank's
+    token copies (Megatron's get_capacity); under the workload's uniform routing a factor
+    >= 1 drops nothing, and below 1 each expert keeps the capacity."""
+    moe_pad_expert_input_to_capacity: bool = False
+    """Pad every expert's input to the capacity (Megatron
+    --moe-pad-expert-input-to-capacity): each rank sends experts*capacity token copies, the
+    all-to-alls and expert GEMMs grow to match. Needs moe_expert_capacity_factor."""
+    moe_router_num_groups: int | None = None
+    """Expert groups for group-limited routing (Megatron --moe-router-num-groups). Refused
+    when set: not modelled yet."""
+    moe_router_group_topk: int | None = None
+    """Groups each token may route to (Megatron --moe-router-group-topk). Refused when set."""
+    moe_router_force_load_balancing: bool = False
+    """Route with random logits, so the experts are evenly loaded (Megatron
+    --moe-router-force-load-balancing, a benchmarking switch). The workload already routes
+    every token copy uniformly over the experts, so it changes nothing today."""
+    recompute_modules: tuple[str, ...] = ("core_attn",)
+    """Modules selective recompute re-runs (Megatron --recompute-modules; default
+    core_attn). core_attn is modelled (recompute selective); moe_act, layernorm,
+    mla_up_proj, mlp, moe and shared_experts are refused until modelled. Used only with
+    recompute selective, as in Megatron."""
+    cuda_graph_impl: Literal["none", "local", "transformer_engine", "full_iteration"] = "none"
+    """CUDA graph capture (Megatron --cuda-graph-impl; --enable-cuda-graph is local,
+    --external-cuda-graph transformer_engine). Refused unless none: not modelled yet."""
+    cuda_graph_scope: tuple[str, ...] = ()
+    """Modules captured in CUDA graphs (Megatron --cuda-graph-scope, now
+    --cuda-graph-modules). Refused unless empty: not modelled yet."""
+    fp8_param_gather: bool = False
+    """Keep the weights in fp8 and all-gather them in fp8 (Megatron --fp8-param-gather).
+    Refused: not modelled yet."""
+    reuse_grad_buf_for_mxfp8_param_ag: bool = False
+    """Use the gradient buffer for the MXFP8 parameter all-gather (Megatron
+    --reuse-grad-buf-for-mxfp8-param-ag). It acts only on fp8 weights, which exist only
+    with fp8_param_gather (refused), so it changes nothing today."""
+    use_precision_aware_optimizer: bool = False
+    """Transformer Engine's precision-aware Adam (Megatron --use-precision-aware-optimizer).
+    Refused: not modelled yet."""
+    main_params_dtype: Literal["fp32", "fp16"] = "fp32"
+    """Main (master) weight dtype of the precision-aware optimizer (Megatron
+    --main-params-dtype). Refused unless fp32."""
+    main_grads_dtype: Literal["fp32", "bf16"] = "fp32"
+    """Main-gradient dtype of the precision-aware optimizer (Megatron --main-grads-dtype).
+    Refused unless fp32."""
+    exp_avg_dtype: Literal["fp32", "fp16", "bf16", "fp8"] = "fp32"
+    """Adam first-moment dtype (Megatron --exp-avg-dtype). Refused unless fp32."""
+    exp_avg_sq_dtype: Literal["fp32", "fp16", "bf16", "fp8"] = "fp32"
+    """Adam second-moment dtype (Megatron --exp-avg-sq-dtype). Refused unless fp32."""
+    overlap_param_gather_with_optimizer_step: bool = False
+    """Overlap the first bucket's parameter all-gather with the optimizer step (Megatron
+    --overlap-param-gather-with-optimizer-step). Refused: not modelled yet."""
+    use_megatron_fsdp: bool = False
+    """Megatron FSDP instead of the distributed optimizer (Megatron --use-megatron-fsdp,
+    formerly --use-custom-fsdp). Refused: not modelled yet."""
 
     def __post_init__(self) -> None:
         for name in ("world_size", "tp", "pp", "vpp", "cp", "ep", "micro_batch", "global_batch", "seq_length"):
@@ -235,6 +332,47 @@ class ParallelConfig:
             raise ConfigError("seq_length", self.seq_length, f"must be divisible by cp={self.cp}")
         if self.cp > 1 and self.seq_length % (2 * self.cp):
             raise ConfigError("seq_length", self.seq_length, f"must be divisible by 2*cp={2 * self.cp} (load-balanced CP)")
+        self._check_recipe_options()
+
+    def _check_recipe_options(self) -> None:
+        """Types and Megatron's own rules for the MoE and recipe options, then the refusal of
+        any whose mechanism is not modelled yet (workload_gen.core.unmodelled)."""
+        for name in RECIPE_BOOLS:
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(name, getattr(self, name), "must be true or false")
+        for name, valid in RECIPE_CHOICES.items():
+            if getattr(self, name) not in valid:
+                raise ConfigError(name, getattr(self, name), f"valid: {', '.join(valid)}")
+        for name in ("moe_hybridep_num_sms", "moe_router_num_groups", "moe_router_group_topk"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+                raise ConfigError(name, v, "must be a positive integer or null")
+        cf = self.moe_expert_capacity_factor
+        if cf is not None and (isinstance(cf, bool) or not isinstance(cf, (int, float)) or not cf > 0
+                               or cf == float("inf")):
+            raise ConfigError("moe_expert_capacity_factor", cf,
+                              "must be a positive number, or null for dropless (Megatron reads a negative one as null)")
+        if self.moe_pad_expert_input_to_capacity and cf is None:
+            # Megatron-Core TransformerConfig: "moe_expert_capacity_factor must be set to use
+            # moe_pad_expert_input_to_capacity"
+            raise ConfigError("moe_pad_expert_input_to_capacity", True, "needs moe_expert_capacity_factor")
+        for name in ("recompute_modules", "cuda_graph_scope"):
+            v = getattr(self, name)
+            if not isinstance(v, tuple) or not all(isinstance(x, str) for x in v):
+                raise ConfigError(name, v, "must be a list of module names")
+        bad = [m for m in self.recompute_modules if m not in RECOMPUTE_MODULES]
+        if bad:
+            raise ConfigError("recompute_modules", list(self.recompute_modules),
+                              f"unknown module {bad[0]!r}; valid: {', '.join(RECOMPUTE_MODULES)}")
+        if self.recompute != "selective" and self.recompute_modules != ("core_attn",):
+            raise ConfigError("recompute_modules", list(self.recompute_modules),
+                              "is used only with recompute selective (--recompute-granularity selective), as in Megatron")
+        if self.recompute == "selective" and not self.recompute_modules:
+            raise ConfigError("recompute_modules", [], "selective recompute of no module recomputes nothing: "
+                                                       "give recompute none (or core_attn)")
+        from workload_gen.core.unmodelled import check_modelled
+
+        check_modelled(self)
 
     def _check_pipeline_layout(self) -> None:
         """The layout against pp and vpp, and exclusive of the other ways to split the layers
@@ -315,7 +453,12 @@ class ParallelConfig:
 
 PARALLEL_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(ParallelConfig))
 
-OMITTED_AT_DEFAULT: frozenset[str] = frozenset({"pipeline_layout"})
+RECIPE_FIELDS: tuple[str, ...] = PARALLEL_FIELDS[
+    PARALLEL_FIELDS.index("moe_token_dispatcher"):PARALLEL_FIELDS.index("use_megatron_fsdp") + 1]
+"""The MoE and recipe options (Megatron flags): accepted, modelled or refused by
+workload_gen.core.unmodelled."""
+
+OMITTED_AT_DEFAULT: frozenset[str] = frozenset({"pipeline_layout", *RECIPE_FIELDS})
 """Fields added after the file formats were fixed: written only when set (see to_dict)."""
 
 

@@ -1,0 +1,211 @@
+"""Megatron's MoE and recipe flags (issue 26, item 2): each lands in a ParallelConfig field
+under Megatron's spelling, and is either modelled (expert capacity and padding), accepted
+because it changes nothing the workload models (the load-balancing switch, the flex
+backend under alltoall, bf16 gradient reduction), or refused in one line that names the
+flag and the missing mechanism, by YAML and flags alike."""
+from __future__ import annotations
+
+import argparse
+import shlex
+
+import pytest
+
+from engine.commands.config_flags import add_config_arguments
+from engine.commands.gen_workload import main
+from engine.memory import layer_activation_bytes
+from workload_gen import build
+from workload_gen.config_loading import configs_from_dict
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.moe_capacity import routed_copies
+from workload_gen.core.parallel_config import RECIPE_FIELDS, ParallelConfig
+from workload_gen.core.records import CollKind, Group, OpKind, Phase
+from workload_gen.core.unmodelled import UNMODELLED
+from workload_gen.flag_values import configs_from_flags
+
+from wg_helpers import colls, comps, layer_ops
+
+# Mixtral-8x7B on one 8-GPU node, EP 8: 8 experts, top-2, h 4096, expert FFN 14336 (SwiGLU).
+MIXTRAL = {"model": "mixtral-8x7b",
+           "parallel": {"world_size": 8, "ep": 8},
+           "training": {"seq_length": 4096, "global_batch": 8}}
+MIXTRAL_FLAGS = "--model mixtral-8x7b --world-size 8 --ep 8 --seq-length 4096 --global-batch 8"
+
+
+def _mixtral(**training):
+    data = {**MIXTRAL, "training": {**MIXTRAL["training"], **training}}
+    return configs_from_dict(data, "run.yaml")
+
+
+def _flags(argv: str):
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser)
+    return configs_from_flags(vars(parser.parse_args(shlex.split(argv))))
+
+
+def _dispatch(model, par):
+    return colls(layer_ops(build(model, par), 0), Group.EP, CollKind.ALL_TO_ALL, Phase.FWD)[0]
+
+
+# --- modelled: capacity and padding -----------------------------------------------------
+
+def test_routed_copies_follow_megatrons_get_capacity():
+    # 4096 tokens x top-2 over 8 experts: 1024 copies per expert.
+    assert routed_copies(4096, 2, 8, None, False) == 8192  # dropless
+    assert routed_copies(4096, 2, 8, 1.5, False) == 8192  # capacity 1536 >= 1024: nothing dropped
+    assert routed_copies(4096, 2, 8, 1.5, True) == 8 * 1536  # padded to the capacity
+    assert routed_copies(4096, 2, 8, 1.3, True) == 8 * 1332  # ceil(1024 * 1.3) = ceil(1331.2)
+    assert routed_copies(4096, 2, 8, 0.5, False) == 8 * 512  # each expert keeps 512 of 1024
+
+
+def test_padding_to_capacity_grows_the_all_to_all_and_the_expert_gemms():
+    """Dropless: each rank sends its 4096 tokens x 2 = 8192 copies of h=4096 bf16 values,
+    8192*4096*2 = 67,108,864 bytes. Factor 1.5, padded: every expert gets its capacity
+    ceil(1024*1.5) = 1536 from every rank, 8*1536 = 12288 copies = 100,663,296 bytes, and
+    the one local expert's GEMMs see 12288 rows (etp 1)."""
+    model, plain = _mixtral()
+    assert _dispatch(model, plain).bytes == 67_108_864
+    model, padded = _mixtral(moe_expert_capacity_factor=1.5, moe_pad_expert_input_to_capacity=True)
+    assert _dispatch(model, padded).bytes == 100_663_296
+    fc1 = [op for op in comps(layer_ops(build(model, padded), 0), OpKind.GROUPED_GEMM, Phase.FWD)
+           if op.name.endswith("fc1")][0]
+    assert fc1.shape == (1, 12288, 2 * 14336, 4096)
+
+
+def test_a_capacity_below_the_load_drops_tokens_and_one_above_changes_nothing():
+    """Uniform routing: with factor >= 1 no expert overflows, the workload is the dropless
+    one; factor 0.5 keeps ceil(1024*0.5) = 512 per expert, 4096 copies = 33,554,432 bytes."""
+    model, plain = _mixtral()
+    _, roomy = _mixtral(moe_expert_capacity_factor=1.5)
+    assert build(model, roomy).stages == build(model, plain).stages
+    _, tight = _mixtral(moe_expert_capacity_factor=0.5)
+    assert _dispatch(model, tight).bytes == 33_554_432
+
+
+def test_padding_adds_the_padded_copies_to_the_saved_activations():
+    """Per token copy a Mixtral MoE layer saves (bf16, etp 1): the permuted input 2h, FC1
+    output 2*2f, FC2 input 2f and the expert output 2h = 2*4096 + 4*14336 + 2*14336 + 2*4096
+    = 102,400 bytes. Padding adds 12288 - 8192 = 4096 copies: 419,430,400 bytes."""
+    model, plain = _mixtral()
+    _, padded = _mixtral(moe_expert_capacity_factor=1.5, moe_pad_expert_input_to_capacity=True)
+    extra = layer_activation_bytes(model, padded, 0).total - layer_activation_bytes(model, plain, 0).total
+    assert extra == 4096 * 102_400
+
+
+def test_capacity_flags_equal_the_yaml_and_a_negative_factor_is_dropless():
+    _, yaml_par = _mixtral(moe_expert_capacity_factor=1.5, moe_pad_expert_input_to_capacity=True)
+    _, flag_par, _ = _flags(f"{MIXTRAL_FLAGS} --moe-expert-capacity-factor 1.5 --moe-pad-expert-input-to-capacity")
+    assert flag_par == yaml_par
+    _, neg, _ = _flags(f"{MIXTRAL_FLAGS} --moe-expert-capacity-factor -1")
+    assert neg.moe_expert_capacity_factor is None  # Megatron's TransformerConfig reads < 0 as dropless
+    with pytest.raises(ConfigError, match="moe_pad_expert_input_to_capacity=True is invalid; needs moe_expert_capacity"):
+        _mixtral(moe_pad_expert_input_to_capacity=True)
+    with pytest.raises(ConfigError, match="training.moe_expert_capacity_factor='x' is invalid; must be a number"):
+        _mixtral(moe_expert_capacity_factor="x")
+
+
+def test_a_capacity_workload_file_reads_back(tmp_path):
+    from formats.workload_files import read_workload
+
+    out = tmp_path / "w.txt"
+    assert main([*shlex.split(MIXTRAL_FLAGS), "--moe-expert-capacity-factor", "1.5",
+                 "--moe-pad-expert-input-to-capacity", "-o", str(out)]) == 0
+    text = out.read_text()
+    assert "# parallel.moe_expert_capacity_factor: 1.5" in text and "parallel.cuda_graph_impl" not in text
+    assert read_workload(out).parallel.moe_pad_expert_input_to_capacity is True
+
+
+# --- accepted: changes nothing the workload models -----------------------------------
+
+@pytest.mark.parametrize("flags", [
+    "--moe-router-force-load-balancing",  # the workload already routes uniformly
+    "--moe-token-dispatcher-type alltoall",  # the dispatcher modelled
+    "--moe-flex-dispatcher-backend hybridep",  # used only by the flex dispatcher
+    "--reuse-grad-buf-for-mxfp8-param-ag",  # acts only on fp8 weights (fp8_param_gather)
+    "--recompute-granularity selective --recompute-modules core_attn",  # = selective as modelled
+    "--cross-entropy-fusion-impl te --enable-experimental",  # kernel choice, feature gate
+])
+def test_accepted_flags_leave_the_ops_unchanged(flags):
+    base = MIXTRAL_FLAGS + (" --recompute-granularity selective" if "recompute-modules" in flags else "")
+    model, plain, _ = _flags(base)
+    model2, par, _ = _flags(f"{MIXTRAL_FLAGS} {flags}")
+    assert model2 == model and build(model, par).stages == build(model, plain).stages
+
+
+def test_grad_reduce_in_bf16_halves_the_gradient_reduction():
+    """Megatron: --grad-reduce-in-bf16 turns accumulate_allreduce_grads_in_fp32 off, so the
+    reduce-scatter moves 2-byte gradients instead of bf16 training's default fp32 (4)."""
+    argv = "--model llama3-8b --num-layers 2 --world-size 8 --tp 2 --sp --dist-opt --global-batch 8"
+    model, fp32, _ = _flags(argv)
+    _, bf16, _ = _flags(f"{argv} --grad-reduce-in-bf16")
+    assert fp32.grad_bytes == 4 and bf16.grad_bytes == 2 and bf16.grad_reduce_in_fp32 is False
+
+    def rs(par):
+        return [op.bytes for st in build(model, par).stages for op in st.iteration if op.name.startswith("grad_rs")]
+
+    assert [2 * b for b in rs(bf16)] == rs(fp32)
+
+
+def test_timing_neutral_flags_are_listed_in_the_ignored_note():
+    _, _, notes = _flags(f"{MIXTRAL_FLAGS} --cross-entropy-fusion-impl te --enable-experimental")
+    assert notes[0].startswith("note: ignored Megatron-LM flags")
+    assert "--cross-entropy-fusion-impl" in notes[0] and "--enable-experimental" in notes[0]
+
+
+# --- refused: one line naming the flag and the mechanism -------------------------------
+
+REFUSED_ARGV = {
+    "moe_enable_deepep": "--moe-enable-deepep", "moe_hybridep_num_sms": "--moe-hybridep-num-sms 16",
+    "overlap_moe_expert_parallel_comm": "--overlap-moe-expert-parallel-comm",
+    "delay_wgrad_compute": "--delay-wgrad-compute", "moe_shared_expert_overlap": "--moe-shared-expert-overlap",
+    "cuda_graph_impl": "--cuda-graph-impl transformer_engine", "cuda_graph_scope": "--cuda-graph-scope attn moe_router",
+    "fp8_param_gather": "--fp8-param-gather", "use_precision_aware_optimizer": "--use-precision-aware-optimizer",
+    "main_params_dtype": "--main-params-dtype fp16", "main_grads_dtype": "--main-grads-dtype bf16",
+    "exp_avg_dtype": "--exp-avg-dtype bf16", "exp_avg_sq_dtype": "--exp-avg-sq-dtype fp8",
+    "overlap_param_gather_with_optimizer_step": "--overlap-param-gather-with-optimizer-step",
+    "moe_router_num_groups": "--moe-router-num-groups 8", "moe_router_group_topk": "--moe-router-group-topk 4",
+    "use_megatron_fsdp": "--use-megatron-fsdp",
+}
+
+
+def test_every_unmodelled_option_has_a_flag_and_is_a_recipe_field():
+    assert {row[0] for row in UNMODELLED} == set(REFUSED_ARGV) and set(REFUSED_ARGV) <= set(RECIPE_FIELDS)
+    defaults = ParallelConfig()
+    for name, _, noop, _ in UNMODELLED:
+        assert getattr(defaults, name) == noop, name  # the default is the no-op
+
+
+@pytest.mark.parametrize("name, flag, noop, mechanism", UNMODELLED)
+def test_unmodelled_options_are_refused_alike_by_flags_and_yaml(tmp_path, capsys, name, flag, noop, mechanism):
+    argv = shlex.split(f"{MIXTRAL_FLAGS} {REFUSED_ARGV[name]}")
+    assert main([*argv, "-o", str(tmp_path / "w.txt")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"not modelled yet: {flag} ({mechanism}" in err and f"{name}=" in err
+    assert not (tmp_path / "w.txt").exists()
+    value = {"moe_hybridep_num_sms": 16, "cuda_graph_impl": "transformer_engine", "cuda_graph_scope": ["attn"],
+             "main_params_dtype": "fp16", "main_grads_dtype": "bf16", "exp_avg_dtype": "bf16",
+             "exp_avg_sq_dtype": "fp8", "moe_router_num_groups": 8, "moe_router_group_topk": 4}.get(name, True)
+    with pytest.raises(ConfigError) as exc:
+        _mixtral(**{name: value})
+    assert f"run.yaml: parallel.{name}=" in str(exc.value)  # either section takes any ParallelConfig key and f"not modelled yet: {flag} ({mechanism}" in str(exc.value)
+
+
+@pytest.mark.parametrize("argv, shown", [
+    ("--moe-token-dispatcher-type flex --moe-enable-deepep", "--moe-token-dispatcher-type flex"),
+    ("--moe-token-dispatcher-type allgather", "--moe-token-dispatcher-type allgather"),
+    ("--enable-cuda-graph", "--cuda-graph-impl"),
+    ("--external-cuda-graph", "--cuda-graph-impl"),
+    ("--use-custom-fsdp", "--use-megatron-fsdp"),
+    ("--recompute-granularity selective --recompute-modules core_attn moe_act", "--recompute-modules moe_act"),
+    ("--recompute-granularity selective --recompute-modules layernorm", "--recompute-modules layernorm"),
+])
+def test_dispatchers_aliases_and_recompute_modules_are_refused_by_name(tmp_path, capsys, argv, shown):
+    assert main([*shlex.split(f"{MIXTRAL_FLAGS} {argv}"), "-o", str(tmp_path / "w.txt")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"not modelled yet: {shown} (" in err
+
+
+def test_recompute_modules_need_selective_recompute():
+    with pytest.raises(ConfigError, match="is used only with recompute selective"):
+        _mixtral(recompute_modules=["moe_act"])
+    with pytest.raises(ConfigError, match="unknown module 'attn'"):
+        _mixtral(recompute="selective", recompute_modules=["attn"])
