@@ -158,7 +158,7 @@ def _resolve_model(spec: object, source: str | None) -> ModelConfig:
         if preset is not None:
             base = get_preset(preset, source)
             merged = base.to_dict()
-            changed = sorted(k for k, v in values.items() if merged[k] != v)
+            changed = sorted(k for k, v in values.items() if getattr(base, k) != v)  # to_dict omits some defaults
             if not changed:
                 return base  # flags that restate the preset (pasted launch arguments) change nothing
             merged.update(values)

@@ -17,7 +17,7 @@ from workload_gen.core.errors import ConfigError
 from workload_gen.core.model_config import ModelConfig
 from workload_gen.core.model_presets import PRESETS
 from workload_gen.core.parallel_config import ParallelConfig
-from workload_gen.megatron_flags import ignored_flags_given, moe_layer_freq
+from workload_gen.megatron_flags import MODEL_VALUE_CONVERTERS, ignored_flags_given, moe_layer_freq
 
 _VSTAGE = "num_layers_per_virtual_pipeline_stage"
 
@@ -38,7 +38,12 @@ def flags_to_dict(values: Mapping[str, Any], base: Mapping[str, Any] | None = No
         overrides["num_query_groups"] = 1
     freq = overrides.pop("moe_layer_freq", None)
     if freq is not None:
-        overrides["num_dense_layers"] = moe_layer_freq(freq)
+        freq = moe_layer_freq(freq)  # leading dense layers, or a per-layer pattern (Llama 4)
+        pattern = "".join(map(str, freq)) if isinstance(freq, tuple) else None
+        overrides.update(num_dense_layers=0 if pattern else freq, moe_layer_pattern=pattern)
+    for name, convert in MODEL_VALUE_CONVERTERS.items():
+        if name in overrides:
+            overrides[name] = convert(overrides[name])
     model.update(overrides)
     if model:
         data["model"] = model if set(model) != {"preset"} else model["preset"]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 
 from workload_gen.core.errors import ConfigError
+from workload_gen.core.model_config import parse_layer_pattern
 
 # (flags, field, type): the command's dest is the field prefixed m_ (model) or p_ (parallel/training).
 MODEL_VALUE_FLAGS: tuple[tuple[tuple[str, ...], str, type], ...] = (
@@ -42,6 +43,10 @@ MODEL_VALUE_FLAGS: tuple[tuple[tuple[str, ...], str, type], ...] = (
     (("--qk-head-dim",), "qk_head_dim", int),
     (("--qk-pos-emb-head-dim",), "qk_pos_emb_head_dim", int),
     (("--v-head-dim",), "v_head_dim", int),
+    (("--window-size",), "window_size", str),  # (left,right): MODEL_VALUE_CONVERTERS
+    (("--window-attn-skip-freq",), "window_attn_skip_freq", str),
+    (("--no-rope-freq",), "no_rope_freq", str),
+    (("--softmax-type",), "softmax_type", str),  # vanilla, off-by-one, learnable (GPT-OSS's sinks)
     (("--activation",), "activation", str),
     (("--normalization",), "normalization", str),
     (("--position-embedding-type",), "position_embedding", str),
@@ -273,25 +278,70 @@ ATTENTION_BACKENDS: dict[str, str] = {
 whether the s x s scores go through memory (flash, fused and auto never materialise them)."""
 
 
-def moe_layer_freq(text: str) -> int | None:
-    """Leading dense layers from Megatron's --moe-layer-freq, or None for 'all MoE'."""
+def moe_layer_freq(text: str) -> int | tuple[int, ...]:
+    """Megatron's --moe-layer-freq: the number of leading dense layers when the pattern is
+    "k dense, then all MoE" (1 gives 0; ``([0]*3+[1]*58)`` gives 3: the field
+    num_dense_layers, as before), else the per-layer pattern for moe_layer_pattern
+    (``([0,1]*24)``, Llama 4 Maverick). An integer N > 1 (every N-th layer MoE) needs
+    the layer count and is refused: write it as a list."""
     text = text.strip()
     if text.isdigit():
         if int(text) == 1:
             return 0
-        raise ConfigError("moe_layer_freq", text, "only 1 or a leading-dense pattern like '([0]*3+[1]*58)' is supported")
+        raise ConfigError("moe_layer_freq", text, "only 1 or a list pattern like '([0]*3+[1]*58)' or '([0,1]*24)' "
+                                                  "is supported")
     m = re.fullmatch(r"\(?\s*\[\s*0\s*\]\s*\*\s*(\d+)\s*\+\s*\[\s*1\s*\]\s*\*\s*(\d+)\s*\)?", text)
     if m:
         return int(m.group(1))
-    import ast  # only for a pattern the regular expression above does not take
+    pattern = parse_layer_pattern("moe_layer_freq", text)
+    k = pattern.index(1) if 1 in pattern else len(pattern)
+    if all(x == 1 for x in pattern[k:]):
+        return k
+    return pattern
 
+
+def window_size(text: str) -> int | None:
+    """Megatron's --window-size ``(left,right)`` (its tuple_type: "128,0" or "(128,0)") onto
+    ModelConfig.window_size = left. A causal model looks only back: right must be 0; -1 is
+    Megatron's "infinite", i.e. no window (None)."""
+    parts = [p.strip() for p in text.strip().strip("()").split(",")]
     try:
-        pattern = ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        pattern = None
-    if isinstance(pattern, list) and pattern and all(x in (0, 1) for x in pattern):
-        k = pattern.index(1) if 1 in pattern else len(pattern)
-        if all(x == 1 for x in pattern[k:]):
-            return k
-    raise ConfigError("moe_layer_freq", text, "only 1 or a leading-dense pattern like '([0]*3+[1]*58)' is supported")
+        left, right = (int(parts[0]), 0) if len(parts) == 1 else (int(parts[0]), int(parts[1]))
+    except ValueError:
+        raise ConfigError("window_size", text, "must be 'left,right' tokens like '128,0'") from None
+    if len(parts) > 2 or right != 0:
+        raise ConfigError("window_size", text, "must be 'left,0': a causal model attends only to earlier tokens")
+    if left == -1:
+        return None
+    if left < 1:
+        raise ConfigError("window_size", text, "left must be >= 1 (or -1: no window)")
+    return left
+
+
+def window_attn_skip_freq(text: str) -> int:
+    """Megatron's --window-attn-skip-freq: an integer N (every N-th layer keeps full
+    attention). A list pattern is refused: only the integer form is modelled."""
+    text = text.strip()
+    if not text.isdigit() or int(text) < 1:
+        raise ConfigError("window_attn_skip_freq", text, "not modelled: a per-layer list pattern of window "
+                                                         "layers; give an integer N (every N-th layer full attention)")
+    return int(text)
+
+
+def no_rope_freq(text: str) -> int:
+    """Megatron's --no-rope-freq: an integer N (every N-th layer skips RoPE; with chunked
+    attention those layers attend globally). A list pattern is refused: only the integer
+    form is modelled."""
+    text = text.strip()
+    if not text.isdigit() or int(text) < 1:
+        raise ConfigError("no_rope_freq", text, "not modelled: a per-layer list pattern of NoPE layers; "
+                                                "give an integer N (every N-th layer without RoPE)")
+    return int(text)
+
+
+MODEL_VALUE_CONVERTERS = {
+    "window_size": window_size, "window_attn_skip_freq": window_attn_skip_freq, "no_rope_freq": no_rope_freq,
+}
+"""Model flags whose Megatron spelling is parsed after argparse (flag_values.flags_to_dict),
+so that a bad value is one ConfigError line like every other config problem."""
 

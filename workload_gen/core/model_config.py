@@ -61,13 +61,14 @@ class ModelConfig:
     """Leading dense layers of an MoE model (DeepSeek's first_k_dense_replace)."""
     dense_ffn_hidden_size: int | None = None
     """Width of the dense layers of an MoE model; None means ffn_hidden_size."""
-    moe_layer_pattern: tuple[int, ...] | None = None
+    moe_layer_pattern: tuple[int, ...] | str | None = None
     """Which layers are MoE, one 0 (dense) or 1 (MoE) per layer: Megatron's
     ``--moe-layer-freq`` as a list, e.g. ``([0,1]*24)`` for Llama 4 Maverick (HF
     ``interleave_moe_layer_step: 2``: every other layer, starting with layer 1, is MoE).
     None means "num_dense_layers leading dense layers, then MoE"; a pattern needs
-    num_dense_layers = 0. Also accepted as one string of 0/1 digits, the form to_dict writes
-    (workload headers hold single values). Unit: one flag per layer (length num_layers)."""
+    num_dense_layers = 0. A string is Megatron's list expression (``"([0,1]*24)"``, the YAML
+    spelling) or one 0/1 digit per layer (``"0101..."``, what to_dict writes: workload headers
+    hold single values); either is stored as the tuple. Unit: one flag per layer."""
     # --- MLA (DeepSeek-V2/V3) ----------------------------------------------
     multi_latent_attention: bool = False
     q_lora_rank: int | None = None
@@ -136,8 +137,9 @@ class ModelConfig:
             raise ConfigError("window_size", self.window_size, "cannot be combined with attention_chunk_size")
         if self.moe_layer_pattern is not None:
             pattern = self.moe_layer_pattern
-            if isinstance(pattern, str) and pattern and set(pattern) <= {"0", "1"}:
-                pattern = tuple(int(c) for c in pattern)  # the string form to_dict writes
+            if isinstance(pattern, str):
+                pattern = (tuple(int(c) for c in pattern) if pattern and set(pattern) <= {"0", "1"}
+                           else parse_layer_pattern("moe_layer_pattern", pattern))
                 object.__setattr__(self, "moe_layer_pattern", pattern)
             if isinstance(pattern, list):  # YAML gives a list; the record stays hashable
                 pattern = tuple(pattern)
@@ -247,6 +249,49 @@ class ModelConfig:
             # One string of 0/1 digits ("0101..."): file headers hold single JSON values.
             out["moe_layer_pattern"] = "".join(str(x) for x in self.moe_layer_pattern)
         return out
+
+
+def parse_layer_pattern(name: str, text: str) -> tuple[int, ...]:
+    """A Megatron per-layer pattern (its ``moe_freq_type``/``no_rope_freq_type`` evaluate the
+    string as a Python list expression): lists of 0/1, ``+`` between lists and ``*`` by an
+    integer, e.g. ``([0]*3+[1]*1)*3``. Evaluated on its syntax tree, nothing else allowed,
+    at most MAX_LAYERS entries."""
+    import ast  # only for list patterns
+
+    from workload_gen.core.limits import MAX_LAYERS
+
+    def ev(node: ast.AST) -> object:
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return node.value
+        if isinstance(node, (ast.List, ast.Tuple)):
+            items = [ev(e) for e in node.elts]
+            if all(type(x) is int and x in (0, 1) for x in items):
+                return items
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult)):
+            a, b = ev(node.left), ev(node.right)
+            if isinstance(node.op, ast.Add) and isinstance(a, list) and isinstance(b, list):
+                out = a + b
+            elif isinstance(node.op, ast.Mult) and isinstance(a, list) != isinstance(b, list):
+                lst, n = (a, b) if isinstance(a, list) else (b, a)
+                if type(n) is not int or n < 0 or len(lst) * n > MAX_LAYERS:
+                    raise ValueError
+                out = lst * n
+            else:
+                raise ValueError
+            if len(out) > MAX_LAYERS:
+                raise ValueError
+            return out
+        raise ValueError
+
+    try:
+        pattern = ev(ast.parse(text, mode="eval"))
+    except (ValueError, SyntaxError, RecursionError, MemoryError):
+        pattern = None
+    if not isinstance(pattern, list) or not pattern:
+        raise ConfigError(name, text, "must be a list pattern of 0s and 1s like '([0,1]*24)'")
+    return tuple(pattern)
 
 
 _OMIT_AT_DEFAULT = frozenset({"moe_layer_pattern", "window_size", "window_attn_skip_freq", "softmax_type",
