@@ -295,7 +295,9 @@ def layer_activation_bytes(
         fc1_in = e * T * h / sp_div  # the pre-MLP norm output, saved bf16 by the router
         mlp = e * T * model.num_experts / sp_div  # router logits
         mlp += g * routed * h  # permuted tokens = expert FC1 input
-        mlp += e * routed * f_e * width + g * routed * f_e  # FC1 output, FC2 input
+        mlp += e * routed * f_e * width  # FC1 output
+        if not (par.recompute == "selective" and "moe_act" in par.recompute_modules):
+            mlp += g * routed * f_e  # FC2 input (moe_act recompute drops it and re-runs the activation)
         mlp += e * local * h  # expert output kept for the probability-weighted combine
         fs = model.moe_shared_expert_intermediate_size
         if fs:
@@ -331,6 +333,8 @@ def stage_chunk_activation(
     if par.recompute == "none":
         return sum(a.total for a in acts) + extra, 0.0
     if par.recompute == "selective":
+        if "core_attn" not in par.recompute_modules:  # e.g. moe_act alone: core attention stays stored
+            return sum(a.total for a in acts) + extra, 0.0
         return sum(a.rest for a in acts) + extra, 0.0
     # Full recompute: which layers are recomputed, and the working set of one group.
     n = par.recompute_num_layers or (1 if par.recompute_method == "uniform" else len(acts))

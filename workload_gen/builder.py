@@ -83,7 +83,10 @@ def layer_key(model: ModelConfig, par: ParallelConfig) -> LayerKey:
     return LayerKey(
         tp=par.tp, sp=par.sp, pp=par.pp, vpp=par.vpp, cp=par.cp, cp_comm=par.cp_comm, ep=par.ep,
         etp=par.expert_tp, micro_batch=par.micro_batch, seq_length=par.seq_length, dtype=par.dtype,
-        act_bytes=par.param_bytes, grad_bytes=par.grad_bytes, recompute=par.recompute,
+        act_bytes=par.param_bytes, grad_bytes=par.grad_bytes,
+        # selective recompute of modules without core_attn leaves core attention stored
+        recompute="none" if par.recompute == "selective" and "core_attn" not in par.recompute_modules
+        else par.recompute,
         recompute_method=par.recompute_method, recompute_num_layers=par.recompute_num_layers,
         tp_comm_overlap=par.tp_comm_overlap, vocab_padded=padded_vocab(model, par),
         first_stage_layers=par.first_stage_layers, last_stage_layers=par.last_stage_layers,
@@ -92,6 +95,7 @@ def layer_key(model: ModelConfig, par: ParallelConfig) -> LayerKey:
         overlap_p2p=par.vpp > 1 and par.overlap_p2p_comm, fp8_recipe=par.fp8_recipe,
         attention_backend=par.attention_backend,
         moe_capacity_factor=par.moe_expert_capacity_factor, moe_pad_to_capacity=par.moe_pad_expert_input_to_capacity,
+        recompute_moe_act=par.recompute == "selective" and "moe_act" in par.recompute_modules,
     )
 
 

@@ -86,6 +86,8 @@ class LayerKey:
     """Megatron --moe-expert-capacity-factor (None: dropless); see core.moe_capacity."""
     moe_pad_to_capacity: bool = False
     """Megatron --moe-pad-expert-input-to-capacity."""
+    recompute_moe_act: bool = False
+    """Selective recompute of the expert activation (Megatron --recompute-modules moe_act)."""
 
 
 Stamp = tuple[type, str, tuple]
@@ -452,6 +454,12 @@ class _Emitter:
             )
             if act_after:
                 self.activation(f"{EXPERT_OP_PREFIX}{m.activation}", rows, fe)
+                act = self.fwd[-1]
+            elif key.recompute_moe_act:
+                # Megatron's moe_act recompute (experts.py, CheckpointWithoutOutput): the
+                # activation's output, fc2's input, is dropped after fc2's forward and the
+                # activation re-runs when the backward reaches fc2's output, before its GEMMs.
+                self.blocks[-1].insert(0, _as_recompute(act))
         if ep > 1 and local_experts > 1:
             self._permute("unsort_chunks", rows, rows)
         if etp > 1:

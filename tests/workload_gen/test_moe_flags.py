@@ -195,7 +195,7 @@ def test_unmodelled_options_are_refused_alike_by_flags_and_yaml(tmp_path, capsys
     ("--enable-cuda-graph", "--cuda-graph-impl"),
     ("--external-cuda-graph", "--cuda-graph-impl"),
     ("--use-custom-fsdp", "--use-megatron-fsdp"),
-    ("--recompute-granularity selective --recompute-modules core_attn moe_act", "--recompute-modules moe_act"),
+    ("--recompute-granularity selective --recompute-modules core_attn mlp", "--recompute-modules mlp"),
     ("--recompute-granularity selective --recompute-modules layernorm", "--recompute-modules layernorm"),
 ])
 def test_dispatchers_aliases_and_recompute_modules_are_refused_by_name(tmp_path, capsys, argv, shown):
@@ -209,3 +209,50 @@ def test_recompute_modules_need_selective_recompute():
         _mixtral(recompute_modules=["moe_act"])
     with pytest.raises(ConfigError, match="unknown module 'attn'"):
         _mixtral(recompute="selective", recompute_modules=["attn"])
+
+
+# --- modelled: selective recompute of the expert activation (moe_act) ------------------
+
+def _layer0_backward(model, par):
+    return layer_ops(build(model, par), 0, "bwd")
+
+
+def test_moe_act_recompute_reruns_the_expert_activation_before_fc2s_backward():
+    """Megatron's experts.py checkpoints the activation without its output: in the backward
+    the activation's forward re-runs first thing when fc2's output gradient arrives."""
+    model, par = _mixtral(recompute="selective", recompute_modules=["core_attn", "moe_act"])
+    bwd = _layer0_backward(model, par)
+    recomputed = [op for op in bwd if op.phase is Phase.RECOMPUTE]
+    assert [op.name for op in recomputed] == ["expert_swiglu", "core_attn"]  # backward order: MLP first
+    i = bwd.index(recomputed[0])
+    assert bwd[i + 1].name == "expert_fc2" and bwd[i + 1].phase is Phase.BWD_INPUT
+    fwd_act = [op for op in layer_ops(build(model, par), 0) if op.name == "expert_swiglu"][0]
+    assert (recomputed[0].flops, recomputed[0].bytes, recomputed[0].shape) == (fwd_act.flops, fwd_act.bytes,
+                                                                               fwd_act.shape)
+
+
+def test_moe_act_recompute_drops_fc2s_saved_input():
+    """FC2's saved input is the activation output: 8192 token copies x 14336 bf16 values =
+    2 * 8192 * 14336 = 234,881,024 bytes per MoE layer, no longer kept."""
+    model, sel = _mixtral(recompute="selective")
+    _, act = _mixtral(recompute="selective", recompute_modules=["core_attn", "moe_act"])
+    drop = layer_activation_bytes(model, sel, 0).rest - layer_activation_bytes(model, act, 0).rest
+    assert drop == 234_881_024
+
+
+def test_moe_act_alone_keeps_core_attention_stored():
+    """Without core_attn in the list, selective recompute re-runs only the activation: core
+    attention's forward is not repeated and what it saves stays in memory."""
+    from engine.memory import stage_chunk_activation
+
+    model, none = _mixtral()
+    _, act = _mixtral(recompute="selective", recompute_modules=["moe_act"])
+    assert [op.name for op in _layer0_backward(model, act) if op.phase is Phase.RECOMPUTE] == ["expert_swiglu"]
+    held = {p: stage_chunk_activation(build(model, p), 0, 0, attention="flash", dropout=False)[0]
+            for p in (none, act)}
+    assert held[none] - held[act] == model.num_layers * 234_881_024
+
+
+def test_moe_act_recompute_under_fp8_is_refused():
+    with pytest.raises(ConfigError, match="not modelled yet: --recompute-modules moe_act with fp8"):
+        _mixtral(recompute="selective", recompute_modules=["moe_act"], dtype="fp8")
