@@ -8,7 +8,10 @@ Enumeration (all combinations, then validated by the same constructors users hit
   (Megatron's --account-for-embedding/loss-in-pipeline-split, NVIDIA's layout for Llama
   3.1 405B: 126 + 2 layers over pp 8 x vpp 8);
 - cp: 1, 2, 4, 8 (only > 1 for sequences of 8k and longer);
-- ep: divisors of the expert count (MoE only);
+- ep: divisors of the expert count (MoE only), and for each the expert tensor-parallel size
+  etp = tp or, with tp > 1, etp = 1: Megatron-Core's MoE parallel folding, where the expert
+  layers regroup the same ranks (etp x ep x edp per stage), so ep need not divide dp*cp,
+  only etp*ep*pp the world size (the attention-TP / expert-EP recipes NVIDIA publishes);
 - micro-batch: 1, 2, 4; recompute: none, selective, full;
 - distributed optimizer, gradient/parameter overlap, and TP communication overlap
   (Transformer Engine's userbuffers) on: Megatron's recommended settings at scale.
@@ -60,6 +63,8 @@ class Candidate:
             parts.append(f"cp{p.cp}")
         if p.ep > 1:
             parts.append(f"ep{p.ep}")
+        if p.expert_tp != p.tp:
+            parts.append(f"etp{p.expert_tp}")
         parts.append(f"mb{p.micro_batch}")
         if p.sp:
             parts.append("sp")
@@ -109,15 +114,17 @@ def enumerate_layouts(model: ModelConfig, base: ParallelConfig, system: SystemCo
     pps = [d for d in range(1, L + 3) if d <= gpus and (L % d == 0 or _needs_slots(L, d, 1))]
     cps = [c for c in (1, 2, 4, 8) if c == 1 or base.seq_length >= 8192]
     eps = [e for e in range(1, model.num_experts + 1) if model.num_experts % e == 0] if model.is_moe else [1]
+    # expert TP: the base's (None = tp), and for MoE with tp > 1 also 1 (folded: EP replaces TP in the experts)
+    etps: tuple[int | None, ...] = (base.etp, 1) if model.is_moe and base.etp is None else (base.etp,)
     valid: list[ParallelConfig] = []
     reasons: dict[str, int] = {}
-    for tp, pp, vpp, cp, ep, mb, rc in itertools.product(tps, pps, (1, 2, 4), cps, eps, (1, 2, 4),
-                                                          ("none", "selective", "full")):
-        if vpp > 1 and pp < 2:
-            continue
+    for tp, pp, vpp, cp, ep, etp, mb, rc in itertools.product(tps, pps, (1, 2, 4), cps, eps, etps, (1, 2, 4),
+                                                               ("none", "selective", "full")):
+        if vpp > 1 and pp < 2 or etp == 1 and base.etp is None and tp == 1:
+            continue  # interleaving needs pp > 1; etp 1 at tp 1 is the etp = tp layout again
         slots = _needs_slots(L, pp, vpp)
         try:
-            par = replace(base, tp=tp, sp=tp > 1, pp=pp, vpp=vpp, cp=cp, ep=ep, micro_batch=mb, recompute=rc,
+            par = replace(base, tp=tp, sp=tp > 1, pp=pp, vpp=vpp, cp=cp, ep=ep, etp=etp, micro_batch=mb, recompute=rc,
                           distributed_optimizer=True, overlap_grad_reduce=True, overlap_param_gather=True,
                           tp_comm_overlap=tp > 1, account_for_embedding_in_pipeline_split=slots,
                           account_for_loss_in_pipeline_split=slots)
