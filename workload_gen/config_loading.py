@@ -190,13 +190,14 @@ def _with_source(exc: ConfigError, source: str | None, where: str) -> ConfigErro
 def _default_world(kw: Mapping[str, Any]) -> int:
     """Smallest valid world size for the layout, rounded up to whole 8-GPU nodes.
 
-    dp must make ep divide dp*cp and expert_tp*ep*pp divide the world size.
+    dp must make expert_tp*ep*pp divide the world size (Megatron-Core's only rule for the
+    expert layout: with parallel folding ep need not divide dp*cp).
     """
     tp, pp, cp, ep = (int(kw.get(k) or 1) for k in ("tp", "pp", "cp", "ep"))
     etp = int(kw.get("etp") or tp)
     base = tp * pp * cp
     dp = 1
-    while (dp * cp) % ep or (base * dp) % (etp * ep * pp):
+    while (base * dp) % (etp * ep * pp):
         dp += 1
         if dp > 1_000_000:  # unreachable for positive ints; guards a silent hang
             raise ConfigError("world_size", None, "could not derive a valid world size; give --world-size")
