@@ -219,16 +219,28 @@ IGNORED_MEGATRON_FLAGS.update({
     # have flags of their own; --cross-entropy-fusion-impl native|te picks the fused
     # vocab-parallel cross-entropy kernel, whose time the compute profile's loss op measures.
     "--enable-experimental": False, "--cross-entropy-fusion-impl": True,
+    # Start-up, checkpoint conversion and profiling switches NVIDIA's MoE examples pass
+    # (examples/megatron_fsdp, moe/README.md at d98e8a64), and Megatron FSDP's own dtypes,
+    # which act only with --use-megatron-fsdp (refused by workload_gen.core.unmodelled).
+    "--init-model-with-meta-device": False, "--lr-warmup-init": True, "--moe-use-upcycling": False,
+    "--moe-upcycling-granularity": True, "--profile-ranks": True,  # (--profile is our profile DB)
+    "--fsdp-double-buffer": False, "--megatron-fsdp-main-params-dtype": True,
+    "--megatron-fsdp-main-grads-dtype": True, "--megatron-fsdp-grad-comm-dtype": True,
 })
 MULTI_VALUE_IGNORED: frozenset[str] = frozenset({
     "--data-path", "--train-data-path", "--valid-data-path", "--test-data-path", "--rampup-batch-size",
-    "--moe-router-load-balancing-type", "--moe-aux-loss-coeff",  # nargs='+' in Megatron-LM d98e8a64
+    "--moe-router-load-balancing-type", "--moe-aux-loss-coeff", "--profile-ranks",  # nargs='+' (d98e8a64)
 })
 """Ignored flags that take several values (Megatron's nargs='*'), e.g. --rampup-batch-size 16 16 5859375."""
 
 NOT_MODELLED_MEGATRON_FLAGS: dict[str, tuple[bool, str | None, str]] = {
     # flag: (takes a value, the value that changes nothing (accepted and ignored) or None, what it would change)
     "--microbatch-group-size-per-virtual-pipeline-stage": (True, None, "changes the pipeline schedule"),
+    "--fine-grained-activation-offloading": (False, None, "offloads chosen activations to the CPU"),
+    "--offload-modules": (True, None, "offloads chosen activations to the CPU"),
+    "--use-nccl-ub": (False, None, "registers NCCL user buffers (zero-copy collectives on fewer SMs)"),
+    "--moe-router-padding-for-fp8": (False, None, "pads each expert's tokens to the fp8 GEMM alignment"),
+    "--moe-router-padding-for-quantization": (False, None, "pads each expert's tokens to the fp8 GEMM alignment"),
     "--optimizer-cpu-offload": (False, None, "moves the optimizer step to the CPU"),
     "--num-distributed-optimizer-instances": (True, "1", "shards the optimizer over part of the data-parallel group"),
     "--distribute-saved-activations": (False, None, "splits recomputation checkpoints over TP (memory and communication)"),
