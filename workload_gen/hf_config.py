@@ -11,8 +11,8 @@ usually held by. Supported ``model_type`` values and the fields read:
 - ``qwen2``, ``qwen3`` (dense) and ``qwen2_moe``, ``qwen3_moe``: as Llama plus QKV bias
   (Qwen2) or QK-norm (Qwen3); MoE: num_experts, num_experts_per_tok,
   moe_intermediate_size, shared_expert_intermediate_size, and which layers are MoE from
-  decoder_sparse_step and mlp_only_layers (only "the first k dense, the rest MoE" is
-  modelled).
+  decoder_sparse_step and mlp_only_layers (leading dense layers, or any per-layer
+  pattern as moe_layer_pattern).
 - ``deepseek_v2``, ``deepseek_v3``: MLA (q_lora_rank, kv_lora_rank, qk_nope_head_dim,
   qk_rope_head_dim, v_head_dim); n_routed_experts, num_experts_per_tok,
   moe_intermediate_size, n_shared_experts (of moe_intermediate_size each),
@@ -22,6 +22,15 @@ usually held by. Supported ``model_type`` values and the fields read:
   model's layers only, and a note says so.
 - ``gpt2`` (n_layer, n_embd, n_head, n_positions, n_inner) and ``gpt_neox``: GELU MLP,
   LayerNorm with biases; learned positions (GPT-2) or RoPE (NeoX).
+- ``gpt_oss`` (openai/gpt-oss-*): as Llama plus num_local_experts, num_experts_per_tok,
+  experts of intermediate_size with biases (attention_bias), sliding_window and
+  layer_types (sliding every layer but each N-th: window_attn_skip_freq N), one attention
+  sink per head (softmax_type learnable).
+- ``llama4`` / ``llama4_text`` (meta-llama/Llama-4-*; the text_config): num_local_experts,
+  num_experts_per_tok, experts and the shared expert of intermediate_size, dense layers of
+  intermediate_size_mlp, MoE layers from interleave_moe_layer_step (or moe_layers),
+  attention_chunk_size on the RoPE layers and every N-th layer NoPE (no_rope_layers or
+  no_rope_layer_interval); use_qk_norm is a weightless L2 norm (no parameters).
 
 A missing field, or an unsupported model_type or value, is one ConfigError naming the
 file, the field and the value. A config whose architecture equals a preset gives that
@@ -40,7 +49,8 @@ from workload_gen.core.model_config import ModelConfig
 from workload_gen.core.model_presets import preset_equal_to
 from workload_gen.core.yaml_file import read_text_file
 
-LLAMA_LIKE = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe")
+LLAMA_LIKE = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gpt_oss", "llama4",
+              "llama4_text")
 DEEPSEEK = ("deepseek_v2", "deepseek_v3")
 GPT = ("gpt2", "gpt_neox")
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = LLAMA_LIKE + DEEPSEEK + GPT
@@ -70,18 +80,15 @@ class HFModel:
 
 
 def mtp_params(model: ModelConfig, layers: int) -> int:
-    """Parameters of ``layers`` DeepSeek-V3 MTP modules (arXiv 2412.19437 Sec. 2.2): per
-    module two RMSNorms of h (on the hidden state and the embedding), the projection
-    eh_proj 2h x h, one transformer layer like the main model's last (MoE) layer and the
-    shared head's final norm h. The embedding and output layer are shared with the main
-    model and not counted again."""
+    """Parameters of ``layers`` DeepSeek-V3 MTP modules: workload_gen.core.params.mtp_params
+    (the embedding and output head are shared with the main model and not counted again)."""
     if not layers:
         return 0
-    from workload_gen.core.params import layer_tensors
+    from dataclasses import replace
 
-    h = model.hidden_size
-    layer = sum(t.numel for t in layer_tensors(model, model.num_layers - 1))
-    return layers * (2 * h + 2 * h * h + layer + h)
+    from workload_gen.core.params import mtp_params as count
+
+    return count(replace(model, mtp_num_layers=layers))
 
 
 class _Fields:
@@ -198,23 +205,91 @@ def _llama_like(f: _Fields, mtype: str) -> dict[str, Any]:
         kw.update(num_experts=experts, moe_router_topk=f.int("num_experts_per_tok"),
                   moe_ffn_hidden_size=f.int("moe_intermediate_size"),
                   moe_shared_expert_intermediate_size=f.int("shared_expert_intermediate_size", 0, minimum=0),
-                  num_dense_layers=_qwen_dense_layers(f, layers))
+                  **_moe_layers(f, _qwen_moe_layers(f, layers)))
+    elif mtype == "gpt_oss":
+        kw.update(_gpt_oss(f, layers))
+    elif mtype in ("llama4", "llama4_text"):
+        kw.update(_llama4(f, layers))
     return kw
 
 
-def _qwen_dense_layers(f: _Fields, layers: int) -> int:
-    """Leading dense layers from Qwen's rule: layer i is MoE when i is not in mlp_only_layers
-    and (i + 1) % decoder_sparse_step == 0. Only 'k dense, then all MoE' is modelled."""
+def _moe_layers(f: _Fields, moe: list[bool]) -> dict[str, Any]:
+    """num_dense_layers for 'k dense, then all MoE' (as before), else moe_layer_pattern."""
+    k = moe.index(True) if True in moe else len(moe)
+    if k == len(moe):
+        raise f.err("num_experts", f.data.get("num_experts"), "no layer is MoE under this config's layer rule")
+    if all(moe[k:]):
+        return {"num_dense_layers": k}
+    return {"moe_layer_pattern": tuple(int(x) for x in moe)}
+
+
+def _qwen_moe_layers(f: _Fields, layers: int) -> list[bool]:
+    """Qwen's rule: layer i is MoE when i is not in mlp_only_layers and
+    (i + 1) % decoder_sparse_step == 0."""
     step = f.int("decoder_sparse_step", 1)
     only = f.data.get("mlp_only_layers") or []
     if not isinstance(only, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in only):
         raise f.err("mlp_only_layers", only, "must be a list of layer indices")
-    moe = [i not in only and (i + 1) % step == 0 for i in range(layers)]
-    k = moe.index(True) if True in moe else layers
-    if k == layers or not all(moe[k:]):
-        bad = ("decoder_sparse_step", step) if step != 1 else ("mlp_only_layers", only)
-        raise f.err(bad[0], bad[1], "only leading dense layers followed by MoE layers are modelled")
-    return k
+    return [i not in only and (i + 1) % step == 0 for i in range(layers)]
+
+
+def _every_nth(f: _Fields, name: str, flags: list[bool]) -> int | None:
+    """N such that flags[i] is True exactly when (i + 1) % N == 0 (Megatron's integer form
+    of --window-attn-skip-freq / --no-rope-freq), None when no flag is set; another pattern
+    is refused by name."""
+    if not any(flags):
+        return None
+    n = flags.index(True) + 1
+    if flags != [(i + 1) % n == 0 for i in range(len(flags))]:
+        raise f.err(name, f.data.get(name), "not modelled: only 'every N-th layer' patterns are")
+    return n
+
+
+def _gpt_oss(f: _Fields, layers: int) -> dict[str, Any]:
+    """GPT-OSS: experts with biases (its MLP's gate_up_proj_bias/down_proj_bias, always
+    present, and attention_bias on qkv/o), a sliding window on the layers layer_types marks
+    sliding_attention, one learned sink per head (self_attn.sinks, always present)."""
+    if not f.bool("attention_bias", True):
+        raise f.err("attention_bias", False, "not modelled: GPT-OSS without attention biases (its experts keep theirs)")
+    experts = f.int("num_local_experts")
+    types = f.data.get("layer_types")
+    if types is None:
+        types = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)]  # HF's default
+    if not isinstance(types, list) or len(types) != layers or not set(types) <= {"sliding_attention", "full_attention"}:
+        raise f.err("layer_types", types, f"must list {layers} of sliding_attention/full_attention")
+    window = f.int("sliding_window", None)
+    full = [t == "full_attention" for t in types]
+    if window is None or all(full):
+        window, skip = None, None
+    else:
+        skip = _every_nth(f, "layer_types", full)
+    return dict(num_experts=experts, moe_router_topk=f.int("num_experts_per_tok", None) or f.int("experts_per_token"),
+                add_bias_linear=True, add_qkv_bias=False, window_size=window, window_attn_skip_freq=skip, softmax_type="learnable")
+
+
+def _llama4(f: _Fields, layers: int) -> dict[str, Any]:
+    """Llama 4's text model: a shared expert of intermediate_size in every MoE layer, dense
+    layers of intermediate_size_mlp, chunked attention on the RoPE layers."""
+    experts = f.int("num_local_experts")
+    width = f.int("intermediate_size")
+    step = f.int("interleave_moe_layer_step", 1)
+    moe_layers = f.data.get("moe_layers")
+    if moe_layers is None:
+        moe_layers = list(range(step - 1, layers, step))  # HF Llama4TextConfig's default
+    if not isinstance(moe_layers, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in moe_layers):
+        raise f.err("moe_layers", moe_layers, "must be a list of layer indices")
+    rope = f.data.get("no_rope_layers")
+    if not rope:
+        n = f.int("no_rope_layer_interval", 4)
+        rope = [int((i + 1) % n != 0) for i in range(layers)]  # HF's default
+    if not isinstance(rope, list) or len(rope) != layers or not set(rope) <= {0, 1}:
+        raise f.err("no_rope_layers", rope, f"must list {layers} flags of 0 (NoPE) or 1 (RoPE)")
+    chunk = f.int("attention_chunk_size", None)
+    return dict(ffn_hidden_size=width, dense_ffn_hidden_size=f.int("intermediate_size_mlp", width),
+                num_experts=experts, moe_router_topk=f.int("num_experts_per_tok"), moe_ffn_hidden_size=width,
+                moe_shared_expert_intermediate_size=width,
+                **_moe_layers(f, [i in moe_layers for i in range(layers)]),
+                attention_chunk_size=chunk, no_rope_freq=_every_nth(f, "no_rope_layers", [x == 0 for x in rope]))
 
 
 def _deepseek(f: _Fields) -> dict[str, Any]:

@@ -356,4 +356,3 @@ MODEL_VALUE_CONVERTERS = {
 }
 """Model flags whose Megatron spelling is parsed after argparse (flag_values.flags_to_dict),
 so that a bad value is one ConfigError line like every other config problem."""
-

@@ -130,3 +130,46 @@ def test_bad_values_are_refused(field, value, msg):
     kw = {"num_dense_layers": 0} if field == "moe_layer_pattern" else {}
     with pytest.raises(ConfigError, match=msg):
         replace(PRESETS["deepseek-v3"], **kw, **{field: value})
+
+
+# --- Megatron's flags ---------------------------------------------------------------------
+
+def _model_from_flags(**values):
+    from workload_gen.config_loading import configs_from_dict
+    from workload_gen.flag_values import flags_to_dict
+
+    given = {f"m_{k}": v for k, v in values.items() if k != "model"}
+    m, _ = configs_from_dict(flags_to_dict({**given, "model": values.get("model")}))
+    return m
+
+
+def test_megatron_window_flags():
+    # Megatron's --window-size is (left, right) (tuple_type: "128,0"); -1 is "infinite".
+    m = _model_from_flags(model="llama3-8b", window_size="(128,0)", window_attn_skip_freq="2", softmax_type="learnable")
+    assert (m.window_size, m.window_attn_skip_freq, m.softmax_type) == (128, 2, "learnable")
+    assert m.attention_span(0) == ("window", 128) and m.attention_span(1) is None
+    assert _model_from_flags(model="llama3-8b", window_size="-1,0").window_size is None
+    with pytest.raises(ConfigError, match="causal model attends only to earlier tokens"):
+        _model_from_flags(model="llama3-8b", window_size="128,128")
+    with pytest.raises(ConfigError, match="not modelled: a per-layer list pattern of window layers"):
+        _model_from_flags(model="llama3-8b", window_size="128,0", window_attn_skip_freq="([1,0]*16)")
+
+
+def test_megatron_moe_layer_freq_list_patterns():
+    # Llama 4 Maverick's recipe: --moe-layer-freq ([0,1]*24); DeepSeek-V3's ([0]*3+[1]*58)
+    # still sets the leading dense layers, so its results do not change.
+    m = _model_from_flags(model="llama4-maverick", moe_layer_freq="([0,1]*24)")
+    assert architecture_key(m) == architecture_key(PRESETS["llama4-maverick"])
+    assert _model_from_flags(model="mixtral-8x7b", moe_layer_freq="([0,1]*16)").moe_layer_pattern == (0, 1) * 16
+    v3 = _model_from_flags(model="deepseek-v3", moe_layer_freq="([0]*3+[1]*58)")
+    assert v3 == PRESETS["deepseek-v3"]
+    scout_like = _model_from_flags(model="deepseek-v3", moe_layer_freq="[0]*1+([1,0,1]*20)")
+    assert scout_like.moe_layer_pattern[:4] == (0, 1, 0, 1) and scout_like.num_dense_layers == 0
+    with pytest.raises(ConfigError, match="list pattern of 0s and 1s"):
+        _model_from_flags(model="deepseek-v3", moe_layer_freq="__import__('os')")
+
+
+def test_mtp_flag_stays_refused_until_modelled():
+    from workload_gen.megatron_flags import NOT_MODELLED_MEGATRON_FLAGS
+
+    assert NOT_MODELLED_MEGATRON_FLAGS["--mtp-num-layers"][1] == "0"

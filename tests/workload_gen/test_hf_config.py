@@ -110,8 +110,9 @@ def test_qwen2_dense_and_moe_with_shared_experts():
     m = hf_model_from_dict(moe).model
     assert (m.num_experts, m.moe_router_topk, m.expert_ffn, m.moe_shared_expert_intermediate_size,
             m.num_dense_layers) == (8, 2, 64, 128, 1)
-    with pytest.raises(ConfigError, match="decoder_sparse_step=2"):
-        hf_model_from_dict(dict(moe, decoder_sparse_step=2, mlp_only_layers=[]))
+    # decoder_sparse_step 2: layers 1 and 3 MoE (Qwen's (i + 1) % step == 0), an interleaved pattern.
+    m = hf_model_from_dict(dict(moe, decoder_sparse_step=2, mlp_only_layers=[])).model
+    assert m.moe_layer_pattern == (0, 1, 0, 1) and m.num_dense_layers == 0
 
 
 def test_qwen3_dense_head_dim_and_qk_norm():

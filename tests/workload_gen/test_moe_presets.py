@@ -91,3 +91,41 @@ def test_deepseek_v3_mtp_module_matches_the_checkpoint_readme():
     # The shared embedding and head (0.93B each) are not in it: adding them would miss by 16%.
     assert not _within(mtp + 2 * v3.vocab_size * v3.hidden_size, 11.5e9, 0.1)
     assert total_params(replace(v3, mtp_num_layers=1)) == total_params(v3)
+
+
+# The config.json fields each preset cites, as the Hugging Face reader takes them: the
+# reader must give the preset itself (named, not "custom"). Values: openai/gpt-oss-20b,
+# openai/gpt-oss-120b, meta-llama/Llama-4-Maverick-17B-128E (text_config) and
+# Qwen/Qwen3-30B-A3B config.json.
+_GPT_OSS = {"model_type": "gpt_oss", "hidden_size": 2880, "num_attention_heads": 64, "num_key_value_heads": 8,
+            "head_dim": 64, "intermediate_size": 2880, "num_experts_per_tok": 4, "vocab_size": 201088,
+            "sliding_window": 128, "attention_bias": True, "tie_word_embeddings": False}
+
+
+@pytest.mark.parametrize("name, data", [
+    ("gpt-oss-20b", dict(_GPT_OSS, num_hidden_layers=24, num_local_experts=32,
+                         layer_types=["sliding_attention", "full_attention"] * 12)),
+    ("gpt-oss-120b", dict(_GPT_OSS, num_hidden_layers=36, num_local_experts=128,
+                          layer_types=["sliding_attention", "full_attention"] * 18)),
+    ("llama4-maverick", {"model_type": "llama4", "text_config": {
+        "model_type": "llama4_text", "num_hidden_layers": 48, "hidden_size": 5120, "num_attention_heads": 40,
+        "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 8192, "intermediate_size_mlp": 16384,
+        "num_local_experts": 128, "num_experts_per_tok": 1, "vocab_size": 202048, "interleave_moe_layer_step": 2,
+        "attention_chunk_size": 8192, "use_qk_norm": False, "tie_word_embeddings": False}}),
+    ("qwen3-30b-a3b", {"model_type": "qwen3_moe", "num_hidden_layers": 48, "hidden_size": 2048,
+                       "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
+                       "intermediate_size": 6144, "moe_intermediate_size": 768, "num_experts": 128,
+                       "num_experts_per_tok": 8, "vocab_size": 151936, "decoder_sparse_step": 1,
+                       "mlp_only_layers": [], "tie_word_embeddings": False}),
+])
+def test_hf_config_gives_the_preset(name, data):
+    from workload_gen.hf_config import hf_model_from_dict
+
+    assert hf_model_from_dict(data).model.name == name
+
+
+def test_hf_mtp_note_counts_the_shared_layout():
+    from workload_gen.hf_config import mtp_params as hf_mtp
+
+    v3 = PRESETS["deepseek-v3"]
+    assert hf_mtp(v3, 1) == mtp_params(replace(v3, mtp_num_layers=1))
