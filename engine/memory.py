@@ -230,6 +230,9 @@ class LayerActivation:
     rest: float
     input: float
     """The layer input, which full recompute keeps."""
+    recomputed: float = 0.0
+    """What selective recompute of moe_act, mlp or shared_experts dropped from ``rest`` and
+    re-creates while the layer's backward runs: the largest such piece, which exists once."""
 
     @property
     def total(self) -> float:
@@ -262,6 +265,9 @@ def layer_activation_bytes(
     h = model.hidden_size
     a = model.num_attention_heads
     sp_div = t if par.sp else 1  # SP shards the replicated parts over TP
+    # modules selective recompute checkpoints beyond core attention (Megatron --recompute-modules)
+    modules = set(par.recompute_modules) if par.recompute == "selective" else set()
+    recomputed = 0.0
     q_w, k_w, v_w, o_w, latent = _attention_widths(model)
     # --- attention block (Korthikanti 11sbh + 5as^2b for MHA with dropout) ---------
     ln1_in = e * T * h / sp_div
@@ -296,20 +302,28 @@ def layer_activation_bytes(
         mlp = e * T * model.num_experts / sp_div  # router logits
         mlp += g * routed * h  # permuted tokens = expert FC1 input
         mlp += e * routed * f_e * width  # FC1 output
-        if not (par.recompute == "selective" and "moe_act" in par.recompute_modules):
-            mlp += g * routed * f_e  # FC2 input (moe_act recompute drops it and re-runs the activation)
+        if "moe_act" in modules:
+            recomputed = g * routed * f_e  # FC2 input: dropped, the activation re-runs
+        else:
+            mlp += g * routed * f_e  # FC2 input
         mlp += e * local * h  # expert output kept for the probability-weighted combine
         fs = model.moe_shared_expert_intermediate_size
         if fs:
-            mlp += e * T * fs * width / t + g * T * fs / t
+            shared = e * T * fs * width / t + g * T * fs / t
             if par.dtype == "fp8":
-                mlp += T * h / sp_div  # the shared FC1's fp8 copy of its input
+                shared += T * h / sp_div  # the shared FC1's fp8 copy of its input
+            if "shared_experts" in modules:  # checkpointed: only its input (the norm output) stays
+                recomputed = max(recomputed, shared)
+            else:
+                mlp += shared
     else:
         f = model.dense_ffn if model.is_moe else model.ffn
         fc1_in = g * T * h / sp_div
         mlp = e * T * f * width / t + g * T * f / t  # FC1 output (activation input), FC2 input
+        if "mlp" in modules:  # checkpointed MLP (its fused pre-MLP norm included): keeps its input
+            recomputed, fc1_in, mlp = fc1_in + mlp, 0.0, 0.0
     rest = ln1_in + qkv_in + qk + v + proj_in + lat + attn_mask + ln2_in + fc1_in + mlp + hid_mask
-    return LayerActivation(core_attention=probs, rest=rest, input=e * T * h / sp_div)
+    return LayerActivation(core_attention=probs, rest=rest, input=e * T * h / sp_div, recomputed=recomputed)
 
 
 def stage_chunk_activation(
@@ -333,9 +347,10 @@ def stage_chunk_activation(
     if par.recompute == "none":
         return sum(a.total for a in acts) + extra, 0.0
     if par.recompute == "selective":
+        working = max((a.recomputed for a in acts), default=0.0)  # one checkpoint re-run at a time
         if "core_attn" not in par.recompute_modules:  # e.g. moe_act alone: core attention stays stored
-            return sum(a.total for a in acts) + extra, 0.0
-        return sum(a.rest for a in acts) + extra, 0.0
+            return sum(a.total for a in acts) + extra, working
+        return sum(a.rest for a in acts) + extra, working
     # Full recompute: which layers are recomputed, and the working set of one group.
     n = par.recompute_num_layers or (1 if par.recompute_method == "uniform" else len(acts))
     if par.recompute_method == "uniform":

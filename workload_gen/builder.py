@@ -96,6 +96,8 @@ def layer_key(model: ModelConfig, par: ParallelConfig) -> LayerKey:
         attention_backend=par.attention_backend,
         moe_capacity_factor=par.moe_expert_capacity_factor, moe_pad_to_capacity=par.moe_pad_expert_input_to_capacity,
         recompute_moe_act=par.recompute == "selective" and "moe_act" in par.recompute_modules,
+        recompute_mlp=par.recompute == "selective" and "mlp" in par.recompute_modules,
+        recompute_shared_experts=par.recompute == "selective" and "shared_experts" in par.recompute_modules,
     )
 
 

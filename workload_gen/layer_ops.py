@@ -88,6 +88,10 @@ class LayerKey:
     """Megatron --moe-pad-expert-input-to-capacity."""
     recompute_moe_act: bool = False
     """Selective recompute of the expert activation (Megatron --recompute-modules moe_act)."""
+    recompute_mlp: bool = False
+    """Selective recompute of the dense MLP (Megatron --recompute-modules mlp)."""
+    recompute_shared_experts: bool = False
+    """Selective recompute of the shared experts (Megatron --recompute-modules shared_experts)."""
 
 
 Stamp = tuple[type, str, tuple]
@@ -399,11 +403,22 @@ class _Emitter:
     def mlp_block(self, ffn: int) -> None:
         m, tp, T = self.model, self.key.tp, self.T
         mult = 2 if m.activation == "swiglu" else 1
+        start = len(self.fwd)
         self.norm("pre_mlp_norm", self.T_sp, m.hidden_size)
         self.linear("fc1", T, m.hidden_size, mult * ffn // tp, "col")
         self.activation(m.activation, T, ffn // tp)
         self.linear("fc2", T, ffn // tp, m.hidden_size, "row")
+        if self.key.recompute_mlp:
+            # Megatron's mlp recompute (TransformerLayer: tensor_parallel.checkpoint of self.mlp,
+            # whose fc1 carries the fused pre-MLP norm under Transformer Engine's spec)
+            self._checkpoint(start)
         self.residual("mlp_residual")
+
+    def _checkpoint(self, start: int) -> None:
+        """Megatron's activation checkpoint of the forward ops from ``start`` on: they re-run
+        (communication included) as soon as the backward reaches the checkpoint's output,
+        before any of their backward ops."""
+        self.blocks[-1][:0] = [_as_recompute(op) for op in self.fwd[start:]]
 
     def moe_block(self) -> None:
         """Megatron-Core MoE layer with the alltoall token dispatcher, balanced routing.
@@ -472,9 +487,12 @@ class _Emitter:
         fs = m.moe_shared_expert_intermediate_size
         if fs:
             tp = key.tp
+            start = len(self.fwd)
             self.linear("shared_fc1", self.T, h, mult * fs // tp, "col")
             self.activation(f"shared_{m.activation}", self.T, fs // tp)
             self.linear("shared_fc2", self.T, fs // tp, h, "row")
+            if key.recompute_shared_experts:
+                self._checkpoint(start)  # Megatron's SharedExpertMLP: checkpoint of its forward
         self.residual("mlp_residual")
 
     def _permute(self, name: str, rows_in: int, rows_out: int) -> None:

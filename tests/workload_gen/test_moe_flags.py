@@ -195,7 +195,7 @@ def test_unmodelled_options_are_refused_alike_by_flags_and_yaml(tmp_path, capsys
     ("--enable-cuda-graph", "--cuda-graph-impl"),
     ("--external-cuda-graph", "--cuda-graph-impl"),
     ("--use-custom-fsdp", "--use-megatron-fsdp"),
-    ("--recompute-granularity selective --recompute-modules core_attn mlp", "--recompute-modules mlp"),
+    ("--recompute-granularity selective --recompute-modules core_attn moe", "--recompute-modules moe"),
     ("--recompute-granularity selective --recompute-modules layernorm", "--recompute-modules layernorm"),
 ])
 def test_dispatchers_aliases_and_recompute_modules_are_refused_by_name(tmp_path, capsys, argv, shown):
@@ -256,3 +256,47 @@ def test_moe_act_alone_keeps_core_attention_stored():
 def test_moe_act_recompute_under_fp8_is_refused():
     with pytest.raises(ConfigError, match="not modelled yet: --recompute-modules moe_act with fp8"):
         _mixtral(recompute="selective", recompute_modules=["moe_act"], dtype="fp8")
+
+
+# --- modelled: checkpointed dense MLP (mlp) and shared experts (shared_experts) -------
+
+def test_mlp_recompute_reruns_the_whole_mlp_before_its_backward():
+    """Megatron checkpoints self.mlp (fc1 carries the fused pre-MLP norm): when the backward
+    reaches the MLP's output, its forward re-runs, SP gather and reduce-scatter included."""
+    model, par = configs_from_dict({
+        "model": {"preset": "llama3-8b", "num_layers": 2}, "parallel": {"world_size": 2, "tp": 2, "sp": True},
+        "training": {"seq_length": 4096, "global_batch": 1, "recompute": "selective",
+                     "recompute_modules": ["core_attn", "mlp"]}})
+    bwd = _layer0_backward(model, par)
+    names = [op.name for op in bwd if op.phase is Phase.RECOMPUTE]
+    assert names == ["pre_mlp_norm", "fc1_ag", "fc1", "swiglu", "fc2", "fc2_rs", "core_attn"]
+    assert bwd[0].name == "mlp_residual" and bwd[1].phase is Phase.RECOMPUTE  # right after the residual's
+
+
+def test_mlp_recompute_drops_the_mlps_saved_tensors():
+    """Llama-3 8B, tp 2 with SP, 4096 tokens, bf16: the MLP saves its norm output
+    2*4096*4096/2, the FC1 output 2*4096*(2*14336)/2 and the FC2 input 2*4096*14336/2:
+    16,777,216 + 117,440,512 + 58,720,256 = 192,937,984 bytes, no longer kept but re-made
+    once during the backward."""
+    data = {"model": {"preset": "llama3-8b", "num_layers": 2}, "parallel": {"world_size": 2, "tp": 2, "sp": True},
+            "training": {"seq_length": 4096, "global_batch": 1, "recompute": "selective"}}
+    model, sel = configs_from_dict(data)
+    data["training"]["recompute_modules"] = ["core_attn", "mlp"]
+    _, mlp = configs_from_dict(data)
+    a, b = layer_activation_bytes(model, sel, 0), layer_activation_bytes(model, mlp, 0)
+    assert a.rest - b.rest == b.recomputed == 192_937_984
+
+
+def test_shared_experts_recompute_checkpoints_the_shared_mlp():
+    """DeepSeek-V2-Lite (two shared experts, 2816 wide, SwiGLU), 4096 tokens, tp 1: the shared
+    MLP saves 2*4096*2*2816 + 2*4096*2816 = 69,206,016 bytes, dropped and re-run."""
+    data = {"model": "deepseek-v2-lite", "parallel": {"world_size": 8, "ep": 8},
+            "training": {"seq_length": 4096, "global_batch": 8, "recompute": "selective"}}
+    model, sel = configs_from_dict(data)
+    data["training"]["recompute_modules"] = ["core_attn", "shared_experts"]
+    _, shared = configs_from_dict(data)
+    bwd = layer_ops(build(model, shared), 1, "bwd")
+    assert [op.name for op in bwd if op.phase is Phase.RECOMPUTE] == [
+        "shared_fc1", "shared_swiglu", "shared_fc2", "core_attn"]
+    a, b = layer_activation_bytes(model, sel, 1), layer_activation_bytes(model, shared, 1)
+    assert a.rest - b.rest == b.recomputed == 69_206_016

@@ -189,10 +189,11 @@ class ParallelConfig:
     every token copy uniformly over the experts, so it changes nothing today."""
     recompute_modules: tuple[str, ...] = ("core_attn",)
     """Modules selective recompute re-runs (Megatron --recompute-modules; default
-    core_attn). Modelled: core_attn (core attention re-run before its backward) and, not
-    under fp8, moe_act (the expert activation re-run before fc2's backward, fc2's input not
-    kept); layernorm, mla_up_proj, mlp, moe and shared_experts are refused until modelled.
-    Used only with recompute selective, as in Megatron."""
+    core_attn). Modelled: core_attn (core attention re-run before its backward), moe_act
+    (not under fp8: the expert activation re-run before fc2's backward, fc2's input not
+    kept), mlp (dense layers) and shared_experts (checkpoints: their forward re-run first in
+    their backward, only their input kept); layernorm, mla_up_proj and moe are refused until
+    modelled. Used only with recompute selective, as in Megatron."""
     cuda_graph_impl: Literal["none", "local", "transformer_engine", "full_iteration"] = "none"
     """CUDA graph capture (Megatron --cuda-graph-impl; --enable-cuda-graph is local,
     --external-cuda-graph transformer_engine). Refused unless none: not modelled yet."""

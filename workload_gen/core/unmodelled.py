@@ -66,12 +66,10 @@ _DISPATCHERS: dict[str, str] = {
 _RECOMPUTE_MODULES: dict[str, str] = {
     "layernorm": "the norms re-run in the backward, their outputs not kept",
     "mla_up_proj": "MLA's up projections re-run in the backward, their outputs not kept",
-    "mlp": "the dense MLP re-run in the backward, its activations not kept",
     "moe": "the whole MoE layer (its all-to-alls included) re-run in the backward",
-    "shared_experts": "the shared experts re-run in the backward, their activations not kept",
 }
-"""Megatron's --recompute-modules not modelled yet (core_attn and, without fp8, moe_act are):
-what each would change."""
+"""Megatron's --recompute-modules not modelled yet (core_attn, mlp, shared_experts and,
+without fp8, moe_act are): what each would change."""
 
 
 def refusal(flag: str, mechanism: str) -> str:
