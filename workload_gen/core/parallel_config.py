@@ -483,7 +483,7 @@ def check_against_model(model: ModelConfig, par: ParallelConfig) -> None:
         from workload_gen.core.pipeline_layout import check_layout, parse_layout
 
         layout = parse_layout(par.pipeline_layout, par.pp)
-        check_layout(layout, par.pipeline_layout, model.num_layers, getattr(model, "mtp_num_layers", None) or 0)
+        check_layout(layout, par.pipeline_layout, model.num_layers, model.mtp_num_layers)
         per_chunk_min = min((s.count("t") for s in layout.stages if "t" in s), default=0)
     elif first is not None or last is not None:
         middle = par.pp - (first is not None) - (last is not None)

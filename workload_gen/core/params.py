@@ -273,7 +273,7 @@ def mtp_chunk(model: ModelConfig, par: ParallelConfig) -> tuple[int, int] | None
     where the layout puts its 'm's, else the last chunk of the last stage, after the
     decoder and before the output layer (Megatron-Core's default: mtp_on_this_rank is the
     last pipeline stage's last virtual stage)."""
-    if not (getattr(model, "mtp_num_layers", 0) or 0):
+    if not model.mtp_num_layers:
         return None
     if par.pipeline_layout is not None:
         from workload_gen.core.pipeline_layout import parse_layout
