@@ -208,3 +208,18 @@ def test_deepseek_v3_uneven_stages_with_vpp() -> None:
     check_against_model(model, par)
     assert stage_layer_counts(model, par) == (2,) + (4,) * 14 + (2,)
     assert chunk_layers(model, par, 0, 1) == (30,)  # virtual round 0 holds 1 + 14*2 + 1 = 30 layers
+
+
+def test_layout_survives_the_native_file(tmp_path) -> None:
+    # The layout is a ParallelConfig field: written to the workload file, read back, the same
+    # workload (empty chunks included); files without it (every earlier one) read as None.
+    from formats.native import read_native, write_native
+
+    w = build(L8B, _par(vpp=2, pipeline_layout="E|t*32||||||L"))
+    path = tmp_path / "w.txt"
+    write_native(w, path)
+    back = read_native(path)
+    assert back.parallel == w.parallel and back.stages == w.stages
+    plain = build(L8B, _par())
+    write_native(plain, path)
+    assert "pipeline_layout" not in path.read_text() and read_native(path).parallel.pipeline_layout is None
