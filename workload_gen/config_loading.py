@@ -262,6 +262,11 @@ def configs_from_dict(data: Mapping[str, Any] | None, source: str | None = None,
     if vstage is not None:
         vstage = _coerce(ParallelConfig, "pp", vstage, "parallel", source)  # a positive int
         pp = kw.get("pp", 1)
+        if kw.get("first_stage_layers") is not None or kw.get("last_stage_layers") is not None:
+            # Megatron-LM's arguments.py asserts the same: the layers per virtual stage differ by rank
+            raise ConfigError("parallel.num_layers_per_virtual_pipeline_stage", vstage,
+                              "cannot be combined with uneven first/last stages; give vpp "
+                              "(--num-virtual-stages-per-pipeline-rank) instead", source)
         if model.num_layers % (pp * vstage):
             raise ConfigError(
                 "parallel.num_layers_per_virtual_pipeline_stage", vstage,

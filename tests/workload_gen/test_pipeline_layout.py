@@ -223,3 +223,13 @@ def test_layout_survives_the_native_file(tmp_path) -> None:
     plain = build(L8B, _par())
     write_native(plain, path)
     assert "pipeline_layout" not in path.read_text() and read_native(path).parallel.pipeline_layout is None
+
+
+def test_uneven_stages_take_vpp_not_layers_per_virtual_stage() -> None:
+    # Megatron-LM's arguments.py: with uneven stages the virtual stages per rank must be given
+    # (--num-virtual-stages-per-pipeline-rank); layers per virtual stage would differ by rank.
+    stages = {"world_size": 8, "pp": 4, "first_stage_layers": 2, "last_stage_layers": 6}
+    _, par = configs_from_dict({"model": "llama3-8b", "parallel": {**stages, "vpp": 2}, "training": {"global_batch": 16}})
+    assert par.vpp == 2 and stage_layer_counts(L8B, par) == (2, 12, 12, 6)
+    with pytest.raises(ConfigError, match="cannot be combined with uneven first/last stages"):
+        configs_from_dict({"model": "llama3-8b", "parallel": {**stages, "num_layers_per_virtual_pipeline_stage": 1}})
