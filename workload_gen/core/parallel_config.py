@@ -192,8 +192,9 @@ class ParallelConfig:
     core_attn). Modelled: core_attn (core attention re-run before its backward), moe_act
     (not under fp8: the expert activation re-run before fc2's backward, fc2's input not
     kept), mlp (dense layers) and shared_experts (checkpoints: their forward re-run first in
-    their backward, only their input kept); layernorm, mla_up_proj and moe are refused until
-    modelled. Used only with recompute selective, as in Megatron."""
+    their backward, only their input kept), mla_up_proj (MLA's q/k/v re-made by the up
+    projections and RoPE before core attention's backward); layernorm and moe are refused
+    until modelled. Used only with recompute selective, as in Megatron."""
     cuda_graph_impl: Literal["none", "local", "transformer_engine", "full_iteration"] = "none"
     """CUDA graph capture (Megatron --cuda-graph-impl; --enable-cuda-graph is local,
     --external-cuda-graph transformer_engine). Refused unless none: not modelled yet."""
@@ -540,7 +541,7 @@ def check_against_model(model: ModelConfig, par: ParallelConfig) -> None:
     elif par.ep > 1:
         raise ConfigError("ep", par.ep, "expert parallelism needs an MoE model (num_experts > 0)")
     widths = []
-    if not model.is_moe or model.num_dense_layers:
+    if model.has_dense_layers:  # leading dense layers or an interleaved pattern (Llama 4 Maverick)
         widths.append(("ffn_hidden_size" if not model.is_moe or model.dense_ffn_hidden_size is None
                        else "dense_ffn_hidden_size", model.dense_ffn))
     if model.is_moe and model.moe_shared_expert_intermediate_size:
@@ -571,3 +572,7 @@ def check_against_model(model: ModelConfig, par: ParallelConfig) -> None:
             )
     if par.sp and (par.seq_length // par.cp) % par.tp:
         raise ConfigError("seq_length", par.seq_length, f"with sp, seq_length/cp must be divisible by tp={par.tp}")
+    if par.recompute == "selective" and "mla_up_proj" in par.recompute_modules and not model.multi_latent_attention:
+        # Megatron-Core TransformerConfig raises the same
+        raise ConfigError("recompute_modules", list(par.recompute_modules),
+                          "mla_up_proj needs multi-latent attention (--multi-latent-attention)")

@@ -11,7 +11,8 @@ shared-expert width, ``m`` = 2 for SwiGLU (gate and up halves of fc1) else 1):
 
 - input norm: ``h`` (+ ``h`` bias for LayerNorm); replicated over TP
 - standard attention: qkv ``h*(a+2g)*d`` (+ bias ``(a+2g)*d``), qk-norms ``2d`` when
-  enabled, proj ``a*d*h`` (+ bias ``h``, replicated: row-parallel bias)
+  enabled, attention sinks ``a`` (GPT-OSS, softmax_type learnable; split over TP), proj
+  ``a*d*h`` (+ bias ``h``, replicated: row-parallel bias)
 - MLA (DeepSeek-V2/V3): q down ``h*q_lora`` (replicated), q norm ``q_lora``, q up
   ``q_lora*a*(dn+dr)`` -- or a direct q ``h*a*(dn+dr)`` without q_lora -- kv down
   ``h*(kv_lora+dr)`` (replicated), kv norm ``kv_lora``, kv up ``kv_lora*a*(dn+dv)``,
