@@ -231,7 +231,7 @@ class LayerActivation:
     input: float
     """The layer input, which full recompute keeps."""
     recomputed: float = 0.0
-    """What selective recompute of moe_act, mlp or shared_experts dropped from ``rest`` and
+    """What selective recompute of mla_up_proj, moe_act, mlp or shared_experts dropped from ``rest`` and
     re-creates while the layer's backward runs: the largest such piece, which exists once."""
 
     @property
@@ -276,6 +276,8 @@ def layer_activation_bytes(
     v = e * T * v_w / t
     proj_in = g * T * o_w / t  # the projection's saved input (its fp8 copy under fp8)
     lat = e * T * latent / sp_div
+    if "mla_up_proj" in modules and model.multi_latent_attention:
+        recomputed, qk, v = qk + v, 0.0, 0.0  # q, k, v dropped; the up projections re-make them
     attn_mask = mask * T * h / sp_div
     if attention == "unfused":
         probs = (e + (mask + e if dropout else 0)) * a * s * s_kv * b / t
@@ -303,7 +305,7 @@ def layer_activation_bytes(
         mlp += g * routed * h  # permuted tokens = expert FC1 input
         mlp += e * routed * f_e * width  # FC1 output
         if "moe_act" in modules:
-            recomputed = g * routed * f_e  # FC2 input: dropped, the activation re-runs
+            recomputed = max(recomputed, g * routed * f_e)  # FC2 input: dropped, the activation re-runs
         else:
             mlp += g * routed * f_e  # FC2 input
         mlp += e * local * h  # expert output kept for the probability-weighted combine
@@ -321,7 +323,7 @@ def layer_activation_bytes(
         fc1_in = g * T * h / sp_div
         mlp = e * T * f * width / t + g * T * f / t  # FC1 output (activation input), FC2 input
         if "mlp" in modules:  # checkpointed MLP (its fused pre-MLP norm included): keeps its input
-            recomputed, fc1_in, mlp = fc1_in + mlp, 0.0, 0.0
+            recomputed, fc1_in, mlp = max(recomputed, fc1_in + mlp), 0.0, 0.0
     rest = ln1_in + qkv_in + qk + v + proj_in + lat + attn_mask + ln2_in + fc1_in + mlp + hid_mask
     return LayerActivation(core_attention=probs, rest=rest, input=e * T * h / sp_div, recomputed=recomputed)
 

@@ -98,6 +98,7 @@ def layer_key(model: ModelConfig, par: ParallelConfig) -> LayerKey:
         recompute_moe_act=par.recompute == "selective" and "moe_act" in par.recompute_modules,
         recompute_mlp=par.recompute == "selective" and "mlp" in par.recompute_modules,
         recompute_shared_experts=par.recompute == "selective" and "shared_experts" in par.recompute_modules,
+        recompute_mla_up_proj=par.recompute == "selective" and "mla_up_proj" in par.recompute_modules,
     )
 
 

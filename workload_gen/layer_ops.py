@@ -92,6 +92,8 @@ class LayerKey:
     """Selective recompute of the dense MLP (Megatron --recompute-modules mlp)."""
     recompute_shared_experts: bool = False
     """Selective recompute of the shared experts (Megatron --recompute-modules shared_experts)."""
+    recompute_mla_up_proj: bool = False
+    """Selective recompute of MLA's up projections and RoPE (--recompute-modules mla_up_proj)."""
 
 
 Stamp = tuple[type, str, tuple]
@@ -372,6 +374,7 @@ class _Emitter:
             if m.q_lora_rank:
                 self.linear("q_down", T_sp, h, m.q_lora_rank, "local")
             self.linear("kv_down", T_sp, h, m.kv_lora_rank + dr, "local")
+            up_start = len(self.fwd)
             if m.q_lora_rank:
                 self.norm("q_norm", T_sp, m.q_lora_rank)
             self.norm("kv_norm", T_sp, m.kv_lora_rank)
@@ -386,7 +389,14 @@ class _Emitter:
                 self.add([self.tp_coll("k_pe_ag", FWD, CollKind.ALL_GATHER, nbytes)],
                          [self.tp_coll("k_pe_rs_bwd", BWD_I, CollKind.REDUCE_SCATTER, nbytes)])
             self.mla_rope(T, a, dn, dr, dv)
+            up_ops = [op for op in self.fwd[up_start:] if op.name != "k_pe_ag"]
             self.core_attention(a, a, m.qk_dim, m.v_dim)
+            if key.recompute_mla_up_proj:
+                # Megatron's mla_up_proj (MultiLatentAttention: CheckpointWithoutOutput of the up
+                # projections, their fused q/kv norms and RoPE; k_pe is gathered before it): q,
+                # k, v are dropped after core attention's forward and re-made when the backward
+                # reaches its output, before core attention's own backward.
+                self.blocks[-1][:0] = [_as_recompute(op) for op in up_ops]
             self.linear("proj", T, a * dv, h, "row")
         else:
             g, d = m.kv_heads // tp, m.head_dim

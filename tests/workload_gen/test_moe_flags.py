@@ -300,3 +300,23 @@ def test_shared_experts_recompute_checkpoints_the_shared_mlp():
         "shared_fc1", "shared_swiglu", "shared_fc2", "core_attn"]
     a, b = layer_activation_bytes(model, sel, 1), layer_activation_bytes(model, shared, 1)
     assert a.rest - b.rest == b.recomputed == 69_206_016
+
+
+def test_mla_up_proj_recompute_remakes_q_k_v_before_core_attentions_backward():
+    """DeepSeek-V2-Lite (MLA, no q compression: q_proj from the hidden state), tp 2 with SP:
+    the up projections (their SP gathers and the fused kv norm included) and RoPE re-run right
+    before core attention's backward; the rotary key's gather happens before the checkpoint
+    and is not repeated. The dropped q, k, v: 16 heads of (128 + 64) for q and k and 128 for
+    v, 4096 tokens, bf16, over tp 2: 2*4096*16*(192 + 192 + 128)/2 = 33,554,432 bytes."""
+    data = {"model": "deepseek-v2-lite", "parallel": {"world_size": 8, "tp": 2, "sp": True, "ep": 4},
+            "training": {"seq_length": 4096, "global_batch": 4, "recompute": "selective"}}
+    model, sel = configs_from_dict(data)
+    data["training"]["recompute_modules"] = ["core_attn", "mla_up_proj"]
+    _, up = configs_from_dict(data)
+    bwd = _layer0_backward(model, up)
+    names = [op.name for op in bwd if op.phase is Phase.RECOMPUTE]
+    assert names == ["kv_norm", "q_proj_ag", "q_proj", "kv_up_ag", "kv_up", "rope", "core_attn"]
+    a, b = layer_activation_bytes(model, sel, 0), layer_activation_bytes(model, up, 0)
+    assert a.rest - b.rest == b.recomputed == 33_554_432
+    with pytest.raises(ConfigError, match="mla_up_proj needs multi-latent attention"):
+        _mixtral(recompute="selective", recompute_modules=["mla_up_proj"])

@@ -65,11 +65,10 @@ _DISPATCHERS: dict[str, str] = {
 
 _RECOMPUTE_MODULES: dict[str, str] = {
     "layernorm": "the norms re-run in the backward, their outputs not kept",
-    "mla_up_proj": "MLA's up projections re-run in the backward, their outputs not kept",
     "moe": "the whole MoE layer (its all-to-alls included) re-run in the backward",
 }
-"""Megatron's --recompute-modules not modelled yet (core_attn, mlp, shared_experts and,
-without fp8, moe_act are): what each would change."""
+"""Megatron's --recompute-modules not modelled yet (core_attn, mla_up_proj, mlp,
+shared_experts and, without fp8, moe_act are): what each would change."""
 
 
 def refusal(flag: str, mechanism: str) -> str:
