@@ -250,11 +250,25 @@ def architecture_key(model: ModelConfig) -> tuple[object, ...]:
         model.activation, model.normalization, model.position_embedding, model.add_bias_linear,
         model.add_qkv_bias, model.qk_layernorm, model.tied_embeddings,
         (model.num_experts, model.moe_router_topk, model.expert_ffn, model.moe_shared_expert_intermediate_size,
-         tuple(model.is_moe_layer(i) for i in range(model.num_layers))) if moe else None,
+         _moe_layout(model)) if moe else None,
         (model.q_lora_rank, model.kv_lora_rank, model.qk_head_dim, model.qk_pos_emb_head_dim, model.v_head_dim)
         if mla else None,
-        tuple(model.attention_span(i) for i in range(model.num_layers)), model.softmax_type, model.mtp_num_layers,
+        # a skip frequency means nothing without its window or chunk
+        (model.window_size, model.window_attn_skip_freq) if model.window_size is not None else None,
+        (model.attention_chunk_size, model.no_rope_freq) if model.attention_chunk_size is not None else None,
+        model.softmax_type, model.mtp_num_layers,
     )
+
+
+def _moe_layout(model: ModelConfig) -> int | tuple[int, ...]:
+    """Which layers are MoE, one spelling per layout: the leading dense layers' count when the
+    pattern is "k dense, then MoE" (whether given as num_dense_layers or as a pattern), else
+    the pattern. Cheap for the usual case (no per-layer work without a pattern)."""
+    p = model.moe_layer_pattern
+    if p is None:
+        return model.num_dense_layers
+    k = p.index(1)
+    return k if all(p[k:]) else p
 
 
 def preset_equal_to(model: ModelConfig) -> ModelConfig | None:
