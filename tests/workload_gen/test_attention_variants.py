@@ -69,8 +69,9 @@ def test_gpt_oss_workload_alternates_windowed_and_full_layers():
     attn = [comps(layer_ops(w, i), OpKind.ATTENTION, Phase.FWD)[0] for i in range(4)]
     full = 2 * 64 * 2048 * 2048 / 2 * 128
     assert [op.flops for op in attn] == [2 * 64 * 255936 * 128, full] * 2
-    # A windowed kernel has its own shape, so a measured full-attention kernel is never used for it.
-    assert attn[0].shape != attn[1].shape
+    # The shape a kernel database sees: each query against its w+1 keys, non-causal; the
+    # full layers keep the causal s x s shape.
+    assert attn[0].shape == (1, 64, 2048, 129, 64, 0) and attn[1].shape == (1, 64, 2048, 2048, 64, 1)
 
 
 def test_llama4_chunks_bind_only_beyond_8192_tokens():
@@ -173,3 +174,23 @@ def test_mtp_flag_stays_refused_until_modelled():
     from workload_gen.megatron_flags import NOT_MODELLED_MEGATRON_FLAGS
 
     assert NOT_MODELLED_MEGATRON_FLAGS["--mtp-num-layers"][1] == "0"
+
+
+def test_yaml_spells_the_pattern_as_megatron_does():
+    from workload_gen.config_loading import configs_from_dict
+
+    m, _ = configs_from_dict({"model": {"preset": "deepseek-v3", "num_dense_layers": 0,
+                                        "moe_layer_pattern": "([0]*3+[1]*58)", "window_size": 4096}})
+    assert m.moe_layer_pattern == (0,) * 3 + (1,) * 58 and m.window_size == 4096
+
+
+def test_native_file_round_trips_the_new_fields(tmp_path):
+    # The header holds single JSON values: the pattern is written as one string of digits.
+    from formats.native import read_native, write_native
+
+    w = make("llama4-maverick", world_size=64, tp=4, sp=True, ep=16, seq_length=16384, global_batch=64)
+    path = tmp_path / "w.txt"
+    write_native(w, path)
+    assert '# model.moe_layer_pattern: "0101' in path.read_text()
+    back = read_native(path).model
+    assert back == w.model
