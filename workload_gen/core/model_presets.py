@@ -136,7 +136,9 @@ _PRESETS: tuple[ModelConfig, ...] = (
         qk_pos_emb_head_dim=64, v_head_dim=128,
     ),
     # DeepSeek-V3: arXiv 2412.19437 (Sec. 4.2); deepseek-ai/DeepSeek-V3 config.json.
-    # 671B main model (the 14B multi-token-prediction module is not modelled).
+    # 671B main model. The checkpoint also holds 1 multi-token-prediction module
+    # (num_nextn_predict_layers = 1): opt in with mtp_num_layers=1, which params.mtp_params
+    # counts (11.6B unique; embedding and head shared) and the builder does not simulate yet.
     ModelConfig(
         name="deepseek-v3", source="DeepSeek-V3 (arXiv 2412.19437, Sec. 4.2); deepseek-ai/DeepSeek-V3 config.json (MTP module excluded)",
         num_layers=61, hidden_size=7168, num_attention_heads=128, vocab_size=129280,
