@@ -231,7 +231,7 @@ class LayerActivation:
     input: float
     """The layer input, which full recompute keeps."""
     recomputed: float = 0.0
-    """What selective recompute of mla_up_proj, moe_act, mlp or shared_experts dropped from ``rest`` and
+    """What selective recompute of layernorm, mla_up_proj, moe, moe_act, mlp or shared_experts dropped from ``rest`` and
     re-creates while the layer's backward runs: the largest such piece, which exists once."""
 
     @property
@@ -267,7 +267,9 @@ def layer_activation_bytes(
     sp_div = t if par.sp else 1  # SP shards the replicated parts over TP
     # modules selective recompute checkpoints beyond core attention (Megatron --recompute-modules)
     modules = set(par.recompute_modules) if par.recompute == "selective" else set()
-    recomputed = 0.0
+    # What those checkpoints drop and re-make in the backward: the attention's pieces are
+    # alive together during its backward, the MLP's during its own (which comes first).
+    attn_re = mlp_re = 0.0
     q_w, k_w, v_w, o_w, latent = _attention_widths(model)
     # --- attention block (Korthikanti 11sbh + 5as^2b for MHA with dropout) ---------
     ln1_in = e * T * h / sp_div
@@ -276,8 +278,11 @@ def layer_activation_bytes(
     v = e * T * v_w / t
     proj_in = g * T * o_w / t  # the projection's saved input (its fp8 copy under fp8)
     lat = e * T * latent / sp_div
-    if "mla_up_proj" in modules and model.multi_latent_attention:
-        recomputed, qk, v = qk + v, 0.0, 0.0  # q, k, v dropped; the up projections re-make them
+    if model.multi_latent_attention:
+        if "mla_up_proj" in modules:
+            attn_re, qk, v = qk + v, 0.0, 0.0  # q, k, v dropped; the up projections re-make them
+        if "layernorm" in modules:  # MLA's input norm is its own module: its output is dropped
+            attn_re, qkv_in = attn_re + qkv_in, 0.0
     attn_mask = mask * T * h / sp_div
     if attention == "unfused":
         probs = (e + (mask + e if dropout else 0)) * a * s * s_kv * b / t
@@ -305,7 +310,7 @@ def layer_activation_bytes(
         mlp += g * routed * h  # permuted tokens = expert FC1 input
         mlp += e * routed * f_e * width  # FC1 output
         if "moe_act" in modules:
-            recomputed = max(recomputed, g * routed * f_e)  # FC2 input: dropped, the activation re-runs
+            mlp_re = g * routed * f_e  # FC2 input: dropped, the activation re-runs
         else:
             mlp += g * routed * f_e  # FC2 input
         mlp += e * local * h  # expert output kept for the probability-weighted combine
@@ -315,17 +320,22 @@ def layer_activation_bytes(
             if par.dtype == "fp8":
                 shared += T * h / sp_div  # the shared FC1's fp8 copy of its input
             if "shared_experts" in modules:  # checkpointed: only its input (the norm output) stays
-                recomputed = max(recomputed, shared)
+                mlp_re = max(mlp_re, shared)  # re-made and freed before the experts' backward
             else:
                 mlp += shared
+        if "moe" in modules:  # the whole MoE layer checkpointed: only its input (the norm output) stays
+            mlp_re, mlp = mlp, 0.0
+        if "layernorm" in modules:  # the pre-MLP norm's output, re-made first, alive to the router's backward
+            mlp_re, fc1_in = mlp_re + fc1_in, 0.0
     else:
         f = model.dense_ffn if model.is_moe else model.ffn
         fc1_in = g * T * h / sp_div
         mlp = e * T * f * width / t + g * T * f / t  # FC1 output (activation input), FC2 input
         if "mlp" in modules:  # checkpointed MLP (its fused pre-MLP norm included): keeps its input
-            recomputed, fc1_in, mlp = max(recomputed, fc1_in + mlp), 0.0, 0.0
+            mlp_re, fc1_in, mlp = fc1_in + mlp, 0.0, 0.0
     rest = ln1_in + qkv_in + qk + v + proj_in + lat + attn_mask + ln2_in + fc1_in + mlp + hid_mask
-    return LayerActivation(core_attention=probs, rest=rest, input=e * T * h / sp_div, recomputed=recomputed)
+    return LayerActivation(core_attention=probs, rest=rest, input=e * T * h / sp_div,
+                           recomputed=max(attn_re, mlp_re))
 
 
 def stage_chunk_activation(

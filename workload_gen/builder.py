@@ -99,6 +99,8 @@ def layer_key(model: ModelConfig, par: ParallelConfig) -> LayerKey:
         recompute_mlp=par.recompute == "selective" and "mlp" in par.recompute_modules,
         recompute_shared_experts=par.recompute == "selective" and "shared_experts" in par.recompute_modules,
         recompute_mla_up_proj=par.recompute == "selective" and "mla_up_proj" in par.recompute_modules,
+        recompute_moe=par.recompute == "selective" and "moe" in par.recompute_modules,
+        recompute_layernorm=par.recompute == "selective" and "layernorm" in par.recompute_modules,
     )
 
 

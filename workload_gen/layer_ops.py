@@ -94,6 +94,10 @@ class LayerKey:
     """Selective recompute of the shared experts (Megatron --recompute-modules shared_experts)."""
     recompute_mla_up_proj: bool = False
     """Selective recompute of MLA's up projections and RoPE (--recompute-modules mla_up_proj)."""
+    recompute_moe: bool = False
+    """Selective recompute of the whole MoE layer (--recompute-modules moe)."""
+    recompute_layernorm: bool = False
+    """Selective recompute of the norms that are modules of their own (--recompute-modules layernorm)."""
 
 
 Stamp = tuple[type, str, tuple]
@@ -374,6 +378,7 @@ class _Emitter:
         m, key = self.model, self.key
         tp, T, T_sp, h = key.tp, self.T, self.T_sp, m.hidden_size
         a = m.num_attention_heads // tp
+        attn_start = len(self.fwd)
         self.norm("input_norm", T_sp, h)
         if m.multi_latent_attention:
             dr, dn, dv = m.qk_pos_emb_head_dim, m.qk_head_dim, m.v_head_dim
@@ -406,6 +411,12 @@ class _Emitter:
                 # reaches its output, before core attention's own backward.
                 self.blocks[-1][:0] = [_as_recompute(op) for op in up_ops]
             self.linear("proj", T, a * dv, h, "row")
+            if key.recompute_layernorm:
+                # MLA's input norm is a module of its own (no down-projection fusion by default):
+                # its output is dropped after attention's forward and re-made when the backward
+                # reaches the attention output. Standard attention fuses the norm into the QKV
+                # LayerNormLinear (Transformer Engine's spec), where layernorm recompute does nothing.
+                self.blocks[-1].insert(0, _as_recompute(self.fwd[attn_start]))
         else:
             g, d = m.kv_heads // tp, m.head_dim
             self.linear("qkv", T, h, (a + 2 * g) * d, "col")
@@ -449,6 +460,8 @@ class _Emitter:
         h, E, k = m.hidden_size, m.num_experts, m.moe_router_topk
         ep, etp, T_sp = key.ep, key.etp, self.T_sp
         self.norm("pre_mlp_norm", T_sp, h)
+        norm_op = self.fwd[-1]
+        moe_start = len(self.fwd)
         # Router: logits = x @ W_r (h x E), softmax/top-k in fp32.
         r_fwd, r_dgrad, r_wgrad = costs.router(T_sp, h, E, B, key.grad_bytes)
         self.add(
@@ -511,6 +524,13 @@ class _Emitter:
             self.linear("shared_fc2", self.T, fs // tp, h, "row")
             if key.recompute_shared_experts:
                 self._checkpoint(start)  # Megatron's SharedExpertMLP: checkpoint of its forward
+        if key.recompute_moe:
+            self._checkpoint(moe_start)  # MoELayer: checkpoint of its whole forward (not the norm)
+        if key.recompute_layernorm:
+            # The MoE layer's pre-MLP norm is a module of its own (TENorm; the router needs its
+            # output): CheckpointWithoutOutput drops that output after the MoE forward and
+            # re-runs the norm when the backward reaches the MoE output.
+            self.blocks[-1].insert(0, _as_recompute(norm_op))
         self.residual("mlp_residual")
 
     def _permute(self, name: str, rows_in: int, rows_out: int) -> None:

@@ -195,8 +195,9 @@ def test_unmodelled_options_are_refused_alike_by_flags_and_yaml(tmp_path, capsys
     ("--enable-cuda-graph", "--cuda-graph-impl"),
     ("--external-cuda-graph", "--cuda-graph-impl"),
     ("--use-custom-fsdp", "--use-megatron-fsdp"),
-    ("--recompute-granularity selective --recompute-modules core_attn moe", "--recompute-modules moe"),
-    ("--recompute-granularity selective --recompute-modules layernorm", "--recompute-modules layernorm"),
+    ("--recompute-granularity selective --recompute-modules moe moe_act", "--recompute-modules moe moe_act"),
+    ("--recompute-granularity selective --recompute-modules layernorm --fp8-format hybrid",
+     "--recompute-modules layernorm with fp8"),
 ])
 def test_dispatchers_aliases_and_recompute_modules_are_refused_by_name(tmp_path, capsys, argv, shown):
     assert main([*shlex.split(f"{MIXTRAL_FLAGS} {argv}"), "-o", str(tmp_path / "w.txt")]) == 2
@@ -320,3 +321,59 @@ def test_mla_up_proj_recompute_remakes_q_k_v_before_core_attentions_backward():
     assert a.rest - b.rest == b.recomputed == 33_554_432
     with pytest.raises(ConfigError, match="mla_up_proj needs multi-latent attention"):
         _mixtral(recompute="selective", recompute_modules=["mla_up_proj"])
+
+
+# --- modelled: the whole MoE layer (moe) and the separate norms (layernorm) ------------
+
+def test_moe_recompute_reruns_the_whole_moe_layer_all_to_alls_included():
+    """MoELayer's checkpoint (not the pre-MLP norm, a module of its own): Mixtral's router,
+    permute, dispatch, expert MLP, combine and unpermute re-run when the backward reaches the
+    layer's output. Dropped: router logits 2*4096*8, permuted tokens 2*8192*4096, FC1 output
+    2*8192*2*14336, FC2 input 2*8192*14336 and expert output 2*8192*4096 = 838,926,336 bytes."""
+    model, sel = _mixtral(recompute="selective")
+    _, moe = _mixtral(recompute="selective", recompute_modules=["core_attn", "moe"])
+    bwd = _layer0_backward(model, moe)
+    assert [op.name for op in bwd if op.phase is Phase.RECOMPUTE] == [
+        "router", "permute", "dispatch_a2a", "expert_fc1", "expert_swiglu", "expert_fc2", "combine_a2a",
+        "unpermute", "core_attn"]
+    assert bwd[0].name == "mlp_residual" and bwd[1].name == "router"
+    a, b = layer_activation_bytes(model, sel, 0), layer_activation_bytes(model, moe, 0)
+    assert a.rest - b.rest == b.recomputed == 838_926_336
+
+
+def test_layernorm_recompute_reruns_the_norms_that_are_modules_of_their_own():
+    """Mixtral: the MoE layer's pre-MLP norm (a TENorm the router reads) re-runs first in the
+    MoE backward and its output, 2*4096*4096 = 33,554,432 bytes, is not kept. The input norm
+    is fused into the QKV LayerNormLinear under Transformer Engine's spec: unchanged. A dense
+    model changes nothing at all (both its norms are fused)."""
+    model, sel = _mixtral(recompute="selective")
+    _, ln = _mixtral(recompute="selective", recompute_modules=["core_attn", "layernorm"])
+    bwd = _layer0_backward(model, ln)
+    assert [op.name for op in bwd if op.phase is Phase.RECOMPUTE] == ["pre_mlp_norm", "core_attn"]
+    assert bwd[1].name == "pre_mlp_norm"
+    a, b = layer_activation_bytes(model, sel, 0), layer_activation_bytes(model, ln, 0)
+    assert a.rest - b.rest == b.recomputed == 33_554_432
+    dense = {"model": {"preset": "llama3-8b", "num_layers": 2}, "parallel": {"world_size": 2, "tp": 2, "sp": True},
+             "training": {"seq_length": 4096, "global_batch": 1, "recompute": "selective"}}
+    llama, plain = configs_from_dict(dense)
+    dense["training"]["recompute_modules"] = ["core_attn", "layernorm"]
+    _, fused = configs_from_dict(dense)
+    assert build(llama, fused).stages == build(llama, plain).stages
+    assert layer_activation_bytes(llama, fused, 0) == layer_activation_bytes(llama, plain, 0)
+
+
+def test_layernorm_recompute_of_mlas_input_norm():
+    """DeepSeek-V2-Lite, tp 2 with SP: MLA's input norm is its own module (no down-projection
+    fusion, Megatron's default), re-run before the projection's backward; its output, the
+    down projections' input, 2*4096*2048/2 = 8,388,608 bytes, is not kept."""
+    data = {"model": "deepseek-v2-lite", "parallel": {"world_size": 8, "tp": 2, "sp": True, "ep": 4},
+            "training": {"seq_length": 4096, "global_batch": 4, "recompute": "selective"}}
+    model, sel = configs_from_dict(data)
+    data["training"]["recompute_modules"] = ["core_attn", "layernorm"]
+    _, ln = configs_from_dict(data)
+    bwd = _layer0_backward(model, ln)  # layer 0 is dense: its MLP norm is fused, only MLA's counts
+    assert [op.name for op in bwd if op.phase is Phase.RECOMPUTE] == ["input_norm", "core_attn"]
+    i = [op.name for op in bwd].index("input_norm")
+    assert bwd[i + 1].name.startswith("proj")
+    a, b = layer_activation_bytes(model, sel, 0), layer_activation_bytes(model, ln, 0)
+    assert a.rest - b.rest == b.recomputed == 8_388_608

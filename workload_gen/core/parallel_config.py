@@ -189,12 +189,13 @@ class ParallelConfig:
     every token copy uniformly over the experts, so it changes nothing today."""
     recompute_modules: tuple[str, ...] = ("core_attn",)
     """Modules selective recompute re-runs (Megatron --recompute-modules; default
-    core_attn). Modelled: core_attn (core attention re-run before its backward), moe_act
-    (not under fp8: the expert activation re-run before fc2's backward, fc2's input not
-    kept), mlp (dense layers) and shared_experts (checkpoints: their forward re-run first in
-    their backward, only their input kept), mla_up_proj (MLA's q/k/v re-made by the up
-    projections and RoPE before core attention's backward); layernorm and moe are refused
-    until modelled. Used only with recompute selective, as in Megatron."""
+    core_attn), each as Megatron checkpoints it: core_attn (core attention), mla_up_proj
+    (MLA's q/k/v re-made by the up projections and RoPE), moe_act (the expert activation;
+    fc2's input not kept), mlp (dense layers' MLP), shared_experts, moe (the whole MoE
+    layer, all-to-alls included) and layernorm (the norms that are modules of their own:
+    MLA's input norm, MoE layers' pre-MLP norm). Refused: moe with moe_act, shared_experts
+    or layernorm (nested checkpoints), and moe_act or layernorm under fp8. Used only with
+    recompute selective, as in Megatron."""
     cuda_graph_impl: Literal["none", "local", "transformer_engine", "full_iteration"] = "none"
     """CUDA graph capture (Megatron --cuda-graph-impl; --enable-cuda-graph is local,
     --external-cuda-graph transformer_engine). Refused unless none: not modelled yet."""

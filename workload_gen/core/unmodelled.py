@@ -63,12 +63,9 @@ _DISPATCHERS: dict[str, str] = {
     "flex": "the flex token dispatcher: DeepEP/HybridEP fused dispatch/combine over NVLink+RDMA and their SM use",
 }
 
-_RECOMPUTE_MODULES: dict[str, str] = {
-    "layernorm": "the norms re-run in the backward, their outputs not kept",
-    "moe": "the whole MoE layer (its all-to-alls included) re-run in the backward",
-}
-"""Megatron's --recompute-modules not modelled yet (core_attn, mla_up_proj, mlp,
-shared_experts and, without fp8, moe_act are): what each would change."""
+_NESTED: tuple[str, ...] = ("moe_act", "shared_experts", "layernorm")
+"""Modules Megatron would checkpoint inside (or around) the whole-MoE checkpoint of
+--recompute-modules moe: nested checkpoints are not modelled yet."""
 
 
 def refusal(flag: str, mechanism: str) -> str:
@@ -89,11 +86,13 @@ def check_modelled(par: Any) -> None:
         if value != noop:
             raise ConfigError(name, list(value) if isinstance(value, tuple) else value, refusal(flag, mechanism))
     if par.recompute == "selective":
-        for module in par.recompute_modules:
-            if module in _RECOMPUTE_MODULES:
-                raise ConfigError("recompute_modules", list(par.recompute_modules),
-                                  refusal(f"--recompute-modules {module}", _RECOMPUTE_MODULES[module]))
-        if "moe_act" in par.recompute_modules and par.dtype == "fp8":
+        nested = [m for m in _NESTED if m in par.recompute_modules]
+        if "moe" in par.recompute_modules and nested:
             raise ConfigError("recompute_modules", list(par.recompute_modules), refusal(
-                "--recompute-modules moe_act with fp8",
-                "Transformer Engine then saves fc2's bf16 input and re-quantizes it in the backward"))
+                f"--recompute-modules moe {nested[0]}",
+                "a checkpoint nested in (or beside) the whole MoE layer's: which ops re-run twice"))
+        for module in ("moe_act", "layernorm"):
+            if module in par.recompute_modules and par.dtype == "fp8":
+                raise ConfigError("recompute_modules", list(par.recompute_modules), refusal(
+                    f"--recompute-modules {module} with fp8",
+                    "Transformer Engine then saves the next GEMM's bf16 input and re-quantizes it in the backward"))
