@@ -57,6 +57,14 @@ def flags_to_dict(values: Mapping[str, Any], base: Mapping[str, Any] | None = No
         flags["dtype"] = "fp8"
     if flags.get("moe_expert_capacity_factor", 0) < 0:
         flags["moe_expert_capacity_factor"] = None  # Megatron's TransformerConfig: a negative factor is dropless
+    if flags.pop("moe_layer_recompute", None):
+        # Megatron's deprecated --moe-layer-recompute (TransformerConfig): selective recompute
+        # with "moe" added to the modules (refused with full recompute, as Megatron does)
+        if flags.get("recompute", "selective") not in ("selective", "none"):
+            raise ConfigError("--moe-layer-recompute", True, "cannot be combined with full recompute (as in Megatron)")
+        flags["recompute"] = "selective"
+        modules = tuple(flags.get("recompute_modules") or ("core_attn",))
+        flags["recompute_modules"] = modules + (("moe",) if "moe" not in modules else ())
     for k, v in flags.items():
         # A flag replaces the key wherever the YAML put it (either section is accepted).
         drop = {k} | ({_VSTAGE} if k == "vpp" else set()) | ({"vpp"} if k == _VSTAGE else set())

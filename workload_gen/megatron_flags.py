@@ -137,7 +137,13 @@ PAR_SWITCHES: tuple[tuple[str, str, object], ...] = (
     ("--grad-reduce-in-bf16", "grad_reduce_in_fp32", False),  # Megatron: accumulate_allreduce_grads_in_fp32 = False
     ("--enable-cuda-graph", "cuda_graph_impl", "local"),  # Megatron's deprecated spellings of --cuda-graph-impl
     ("--external-cuda-graph", "cuda_graph_impl", "transformer_engine"),
+    ("--moe-layer-recompute", "moe_layer_recompute", True),  # deprecated: selective + "moe" (flag_values)
 )
+SWITCH_HELP: dict[str, str] = {
+    "--moe-layer-recompute": "Megatron's deprecated switch: selective recompute with moe added to the modules "
+                             "(YAML training.recompute: selective, training.recompute_modules: [core_attn, moe])",
+}
+"""--help of the switches in PAR_SWITCHES that set more than one field."""
 
 IGNORED_MEGATRON_FLAGS: dict[str, bool] = {
     # flag: takes a value. Real Megatron-LM flags that change neither the computation's
@@ -255,7 +261,6 @@ NOT_MODELLED_MEGATRON_FLAGS: dict[str, tuple[bool, str | None, str]] = {
     "--disable-tp-comm-bulk-wgrad": (False, None, "changes which TP communication overlaps"),
     "--disable-tp-comm-split-ag": (False, None, "changes which TP communication overlaps"),
     "--disable-tp-comm-split-rs": (False, None, "changes which TP communication overlaps"),
-    "--moe-layer-recompute": (False, None, "recomputes the MoE layer"),
     "--mtp-num-layers": (True, "0", "adds multi-token-prediction layers"),
     "--use-torch-fsdp2": (False, None, "shards parameters with FSDP instead of the distributed optimizer"),
     "--data-parallel-sharding-strategy": (True, "no_shard", "shards parameters with FSDP"),

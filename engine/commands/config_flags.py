@@ -27,6 +27,7 @@ from workload_gen.megatron_flags import (
     PAR_LIST_FLAGS,
     PAR_SWITCHES,
     PAR_VALUE_FLAGS,
+    SWITCH_HELP,
     ignored_dest,
 )
 
@@ -84,7 +85,8 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
                        help=field_help(ParallelConfig, field, section_of(field)))
     for flag, field, value in PAR_SWITCHES:
         g.add_argument(flag, dest=f"p_{field}", action="store_const", const=value,
-                       help=f"sets {field} to {value}: " + field_help(ParallelConfig, field, section_of(field)))
+                       help=SWITCH_HELP.get(flag) or
+                       f"sets {field} to {value}: " + field_help(ParallelConfig, field, section_of(field)))
     g.add_argument("--bf16", dest="p_dtype", action="store_const", const="bf16", help="dtype bf16 (Megatron)")
     g.add_argument("--fp16", dest="p_dtype", action="store_const", const="fp16", help="dtype fp16 (Megatron)")
     g.add_argument("--fp8-format", dest="p_fp8", metavar="FORMAT",

@@ -377,3 +377,13 @@ def test_layernorm_recompute_of_mlas_input_norm():
     assert bwd[i + 1].name.startswith("proj")
     a, b = layer_activation_bytes(model, sel, 0), layer_activation_bytes(model, ln, 0)
     assert a.rest - b.rest == b.recomputed == 8_388_608
+
+
+def test_deprecated_moe_layer_recompute_is_selective_recompute_of_the_moe_layer():
+    """Megatron's TransformerConfig turns --moe-layer-recompute into selective recompute with
+    "moe" appended to the modules, and refuses it with full recompute."""
+    _, old, _ = _flags(f"{MIXTRAL_FLAGS} --moe-layer-recompute")
+    _, new, _ = _flags(f"{MIXTRAL_FLAGS} --recompute-granularity selective --recompute-modules core_attn moe")
+    assert old == new
+    with pytest.raises(ConfigError, match="cannot be combined with full recompute"):
+        _flags(f"{MIXTRAL_FLAGS} --moe-layer-recompute --recompute-granularity full")
