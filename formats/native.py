@@ -172,6 +172,8 @@ def _annotation_kinds(cls: type) -> dict[str, frozenset[str]]:
             kinds.add("str")
         if "None" in text:
             kinds.add("null")
+        if text.startswith("tuple["):  # a list of names (ParallelConfig.recompute_modules)
+            kinds = {"list"}
         out[f.name] = frozenset(kinds or {"int", "float", "bool", "str", "null"})
     return out
 
@@ -313,8 +315,12 @@ class _Reader:
             name = k[len(prefix) + 1:]
             if name not in kinds:
                 raise self.fail(line, f"unknown {prefix} field {_q(name)}; valid: {', '.join(kinds)}")
-            value = self._json(line, text, k)
+            value = self._json(line, text, k, scalar="list" not in kinds[name])
             kind = _json_kind(value)
+            if kind == "list":
+                if not all(isinstance(x, str) for x in value):
+                    raise self.fail(line, f"{k}={text[:60]}: must be a list of names")
+                value = tuple(value)
             if kind not in kinds[name]:
                 raise self.fail(line, f"{k}={text[:60]}: must be {' or '.join(sorted(kinds[name]))}, not {kind}")
             if kind == "int":

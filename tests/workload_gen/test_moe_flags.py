@@ -387,3 +387,22 @@ def test_deprecated_moe_layer_recompute_is_selective_recompute_of_the_moe_layer(
     assert old == new
     with pytest.raises(ConfigError, match="cannot be combined with full recompute"):
         _flags(f"{MIXTRAL_FLAGS} --moe-layer-recompute --recompute-granularity full")
+
+
+def test_recompute_modules_round_trip_through_the_workload_file(tmp_path):
+    """The header writes the list; the reader takes a list of names for a tuple field (and
+    nothing else), so run-analytical simulates what gen-workload built."""
+    from formats.workload_files import read_workload
+
+    out = tmp_path / "w.txt"
+    assert main([*shlex.split(MIXTRAL_FLAGS), "--recompute-granularity", "selective",
+                 "--recompute-modules", "core_attn", "moe_act", "-o", str(out)]) == 0
+    text = out.read_text()
+    assert '# parallel.recompute_modules: ["core_attn", "moe_act"]' in text
+    w = read_workload(out)
+    assert w.parallel.recompute_modules == ("core_attn", "moe_act")
+    model, par = _mixtral(recompute="selective", recompute_modules=["core_attn", "moe_act"])
+    assert w.parallel == par and w.stages == build(model, par).stages
+    out.write_text(text.replace('["core_attn", "moe_act"]', '["core_attn", 3]'))
+    with pytest.raises(Exception, match="must be a list of names"):
+        read_workload(out)
