@@ -172,7 +172,7 @@ def _annotation_kinds(cls: type) -> dict[str, frozenset[str]]:
             kinds.add("str")
         if "None" in text:
             kinds.add("null")
-        if text.startswith("tuple["):  # a list of names (ParallelConfig.recompute_modules)
+        if text == "tuple[str, ...]":  # a list of names (ParallelConfig.recompute_modules)
             kinds = {"list"}
         out[f.name] = frozenset(kinds or {"int", "float", "bool", "str", "null"})
     return out

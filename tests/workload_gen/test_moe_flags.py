@@ -205,9 +205,13 @@ def test_dispatchers_aliases_and_recompute_modules_are_refused_by_name(tmp_path,
     assert err.count("\n") == 1 and f"not modelled yet: {shown} (" in err
 
 
-def test_recompute_modules_need_selective_recompute():
-    with pytest.raises(ConfigError, match="is used only with recompute selective"):
-        _mixtral(recompute_modules=["moe_act"])
+def test_recompute_modules_act_only_under_selective_recompute():
+    """As in Megatron, the modules are read only with selective recompute: with none they
+    change nothing (so search can vary recompute around them); unknown names are refused."""
+    model, plain = _mixtral()
+    _, listed = _mixtral(recompute_modules=["moe_act"])
+    assert build(model, listed).stages == build(model, plain).stages
+    assert ParallelConfig(recompute_modules=["moe_act"]).recompute_modules == ("moe_act",)  # JSON read back
     with pytest.raises(ConfigError, match="unknown module 'attn'"):
         _mixtral(recompute="selective", recompute_modules=["attn"])
 

@@ -195,7 +195,8 @@ class ParallelConfig:
     layer, all-to-alls included) and layernorm (the norms that are modules of their own:
     MLA's input norm, MoE layers' pre-MLP norm). Refused: moe with moe_act, shared_experts
     or layernorm (nested checkpoints), and moe_act or layernorm under fp8. Used only with
-    recompute selective, as in Megatron."""
+    recompute selective: with none or full it changes nothing, as in Megatron (so a sweep
+    or search may vary recompute around it)."""
     cuda_graph_impl: Literal["none", "local", "transformer_engine", "full_iteration"] = "none"
     """CUDA graph capture (Megatron --cuda-graph-impl; --enable-cuda-graph is local,
     --external-cuda-graph transformer_engine). Refused unless none: not modelled yet."""
@@ -362,15 +363,14 @@ class ParallelConfig:
             raise ConfigError("moe_pad_expert_input_to_capacity", True, "needs moe_expert_capacity_factor")
         for name in ("recompute_modules", "cuda_graph_scope"):
             v = getattr(self, name)
-            if not isinstance(v, tuple) or not all(isinstance(x, str) for x in v):
+            if not isinstance(v, (tuple, list)) or not all(isinstance(x, str) for x in v):
                 raise ConfigError(name, v, "must be a list of module names")
+            if isinstance(v, list):  # a run's JSON (trace, summary) read back: stored as a tuple (hashable)
+                object.__setattr__(self, name, tuple(v))
         bad = [m for m in self.recompute_modules if m not in RECOMPUTE_MODULES]
         if bad:
             raise ConfigError("recompute_modules", list(self.recompute_modules),
                               f"unknown module {bad[0]!r}; valid: {', '.join(RECOMPUTE_MODULES)}")
-        if self.recompute != "selective" and self.recompute_modules != ("core_attn",):
-            raise ConfigError("recompute_modules", list(self.recompute_modules),
-                              "is used only with recompute selective (--recompute-granularity selective), as in Megatron")
         if self.recompute == "selective" and not self.recompute_modules:
             raise ConfigError("recompute_modules", [], "selective recompute of no module recomputes nothing: "
                                                        "give recompute none (or core_attn)")
