@@ -80,13 +80,13 @@ from workload_gen.core.records import (
 )
 
 def layer_key(model: ModelConfig, par: ParallelConfig) -> LayerKey:
+    mods = par.recompute_modules if par.recompute == "selective" else ()  # Megatron reads them only then
     return LayerKey(
         tp=par.tp, sp=par.sp, pp=par.pp, vpp=par.vpp, cp=par.cp, cp_comm=par.cp_comm, ep=par.ep,
         etp=par.expert_tp, micro_batch=par.micro_batch, seq_length=par.seq_length, dtype=par.dtype,
         act_bytes=par.param_bytes, grad_bytes=par.grad_bytes,
         # selective recompute of modules without core_attn leaves core attention stored
-        recompute="none" if par.recompute == "selective" and "core_attn" not in par.recompute_modules
-        else par.recompute,
+        recompute="none" if mods and "core_attn" not in mods else par.recompute,
         recompute_method=par.recompute_method, recompute_num_layers=par.recompute_num_layers,
         tp_comm_overlap=par.tp_comm_overlap, vocab_padded=padded_vocab(model, par),
         first_stage_layers=par.first_stage_layers, last_stage_layers=par.last_stage_layers,
@@ -95,12 +95,12 @@ def layer_key(model: ModelConfig, par: ParallelConfig) -> LayerKey:
         overlap_p2p=par.vpp > 1 and par.overlap_p2p_comm, fp8_recipe=par.fp8_recipe,
         attention_backend=par.attention_backend,
         moe_capacity_factor=par.moe_expert_capacity_factor, moe_pad_to_capacity=par.moe_pad_expert_input_to_capacity,
-        recompute_moe_act=par.recompute == "selective" and "moe_act" in par.recompute_modules,
-        recompute_mlp=par.recompute == "selective" and "mlp" in par.recompute_modules,
-        recompute_shared_experts=par.recompute == "selective" and "shared_experts" in par.recompute_modules,
-        recompute_mla_up_proj=par.recompute == "selective" and "mla_up_proj" in par.recompute_modules,
-        recompute_moe=par.recompute == "selective" and "moe" in par.recompute_modules,
-        recompute_layernorm=par.recompute == "selective" and "layernorm" in par.recompute_modules,
+        recompute_moe_act="moe_act" in mods,
+        recompute_mlp="mlp" in mods,
+        recompute_shared_experts="shared_experts" in mods,
+        recompute_mla_up_proj="mla_up_proj" in mods,
+        recompute_moe="moe" in mods,
+        recompute_layernorm="layernorm" in mods,
     )
 
 

@@ -7,6 +7,7 @@ Checks that involve only these fields run at construction; checks against the mo
 from __future__ import annotations
 
 from dataclasses import fields
+from operator import attrgetter
 from typing import Literal
 
 from workload_gen.core.errors import ConfigError
@@ -337,7 +338,8 @@ class ParallelConfig:
             raise ConfigError("seq_length", self.seq_length, f"must be divisible by cp={self.cp}")
         if self.cp > 1 and self.seq_length % (2 * self.cp):
             raise ConfigError("seq_length", self.seq_length, f"must be divisible by 2*cp={2 * self.cp} (load-balanced CP)")
-        self._check_recipe_options()
+        if _RECIPE_VALUES(self) != _RECIPE_DEFAULTS:  # the common case costs one C-level tuple compare
+            self._check_recipe_options()
 
     def _check_recipe_options(self) -> None:
         """Types and Megatron's own rules for the MoE and recipe options, then the refusal of
@@ -461,6 +463,10 @@ RECIPE_FIELDS: tuple[str, ...] = PARALLEL_FIELDS[
     PARALLEL_FIELDS.index("moe_token_dispatcher"):PARALLEL_FIELDS.index("use_megatron_fsdp") + 1]
 """The MoE and recipe options (Megatron flags): accepted, modelled or refused by
 workload_gen.core.unmodelled."""
+
+_RECIPE_VALUES = attrgetter(*RECIPE_FIELDS)
+_RECIPE_DEFAULTS: tuple[object, ...] = tuple(f.default for f in fields(ParallelConfig) if f.name in RECIPE_FIELDS)
+"""The recipe options at their defaults: nothing to check (sweeps build many configs)."""
 
 OMITTED_AT_DEFAULT: frozenset[str] = frozenset({"pipeline_layout", *RECIPE_FIELDS})
 """Fields added after the file formats were fixed: written only when set (see to_dict)."""
