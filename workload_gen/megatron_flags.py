@@ -232,6 +232,9 @@ IGNORED_MEGATRON_FLAGS.update({
     "--moe-upcycling-granularity": True, "--profile-ranks": True,  # (--profile is our profile DB)
     "--fsdp-double-buffer": False, "--megatron-fsdp-main-params-dtype": True,
     "--megatron-fsdp-main-grads-dtype": True, "--megatron-fsdp-grad-comm-dtype": True,
+    # --rope-type rope|yarn picks RoPE's frequencies (YaRN scaling), not the rotary kernel's work
+    # (Megatron-LM d98e8a64 arguments.py; DeepSeek-V3 recipes pass yarn).
+    "--rope-type": True,
 })
 MULTI_VALUE_IGNORED: frozenset[str] = frozenset({
     "--data-path", "--train-data-path", "--valid-data-path", "--test-data-path", "--rampup-batch-size",
