@@ -147,7 +147,7 @@ from workload_gen.core.moe_capacity import routed_copies
 from workload_gen.core.optimizer_state import optimizer_state_bytes
 from workload_gen.core.parallel_config import ParallelConfig
 from workload_gen.core.record import record
-from workload_gen.core.records import Workload
+from workload_gen.core.records import ChunkProgram, Workload
 from workload_gen.core.run_result import MemoryEstimate
 from workload_gen.core.units import KiB, MiB
 
@@ -356,6 +356,8 @@ def stage_chunk_activation(
         extra += e * T * model.hidden_size / sp_div
     if model.num_layers in op_layers:  # final norm input and output-layer input
         extra += 2 * e * T * model.hidden_size / sp_div
+    if model.mtp_num_layers:
+        extra += _mtp_activation(workload, ch, acts, attention=attention, dropout=dropout)
     if par.recompute == "none":
         return sum(a.total for a in acts) + extra, 0.0
     if par.recompute == "selective":
@@ -374,6 +376,26 @@ def stage_chunk_activation(
     kept = sum(a.input for a in recomputed) + sum(a.total for a in stored)
     working = max((a.total for a in recomputed), default=0.0)
     return kept + extra, working
+
+
+def _mtp_activation(workload: Workload, ch: ChunkProgram, acts: list[LayerActivation], *,
+                    attention: str, dropout: bool) -> float:
+    """What the multi-token-prediction depths built on chunk ``ch`` save (workload_gen.
+    layer_ops.mtp_templates): per depth its transformer layer, appended to ``acts`` (the
+    main model's last layer kind, recompute applied like any layer's), and returned: the
+    enorm input (the shifted tokens' embedding), eh_proj's input (the 2h concatenation, as
+    a GEMM input is saved; the hnorm input is the main output layer's input, counted once),
+    the MTP final norm's input and, where the head pass runs, the output layer's input."""
+    model, par = workload.model, workload.parallel
+    L = model.num_layers
+    e = 4 if par.dtype == "fp32" else 2
+    g = 1 if par.dtype == "fp8" else e
+    row = par.seq_length // par.cp * par.micro_batch * model.hidden_size / (par.tp if par.sp else 1)
+    depths = {op.layer for op in ch.forward if op.layer > L and op.name == "mtp_eh_proj"}
+    heads = {op.layer for op in ch.forward if op.layer > L and op.name == "mtp_output"}
+    for _ in depths:
+        acts.append(layer_activation_bytes(model, par, L - 1, attention=attention, dropout=dropout))  # type: ignore[arg-type]
+    return len(depths) * (e * row + g * 2 * row + e * row) + len(heads) * e * row
 
 
 def deferred_wgrad_bytes(workload: Workload, stage: int) -> float:
@@ -443,6 +465,8 @@ def _temporary(workload: Workload, stage: int) -> float:
     layers = {op.layer for ch in workload.stages[stage].chunks for op in ch.forward}
     width = 2 if model.activation == "swiglu" else 1
     blocks = [layer for layer in layers if 0 <= layer < model.num_layers]
+    if any(layer > model.num_layers for layer in layers):  # an MTP depth: the last layer's kind
+        blocks.append(model.num_layers - 1)
     dense = [layer for layer in blocks if not model.is_moe_layer(layer)]
     if dense:
         # Backward of a dense MLP: gradients of the FC2 input and of the FC1 output coexist.

@@ -45,6 +45,7 @@ import math
 from functools import lru_cache
 
 from workload_gen import costs
+from workload_gen.core.errors import ConfigError
 
 from workload_gen.layer_ops import (
     LayerKey,
@@ -53,6 +54,7 @@ from workload_gen.layer_ops import (
     embedding_templates,
     head_templates,
     layer_span,
+    mtp_templates,
     layer_templates,
     pp_bytes,
 )
@@ -60,6 +62,8 @@ from workload_gen.core.model_config import ModelConfig
 from workload_gen.core.parallel_config import ParallelConfig, check_against_model
 from workload_gen.core.params import (
     chunk_layers,
+    mtp_chunk,
+    mtp_embedding_copy,
     padded_vocab,
     rank_tensors,
     stage_layer_params,
@@ -107,6 +111,10 @@ def layer_key(model: ModelConfig, par: ParallelConfig) -> LayerKey:
 def build(model: ModelConfig, parallel: ParallelConfig) -> Workload:
     """The workload of one training iteration of ``model`` under ``parallel``."""
     check_against_model(model, parallel)
+    if model.mtp_num_layers and parallel.deferred_wgrad_microbatches:
+        raise ConfigError("mtp_num_layers", model.mtp_num_layers,
+                          "not modelled with --defer-embedding-wgrad-compute: the MTP head passes' deferred "
+                          "output-layer wgrads (Megatron-Core's embedding_activation_buffer holds every pass)")
     key = layer_key(model, parallel)
     stages = []
     for s in range(parallel.pp):
@@ -167,6 +175,7 @@ def _stage_chunks(model: ModelConfig, key: LayerKey, stage: int, layout: str | N
     par_like = _ParView(key, layout)
     nbytes = pp_bytes(model, key)
     last_stage = key.pp - 1
+    mtp = _mtp_parts(model, key, par_like)
     chunks = []
     for c in range(key.vpp):
         layers = chunk_layers(model, par_like, stage, c)  # type: ignore[arg-type]
@@ -181,14 +190,23 @@ def _stage_chunks(model: ModelConfig, key: LayerKey, stage: int, layout: str | N
             fwd += _stamp(emb_t.fwd_stamps, -1)
         for layer in layers:
             fwd += _stamp(kind[layer].fwd_stamps, layer)
+        mtp_here = mtp is not None and mtp.at == (stage, c)
+        if mtp_here:
+            fwd += mtp.forward(model.num_layers, head=last_chunk)
+        if last_chunk and mtp is not None and not mtp_here:
+            fwd += mtp.head_forward(model.num_layers)
         if last_chunk:
             fwd += _stamp(head_t.fwd_stamps, model.num_layers)
         else:
             fwd.append(CollectiveOp("pp_send_fwd", layers[-1] if layers else _layer_before(model, par_like, stage, c),
                                     Phase.FWD, CollKind.SEND_RECV, Group.PP, key.pp,
-                                    nbytes, key.overlap_p2p, 1))
+                                    nbytes * mtp.pp_factor(stage, c, 0) if mtp else nbytes, key.overlap_p2p, 1))
         if last_chunk:
             bwd += _stamp(head_t.bwd_stamps, model.num_layers)
+        if last_chunk and mtp is not None and not mtp_here:
+            bwd += mtp.head_backward(model.num_layers)
+        if mtp_here:
+            bwd += mtp.backward(model.num_layers, head=last_chunk)
         for group, recomputed in reversed(_recompute_groups(key, layers)):
             if recomputed:
                 for layer in group:
@@ -200,9 +218,72 @@ def _stage_chunks(model: ModelConfig, key: LayerKey, stage: int, layout: str | N
         else:
             bwd.append(CollectiveOp("pp_send_bwd", layers[0] if layers else _layer_before(model, par_like, stage, c) + 1,
                                     Phase.BWD_INPUT, CollKind.SEND_RECV, Group.PP, key.pp,
-                                    nbytes, key.overlap_p2p, -1))
+                                    nbytes * mtp.pp_factor(stage, c, 1) if mtp else nbytes, key.overlap_p2p, -1))
         chunks.append(ChunkProgram(stage, c, layers, tuple(fwd), tuple(bwd)))
     return tuple(chunks)
+
+
+class _MTPParts:
+    """The multi-token-prediction module's op stamps (layer_ops.mtp_templates around the
+    main model's last layer kind), placed on the chunk params.mtp_chunk picks. Depth k's
+    ops carry layer num_layers + 1 + k (the head is num_layers). Megatron-Core runs the
+    MTP depths in order after the decoder and, in process_mtp_loss, their output-head
+    passes before the main output layer; the backward mirrors it. When a layout puts the
+    MTP layers in an earlier virtual stage than the loss ('m|L'), the depths' final norms
+    stay with them and the head passes run where the output layer is; the pipeline sends
+    in between carry the main and every depth's hidden states, concatenated along the
+    sequence (MultiTokenPredictionBlock.forward's torch.cat), 1 + n times the bytes."""
+
+    __slots__ = ("at", "n", "v_at", "pp", "before", "layer", "norm_f", "norm_b", "head_f", "head_b")
+
+    def __init__(self, model: ModelConfig, key: LayerKey, at: tuple[int, int], layer: Templates) -> None:
+        before, after = mtp_templates(model, key)
+        self.at, self.n, self.pp = at, model.mtp_num_layers, key.pp
+        self.v_at = at[1] * key.pp + at[0]
+        self.before, self.layer = before, layer
+        norm = "mtp_final_norm"
+        self.norm_f = tuple(s for s in after.fwd_stamps if s[1] == norm)
+        self.norm_b = tuple(s for s in after.bwd_stamps if s[1] == norm)
+        self.head_f = tuple(s for s in after.fwd_stamps if s[1] != norm)
+        self.head_b = tuple(s for s in after.bwd_stamps if s[1] != norm)
+
+    def forward(self, num_layers: int, head: bool) -> list[Op]:
+        ops: list[Op] = []
+        for k in range(self.n):
+            d = num_layers + 1 + k
+            ops += _stamp(self.before.fwd_stamps, d) + _stamp(self.layer.fwd_stamps, d) + _stamp(self.norm_f, d)
+        return ops + (self.head_forward(num_layers) if head else [])
+
+    def head_forward(self, num_layers: int) -> list[Op]:
+        return [op for k in range(self.n) for op in _stamp(self.head_f, num_layers + 1 + k)]
+
+    def head_backward(self, num_layers: int) -> list[Op]:
+        return [op for k in reversed(range(self.n)) for op in _stamp(self.head_b, num_layers + 1 + k)]
+
+    def backward(self, num_layers: int, head: bool) -> list[Op]:
+        ops: list[Op] = self.head_backward(num_layers) if head else []
+        for k in reversed(range(self.n)):
+            d = num_layers + 1 + k
+            ops += _stamp(self.norm_b, d) + _stamp(self.layer.bwd_stamps, d) + _stamp(self.before.bwd_stamps, d)
+        return ops
+
+    def pp_factor(self, stage: int, chunk: int, after: int) -> int:
+        """1 + n for a send that carries the MTP depths' hidden states (forward sends from
+        the MTP virtual stage on, backward sends from the ones after it), else 1."""
+        return 1 + self.n if chunk * self.pp + stage >= self.v_at + after else 1
+
+
+def _mtp_parts(model: ModelConfig, key: LayerKey, par_like: object) -> _MTPParts | None:
+    at = mtp_chunk(model, par_like)  # type: ignore[arg-type]
+    if at is None:
+        return None
+    last = model.num_layers - 1
+    dense_t, moe_t, _, _ = _templates(model, key)
+    span = layer_span(model, key, last)
+    moe = model.is_moe_layer(last)
+    layer = _span_templates(model, key, span, moe) if span is not None else \
+        (moe_t if moe and moe_t is not None else dense_t)
+    return _MTPParts(model, key, at, layer)
 
 
 def _layer_before(model: ModelConfig, par_like: object, stage: int, chunk: int) -> int:
@@ -258,7 +339,11 @@ def grad_buckets(model: ModelConfig, par: ParallelConfig, stage: int) -> list[tu
                     cur = 0
             if cur:
                 chunk_buckets.append((c, group, cur, low))
-        chunk_buckets.sort(key=lambda b: -b[3])  # stable: dense before expert on ties
+        if model.mtp_num_layers:  # MTP depth k (layer L+1+k) finishes its backward after the head, before layer L-1
+            L, n = model.num_layers, model.mtp_num_layers
+            chunk_buckets.sort(key=lambda b: -(b[3] if b[3] <= L else L - (n - (b[3] - L - 1)) / (n + 1)))
+        else:
+            chunk_buckets.sort(key=lambda b: -b[3])  # stable: dense before expert on ties
         if par.distributed_optimizer:
             chunk_buckets = [(c, g, _pad(n, math.lcm(sizes[g], 128)), lo) for c, g, n, lo in chunk_buckets]
         out += chunk_buckets
@@ -295,6 +380,12 @@ def _iteration_ops(model: ModelConfig, par: ParallelConfig, stage: int) -> tuple
     if model.tied_embeddings and par.pp > 1 and stage in (0, par.pp - 1):
         emb = padded_vocab(model, par) // par.tp * model.hidden_size
         layer = -1 if stage == 0 else model.num_layers
+        ops.append(CollectiveOp("embedding_grad_ar", layer, it, CollKind.ALL_REDUCE, Group.EMB, 2, emb * par.grad_bytes))
+    elif mtp_embedding_copy(model, par) and par.pp > 1 and stage in (0, mtp_chunk(model, par)[0]):  # type: ignore[index]
+        # the MTP rank's word-embedding copy is kept in sync with the first stage's as a tied
+        # embedding is (finalize_model_grads all-reduces it over the embedding group)
+        emb = padded_vocab(model, par) // par.tp * model.hidden_size
+        layer = -1 if stage == 0 else model.num_layers + 1
         ops.append(CollectiveOp("embedding_grad_ar", layer, it, CollKind.ALL_REDUCE, Group.EMB, 2, emb * par.grad_bytes))
     if par.distributed_optimizer:
         local = sum(n // sizes[g] for _, g, n, _ in buckets)

@@ -18,8 +18,8 @@ usually held by. Supported ``model_type`` values and the fields read:
   moe_intermediate_size, n_shared_experts (of moe_intermediate_size each),
   first_k_dense_replace (leading dense layers of intermediate_size), moe_layer_freq 1.
   num_nextn_predict_layers (multi-token prediction, MTP) is counted in the parameter
-  count (:attr:`HFModel.total_params`) but not simulated: the workload holds the main
-  model's layers only, and a note says so.
+  count (:attr:`HFModel.total_params`) but not simulated unless asked: the model read holds
+  the main layers only (it equals the preset), and a note names ``--mtp-num-layers``.
 - ``gpt2`` (n_layer, n_embd, n_head, n_positions, n_inner) and ``gpt_neox``: GELU MLP,
   LayerNorm with biases; learned positions (GPT-2) or RoPE (NeoX).
 - ``gpt_oss`` (openai/gpt-oss-*): as Llama plus num_local_experts, num_experts_per_tok,
@@ -170,7 +170,7 @@ def hf_model_from_dict(data: Mapping[str, Any], source: str = "<hf config>") -> 
             f"note: {source}: num_nextn_predict_layers={mtp} multi-token-prediction module(s) "
             f"({hf.mtp_params / 1e9:.1f}B parameters) are counted ({total_params(model) / 1e9:.1f}B + "
             f"{hf.mtp_params / 1e9:.1f}B = {hf.total_params / 1e9:.1f}B) but not simulated: the workload "
-            f"holds the {model.num_layers} main layers only")
+            f"holds the {model.num_layers} main layers only; --mtp-num-layers {mtp} (mtp_num_layers) simulates them")
     return hf
 
 

@@ -572,10 +572,6 @@ def layer_templates(model: ModelConfig, key: LayerKey, moe: bool,
                     span: tuple[str, int] | None = None) -> Templates:
     """Forward/backward/recompute op templates of one transformer layer (layer index 0),
     with attention restricted to ``span`` (a sliding window or chunk; see layer_span)."""
-    if model.mtp_num_layers:
-        raise ConfigError("mtp_num_layers", model.mtp_num_layers,
-                          "not modelled: the MTP module's transformer layer and second output-head pass "
-                          "(use 0; its parameters are counted by workload_gen.core.params.mtp_params)")
     e = _Emitter(model, key, span=span)
     e.attention_block()
     if moe:
@@ -634,6 +630,62 @@ def head_templates(model: ModelConfig, key: LayerKey) -> Templates:
         loss_fwd += [e.tp_coll(nm, FWD, CollKind.ALL_REDUCE, 4 * T) for nm in ("loss_max_ar", "loss_target_ar", "loss_sum_ar")]
     e.add(loss_fwd, [e.compute("loss", BWD_I, OpKind.LOSS, (T, vt), bwd, "fp32")])
     return e.finish()
+
+
+MTP_OP_PREFIX = "mtp_"
+"""Names of the ops a multi-token-prediction module adds around its transformer layer (the
+layer's own ops keep the main layers' names, so expert GEMMs stay recognisable)."""
+
+
+def _prefixed(op: Op, prefix: str) -> Op:
+    if isinstance(op, ComputeOp):
+        return ComputeOp(prefix + op.name, op.layer, op.phase, op.kind, op.shape, op.dtype, op.flops, op.bytes)
+    return CollectiveOp(prefix + op.name, op.layer, op.phase, op.kind, op.group, op.group_size, op.bytes,
+                        op.overlappable, op.peer)
+
+
+def mtp_templates(model: ModelConfig, key: LayerKey) -> tuple[Templates, Templates]:
+    """(before, after) the transformer layer of one multi-token-prediction depth, as
+    Megatron-Core's MultiTokenPredictionLayer runs it (multi_token_prediction.py @d98e8a64:
+    _get_embeddings, _concat_embeddings, _postprocess; gpt_model.py process_mtp_loss).
+
+    Before: a second pass of the SHARED vocab-parallel embedding over the tokens shifted by
+    the depth (embedding_templates' ops: lookup, its TP reduction, dropout; no new
+    weights), the RMSNorms enorm (embedding) and hnorm (the decoder's output, already
+    final-normed), the concatenation to 2h and eh_proj, a column-parallel linear 2h -> h/tp
+    without gathered output (its SP input all-gather, 2*T*h*B, and backward as any column-
+    parallel linear), then gather_from_tensor_model_parallel_region: an all-gather of the
+    h/tp output columns to h (``T*h*B``; its backward is a split) and, under SP, a scatter
+    to the sequence shard (no communication forward; its backward all-gathers the
+    gradient, ``T*h*B``). After: the module's own final norm, then the SHARED output head
+    again (the output layer's GEMM over the vocabulary and the vocab-parallel cross-entropy
+    with its three TP all-reduces; the loss is scaled by --mtp-loss-scaling-factor, which
+    costs nothing). The transformer layer between them is the main model's last layer kind
+    (builder). Full recompute is refused: Megatron checkpoints eh_proj and the layer
+    together (_checkpointed_forward, uniform with recompute_num_layers 1 only; block skips
+    it), which is not modelled."""
+    if key.recompute == "full":
+        raise ConfigError("mtp_num_layers", model.mtp_num_layers,
+                          "not modelled with full recompute: Megatron-Core's MTP checkpoint of eh_proj and its "
+                          "transformer layer (multi_token_prediction.py _checkpointed_forward)")
+    emb = embedding_templates(model, key)
+    e = _Emitter(model, key)
+    T, h, B, tp = e.T, model.hidden_size, e.B, key.tp
+    e.norm("enorm", e.T_sp, h)
+    e.norm("hnorm", e.T_sp, h)
+    e.linear("eh_proj", T, 2 * h, h // tp, "col")
+    if tp > 1:
+        e.add([e.tp_coll("eh_proj_out_ag", FWD, CollKind.ALL_GATHER, T * h * B)],
+              [e.tp_coll("eh_proj_scatter_ag_bwd", BWD_I, CollKind.ALL_GATHER, T * h * B)] if key.sp else [])
+    mid = e.finish()
+    before = Templates(tuple(_prefixed(op, MTP_OP_PREFIX) for op in emb.fwd + mid.fwd),
+                       tuple(_prefixed(op, MTP_OP_PREFIX) for op in mid.bwd + emb.bwd),
+                       tuple(_prefixed(op, MTP_OP_PREFIX) for op in emb.recompute + mid.recompute))
+    head = head_templates(model, key)
+    after = Templates(tuple(_prefixed(op, MTP_OP_PREFIX) for op in head.fwd),
+                      tuple(_prefixed(op, MTP_OP_PREFIX) for op in head.bwd),
+                      tuple(_prefixed(op, MTP_OP_PREFIX) for op in head.recompute))
+    return before, after
 
 
 def pp_bytes(model: ModelConfig, key: LayerKey) -> int:

@@ -46,7 +46,8 @@ MODEL_VALUE_FLAGS: tuple[tuple[tuple[str, ...], str, type], ...] = (
     (("--window-size",), "window_size", str),  # (left,right): MODEL_VALUE_CONVERTERS
     (("--window-attn-skip-freq",), "window_attn_skip_freq", str),
     (("--no-rope-freq",), "no_rope_freq", str),
-    (("--softmax-type",), "softmax_type", str),  # vanilla, off-by-one, learnable (GPT-OSS's sinks)
+    (("--softmax-type",), "softmax_type", str),
+    (("--mtp-num-layers",), "mtp_num_layers", int),  # vanilla, off-by-one, learnable (GPT-OSS's sinks)
     (("--activation",), "activation", str),
     (("--normalization",), "normalization", str),
     (("--position-embedding-type",), "position_embedding", str),
@@ -264,7 +265,6 @@ NOT_MODELLED_MEGATRON_FLAGS: dict[str, tuple[bool, str | None, str]] = {
     "--disable-tp-comm-bulk-wgrad": (False, None, "changes which TP communication overlaps"),
     "--disable-tp-comm-split-ag": (False, None, "changes which TP communication overlaps"),
     "--disable-tp-comm-split-rs": (False, None, "changes which TP communication overlaps"),
-    "--mtp-num-layers": (True, "0", "adds multi-token-prediction layers"),
     "--use-torch-fsdp2": (False, None, "shards parameters with FSDP instead of the distributed optimizer"),
     "--data-parallel-sharding-strategy": (True, "no_shard", "shards parameters with FSDP"),
     "--hierarchical-context-parallel-sizes": (True, None, "splits CP communication hierarchically"),

@@ -98,14 +98,17 @@ def test_window_with_context_parallelism_is_refused_by_name():
         make("gpt-oss-20b", world_size=16, ep=8, cp=2, seq_length=4096, micro_batch=1, global_batch=8)
 
 
-def test_mtp_is_refused_by_the_builder_until_modelled():
-    v3 = replace(PRESETS["deepseek-v2-lite"], mtp_num_layers=1)
-    with pytest.raises(ConfigError, match="not modelled: the MTP module"):
-        from workload_gen import build
-        from workload_gen.config_loading import configs_from_dict
+def test_mtp_is_built_and_full_recompute_with_it_refused_by_name():
+    # The MTP module is simulated (tests/workload_gen/test_mtp.py derives its ops); Megatron's
+    # MTP checkpoint under full recompute is not modelled and is refused naming it.
+    from workload_gen import build
+    from workload_gen.config_loading import configs_from_dict
 
-        _, p = configs_from_dict({"model": "deepseek-v2-lite", "parallel": {"world_size": 8, "ep": 8}})
-        build(v3, p)
+    v3 = replace(PRESETS["deepseek-v2-lite"], mtp_num_layers=1)
+    _, p = configs_from_dict({"model": "deepseek-v2-lite", "parallel": {"world_size": 8, "ep": 8}})
+    assert any(op.layer == v3.num_layers + 1 for ch in build(v3, p).stages[-1].chunks for op in ch.forward)
+    with pytest.raises(ConfigError, match="not modelled with full recompute: Megatron-Core's MTP checkpoint"):
+        build(v3, replace(p, recompute="full"))
 
 
 def test_moe_layer_pattern_generalises_leading_dense_layers():
@@ -170,10 +173,11 @@ def test_megatron_moe_layer_freq_list_patterns():
         _model_from_flags(model="deepseek-v3", moe_layer_freq="__import__('os')")
 
 
-def test_mtp_flag_stays_refused_until_modelled():
+def test_mtp_flag_sets_the_model_field():
     from workload_gen.megatron_flags import NOT_MODELLED_MEGATRON_FLAGS
 
-    assert NOT_MODELLED_MEGATRON_FLAGS["--mtp-num-layers"][1] == "0"
+    assert "--mtp-num-layers" not in NOT_MODELLED_MEGATRON_FLAGS  # modelled now
+    assert _model_from_flags(model="deepseek-v3", mtp_num_layers=1).mtp_num_layers == 1
 
 
 def test_yaml_spells_the_pattern_as_megatron_does():

@@ -111,8 +111,10 @@ class ModelConfig:
     projection eh_proj (2h -> h), two RMSNorms (enorm, hnorm), one transformer layer like
     the main model's last (MoE in V3) and its own final norm; the embedding and the output
     head are SHARED with the main model and not counted again
-    (:func:`workload_gen.core.params.mtp_params`). Counted, not simulated: a non-zero value
-    is refused by the workload builder. Unit: modules."""
+    (:func:`workload_gen.core.params.mtp_params`). Simulated on the chunk
+    :func:`workload_gen.core.params.mtp_chunk` picks (:func:`workload_gen.layer_ops.mtp_templates`):
+    a second embedding lookup, the norms, eh_proj, the layer and a second output-head pass
+    and loss per module. Unit: modules."""
 
     def __post_init__(self) -> None:
         for name in ("num_layers", "hidden_size", "num_attention_heads", "vocab_size"):

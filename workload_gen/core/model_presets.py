@@ -138,7 +138,7 @@ _PRESETS: tuple[ModelConfig, ...] = (
     # DeepSeek-V3: arXiv 2412.19437 (Sec. 4.2); deepseek-ai/DeepSeek-V3 config.json.
     # 671B main model. The checkpoint also holds 1 multi-token-prediction module
     # (num_nextn_predict_layers = 1): opt in with mtp_num_layers=1, which params.mtp_params
-    # counts (11.6B unique; embedding and head shared) and the builder does not simulate yet.
+    # counts (11.6B unique; embedding and head shared) and the builder simulates.
     ModelConfig(
         name="deepseek-v3", source="DeepSeek-V3 (arXiv 2412.19437, Sec. 4.2); deepseek-ai/DeepSeek-V3 config.json (MTP module excluded)",
         num_layers=61, hidden_size=7168, num_attention_heads=128, vocab_size=129280,

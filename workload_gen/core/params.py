@@ -182,9 +182,7 @@ def mtp_params(model: ModelConfig) -> int:
     n = model.mtp_num_layers
     if not n:
         return 0
-    h = model.hidden_size
-    layer = sum(t.numel for t in layer_tensors(model, model.num_layers - 1))
-    return n * (2 * h + 2 * h * h + layer + h)
+    return n * sum(t.numel for t in mtp_tensors(model))
 
 
 def active_params(model: ModelConfig) -> int:
@@ -283,6 +281,47 @@ def mtp_chunk(model: ModelConfig, par: ParallelConfig) -> tuple[int, int] | None
     return par.pp - 1, par.vpp - 1
 
 
+def mtp_tensors(model: ModelConfig) -> tuple[ParamTensor, ...]:
+    """The weights of ONE multi-token-prediction depth in Megatron-Core's registration
+    order (MultiTokenPredictionLayer @d98e8a64: enorm, hnorm, eh_proj, the transformer
+    layer, final_layernorm): eh_proj is a column-parallel 2h -> h linear without bias, the
+    layer is the main model's last layer's kind. Their sum is mtp_params' per depth."""
+    h = model.hidden_size
+    return (_norm(model, "enorm", h) + _norm(model, "hnorm", h)
+            + _linear(model, "eh_proj", 2 * h, h, "col", bias=False)
+            + layer_tensors(model, model.num_layers - 1) + _norm(model, "mtp_final_norm", h))
+
+
+def mtp_embedding_copy(model: ModelConfig, par: ParallelConfig) -> bool:
+    """Whether the rank holding the MTP layers keeps its own copy of the word embedding:
+    Megatron-Core's GPTModel builds an embedding on every model chunk that pre-processes
+    or runs MTP (gpt_model.py @d98e8a64: ``if self.pre_process or self.mtp_process``), so
+    with the MTP layers on another chunk than the first there is a second copy, kept in
+    sync by all-reducing its gradient with the first stage's (finalize_model_grads
+    _allreduce_word_embedding_grads). With tied embeddings and the MTP layers on the last
+    stage that copy is the output layer's, already counted by head_tensors."""
+    at = mtp_chunk(model, par)
+    if at is None or at == (0, 0):
+        return False
+    return not (model.tied_embeddings and par.pp > 1 and at == (par.pp - 1, par.vpp - 1))
+
+
+def _mtp_local(model: ModelConfig, par: ParallelConfig, stage: int, chunk: int) -> list[tuple[int, ParamTensor]]:
+    """(layer, tensor) of the MTP module on (stage, chunk): depth k is layer
+    num_layers + 1 + k, after the word-embedding copy if the rank keeps one (layer
+    num_layers + 1, registered first: its gradient is complete once the MTP backward is)."""
+    if mtp_chunk(model, par) != (stage, chunk):
+        return []
+    out: list[tuple[int, ParamTensor]] = []
+    if mtp_embedding_copy(model, par):
+        out.append((model.num_layers + 1, ParamTensor("word_embeddings", padded_vocab(model, par) * model.hidden_size,
+                                                      "tp")))
+    ts = mtp_tensors(model)
+    for k in range(model.mtp_num_layers):
+        out += [(model.num_layers + 1 + k, t) for t in ts]
+    return out
+
+
 def chunk_tensors(model: ModelConfig, par: ParallelConfig, stage: int, chunk: int) -> list[tuple[int, ParamTensor]]:
     """(layer, tensor) pairs held by one chunk, in registration (forward) order; the
     embedding is layer -1 and the head is layer num_layers."""
@@ -292,6 +331,8 @@ def chunk_tensors(model: ModelConfig, par: ParallelConfig, stage: int, chunk: in
         out += [(-1, t) for t in embedding_tensors(model, vocab)]
     for layer in chunk_layers(model, par, stage, chunk):
         out += [(layer, t) for t in layer_tensors(model, layer)]
+    if model.mtp_num_layers:
+        out += _mtp_local(model, par, stage, chunk)
     if stage == par.pp - 1 and chunk == par.vpp - 1:
         out += [(model.num_layers, t) for t in head_tensors(model, vocab, output_copy=par.pp > 1)]
     return out
@@ -325,6 +366,9 @@ def rank_tensors(model: ModelConfig, par: ParallelConfig, stage: int, chunk: int
         if moe not in kinds:
             kinds[moe] = _local_kind(model, moe, par.tp, split)
         out += [(layer, n, e, r) for n, e, r in kinds[moe]]
+    if model.mtp_num_layers:
+        out += [(layer, local_numel(t, par), t.shard == "expert", t.sp_reduce)
+                for layer, t in _mtp_local(model, par, stage, chunk)]
     if stage == par.pp - 1 and chunk == par.vpp - 1:
         out += [(model.num_layers, local_numel(t, par), False, t.sp_reduce)
                 for t in head_tensors(model, vocab, output_copy=par.pp > 1)]
@@ -353,5 +397,10 @@ def stage_layer_params(model: ModelConfig, par: ParallelConfig, stage: int) -> i
     parameters for norms and routers and 0.15% with GPT-3's biases (gpt3-125m, the
     smallest); TP replicates norms and routers, so one rank's share can be up to tp times
     that."""
-    return sum(n for chunk in range(par.vpp) for layer, n, _, _ in rank_tensors(model, par, stage, chunk)
+    held = sum(n for chunk in range(par.vpp) for layer, n, _, _ in rank_tensors(model, par, stage, chunk)
                if 0 <= layer < model.num_layers)
+    if model.mtp_num_layers and (at := mtp_chunk(model, par)) is not None and at[0] == stage:
+        # the MTP depths' eh_proj and layers are Transformer Engine modules too; the
+        # word-embedding copy is not
+        held += model.mtp_num_layers * sum(local_numel(t, par) for t in mtp_tensors(model))
+    return held
