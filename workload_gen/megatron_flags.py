@@ -55,6 +55,11 @@ MODEL_VALUE_FLAGS: tuple[tuple[tuple[str, ...], str, type], ...] = (
 # Megatron boolean switches that set a model field to a constant.
 MODEL_SWITCHES: tuple[tuple[str, str, object], ...] = (
     ("--swiglu", "activation", "swiglu"),
+    # GPT-OSS's gated activation (Megatron --quick-geglu: gelu approximated as x*sigmoid(1.702x),
+    # times the linear half): fc1 has swiglu's two halves and the same elementwise pass, so it
+    # takes swiglu's shapes and costs; its offset and clamp constants (--glu-linear-offset,
+    # --activation-func-clamp-value) change no shape and no pass and are ignored.
+    ("--quick-geglu", "activation", "swiglu"),
     ("--squared-relu", "activation", "squared_relu"),
     ("--untie-embeddings-and-output-weights", "tied_embeddings", False),
     ("--disable-bias-linear", "add_bias_linear", False),
@@ -173,6 +178,9 @@ IGNORED_MEGATRON_FLAGS: dict[str, bool] = {
     "--moe-router-dtype": True, "--moe-input-jitter-eps": True, "--loss-scale": True,
     "--initial-loss-scale": True, "--min-loss-scale": True, "--loss-scale-window": True,
     "--hysteresis": True, "--ckpt-format": True, "--exit-interval": True, "--exit-duration-in-mins": True,
+    # GPT-OSS's --quick-geglu constants: the linear half's offset and the clamp of both halves
+    # (elementwise constants of a pass that is costed anyway).
+    "--glu-linear-offset": True, "--activation-func-clamp-value": True,
     "--use-flash-attn": False, "--use-mcore-models": False, "--no-masked-softmax-fusion": False,
     "--no-bias-gelu-fusion": False, "--no-bias-dropout-fusion": False, "--no-bias-swiglu-fusion": False,
     "--no-rope-fusion": False, "--no-gradient-accumulation-fusion": False,
@@ -243,6 +251,9 @@ MULTI_VALUE_IGNORED: frozenset[str] = frozenset({
 })
 """Ignored flags that take several values (Megatron's nargs='*'), e.g. --rampup-batch-size 16 16 5859375."""
 
+_MAMBA = "builds a hybrid Mamba-Transformer model (Nemotron-H): its Mamba state-space layers are not modelled"
+"""Why the hybrid-model flags of NVIDIA's Nemotron-3 recipes are refused."""
+
 NOT_MODELLED_MEGATRON_FLAGS: dict[str, tuple[bool, str | None, str]] = {
     # flag: (takes a value, the value that changes nothing (accepted and ignored) or None, what it would change)
     "--microbatch-group-size-per-virtual-pipeline-stage": (True, None, "changes the pipeline schedule"),
@@ -272,6 +283,17 @@ NOT_MODELLED_MEGATRON_FLAGS: dict[str, tuple[bool, str | None, str]] = {
     "--ddp-num-buckets": (True, None, "changes the gradient buckets"),
     "--use-sharp": (False, None, "runs the data-parallel reduction in the switch (SHARP)"),
     "--no-fp8-wgrad": (False, None, "runs the weight-gradient GEMMs in higher precision under FP8"),
+    "--is-hybrid-model": (False, None, _MAMBA),
+    "--hybrid-override-pattern": (True, None, _MAMBA),
+    "--hybrid-layer-pattern": (True, None, _MAMBA),
+    "--hybrid-attention-ratio": (True, None, _MAMBA),
+    "--hybrid-mlp-ratio": (True, None, _MAMBA),
+    "--mamba-state-dim": (True, None, _MAMBA),
+    "--mamba-head-dim": (True, None, _MAMBA),
+    "--mamba-num-groups": (True, None, _MAMBA),
+    "--mamba-num-heads": (True, None, _MAMBA),
+    "--use-fused-weighted-squared-relu": (False, None, "fuses the router weighting into the squared-ReLU expert "
+                                          "activation of hybrid (Nemotron-H) models, not modelled"),
 }
 """Real Megatron-LM flags that would change the simulated iteration but are not modelled:
 refused with "not modelled: FLAG" (exit 2), unless given the value that changes nothing."""
