@@ -45,7 +45,6 @@ import math
 from functools import lru_cache
 
 from workload_gen import costs
-from workload_gen.core.errors import ConfigError
 
 from workload_gen.layer_ops import (
     LayerKey,
@@ -111,10 +110,6 @@ def layer_key(model: ModelConfig, par: ParallelConfig) -> LayerKey:
 def build(model: ModelConfig, parallel: ParallelConfig) -> Workload:
     """The workload of one training iteration of ``model`` under ``parallel``."""
     check_against_model(model, parallel)
-    if model.mtp_num_layers and parallel.deferred_wgrad_microbatches:
-        raise ConfigError("mtp_num_layers", model.mtp_num_layers,
-                          "not modelled with --defer-embedding-wgrad-compute: the MTP head passes' deferred "
-                          "output-layer wgrads (Megatron-Core's embedding_activation_buffer holds every pass)")
     key = layer_key(model, parallel)
     stages = []
     for s in range(parallel.pp):

@@ -661,13 +661,9 @@ def mtp_templates(model: ModelConfig, key: LayerKey) -> tuple[Templates, Templat
     again (the output layer's GEMM over the vocabulary and the vocab-parallel cross-entropy
     with its three TP all-reduces; the loss is scaled by --mtp-loss-scaling-factor, which
     costs nothing). The transformer layer between them is the main model's last layer kind
-    (builder). Full recompute is refused: Megatron checkpoints eh_proj and the layer
-    together (_checkpointed_forward, uniform with recompute_num_layers 1 only; block skips
-    it), which is not modelled."""
-    if key.recompute == "full":
-        raise ConfigError("mtp_num_layers", model.mtp_num_layers,
-                          "not modelled with full recompute: Megatron-Core's MTP checkpoint of eh_proj and its "
-                          "transformer layer (multi_token_prediction.py _checkpointed_forward)")
+    (builder). Full recompute is refused (core.parallel_config.check_against_model):
+    Megatron checkpoints eh_proj and the layer together (_checkpointed_forward, uniform with
+    recompute_num_layers 1 only; block skips it), which is not modelled."""
     emb = embedding_templates(model, key)
     e = _Emitter(model, key)
     T, h, B, tp = e.T, model.hidden_size, e.B, key.tp

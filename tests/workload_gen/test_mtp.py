@@ -191,5 +191,9 @@ def test_layout_with_mtp_before_the_loss_stage_sends_every_depths_hidden_states(
 def test_refused_where_megatrons_mtp_mechanism_is_not_modelled() -> None:
     from workload_gen.core.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="full recompute"):
+    # in check_against_model, so search skips such layouts as it skips any invalid one
+    with pytest.raises(ConfigError, match="full recompute: Megatron-Core's MTP checkpoint"):
         build(MTP, _par(recompute="full"))
+    with pytest.raises(ConfigError, match="deferred output-layer wgrads"):
+        build(MTP, _par(pp=2, world_size=2, global_batch=8, defer_embedding_wgrad_compute=True))
+    build(V3_4, _par(recompute="full"))  # without MTP both stay as they were

@@ -569,6 +569,12 @@ def check_against_model(model: ModelConfig, par: ParallelConfig) -> None:
                 "recompute_num_layers", par.recompute_num_layers,
                 f"must be at most the layers per pipeline chunk ({per_chunk_min})",
             )
+    if model.mtp_num_layers and par.recompute == "full":
+        raise ConfigError("recompute", par.recompute, "not modelled with full recompute: Megatron-Core's MTP checkpoint "
+                          "of eh_proj and its transformer layer (multi_token_prediction.py _checkpointed_forward)")
+    if model.mtp_num_layers and par.deferred_wgrad_microbatches:
+        raise ConfigError("defer_embedding_wgrad_compute", True, "not modelled with mtp_num_layers: the MTP head "
+                          "passes' deferred output-layer wgrads (Megatron-Core's embedding_activation_buffer)")
     if par.cp > 1 and par.cp_comm == "a2a":
         kv_local = (heads if model.multi_latent_attention else kv) // par.tp
         if (heads // par.tp) % par.cp or kv_local % par.cp:
