@@ -351,9 +351,15 @@ def summary_table(summary: dict[str, Any]) -> str:
     par, model = cfg.get("parallel"), cfg.get("model")
     if par and model:
         d = cfg.get("derived", {})
+        experts = ""
+        if par["ep"] > 1 or par.get("etp") not in (None, par["tp"]):
+            # expert layout (folded: its own decomposition of the same ranks): etp x ep x edp x pp
+            etp = par.get("etp") or par["tp"]
+            experts = f" (etp {etp} edp {par['world_size'] // (etp * par['ep'] * par['pp'])})"
         lines.append(f"{model.get('name')} on {cfg['system']['name']} ({d.get('gpu') or cfg['system']['gpu']}): "
                      f"{par['world_size']} GPUs, "
-                     f"tp {par['tp']} pp {par['pp']} vpp {par['vpp']} cp {par['cp']} ep {par['ep']} dp {d.get('dp')}, "
+                     f"tp {par['tp']} pp {par['pp']} vpp {par['vpp']} cp {par['cp']} ep {par['ep']}{experts} "
+                     f"dp {d.get('dp')}, "
                      f"{d.get('num_microbatches')} micro-batches of {par['micro_batch']} x {par['seq_length']} tokens")
     else:
         lines.append(f"{cfg.get('workload', '')} ({summary.get('accounting')} accounting)")
