@@ -385,7 +385,12 @@ def _mtp_activation(workload: Workload, ch: ChunkProgram, acts: list[LayerActiva
     main model's last layer kind, recompute applied like any layer's), and returned: the
     enorm input (the shifted tokens' embedding), eh_proj's input (the 2h concatenation, as
     a GEMM input is saved; the hnorm input is the main output layer's input, counted once),
-    the MTP final norm's input and, where the head pass runs, the output layer's input."""
+    the MTP final norm's input and, where the head pass runs, the output layer's input.
+
+    Full recompute: uniform checkpoints each depth whole (Megatron's _checkpointed_forward):
+    it keeps the checkpoint's inputs (the enorm input, and the hidden states, counted as the
+    layer's input), and eh_proj's and the final norm's inputs exist only in the working set
+    of its re-run; block does not recompute the MTP, whose tensors are then all held."""
     model, par = workload.model, workload.parallel
     L = model.num_layers
     e = 4 if par.dtype == "fp32" else 2
@@ -393,9 +398,15 @@ def _mtp_activation(workload: Workload, ch: ChunkProgram, acts: list[LayerActiva
     row = par.seq_length // par.cp * par.micro_batch * model.hidden_size / (par.tp if par.sp else 1)
     depths = {op.layer for op in ch.forward if op.layer > L and op.name == "mtp_eh_proj"}
     heads = {op.layer for op in ch.forward if op.layer > L and op.name == "mtp_output"}
-    for _ in depths:
-        acts.append(layer_activation_bytes(model, par, L - 1, attention=attention, dropout=dropout))  # type: ignore[arg-type]
-    return len(depths) * (e * row + g * 2 * row + e * row) + len(heads) * e * row
+    layer = layer_activation_bytes(model, par, L - 1, attention=attention, dropout=dropout)  # type: ignore[arg-type]
+    inner = g * 2 * row + e * row  # eh_proj's input, the final norm's input
+    if par.recompute == "full" and par.recompute_method == "block":
+        return len(depths) * (layer.total + e * row + inner) + len(heads) * e * row
+    if par.recompute == "full":
+        acts += [LayerActivation(layer.core_attention, layer.rest + inner, layer.input, layer.recomputed)] * len(depths)
+        return len(depths) * e * row + len(heads) * e * row
+    acts += [layer] * len(depths)
+    return len(depths) * (e * row + inner) + len(heads) * e * row
 
 
 def deferred_wgrad_bytes(workload: Workload, stage: int) -> float:

@@ -229,7 +229,7 @@ class _MTPParts:
     in between carry the main and every depth's hidden states, concatenated along the
     sequence (MultiTokenPredictionBlock.forward's torch.cat), 1 + n times the bytes."""
 
-    __slots__ = ("at", "n", "v_at", "pp", "before", "layer", "norm_f", "norm_b", "head_f", "head_b")
+    __slots__ = ("at", "n", "v_at", "pp", "before", "layer", "norm_f", "norm_b", "head_f", "head_b", "recompute")
 
     def __init__(self, model: ModelConfig, key: LayerKey, at: tuple[int, int], layer: Templates) -> None:
         before, after = mtp_templates(model, key)
@@ -241,6 +241,12 @@ class _MTPParts:
         self.norm_b = tuple(s for s in after.bwd_stamps if s[1] == norm)
         self.head_f = tuple(s for s in after.fwd_stamps if s[1] != norm)
         self.head_b = tuple(s for s in after.bwd_stamps if s[1] != norm)
+        # full recompute, uniform: Megatron's MTP checkpoint (norms, eh_proj, the layer, its
+        # final norm) re-runs before the depth's backward; block skips it (multi_token_prediction.py)
+        self.recompute: tuple[Stamp, ...] = ()
+        if key.recompute == "full" and key.recompute_method == "uniform":
+            self.recompute = (before.recompute_stamps + layer.recompute_stamps
+                              + tuple(s for s in after.recompute_stamps if s[1] == norm))
 
     def forward(self, num_layers: int, head: bool) -> list[Op]:
         ops: list[Op] = []
@@ -259,6 +265,7 @@ class _MTPParts:
         ops: list[Op] = self.head_backward(num_layers) if head else []
         for k in reversed(range(self.n)):
             d = num_layers + 1 + k
+            ops += _stamp(self.recompute, d)
             ops += _stamp(self.norm_b, d) + _stamp(self.layer.bwd_stamps, d) + _stamp(self.before.bwd_stamps, d)
         return ops
 

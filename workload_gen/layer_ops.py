@@ -661,9 +661,10 @@ def mtp_templates(model: ModelConfig, key: LayerKey) -> tuple[Templates, Templat
     again (the output layer's GEMM over the vocabulary and the vocab-parallel cross-entropy
     with its three TP all-reduces; the loss is scaled by --mtp-loss-scaling-factor, which
     costs nothing). The transformer layer between them is the main model's last layer kind
-    (builder). Full recompute is refused (core.parallel_config.check_against_model):
-    Megatron checkpoints eh_proj and the layer together (_checkpointed_forward, uniform with
-    recompute_num_layers 1 only; block skips it), which is not modelled."""
+    (builder). Under full recompute, uniform, Megatron checkpoints the norms, eh_proj, the
+    layer and the final norm together (_checkpointed_forward: recompute_num_layers must be
+    1; check_against_model refuses more), so ``before.recompute`` holds only those; with
+    block it skips the MTP recompute (a warning), and so does the builder."""
     emb = embedding_templates(model, key)
     e = _Emitter(model, key)
     T, h, B, tp = e.T, model.hidden_size, e.B, key.tp
@@ -676,7 +677,8 @@ def mtp_templates(model: ModelConfig, key: LayerKey) -> tuple[Templates, Templat
     mid = e.finish()
     before = Templates(tuple(_prefixed(op, MTP_OP_PREFIX) for op in emb.fwd + mid.fwd),
                        tuple(_prefixed(op, MTP_OP_PREFIX) for op in mid.bwd + emb.bwd),
-                       tuple(_prefixed(op, MTP_OP_PREFIX) for op in emb.recompute + mid.recompute))
+                       # what Megatron's MTP checkpoint re-runs: not the embedding, looked up before it
+                       tuple(_prefixed(op, MTP_OP_PREFIX) for op in mid.recompute))
     head = head_templates(model, key)
     after = Templates(tuple(_prefixed(op, MTP_OP_PREFIX) for op in head.fwd),
                       tuple(_prefixed(op, MTP_OP_PREFIX) for op in head.bwd),

@@ -98,17 +98,17 @@ def test_window_with_context_parallelism_is_refused_by_name():
         make("gpt-oss-20b", world_size=16, ep=8, cp=2, seq_length=4096, micro_batch=1, global_batch=8)
 
 
-def test_mtp_is_built_and_full_recompute_with_it_refused_by_name():
+def test_mtp_is_built_and_megatrons_mtp_recompute_limit_kept():
     # The MTP module is simulated (tests/workload_gen/test_mtp.py derives its ops); Megatron's
-    # MTP checkpoint under full recompute is not modelled and is refused naming it.
+    # MTP checkpoint under uniform full recompute takes recompute_num_layers 1 only.
     from workload_gen import build
     from workload_gen.config_loading import configs_from_dict
 
     v3 = replace(PRESETS["deepseek-v2-lite"], mtp_num_layers=1)
     _, p = configs_from_dict({"model": "deepseek-v2-lite", "parallel": {"world_size": 8, "ep": 8}})
     assert any(op.layer == v3.num_layers + 1 for ch in build(v3, p).stages[-1].chunks for op in ch.forward)
-    with pytest.raises(ConfigError, match="not modelled with full recompute: Megatron-Core's MTP checkpoint"):
-        build(v3, replace(p, recompute="full"))
+    with pytest.raises(ConfigError, match="must be 1 for MTP recompute"):
+        build(v3, replace(p, recompute="full", recompute_num_layers=3))
 
 
 def test_moe_layer_pattern_generalises_leading_dense_layers():

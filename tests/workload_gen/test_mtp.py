@@ -192,8 +192,38 @@ def test_refused_where_megatrons_mtp_mechanism_is_not_modelled() -> None:
     from workload_gen.core.errors import ConfigError
 
     # in check_against_model, so search skips such layouts as it skips any invalid one
-    with pytest.raises(ConfigError, match="full recompute: Megatron-Core's MTP checkpoint"):
-        build(MTP, _par(recompute="full"))
+    with pytest.raises(ConfigError, match="must be 1 for MTP recompute"):  # Megatron asserts it
+        build(MTP, _par(recompute="full", recompute_num_layers=2))
     with pytest.raises(ConfigError, match="deferred output-layer wgrads"):
         build(MTP, _par(pp=2, world_size=2, global_batch=8, defer_embedding_wgrad_compute=True))
-    build(V3_4, _par(recompute="full"))  # without MTP both stay as they were
+    build(V3_4, _par(recompute="full", recompute_num_layers=2))  # without MTP both stay as they were
+
+
+def test_full_recompute_checkpoints_each_depth_as_megatron_does() -> None:
+    # uniform: _checkpointed_forward wraps _proj_and_transformer_layer (enorm, hnorm,
+    # eh_proj and its gathers, the layer, the final norm); the embedding lookup runs before
+    # it and is not re-run. The re-run comes after the head pass's backward, before the
+    # depth's own backward.
+    w = build(MTP, _par(recompute="full"))
+    bwd = [op for ch in w.stages[0].chunks for op in ch.backward if op.layer == L + 1]
+    fwd = [op.name for op in _fwd(w, 0, L + 1)]
+    rerun = [op.name for op in bwd if op.phase is Phase.RECOMPUTE]
+    checkpointed = [n for n in fwd if not n.startswith(("mtp_embedding", "mtp_output", "mtp_loss"))]
+    assert rerun == checkpointed and rerun[0] == "mtp_enorm" and rerun[-1] == "mtp_final_norm"
+    first = next(i for i, op in enumerate(bwd) if op.phase is Phase.RECOMPUTE)
+    assert {op.name for op in bwd[:first]} <= {"mtp_loss", "mtp_output"}
+    # block: Megatron skips the MTP recompute (a warning); the depth's backward is as without
+    blk = build(MTP, _par(recompute="full", recompute_method="block"))
+    assert not any(op.phase is Phase.RECOMPUTE and op.layer > L for ch in blk.stages[0].chunks for op in ch.backward)
+
+
+def test_full_recompute_memory_keeps_the_checkpoint_inputs() -> None:
+    # One micro-batch in flight (pp 1). Uniform: the depth keeps its checkpoint's inputs (the
+    # shifted tokens' embedding, and the hidden states, counted as the layer's input) and the
+    # head's input; its re-run (the layer plus eh_proj's 2h input and the final norm's input)
+    # is the largest working set, one MoE layer's total plus those two.
+    par = _par(recompute="full")
+    m0, m1 = estimate_memory(build(V3_4, par))[0], estimate_memory(build(MTP, par))[0]
+    row = par.seq_length * MTP.hidden_size * 2
+    layer = layer_activation_bytes(MTP, par, L - 1)
+    assert m1.activations - m0.activations == pytest.approx(layer.input + row + row + (2 * row + row), abs=1)

@@ -569,9 +569,11 @@ def check_against_model(model: ModelConfig, par: ParallelConfig) -> None:
                 "recompute_num_layers", par.recompute_num_layers,
                 f"must be at most the layers per pipeline chunk ({per_chunk_min})",
             )
-    if model.mtp_num_layers and par.recompute == "full":
-        raise ConfigError("recompute", par.recompute, "not modelled with full recompute: Megatron-Core's MTP checkpoint "
-                          "of eh_proj and its transformer layer (multi_token_prediction.py _checkpointed_forward)")
+    if model.mtp_num_layers and par.recompute == "full" and par.recompute_method == "uniform" \
+            and (par.recompute_num_layers or 1) != 1:
+        # Megatron-Core's MultiTokenPredictionLayer._checkpointed_forward asserts the same
+        raise ConfigError("recompute_num_layers", par.recompute_num_layers,
+                          "must be 1 for MTP recompute (uniform full recompute with mtp_num_layers)")
     if model.mtp_num_layers and par.deferred_wgrad_microbatches:
         raise ConfigError("defer_embedding_wgrad_compute", True, "not modelled with mtp_num_layers: the MTP head "
                           "passes' deferred output-layer wgrads (Megatron-Core's embedding_activation_buffer)")
