@@ -41,8 +41,13 @@ def build_parser() -> argparse.ArgumentParser:
 def summary(w: Workload) -> str:
     """A few lines: parameters, ops per stage, collective bytes per group and phase."""
     par = w.parallel
+    mtp = ""
+    if w.model.mtp_num_layers:  # counted apart, as DeepSeek-V3 reports 671B + the MTP module
+        from workload_gen.core.params import mtp_params
+
+        mtp = f" + {w.model.mtp_num_layers} MTP module(s) {mtp_params(w.model) / 1e9:.3f}B"
     lines = [
-        f"{w.model.name}: {w.params_total / 1e9:.3f}B params; tp={par.tp} sp={int(par.sp)} pp={par.pp} vpp={par.vpp} "
+        f"{w.model.name}: {w.params_total / 1e9:.3f}B params{mtp}; tp={par.tp} sp={int(par.sp)} pp={par.pp} vpp={par.vpp} "
         f"cp={par.cp} ep={par.ep} etp={par.expert_tp} dp={par.dp} world={par.world_size} "
         f"micro-batches={par.num_microbatches} x {par.micro_batch} x {par.seq_length} tokens",
     ]

@@ -123,6 +123,15 @@ def test_mtp_on_a_later_stage_keeps_an_embedding_copy_in_sync() -> None:
     assert not any(op.name == "embedding_grad_ar" for st in w0.stages for op in st.iteration)
 
 
+def test_gen_workload_summary_names_the_mtp_module_apart() -> None:
+    # The main model's count stays the paper's (671B for V3); the MTP module is added apart.
+    from engine.commands.gen_workload import summary
+
+    line = summary(build(MTP, _par())).splitlines()[0]
+    assert f"+ 1 MTP module(s) {mtp_params(MTP) / 1e9:.3f}B" in line
+    assert "MTP" not in summary(build(V3_4, _par()))
+
+
 def test_mtp_zero_changes_nothing() -> None:
     # The default builds no op past the head and the model's dict (the workload file's
     # header) does not mention MTP, so files without it are as before.
