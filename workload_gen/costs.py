@@ -231,6 +231,13 @@ def loss(tokens: int, vocab: int, b: int) -> tuple[Cost, Cost]:
     return (5.0 * n, float(n * (b + 4))), (2.0 * n, float(n * (b + 4)))
 
 
+def logits_argmax(tokens: int, vocab: int, b: int) -> Cost:
+    """The max and argmax over [tokens, vocab] logits (MTP's acceptance count): reads the
+    logits, one compare per element, writes each token's max (b) and index (int64, 8)."""
+    n = tokens * vocab
+    return float(n), float(n * b + tokens * (b + 8))
+
+
 # --- once per iteration ------------------------------------------------------------------
 
 

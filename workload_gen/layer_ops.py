@@ -644,6 +644,20 @@ def _prefixed(op: Op, prefix: str) -> Op:
                         op.overlappable, op.peer)
 
 
+def _cp_rolls(e: _Emitter, tensors: tuple[tuple[str, int], ...]) -> list[Op]:
+    """Megatron-Core's roll_tensor under context parallelism (multi_token_prediction.py
+    @d98e8a64): each CP rank swaps the boundary element of each of its two sequence halves
+    with its neighbours, a blocking send/recv of 2*b elements per rolled tensor (ids int64,
+    the loss mask fp32); nothing without CP (a local torch.roll). Forward only (no grads)."""
+    key = e.key
+    if key.cp == 1:
+        return []
+    ops = [e.coll(f"roll_{name}_cp", FWD, CollKind.SEND_RECV, Group.CP, key.cp, 2 * key.micro_batch * nbytes,
+                  False, 1) for name, nbytes in tensors]
+    e.add(ops, [])
+    return ops
+
+
 def mtp_templates(model: ModelConfig, key: LayerKey) -> tuple[Templates, Templates]:
     """(before, after) the transformer layer of one multi-token-prediction depth, as
     Megatron-Core's MultiTokenPredictionLayer runs it (multi_token_prediction.py @d98e8a64:
@@ -668,6 +682,7 @@ def mtp_templates(model: ModelConfig, key: LayerKey) -> tuple[Templates, Templat
     emb = embedding_templates(model, key)
     e = _Emitter(model, key)
     T, h, B, tp = e.T, model.hidden_size, e.B, key.tp
+    id_rolls = _cp_rolls(e, (("input_ids", 8), ("position_ids", 8)))
     e.norm("enorm", e.T_sp, h)
     e.norm("hnorm", e.T_sp, h)
     e.linear("eh_proj", T, 2 * h, h // tp, "col")
@@ -675,12 +690,25 @@ def mtp_templates(model: ModelConfig, key: LayerKey) -> tuple[Templates, Templat
         e.add([e.tp_coll("eh_proj_out_ag", FWD, CollKind.ALL_GATHER, T * h * B)],
               [e.tp_coll("eh_proj_scatter_ag_bwd", BWD_I, CollKind.ALL_GATHER, T * h * B)] if key.sp else [])
     mid = e.finish()
-    before = Templates(tuple(_prefixed(op, MTP_OP_PREFIX) for op in emb.fwd + mid.fwd),
+    mid_fwd = mid.fwd[len(id_rolls):]
+    before = Templates(tuple(_prefixed(op, MTP_OP_PREFIX) for op in mid.fwd[:len(id_rolls)] + emb.fwd + mid_fwd),
                        tuple(_prefixed(op, MTP_OP_PREFIX) for op in mid.bwd + emb.bwd),
                        # what Megatron's MTP checkpoint re-runs: not the embedding, looked up before it
-                       tuple(_prefixed(op, MTP_OP_PREFIX) for op in mid.recompute))
+                       tuple(_prefixed(op, MTP_OP_PREFIX) for op in mid.recompute[len(id_rolls):]))
     head = head_templates(model, key)
-    after = Templates(tuple(_prefixed(op, MTP_OP_PREFIX) for op in head.fwd),
+    # process_mtp_loss per depth: the output layer, the rolls of the labels and the loss mask,
+    # the loss, then (training) the acceptance count: a vocab-parallel argmax of the logits
+    # and, over TP, all-gathers of each rank's max (logits dtype) and index (int64)
+    x = _Emitter(model, key)
+    vt = key.vocab_padded // tp
+    rolls = _cp_rolls(x, (("labels", 8), ("loss_mask", 4)))
+    x.add([x.compute("logits_argmax", FWD, OpKind.ELEMENTWISE, (T, vt), costs.logits_argmax(T, vt, B))], [])
+    if tp > 1:
+        x.add([x.tp_coll("argmax_max_ag", FWD, CollKind.ALL_GATHER, tp * T * B),
+               x.tp_coll("argmax_index_ag", FWD, CollKind.ALL_GATHER, tp * T * 8)], [])
+    loss_at = next(i for i, op in enumerate(head.fwd) if op.name == "loss")
+    head_fwd = head.fwd[:loss_at] + tuple(rolls) + head.fwd[loss_at:] + tuple(x.fwd[len(rolls):])
+    after = Templates(tuple(_prefixed(op, MTP_OP_PREFIX) for op in head_fwd),
                       tuple(_prefixed(op, MTP_OP_PREFIX) for op in head.bwd),
                       tuple(_prefixed(op, MTP_OP_PREFIX) for op in head.recompute))
     return before, after

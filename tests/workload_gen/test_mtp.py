@@ -66,9 +66,10 @@ def test_mtp_forward_flops_are_one_moe_layer_plus_eh_proj_head_and_norms(kw: dic
     norms = 3 * 4 * T_sp * h                       # enorm, hnorm, final norm: RMSNorm ~4 FLOPs/element
     loss = 5 * T * V / tp                          # the vocab-parallel cross-entropy again
     dropout = T_sp * h                             # the embedding's dropout (the lookup is a gather: 0)
+    argmax = T * V / tp                            # the acceptance count's max over the logits
     by_name = {op.name: op.flops for op in depth if isinstance(op, ComputeOp)}
     assert by_name["mtp_eh_proj"] == eh_proj and by_name["mtp_output"] == head
-    assert _flops(_fwd(w1, 0)) - _flops(_fwd(w0, 0)) == pytest.approx(moe_layer + eh_proj + head + norms + loss + dropout,
+    assert _flops(_fwd(w1, 0)) - _flops(_fwd(w0, 0)) == pytest.approx(moe_layer + eh_proj + head + norms + loss + dropout + argmax,
                                                                      rel=1e-12)
     # The main model's ops are untouched.
     assert [_strip(op) for op in _fwd(w1, 0) if op.layer <= L] == [_strip(op) for op in _fwd(w0, 0)]
@@ -91,6 +92,10 @@ def test_mtp_tp_collectives_follow_megatrons_eh_proj_and_layer() -> None:
     assert colls[("mtp_eh_proj_rs_bwd", Phase.BWD_INPUT)].bytes == T * 2 * h * B
     assert colls[("mtp_embedding_rs", Phase.FWD)].kind is CollKind.REDUCE_SCATTER  # the second lookup's SP scatter
     assert {("dispatch_a2a", Phase.FWD), ("combine_a2a", Phase.FWD)} <= set(colls)
+    # the acceptance count's vocab-parallel argmax: each rank's T maxima (bf16) and indices
+    # (int64) all-gathered over TP
+    assert colls[("mtp_argmax_max_ag", Phase.FWD)].bytes == 2 * T * B
+    assert colls[("mtp_argmax_index_ag", Phase.FWD)].bytes == 2 * T * 8
     assert all(op.group is Group.EP for (n, _), op in colls.items() if n.endswith("_a2a"))
 
 
@@ -197,6 +202,20 @@ def test_layout_with_mtp_before_the_loss_stage_sends_every_depths_hidden_states(
     assert any(op.name == "mtp_output" for op in _fwd(w1, 2)) and not any(op.name == "mtp_output" for op in _fwd(w1, 1))
 
 
+def test_context_parallel_rolls_swap_boundary_tokens() -> None:
+    # roll_tensor under CP: per depth input_ids and position_ids (before the embedding) and
+    # labels and loss_mask (before the loss), each a send/recv of the two halves' boundary
+    # elements, 2*b of them: int64, and fp32 for the mask. Without CP none.
+    w = build(MTP, _par(cp=2, world_size=2, micro_batch=2, global_batch=8))
+    rolls = [(op.name, op.bytes) for op in _fwd(w, 0, L + 1) if "roll" in op.name]
+    assert rolls == [("mtp_roll_input_ids_cp", 2 * 2 * 8), ("mtp_roll_position_ids_cp", 2 * 2 * 8),
+                     ("mtp_roll_labels_cp", 2 * 2 * 8), ("mtp_roll_loss_mask_cp", 2 * 2 * 4)]
+    names = [op.name for op in _fwd(w, 0, L + 1)]
+    assert names.index("mtp_roll_position_ids_cp") < names.index("mtp_embedding") \
+        and names.index("mtp_output") < names.index("mtp_roll_labels_cp") < names.index("mtp_loss")
+    assert not any("roll" in op.name for op in _fwd(build(MTP, _par()), 0))
+
+
 def test_refused_where_megatrons_mtp_mechanism_is_not_modelled() -> None:
     from workload_gen.core.errors import ConfigError
 
@@ -217,7 +236,7 @@ def test_full_recompute_checkpoints_each_depth_as_megatron_does() -> None:
     bwd = [op for ch in w.stages[0].chunks for op in ch.backward if op.layer == L + 1]
     fwd = [op.name for op in _fwd(w, 0, L + 1)]
     rerun = [op.name for op in bwd if op.phase is Phase.RECOMPUTE]
-    checkpointed = [n for n in fwd if not n.startswith(("mtp_embedding", "mtp_output", "mtp_loss"))]
+    checkpointed = [n for n in fwd if not n.startswith(("mtp_embedding", "mtp_output", "mtp_loss", "mtp_logits_argmax"))]
     assert rerun == checkpointed and rerun[0] == "mtp_enorm" and rerun[-1] == "mtp_final_norm"
     first = next(i for i, op in enumerate(bwd) if op.phase is Phase.RECOMPUTE)
     assert {op.name for op in bwd[:first]} <= {"mtp_loss", "mtp_output"}
