@@ -24,6 +24,10 @@ shared-expert width, ``m`` = 2 for SwiGLU (gate and up halves of fc1) else 1):
 - head: final norm ``h``; output layer ``V*h`` when untied. With tied embeddings and
   pp > 1 the last stage holds a second copy of the word embedding for the output layer;
   it is counted per rank (it has gradients and optimizer state) but not in the total.
+- MTP depth k (:func:`mtp_tensors`, on the chunk :func:`mtp_chunk` picks, layer
+  ``num_layers + 1 + k``): enorm, hnorm, eh_proj ``2h*h`` (column-parallel, no bias), one
+  layer like the last, a final norm; off the first chunk the rank also keeps a word-embedding
+  copy (:func:`mtp_embedding_copy`). Per rank only: :func:`total_params` is the main model's.
 """
 from __future__ import annotations
 
