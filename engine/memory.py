@@ -38,6 +38,10 @@ by TP/EP/PP):
   ``distributed_fused_adam`` with bf16 weights stores only the 16 low bits of the fp32
   master (Apex ``param_remainders_shard`` int16 + ``exp_avg_shard`` + ``exp_avg_sq_shard``
   fp32), 2 + 4 + 4 = 10 bytes; fp16 weights keep the fp32 master (12), fp32 weights none (8).
+  Megatron's precision-aware optimizer (Transformer Engine's FusedAdam) keeps the same
+  16-bit remainder with bf16 weights and the moments in their dtypes: 10 bytes with fp32
+  moments, 6 with bf16 ones, 8 under fp8 current/MX scaling with bf16 moments (Megatron's
+  own fp32 master); ``--main-grads-dtype bf16`` makes the grad buffer bf16 (``grad_bytes``).
 
 Activations per micro-batch follow Korthikanti et al. (arXiv 2205.05198, section 4):
 for a GPT layer, s*b*h*(34 + 5*a*s/h) bytes, split into the tensors each op saves for
@@ -144,7 +148,7 @@ from workload_gen.core.errors import ConfigError
 from workload_gen.core.gpu_specs import get_gpu
 from workload_gen.core.model_config import ModelConfig
 from workload_gen.core.moe_capacity import routed_copies
-from workload_gen.core.optimizer_state import optimizer_state_bytes
+from workload_gen.core.optimizer_state import optimizer_state_bytes, precision_aware_dtypes
 from workload_gen.core.parallel_config import ParallelConfig
 from workload_gen.core.record import record
 from workload_gen.core.records import ChunkProgram, Workload
@@ -511,7 +515,7 @@ def estimate_memory(
     par = workload.parallel
     attention = attention or par.attention_backend
     sched = schedule or default_schedule(par.vpp)
-    opt_bytes = optimizer_state_bytes(par.optimizer, par.dtype)
+    opt_bytes = optimizer_state_bytes(par.optimizer, par.dtype, precision_aware_dtypes(par))
     workspace = workspace_bytes(workload)
     out = []
     for prog in workload.stages:

@@ -58,6 +58,7 @@ from workload_gen.layer_ops import (
     pp_bytes,
 )
 from workload_gen.core.model_config import ModelConfig
+from workload_gen.core.optimizer_state import precision_aware_dtypes
 from workload_gen.core.parallel_config import ParallelConfig, check_against_model
 from workload_gen.core.params import (
     chunk_layers,
@@ -402,7 +403,8 @@ def _iteration_ops(model: ModelConfig, par: ParallelConfig, stage: int) -> tuple
     ops.append(ComputeOp("grad_norm", -1, it, OpKind.ELEMENTWISE, (local, 1), "fp32",
                          *costs.grad_norm(local, par.grad_bytes)))
     ops.append(ComputeOp("optimizer", -1, it, OpKind.OPTIMIZER, (local,), "fp32",
-                         *costs.adam_step(local, par.optimizer, par.dtype, par.grad_bytes, par.param_bytes)))
+                         *costs.adam_step(local, par.optimizer, par.dtype, par.grad_bytes, par.param_bytes,
+                                          precision_aware_dtypes(par))))
     ops.append(ComputeOp("zero_grad", -1, it, OpKind.ELEMENTWISE, (held, 1), "fp32",
                          *costs.zero_grad(held, par.grad_bytes)))
     if par.dtype == "fp8":

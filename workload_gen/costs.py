@@ -252,7 +252,9 @@ def zero_grad(params: int, b_grad: int) -> Cost:
     return 0.0, float(b_grad * params)
 
 
-def adam_step(params: int, optimizer: str, dtype: str, b_grad: int, b_param: int) -> Cost:
+def adam_step(params: int, optimizer: str, dtype: str, b_grad: int, b_param: int,
+              pa: tuple[int, int, bool] | None = None) -> Cost:
     """One Adam step over ``params`` parameters: :data:`ADAM_FLOPS_PER_PARAM` each, and the
-    bytes per parameter of :func:`workload_gen.core.optimizer_state.optimizer_step_bytes`."""
-    return ADAM_FLOPS_PER_PARAM * params, float(optimizer_step_bytes(optimizer, dtype, b_grad, b_param) * params)
+    bytes per parameter of :func:`workload_gen.core.optimizer_state.optimizer_step_bytes`
+    (``pa``: the precision-aware optimizer's dtypes, ``precision_aware_dtypes``)."""
+    return ADAM_FLOPS_PER_PARAM * params, float(optimizer_step_bytes(optimizer, dtype, b_grad, b_param, pa) * params)

@@ -18,7 +18,7 @@ ISSUE_IGNORED = [  # issue 13's list: flags that do not change the simulated ite
 ]
 ISSUE_REFUSED = [  # issue 13's list: flags that would change the iteration, not modelled
     "--overlap-param-gather-with-optimizer-step", "--fp8-param-gather",
-    "--use-precision-aware-optimizer", "--distribute-saved-activations", "--num-distributed-optimizer-instances 2",
+    "--distribute-saved-activations", "--num-distributed-optimizer-instances 2",
 ]
 BASE = ["--model", "llama3-8b", "--tp", "2", "--world-size", "8", "--global-batch", "8"]
 

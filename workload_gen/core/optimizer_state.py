@@ -34,6 +34,11 @@ modelled: fp8 training here keeps bf16 weights.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from workload_gen.core.parallel_config import ParallelConfig
+
 MOMENT_BYTES = 4 + 4
 """Adam's m and v per parameter, fp32 in Megatron-Core's and Apex's optimizers (Apex
 ``DistributedFusedAdam`` ``exp_avg_shard`` / ``exp_avg_sq_shard`` in the fp32 optimizer dtype
@@ -54,13 +59,17 @@ def main_weight_bytes(optimizer: str, dtype: str) -> int:
     return FP32_BYTES
 
 
-def optimizer_state_bytes(optimizer: str, dtype: str) -> int:
+def optimizer_state_bytes(optimizer: str, dtype: str, pa: tuple[int, int, bool] | None = None) -> int:
     """Optimizer-state bytes per parameter, before any sharding: the main weight (if kept
-    apart) plus m and v."""
+    apart) plus m and v; ``pa`` (:func:`precision_aware_dtypes`) for the precision-aware
+    optimizer."""
+    if pa is not None:
+        return precision_aware_state_bytes(dtype, pa)
     return main_weight_bytes(optimizer, dtype) + MOMENT_BYTES
 
 
-def optimizer_step_bytes(optimizer: str, dtype: str, grad_bytes: int, param_bytes: int) -> int:
+def optimizer_step_bytes(optimizer: str, dtype: str, grad_bytes: int, param_bytes: int,
+                         pa: tuple[int, int, bool] | None = None) -> int:
     """HBM bytes per parameter that one Adam step reads plus writes (the roofline memory
     term of the workload's ``optimizer`` op), counted from the kernels' tensor lists.
 
@@ -82,6 +91,8 @@ def optimizer_step_bytes(optimizer: str, dtype: str, grad_bytes: int, param_byte
     distributed_fused_adam with bf16 gradient sync (the dgxc recipes): (4+4+2) x 2 + 2 + 2
     + 2 = 26 B; fp32 adam: (4+4) x 2 + 4 + 4 + 4 = 28 B.
     """
+    if pa is not None:
+        return precision_aware_step_bytes(dtype, pa, grad_bytes, param_bytes)
     main = main_weight_bytes(optimizer, dtype)
     nbytes = 2 * (MOMENT_BYTES + main) + grad_bytes
     if optimizer == "distributed_fused_adam":
@@ -94,3 +105,108 @@ def optimizer_step_bytes(optimizer: str, dtype: str, grad_bytes: int, param_byte
     if main == 0:
         return nbytes + 2 * param_bytes  # the fp32 model weight is the main weight: read + write
     return nbytes + param_bytes
+
+
+# --- Megatron's precision-aware optimizer (--use-precision-aware-optimizer) -----------------
+#
+# Sources: Megatron-LM at d98e8a64ddf34856e74b24714e3bedb2f5a39553 (arguments.py,
+# core/optimizer/{__init__,optimizer_config,distrib_optimizer}.py,
+# core/distributed/param_and_grad_buffer.py) and Transformer Engine at
+# d0067d0da6cb01811b8072a7d304f0e00344ce2b (pytorch/optimizers/fused_adam.py,
+# common/multi_tensor/adam.cu).
+#
+# What Megatron does with the flag (it needs the distributed optimizer and adam:
+# optimizer/__init__.py, optimizer_config.py): the Adam is Transformer Engine's FusedAdam with
+# ``exp_avg_dtype`` / ``exp_avg_sq_dtype`` as given. Who keeps the main weight depends on
+# ``use_precision_aware_optimizer_no_fp8_or_ds_fp8`` (optimizer_config.py): true unless the
+# run is fp8 with a recipe other than delayed and fp32 main params. When true, FusedAdam gets
+# ``master_weights=True, use_decoupled_grad=True, master_weight_dtype=main_params_dtype`` and
+# ``store_param_remainders=True`` (OptimizerConfig's default; no Megatron flag turns it off),
+# the distributed optimizer keeps no main params of its own (distrib_optimizer.py:
+# ``shard_main_param = None``), hands FusedAdam the bf16 shards of the model weights and
+# points ``decoupled_grad`` at the main-grad buffer's shard without a copy
+# (``_copy_model_grads_to_main_grads``). FusedAdam then keeps, per bf16 weight, only the
+# 16 low bits of the fp32 master (``torch.int16``: fused_adam.py ``_initialize_state``) and
+# runs ``multi_tensor_adam_param_remainder`` (adam.cu ``AdamFunctorMasterParamRemainder``:
+# reads g, p, m, v, p_remainder; writes p, p_remainder, m, v), updating the model weights
+# in place: no separate main-to-model copy (``_copy_main_params_to_model_params`` returns).
+# When false (fp8 current/MX/blockwise scaling), Megatron keeps its fp32 main weights as
+# without the flag (4 B), hands them to FusedAdam (fp32 params, no FusedAdam master) with
+# ``main_param.grad = model_grad.float()``, and casts the main weights into the model
+# weights after the step.
+#
+# Moments: with both bf16, FusedAdam's kernel reads and writes them as bf16 (``fuse_unscale``,
+# TE #2632, v2.14+): 2 B each. Other low-precision moments (fp16, fp8, or one bf16 beside
+# one fp32) go through fp32 copies unscaled before and rescaled after the kernel
+# (``get_unscaled_state``, ``_apply_scale``): refused by workload_gen.core.unmodelled, as
+# are fp16 main params (the same scaled path).
+#
+# Main grads: ``--main-grads-dtype bf16`` leaves ``accumulate_allreduce_grads_in_fp32`` off
+# (arguments.py; Megatron asserts the two are not combined), so Megatron-Core's DDP
+# allocates the grad buffer in the parameter dtype (param_and_grad_buffer.py
+# ``group_params_for_buffers``: ``grad_dtype = torch.float if grad_reduce_in_fp32 else
+# param.dtype``): 2 B held and 2 B moved by the DP reduce-scatter
+# (``ParallelConfig.grad_bytes``).
+
+PA_DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2}
+"""Bytes per element of the precision-aware optimizer's dtypes that are modelled."""
+
+REMAINDER_BYTES = 2
+"""The int16 low half of an fp32 master kept beside a bf16 weight (TE ``store_param_remainders``)."""
+
+
+def precision_aware_dtypes(par: ParallelConfig) -> tuple[int, int, bool] | None:
+    """``(exp_avg bytes, exp_avg_sq bytes, FusedAdam keeps the master)`` for a config with
+    ``use_precision_aware_optimizer``, else None (the optimizer as without the flag). The
+    third is Megatron's ``use_precision_aware_optimizer_no_fp8_or_ds_fp8``
+    (optimizer_config.py at d98e8a64): false only for fp8 training with a non-delayed
+    recipe and fp32 main params."""
+    if not par.use_precision_aware_optimizer:
+        return None
+    te_master = par.main_params_dtype != "fp32" or par.dtype != "fp8" or par.fp8_recipe == "delayed"
+    return PA_DTYPE_BYTES[par.exp_avg_dtype], PA_DTYPE_BYTES[par.exp_avg_sq_dtype], te_master
+
+
+def precision_aware_state_bytes(dtype: str, pa: tuple[int, int, bool]) -> int:
+    """Optimizer-state bytes per parameter under the precision-aware optimizer (before
+    sharding): the two moments in their dtypes plus the main weight as it is kept:
+    2 (FusedAdam's int16 remainder beside a bf16 weight: bf16 and fp8 training), 4 (an fp32
+    master: FusedAdam's for fp16 weights, Megatron's own under fp8 with a non-delayed
+    recipe, and FusedAdam's unused one for fp32 weights: ``initialize_state`` allocates a
+    master for every parameter while the step hands fp32 weights to the kernel without it).
+    bf16 weights, fp32 moments: 2 + 4 + 4 = 10; bf16 moments: 2 + 2 + 2 = 6; fp8 tensorwise
+    with bf16 moments (NVIDIA's DeepSeek-V3 recipes): 4 + 2 + 2 = 8."""
+    m, v, te_master = pa
+    if te_master and dtype in ("bf16", "fp8"):
+        return REMAINDER_BYTES + m + v
+    return FP32_BYTES + m + v
+
+
+def precision_aware_step_bytes(dtype: str, pa: tuple[int, int, bool], grad_bytes: int, param_bytes: int) -> int:
+    """HBM bytes per parameter one precision-aware Adam step reads plus writes, from the
+    kernels' tensor lists (adam.cu at d0067d0d):
+
+    - bf16 weights, FusedAdam master (``AdamFunctorMasterParamRemainder``): g read, the bf16
+      weight and the int16 remainder read and written, m and v read and written:
+      ``grad + 2*2 + 2*2 + 2*(m + v)``; fp32 main grads and moments: 4 + 4 + 4 + 16 = 28 B,
+      bf16 main grads and moments: 2 + 4 + 4 + 8 = 18 B.
+    - fp16 weights, FusedAdam master (``AdamFunctorMaster``): g, fp32 master and m, v read,
+      master, m, v and the fp16 weight written: ``grad + 2*4 + 2*(m + v) + 2``.
+    - fp32 weights (``AdamFunctor`` on the weight itself, in place): ``grad + 2*4 + 2*(m + v)``.
+    - Megatron's fp32 main weight (fp8, non-delayed recipe): ``AdamFunctor`` on it
+      (``2*4 + 2*(m + v)``), reading an fp32 gradient: with a 16-bit main grad that is the
+      copy ``model_grad.float()`` makes first (2 read + 4 written + 4 read by the kernel =
+      10 B; ``.float()`` of an fp32 tensor is the tensor itself: 4 B); then the cast into
+      the model weight, counted fused as without the flag (``param_bytes`` written). bf16
+      grads and moments: 10 + 8 + 8 + 2 = 28 B.
+    """
+    m, v, te_master = pa
+    moments = 2 * (m + v)
+    if dtype == "fp32":
+        return grad_bytes + 2 * FP32_BYTES + moments
+    if te_master and dtype in ("bf16", "fp8"):
+        return grad_bytes + 2 * param_bytes + 2 * REMAINDER_BYTES + moments
+    if te_master:
+        return grad_bytes + 2 * FP32_BYTES + moments + param_bytes
+    grad = FP32_BYTES if grad_bytes == FP32_BYTES else grad_bytes + 2 * FP32_BYTES
+    return grad + 2 * FP32_BYTES + moments + param_bytes

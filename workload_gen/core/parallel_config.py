@@ -212,18 +212,22 @@ class ParallelConfig:
     --reuse-grad-buf-for-mxfp8-param-ag). It acts only on fp8 weights, which exist only
     with fp8_param_gather (refused), so it changes nothing today."""
     use_precision_aware_optimizer: bool = False
-    """Transformer Engine's precision-aware Adam (Megatron --use-precision-aware-optimizer).
-    Refused: not modelled yet."""
+    """Transformer Engine's FusedAdam with the dtypes below (Megatron
+    --use-precision-aware-optimizer; needs distributed_optimizer and adam). With bf16 weights
+    it keeps only the 16 low bits of the fp32 master: state and step bytes in
+    workload_gen.core.optimizer_state."""
     main_params_dtype: Literal["fp32", "fp16"] = "fp32"
     """Main (master) weight dtype of the precision-aware optimizer (Megatron
-    --main-params-dtype). Refused unless fp32."""
+    --main-params-dtype). fp16 is refused (its scaled path is not modelled)."""
     main_grads_dtype: Literal["fp32", "bf16"] = "fp32"
-    """Main-gradient dtype of the precision-aware optimizer (Megatron --main-grads-dtype).
-    Refused unless fp32."""
+    """Main-gradient dtype of the precision-aware optimizer (Megatron --main-grads-dtype):
+    bf16 turns fp32 gradient accumulation off, so the grad buffer and the DP reduction are
+    bf16 (grad_bytes 2)."""
     exp_avg_dtype: Literal["fp32", "fp16", "bf16", "fp8"] = "fp32"
-    """Adam first-moment dtype (Megatron --exp-avg-dtype). Refused unless fp32."""
+    """Adam first-moment dtype (Megatron --exp-avg-dtype): fp32, or bf16 with exp_avg_sq_dtype
+    bf16; the others are refused (TE's unscale/rescale passes are not modelled)."""
     exp_avg_sq_dtype: Literal["fp32", "fp16", "bf16", "fp8"] = "fp32"
-    """Adam second-moment dtype (Megatron --exp-avg-sq-dtype). Refused unless fp32."""
+    """Adam second-moment dtype (Megatron --exp-avg-sq-dtype): as exp_avg_dtype."""
     overlap_param_gather_with_optimizer_step: bool = False
     """Overlap the first bucket's parameter all-gather with the optimizer step (Megatron
     --overlap-param-gather-with-optimizer-step). Refused: not modelled yet."""
@@ -379,6 +383,33 @@ class ParallelConfig:
         from workload_gen.core.unmodelled import check_modelled
 
         check_modelled(self)
+        self._check_precision_aware()
+
+    def _check_precision_aware(self) -> None:
+        """Megatron's own rules for the precision-aware optimizer's options (Megatron-LM at
+        d98e8a64: optimizer_config.py asserts the dtypes stay fp32 without the flag and the
+        optimizer is adam with it; optimizer/__init__.py raises without the distributed
+        optimizer; arguments.py reads --main-grads-dtype only with --bf16, and asserts it is
+        fp32 under --accumulate-allreduce-grads-in-fp32)."""
+        low = [n for n in ("main_params_dtype", "main_grads_dtype", "exp_avg_dtype", "exp_avg_sq_dtype")
+               if getattr(self, n) != "fp32"]
+        if not self.use_precision_aware_optimizer:
+            if low:
+                raise ConfigError(low[0], getattr(self, low[0]), "needs use_precision_aware_optimizer "
+                                  "(--use-precision-aware-optimizer); without it Megatron keeps it fp32")
+            return
+        if not self.distributed_optimizer:
+            raise ConfigError("use_precision_aware_optimizer", True, "needs distributed_optimizer "
+                              "(Megatron: 'only supported with distributed optimizer')")
+        if self.optimizer != "adam":
+            raise ConfigError("use_precision_aware_optimizer", True, "only supported with adam (Megatron)")
+        if self.main_grads_dtype != "fp32" and self.dtype not in ("bf16", "fp8"):
+            raise ConfigError("main_grads_dtype", self.main_grads_dtype,
+                              "Megatron reads --main-grads-dtype only with --bf16 (bf16 or fp8 training)")
+        if self.main_grads_dtype != "fp32" and self.grad_reduce_in_fp32:
+            raise ConfigError("main_grads_dtype", self.main_grads_dtype,
+                              "can only be fp32 with --accumulate-allreduce-grads-in-fp32 (Megatron)")
+
 
     def _check_pipeline_layout(self) -> None:
         """The layout against pp and vpp, and exclusive of the other ways to split the layers
@@ -435,7 +466,10 @@ class ParallelConfig:
     @property
     def grad_bytes(self) -> int:
         """Bytes per gradient element in the DP reduction (main-grad dtype)."""
-        fp32 = self.grad_reduce_in_fp32 if self.grad_reduce_in_fp32 is not None else self.dtype in ("bf16", "fp8", "fp32")
+        # Megatron leaves fp32 accumulation off for bf16 when --main-grads-dtype bf16
+        # (arguments.py at d98e8a64); the DDP then allocates the grad buffer in bf16.
+        fp32 = self.grad_reduce_in_fp32 if self.grad_reduce_in_fp32 is not None else (
+            self.dtype in ("bf16", "fp8", "fp32") and self.main_grads_dtype == "fp32")
         return 4 if fp32 or self.dtype == "fp32" else 2
 
     @property

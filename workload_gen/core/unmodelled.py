@@ -37,16 +37,8 @@ UNMODELLED: tuple[tuple[str, str, object, str], ...] = (
     ("fp8_param_gather", "--fp8-param-gather", False,
      "fp8 weights (TE Float8Tensor): the parameter all-gather in 1-byte buffers of their own, "
      "the weights' memory and the fp8 cast moved into the optimizer step"),
-    ("use_precision_aware_optimizer", "--use-precision-aware-optimizer", False,
-     "Transformer Engine's precision-aware Adam: the state dtypes' memory and step bytes"),
     ("main_params_dtype", "--main-params-dtype", "fp32",
-     "the precision-aware optimizer's fp16 main weights: memory and step bytes"),
-    ("main_grads_dtype", "--main-grads-dtype", "fp32",
-     "the precision-aware optimizer's bf16 main gradients: memory and reduction bytes"),
-    ("exp_avg_dtype", "--exp-avg-dtype", "fp32",
-     "the precision-aware optimizer's low-precision first moment: memory and step bytes"),
-    ("exp_avg_sq_dtype", "--exp-avg-sq-dtype", "fp32",
-     "the precision-aware optimizer's low-precision second moment: memory and step bytes"),
+     "fp16 main weights with a per-tensor scale: TE FusedAdam's unscale and rescale passes around the kernel"),
     ("overlap_param_gather_with_optimizer_step", "--overlap-param-gather-with-optimizer-step", False,
      "the first bucket's parameter all-gather overlapped with the optimizer step"),
     ("moe_router_num_groups", "--moe-router-num-groups", None,
@@ -62,6 +54,10 @@ _DISPATCHERS: dict[str, str] = {
     "allgather": "the allgather token dispatcher: every token all-gathered over TP x EP and selected locally",
     "flex": "the flex token dispatcher: DeepEP/HybridEP fused dispatch/combine over NVLink+RDMA and their SM use",
 }
+
+_MOMENTS: tuple[tuple[str, str], ...] = (("fp32", "fp32"), ("bf16", "bf16"))
+"""Adam moment dtypes modelled (workload_gen.core.optimizer_state): fp32, and both bf16, which
+Transformer Engine's kernel reads and writes as bf16 (FusedAdam ``fuse_unscale``)."""
 
 _NESTED: tuple[str, ...] = ("moe_act", "shared_experts", "layernorm")
 """Modules Megatron would checkpoint inside (or around) the whole-MoE checkpoint of
@@ -85,6 +81,11 @@ def check_modelled(par: Any) -> None:
         value = getattr(par, name)
         if value != noop:
             raise ConfigError(name, list(value) if isinstance(value, tuple) else value, refusal(flag, mechanism))
+    if (par.exp_avg_dtype, par.exp_avg_sq_dtype) not in _MOMENTS:
+        raise ConfigError("exp_avg_dtype", [par.exp_avg_dtype, par.exp_avg_sq_dtype], refusal(
+            f"--exp-avg-dtype {par.exp_avg_dtype} --exp-avg-sq-dtype {par.exp_avg_sq_dtype}",
+            "moments other than both fp32 or both bf16: TE FusedAdam's fp32 copies, unscaled before "
+            "and rescaled after the kernel"))
     if par.recompute == "selective":
         nested = [m for m in _NESTED if m in par.recompute_modules]
         if "moe" in par.recompute_modules and nested:
