@@ -184,11 +184,34 @@ FP8_WEIGHT_COPY_BYTES = {
 def fp8_weight_cache_bytes(workload: Workload, stage: int) -> float:
     """Transformer Engine's cached fp8 weight copies on one rank of ``stage`` (0 unless fp8)."""
     par = workload.parallel
-    if par.dtype != "fp8":
+    if par.dtype != "fp8" or par.fp8_param_gather:
         return 0.0
     from workload_gen.core.params import stage_layer_params  # loaded only for fp8 workloads, which have a model
 
     return FP8_WEIGHT_COPY_BYTES[par.fp8_recipe] * stage_layer_params(workload.model, par, stage)
+
+
+def weight_bytes(workload: Workload, stage: int) -> float:
+    """The model weights one rank of ``stage`` holds, with TE's fp8 copies.
+
+    With ``--fp8-param-gather`` the TE linear weights *are* fp8 tensors and no 16-bit copy is
+    kept (Megatron-Core ``fp8_model_init`` via ``get_fp8_context(..., is_init=True)``,
+    fp8_utils.py at d98e8a64): per such element :data:`FP8_WEIGHT_COPY_BYTES` replaces
+    ``param_bytes`` + the cache. Delayed/tensorwise ``Float8Tensor``: its data, remapped into
+    the DDP's uint8 ``param_data`` (param_and_grad_buffer.py ``modify_underlying_storage``), and
+    the transpose TE's ``post_all_gather_processing`` keeps (before Blackwell), 1 + 1 B. MXFP8
+    with ``--reuse-grad-buf-for-mxfp8-param-ag``: the ``MXFP8Tensor``'s own row- and
+    column-wise data with one E8M0 scale per 32 values each, 2 * (1 + 1/32) B; its all-gather
+    buffer is a bf16 view of the gradient buffer (``shared_buffer``), nothing more. The other
+    parameters (norms, biases, router, embeddings, output layer) stay ``param_bytes``."""
+    par = workload.parallel
+    prog = workload.stages[stage]
+    if not par.fp8_param_gather:
+        return par.param_bytes * prog.params + fp8_weight_cache_bytes(workload, stage)
+    from workload_gen.core.params import stage_fp8_params  # fp8 workloads have a model
+
+    fp8 = sum(stage_fp8_params(workload.model, par, stage))
+    return par.param_bytes * (prog.params - fp8) + FP8_WEIGHT_COPY_BYTES[par.fp8_recipe] * fp8
 
 
 def _sm90_or_newer(gpu: str) -> bool:
@@ -535,7 +558,7 @@ def estimate_memory(
         acts += deferred_wgrad_bytes(workload, prog.stage)
         out.append(MemoryEstimate(
             stage=prog.stage,
-            weights=round(par.param_bytes * prog.params + fp8_weight_cache_bytes(workload, prog.stage)),
+            weights=round(weight_bytes(workload, prog.stage)),
             gradients=par.grad_bytes * prog.params,
             optimizer_states=round(opt),
             activations=round(acts),

@@ -66,6 +66,9 @@ from workload_gen.core.params import (
     mtp_embedding_copy,
     padded_vocab,
     rank_tensors,
+    rank_tensors_fp8,
+    stage_fp8_params,
+    stage_fp8_tensor_counts,
     stage_layer_params,
     stage_params,
     total_params,
@@ -323,32 +326,57 @@ def _pad(n: int, multiple: int) -> int:
 
 def grad_buckets(model: ModelConfig, par: ParallelConfig, stage: int) -> list[tuple[int, Group, int, int]]:
     """(chunk, group, elements incl. padding, lowest layer) per bucket, in ready order."""
+    return [b[:4] for b in buckets_fp8(model, par, stage)]
+
+
+def buckets_fp8(model: ModelConfig, par: ParallelConfig, stage: int) -> list[tuple[int, Group, int, int, bool]]:
+    """:func:`grad_buckets` with a fifth field: whether the bucket holds fp8 primary weights.
+
+    With ``fp8_param_gather`` Megatron-Core's DDP keys its buffers on the parameters' storage
+    dtype too (``group_params_for_buffers``: ``torch.uint8`` for TE quantized tensors,
+    param_and_grad_buffer.py at d98e8a64), so each chunk has up to four buffers, dense/expert
+    x fp8/bf16, each bucketed and padded on its own (the same ``bucket_size`` and
+    ``lcm(dp, 128)`` end padding, optimizer/param_layout.py); a tensor's fp8 part (TE linear
+    weights) and bf16 part (norms, biases, router, embeddings, output layer) go to different
+    buffers (:func:`workload_gen.core.params.rank_tensors_fp8`). Megatron merges the bf16
+    buckets into the last fp8 bucket group (``partition_buckets``), i.e. issues them
+    together; here they stay separate collectives that become ready at the same layer.
+    Without it every bucket is bf16 (fifth field False)."""
     cap = par.bucket_elements if par.overlap_grad_reduce else None
     sizes = {Group.DP: par.dp * par.cp, Group.EDP: par.edp}
-    out: list[tuple[int, Group, int, int]] = []
+    fp8 = par.fp8_param_gather
+    out: list[tuple[int, Group, int, int, bool]] = []
     for c in reversed(range(par.vpp)):
-        tensors = rank_tensors(model, par, stage, c)
-        chunk_buckets: list[tuple[int, Group, int, int]] = []
-        for group in (Group.DP, Group.EDP):
+        if fp8:
+            tensors = [(layer, (f, o), e) for layer, f, o, e in rank_tensors_fp8(model, par, stage, c)]
+            buffers = ((Group.DP, True), (Group.DP, False), (Group.EDP, True), (Group.EDP, False))
+        else:
+            tensors = [(layer, (0, n), e) for layer, n, e, _ in rank_tensors(model, par, stage, c)]
+            buffers = ((Group.DP, False), (Group.EDP, False))
+        chunk_buckets: list[tuple[int, Group, int, int, bool]] = []
+        for group, in_fp8 in buffers:
             expert = group is Group.EDP
             cur, low = 0, 0
-            for layer, n, is_expert, _ in reversed(tensors):
+            for layer, parts, is_expert in reversed(tensors):
                 if is_expert != expert:
                     continue
+                n = parts[0] if in_fp8 else parts[1]
+                if fp8 and not n:
+                    continue  # no parameter of this dtype in this tensor
                 cur += n
                 low = layer
                 if cap is not None and cur >= cap:
-                    chunk_buckets.append((c, group, cur, low))
+                    chunk_buckets.append((c, group, cur, low, in_fp8))
                     cur = 0
             if cur:
-                chunk_buckets.append((c, group, cur, low))
+                chunk_buckets.append((c, group, cur, low, in_fp8))
         if model.mtp_num_layers:  # MTP depth k (layer L+1+k) finishes its backward after the head, before layer L-1
             L, n = model.num_layers, model.mtp_num_layers
             chunk_buckets.sort(key=lambda b: -(b[3] if b[3] <= L else L - (n - (b[3] - L - 1)) / (n + 1)))
         else:
             chunk_buckets.sort(key=lambda b: -b[3])  # stable: dense before expert on ties
         if par.distributed_optimizer:
-            chunk_buckets = [(c, g, _pad(n, math.lcm(sizes[g], 128)), lo) for c, g, n, lo in chunk_buckets]
+            chunk_buckets = [(c, g, _pad(n, math.lcm(sizes[g], 128)), lo, f) for c, g, n, lo, f in chunk_buckets]
         out += chunk_buckets
     return out
 
@@ -356,7 +384,8 @@ def grad_buckets(model: ModelConfig, par: ParallelConfig, stage: int) -> list[tu
 def _iteration_ops(model: ModelConfig, par: ParallelConfig, stage: int) -> tuple[Op, ...]:
     it = Phase.ITERATION
     sizes = {Group.DP: par.dp * par.cp, Group.EDP: par.edp}
-    buckets = grad_buckets(model, par, stage)
+    flagged = buckets_fp8(model, par, stage)
+    buckets = [b[:4] for b in flagged]
     first_layer = next((chunk[0] for c in range(par.vpp) if (chunk := chunk_layers(model, par, stage, c))),
                        -1 if stage == 0 else model.num_layers)
     ops: list[Op] = []
@@ -402,12 +431,21 @@ def _iteration_ops(model: ModelConfig, par: ParallelConfig, stage: int) -> tuple
     # from the compute profile's per-iteration constant (estimator: step_overhead_s).
     ops.append(ComputeOp("grad_norm", -1, it, OpKind.ELEMENTWISE, (local, 1), "fp32",
                          *costs.grad_norm(local, par.grad_bytes)))
-    ops.append(ComputeOp("optimizer", -1, it, OpKind.OPTIMIZER, (local,), "fp32",
-                         *costs.adam_step(local, par.optimizer, par.dtype, par.grad_bytes, par.param_bytes,
-                                          precision_aware_dtypes(par))))
+    adam = costs.adam_step(local, par.optimizer, par.dtype, par.grad_bytes, par.param_bytes,
+                           precision_aware_dtypes(par))
+    fp8_params = par.fp8_param_gather
+    per_tensor = fp8_params and par.fp8_recipe != "mxfp8"
+    # fp8 primary weights, delayed/tensorwise: the step writes no bf16 weight for them
+    # (distrib_optimizer.py copy_group_params skips quantized params), it casts the shard
+    local_fp8 = sum(n // sizes[g] for _, g, n, _, f in flagged if f) if per_tensor else 0
+    if local_fp8:
+        adam = (adam[0], adam[1] - par.param_bytes * local_fp8)
+    ops.append(ComputeOp("optimizer", -1, it, OpKind.OPTIMIZER, (local,), "fp32", *adam))
+    if local_fp8:
+        ops += _fp8_shard_cast_ops(model, par, stage, local_fp8)
     ops.append(ComputeOp("zero_grad", -1, it, OpKind.ELEMENTWISE, (held, 1), "fp32",
                          *costs.zero_grad(held, par.grad_bytes)))
-    if par.dtype == "fp8":
+    if par.dtype == "fp8" and not fp8_params:
         # Transformer Engine casts each weight to fp8 (and its transpose) on the first
         # micro-batch of the step and caches it for the others: once per iteration.
         linear_params = stage_layer_params(model, par, stage)
@@ -420,6 +458,57 @@ def _iteration_ops(model: ModelConfig, par: ParallelConfig, stage: int) -> tuple
             c, g, n, low = buckets[j]
             if sizes[g] == 1:
                 continue
+            b = 1 if flagged[j][4] and per_tensor else par.param_bytes  # MXFP8 gathers bf16
             ops.append(CollectiveOp(f"param_ag.{names[j]}", low, it, CollKind.ALL_GATHER, g, sizes[g],
-                                    n * par.param_bytes, par.overlap_param_gather))
+                                    n * b, par.overlap_param_gather))
+    if fp8_params:
+        ops += _fp8_post_gather_ops(model, par, stage, flagged)
     return tuple(ops)
+
+
+def _fp8_shard_cast_ops(model: ModelConfig, par: ParallelConfig, stage: int, local_fp8: int) -> list[Op]:
+    """The optimizer step's cast of this rank's fp32 master shard of the fp8 weights
+    (delayed/tensorwise, :func:`workload_gen.costs.fp8_param_shard_cast`), then TE's all-reduce
+    (max) of one fp32 amax per fp8 weight tensor over each distributed optimizer's group
+    (``packed_amaxes`` in ``_cast_master_weights_to_fp8_{delayed,current}_scaling``, TE
+    tensor/utils.py at d0067d0d): Megatron chains a dense and an expert DistributedOptimizer,
+    each casting its own parameters over its own group (DP x CP, expert DP)."""
+    ops: list[Op] = [ComputeOp("fp8_param_cast", -1, Phase.ITERATION, OpKind.ELEMENTWISE, (local_fp8, 1), "fp32",
+                               *costs.fp8_param_shard_cast(local_fp8, par.fp8_recipe))]
+    dense, expert = stage_fp8_tensor_counts(model, par, stage)
+    for name, group, size, count in (("fp8_amax_ar", Group.DP, par.dp * par.cp, dense),
+                                     ("fp8_amax_ar.expert", Group.EDP, par.edp, expert)):
+        if count and size > 1:
+            ops.append(CollectiveOp(name, -1, Phase.ITERATION, CollKind.ALL_REDUCE, group, size, 4 * count))
+    return ops
+
+
+def _fp8_post_gather_ops(model: ModelConfig, par: ParallelConfig, stage: int,
+                         flagged: list[tuple[int, Group, int, int, bool]]) -> list[Op]:
+    """What Megatron runs on the fp8 weights after each bucket's all-gather (DDP
+    ``_start_bucket_group_param_sync`` -> ``_post_param_sync``, param_and_grad_buffer.py at
+    d98e8a64, on every bucket whatever the group size), in place of the per-step weight cast
+    (TE's modules take an fp8 weight as it is):
+
+    - delayed/tensorwise (``Float8Tensor``): TE ``post_all_gather_processing``, the transpose
+      (:func:`workload_gen.costs.fp8_transpose`) over the rank's whole fp8 weights. Counted as
+      on Hopper; Blackwell GPUs skip it (non-TN fp8 GEMMs), which the GPU-agnostic workload
+      does not know.
+    - mxfp8 with ``--reuse-grad-buf-for-mxfp8-param-ag``: the step wrote the updated shard in
+      bf16 into the bucket's ``param_data`` (a bf16 view of the fp32 gradient buffer,
+      ``_copy_main_params_to_param_buffer``), the all-gather moved bf16, and now
+      ``copy_tensors_to_quantized_params`` re-quantizes each gathered bf16 weight into its
+      MXFP8 row- and column-wise copies (the same kernel and bytes as the per-step cast,
+      :func:`workload_gen.costs.fp8_cast`), then ``bucket.param_data.zero_()`` clears the
+      borrowed gradient buffer: 2 B per (padded) bucket element."""
+    dense, expert = stage_fp8_params(model, par, stage)
+    held = dense + expert
+    it = Phase.ITERATION
+    if par.fp8_recipe != "mxfp8":
+        return [ComputeOp("fp8_param_transpose", -1, it, OpKind.ELEMENTWISE, (held, 1), "fp8",
+                          *costs.fp8_transpose(held))]
+    padded = sum(n for _, _, n, _, f in flagged if f)
+    flops, nbytes = costs.fp8_cast(held, 1, "mxfp8")
+    return [ComputeOp("fp8_param_requant", -1, it, OpKind.ELEMENTWISE, (held, 1), "bf16", flops, nbytes),
+            ComputeOp("param_buffer_zero", -1, it, OpKind.ELEMENTWISE, (padded, 1), "bf16",
+                      *costs.zero_grad(padded, 2))]

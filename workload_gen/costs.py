@@ -258,3 +258,35 @@ def adam_step(params: int, optimizer: str, dtype: str, b_grad: int, b_param: int
     bytes per parameter of :func:`workload_gen.core.optimizer_state.optimizer_step_bytes`
     (``pa``: the precision-aware optimizer's dtypes, ``precision_aware_dtypes``)."""
     return ADAM_FLOPS_PER_PARAM * params, float(optimizer_step_bytes(optimizer, dtype, b_grad, b_param, pa) * params)
+
+
+# --- fp8 primary weights (--fp8-param-gather) ---------------------------------------------
+
+FP8_PARAM_SHARD_CAST_BYTES = {"delayed": 9.0, "tensorwise": 11.0}
+"""HBM bytes per master-shard element of the optimizer step's cast into the fp8 weight, with
+Megatron's ``--fp8-param-gather`` (``DistributedOptimizer._copy_main_params_to_model_params``
+-> ``fp8_utils.quantize_param_shard`` -> TE ``quantize_master_weights``,
+transformer_engine/pytorch/tensor/utils.py at d0067d0d):
+``master_weight.to(model_weight.dtype)`` reads the fp32 shard and writes it in bf16 (4 + 2);
+then per recipe
+- delayed (``_cast_master_weights_to_fp8_delayed_scaling``): ``update_quantized`` reads the
+  bf16 shard and writes the fp8 bytes in place in the weight (2 + 1), the amax taken in the
+  same kernel: 9 B;
+- tensorwise (``_cast_master_weights_to_fp8_current_scaling``): ``tex.compute_amax`` reads
+  the bf16 shard first (2), then the cast (2 + 1): 11 B.
+The bf16 model-weight write that the plain step makes (2 B) is not made for these weights:
+``copy_group_params`` skips quantized parameters."""
+
+
+def fp8_param_shard_cast(elements: int, recipe: str) -> Cost:
+    """The optimizer step's cast of ``elements`` fp32 master-shard elements into the fp8
+    weights (see :data:`FP8_PARAM_SHARD_CAST_BYTES`): ~3 FLOPs per element, memory-bound."""
+    return 3.0 * elements, FP8_PARAM_SHARD_CAST_BYTES[recipe] * elements
+
+
+def fp8_transpose(elements: int) -> Cost:
+    """TE's ``post_all_gather_processing`` on a gathered ``Float8Tensor`` weight (utils.py at
+    d0067d0d; Megatron calls it after each bucket's all-gather, ``_post_param_sync``): where
+    the GPU has no non-TN fp8 GEMM (``is_non_tn_fp8_gemm_supported``: false before Blackwell)
+    ``_create_transpose`` reads the fp8 weight and writes its transpose: 1 + 1 B per element."""
+    return 0.0, 2.0 * elements

@@ -158,7 +158,6 @@ REFUSED_ARGV = {
     "overlap_moe_expert_parallel_comm": "--overlap-moe-expert-parallel-comm",
     "delay_wgrad_compute": "--delay-wgrad-compute", "moe_shared_expert_overlap": "--moe-shared-expert-overlap",
     "cuda_graph_impl": "--cuda-graph-impl transformer_engine", "cuda_graph_scope": "--cuda-graph-scope attn moe_router",
-    "fp8_param_gather": "--fp8-param-gather",
     "main_params_dtype": "--main-params-dtype fp16",
     "overlap_param_gather_with_optimizer_step": "--overlap-param-gather-with-optimizer-step",
     "moe_router_num_groups": "--moe-router-num-groups 8", "moe_router_group_topk": "--moe-router-group-topk 4",

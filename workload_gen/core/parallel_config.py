@@ -205,12 +205,13 @@ class ParallelConfig:
     """Modules captured in CUDA graphs (Megatron --cuda-graph-scope, now
     --cuda-graph-modules). Refused unless empty: not modelled yet."""
     fp8_param_gather: bool = False
-    """Keep the weights in fp8 and all-gather them in fp8 (Megatron --fp8-param-gather).
-    Refused: not modelled yet."""
+    """Keep the transformer layers' linear weights as fp8 tensors and all-gather them from
+    their own buffers (Megatron --fp8-param-gather): modelled in workload_gen.builder and
+    engine.memory; the combinations that are not are refused (core.unmodelled)."""
     reuse_grad_buf_for_mxfp8_param_ag: bool = False
     """Use the gradient buffer for the MXFP8 parameter all-gather (Megatron
     --reuse-grad-buf-for-mxfp8-param-ag). It acts only on fp8 weights, which exist only
-    with fp8_param_gather (refused), so it changes nothing today."""
+    with fp8_param_gather: alone it changes nothing."""
     use_precision_aware_optimizer: bool = False
     """Transformer Engine's FusedAdam with the dtypes below (Megatron
     --use-precision-aware-optimizer; needs distributed_optimizer and adam). With bf16 weights
@@ -409,7 +410,6 @@ class ParallelConfig:
         if self.main_grads_dtype != "fp32" and self.grad_reduce_in_fp32:
             raise ConfigError("main_grads_dtype", self.main_grads_dtype,
                               "can only be fp32 with --accumulate-allreduce-grads-in-fp32 (Megatron)")
-
 
     def _check_pipeline_layout(self) -> None:
         """The layout against pp and vpp, and exclusive of the other ways to split the layers

@@ -408,3 +408,69 @@ def stage_layer_params(model: ModelConfig, par: ParallelConfig, stage: int) -> i
         # word-embedding copy is not
         held += model.mtp_num_layers * sum(local_numel(t, par) for t in mtp_tensors(model))
     return held
+
+
+# --- fp8 primary weights (--fp8-param-gather) ---------------------------------------------
+
+FP8_LINEARS = frozenset({"qkv", "proj", "q_down", "q_up", "q_proj", "kv_down", "kv_up", "fc1", "fc2",
+                         "shared_fc1", "shared_fc2", "eh_proj"})
+"""The linear layers Megatron-Core builds as Transformer Engine modules inside the transformer
+(and MTP) layers: under ``--fp8-param-gather`` their weights are created inside TE's
+``fp8_model_init`` (``fp8_utils.get_fp8_context(config, layer_no, is_init=True)`` with
+``config.fp8_param`` = ``args.fp8_param_gather``, ``training/argument_utils.py`` at d98e8a64)
+and become ``Float8Tensor`` / ``MXFP8Tensor`` parameters. Everything else stays bf16: norm
+weights (TE's fused ``layer_norm_weight`` is a plain parameter), linear biases, the router
+(a plain ``torch.nn.Parameter`` of ``TopKRouter``), attention sinks, the word/position
+embeddings and the output layer (Megatron's own ``ColumnParallelLinear``, not TE)."""
+
+
+def _fp8_local(model: ModelConfig, par: ParallelConfig, layer: int, t: ParamTensor) -> int:
+    """Elements of ``t`` on one rank that are fp8 primary weights (0 for bf16 tensors)."""
+    if layer < 0 or layer == model.num_layers:
+        return 0  # embedding, final norm, output layer
+    if t.shard == "expert":  # TE GroupedLinear weights; the expert biases stay bf16
+        weights = model.num_experts * model.hidden_size * model.expert_ffn * (_mult(model) + 1)
+        return weights // (par.ep * par.expert_tp)
+    name, _, kind = t.name.rpartition(".")
+    return local_numel(t, par) if kind == "weight" and name in FP8_LINEARS else 0
+
+
+def rank_tensors_fp8(model: ModelConfig, par: ParallelConfig, stage: int, chunk: int) -> list[tuple[int, int, int, bool]]:
+    """(layer, fp8 elements, bf16 elements, is expert) per tensor one rank holds in ``chunk``,
+    in registration order (:func:`chunk_tensors`, the same order as :func:`rank_tensors`):
+    Megatron-Core's DDP puts the two parts in different buffers (``group_params_for_buffers``
+    keys on ``torch.uint8`` for quantized storage, param_and_grad_buffer.py at d98e8a64)."""
+    out = []
+    for layer, t in chunk_tensors(model, par, stage, chunk):
+        n = local_numel(t, par)
+        f = _fp8_local(model, par, layer, t)
+        out.append((layer, f, n - f, t.shard == "expert"))
+    return out
+
+
+def stage_fp8_params(model: ModelConfig, par: ParallelConfig, stage: int) -> tuple[int, int]:
+    """(dense, expert) fp8 primary-weight elements one rank of ``stage`` holds."""
+    dense = expert = 0
+    for c in range(par.vpp):
+        for _, f, _, is_expert in rank_tensors_fp8(model, par, stage, c):
+            if is_expert:
+                expert += f
+            else:
+                dense += f
+    return dense, expert
+
+
+def stage_fp8_tensor_counts(model: ModelConfig, par: ParallelConfig, stage: int) -> tuple[int, int]:
+    """(dense, expert) fp8 weight *tensors* one rank of ``stage`` holds: one per TE linear, and
+    two per local expert (TE ``GroupedLinear`` registers ``weight0..weight{n-1}`` for fc1 and
+    for fc2; the expert count per rank is num_experts / ep whatever the expert TP)."""
+    dense = expert = 0
+    for c in range(par.vpp):
+        for layer, t in chunk_tensors(model, par, stage, c):
+            if not _fp8_local(model, par, layer, t):
+                continue
+            if t.shard == "expert":
+                expert += 2 * model.num_experts // par.ep
+            else:
+                dense += 1
+    return dense, expert

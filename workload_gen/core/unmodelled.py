@@ -34,9 +34,6 @@ UNMODELLED: tuple[tuple[str, str, object, str], ...] = (
      "CUDA graphs: launch overheads and the dispatcher's host synchronisation removed"),
     ("cuda_graph_scope", "--cuda-graph-scope", (),
      "CUDA graphs over the chosen modules: launch overheads and host synchronisation removed"),
-    ("fp8_param_gather", "--fp8-param-gather", False,
-     "fp8 weights (TE Float8Tensor): the parameter all-gather in 1-byte buffers of their own, "
-     "the weights' memory and the fp8 cast moved into the optimizer step"),
     ("main_params_dtype", "--main-params-dtype", "fp32",
      "fp16 main weights with a per-tensor scale: TE FusedAdam's unscale and rescale passes around the kernel"),
     ("overlap_param_gather_with_optimizer_step", "--overlap-param-gather-with-optimizer-step", False,
@@ -81,6 +78,8 @@ def check_modelled(par: Any) -> None:
         value = getattr(par, name)
         if value != noop:
             raise ConfigError(name, list(value) if isinstance(value, tuple) else value, refusal(flag, mechanism))
+    if par.fp8_param_gather or par.reuse_grad_buf_for_mxfp8_param_ag:
+        _check_fp8_param_gather(par)
     if (par.exp_avg_dtype, par.exp_avg_sq_dtype) not in _MOMENTS:
         raise ConfigError("exp_avg_dtype", [par.exp_avg_dtype, par.exp_avg_sq_dtype], refusal(
             f"--exp-avg-dtype {par.exp_avg_dtype} --exp-avg-sq-dtype {par.exp_avg_sq_dtype}",
@@ -97,3 +96,40 @@ def check_modelled(par: Any) -> None:
                 raise ConfigError("recompute_modules", list(par.recompute_modules), refusal(
                     f"--recompute-modules {module} with fp8",
                     "Transformer Engine then saves the next GEMM's bf16 input and re-quantizes it in the backward"))
+
+
+def _check_fp8_param_gather(par: Any) -> None:
+    """--fp8-param-gather is modelled (workload_gen.builder, engine.memory) for Megatron's
+    distributed optimizer with per-tensor fp8 (delayed, tensorwise) and with MXFP8 through the
+    gradient buffer; Megatron itself requires fp8 training and the distributed optimizer
+    (arguments.py at d98e8a64: "--fp8-param-gather only supported with distributed
+    optimizer"). The other combinations are refused, each naming what is missing."""
+    if not par.fp8_param_gather:  # --reuse-grad-buf-for-mxfp8-param-ag alone acts on no weight
+        return
+    if par.dtype != "fp8":
+        raise ConfigError("fp8_param_gather", True, "needs fp8 training (--fp8-format): the weights are "
+                          "created as fp8 tensors under Transformer Engine's fp8_model_init")
+    if not par.distributed_optimizer:
+        raise ConfigError("fp8_param_gather", True, "needs --use-distributed-optimizer (Megatron: "
+                          "'--fp8-param-gather only supported with distributed optimizer')")
+    if par.optimizer != "adam":
+        raise ConfigError("fp8_param_gather", True, refusal(
+            f"--fp8-param-gather with {par.optimizer}", "NeMo/Apex fp8 parameters (fp8_params) in that optimizer"))
+    if par.use_precision_aware_optimizer and (par.main_params_dtype != "fp32" or par.fp8_recipe == "delayed"):
+        # Megatron's use_precision_aware_optimizer_no_fp8_or_ds_fp8 (optimizer_config.py): only
+        # then does FusedAdam, not the distributed optimizer, write the fp8 weights
+        raise ConfigError("fp8_param_gather", True, refusal(
+            "--fp8-param-gather with --use-precision-aware-optimizer (delayed scaling or 16-bit main params)",
+            "Transformer Engine's FusedAdam writing the fp8 weights itself"))
+    if par.fp8_recipe == "blockwise":
+        raise ConfigError("fp8_param_gather", True, refusal(
+            "--fp8-param-gather with --fp8-recipe blockwise",
+            "TE's blockwise partial cast of the master shard and the column-wise copy made after the all-gather"))
+    if par.fp8_recipe == "mxfp8" and not par.reuse_grad_buf_for_mxfp8_param_ag:
+        raise ConfigError("fp8_param_gather", True, refusal(
+            "--fp8-param-gather with mxfp8 without --reuse-grad-buf-for-mxfp8-param-ag",
+            "MXFP8 weights mapped into the parameter buffer (TE's replace_raw_data has no MXFP8 layout)"))
+    if par.reuse_grad_buf_for_mxfp8_param_ag and par.fp8_recipe != "mxfp8":
+        raise ConfigError("reuse_grad_buf_for_mxfp8_param_ag", True, refusal(
+            f"--reuse-grad-buf-for-mxfp8-param-ag with --fp8-recipe {par.fp8_recipe}",
+            "per-tensor fp8 weights staged through the gradient buffer"))
