@@ -62,8 +62,9 @@ def test_without_their_unmodelled_options_the_recipes_simulate(outcomes):
 
 def test_what_each_recipe_waits_for_agrees_with_the_table_columns(outcomes):
     """The measured table records each run's settings in columns of its own (dispatcher, CUDA
-    graphs, fp8 parameter gather, EP all-to-all overlap; the fp8 gather is modelled now); the refusals the flag list draws must
-    name exactly those mechanisms, so neither the translation nor the refusal table drops one."""
+    graphs, fp8 parameter gather, EP all-to-all overlap; the fp8 gather is modelled now); the
+    refusals the flag list draws must name exactly those mechanisms, so neither the
+    translation nor the refusal table drops one."""
     check = script("check_recipes")
     by_name = {o.recipe: o for o in outcomes}
     rows = [r for r in check.read_rows() if r["recipe_args"] and MAMBA_HYBRIDS not in r["model"]]
