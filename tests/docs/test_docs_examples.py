@@ -740,8 +740,9 @@ class Runner:
 
 @pytest.fixture(scope="session")
 def runner(request, tmp_path_factory):
+    # another test file may name a parameter "step" too: only documented steps count
     selected = [item.callspec.params["step"] for item in request.session.items
-                if getattr(item, "callspec", None) and "step" in item.callspec.params]
+                if getattr(item, "callspec", None) and isinstance(item.callspec.params.get("step"), Step)]
     yield Runner(tmp_path_factory, selected)
     STOPPING.set()  # e.g. after -x: stop what still runs instead of leaving it behind
     for proc in list(LIVE):

@@ -43,7 +43,7 @@ def test_without_the_flag_the_optimizer_is_todays_adam():
                                         optimizer_step_bytes("adam", "bf16", 4, 2))
 
 
-@pytest.mark.parametrize("kw,grad_bytes,state,step", [
+@pytest.mark.parametrize("kw,grad_bytes,state,step_bytes", [
     # fp32 moments and main grads: TE keeps the int16 remainder (store_param_remainders is
     # Megatron's default): 2 + 4 + 4. Remainder kernel: g 4; bf16 p r+w 4; remainder r+w 4;
     # m, v r+w 16.
@@ -70,10 +70,10 @@ def test_without_the_flag_the_optimizer_is_todays_adam():
     # the weight in place.
     ({"dtype": "fp32"}, 4, 4 + 4 + 4, 4 + 8 + 16),
 ])
-def test_state_and_step_bytes_per_parameter(kw, grad_bytes, state, step):
+def test_state_and_step_bytes_per_parameter(kw, grad_bytes, state, step_bytes):
     par = _par(**PA, **kw)
     assert par.grad_bytes == grad_bytes
-    assert _bytes(par) == (state, step)
+    assert _bytes(par) == (state, step_bytes)
 
 
 def _tiny() -> ModelConfig:
