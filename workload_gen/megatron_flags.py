@@ -1,7 +1,7 @@
 """Megatron-LM's command-line flags as data: what each one sets, and which are ignored or refused.
 
 The command that parses a Megatron launch line (engine/commands/config_flags.py) builds its
-parser from these tables; :func:`workload_gen.config_loading.flags_to_dict` turns the parsed
+parser from these tables; :func:`workload_gen.flag_values.flags_to_dict` turns the parsed
 values into the YAML-shaped dict. Nothing here parses arguments, so a new Megatron flag is
 one row in one table:
 
@@ -21,6 +21,7 @@ import re
 
 from workload_gen.core.errors import ConfigError
 from workload_gen.core.model_config import parse_layer_pattern
+from workload_gen.core.parallel_config import DTYPE_BYTES, FP8_RECIPES, OPTIMIZERS, RECIPE_CHOICES, RECOMPUTE_MODULES
 
 # (flags, field, type): the command's dest is the field prefixed m_ (model) or p_ (parallel/training).
 MODEL_VALUE_FLAGS: tuple[tuple[tuple[str, ...], str, type], ...] = (
@@ -46,8 +47,8 @@ MODEL_VALUE_FLAGS: tuple[tuple[tuple[str, ...], str, type], ...] = (
     (("--window-size",), "window_size", str),  # (left,right): MODEL_VALUE_CONVERTERS
     (("--window-attn-skip-freq",), "window_attn_skip_freq", str),
     (("--no-rope-freq",), "no_rope_freq", str),
-    (("--softmax-type",), "softmax_type", str),
-    (("--mtp-num-layers",), "mtp_num_layers", int),  # vanilla, off-by-one, learnable (GPT-OSS's sinks)
+    (("--softmax-type",), "softmax_type", str),  # vanilla, off-by-one, learnable (GPT-OSS's sinks)
+    (("--mtp-num-layers",), "mtp_num_layers", int),
     (("--activation",), "activation", str),
     (("--normalization",), "normalization", str),
     (("--position-embedding-type",), "position_embedding", str),
@@ -85,28 +86,29 @@ PAR_VALUE_FLAGS: tuple[tuple[tuple[str, ...], str, type, tuple[str, ...] | None]
     (("--micro-batch", "--micro-batch-size"), "micro_batch", int, None),
     (("--global-batch", "--global-batch-size"), "global_batch", int, None),
     (("--seq-length",), "seq_length", int, None),
-    (("--dtype",), "dtype", str, ("bf16", "fp16", "fp32", "fp8")),
-    (("--fp8-recipe",), "fp8_recipe", str, ("delayed", "tensorwise", "mxfp8", "blockwise")),
+    (("--dtype",), "dtype", str, tuple(DTYPE_BYTES)),
+    (("--fp8-recipe",), "fp8_recipe", str, FP8_RECIPES),
     (("--recompute", "--recompute-granularity"), "recompute", str, ("none", "selective", "full")),
     (("--recompute-method",), "recompute_method", str, ("uniform", "block")),
     (("--recompute-num-layers",), "recompute_num_layers", int, None),
     (("--ddp-bucket-size",), "ddp_bucket_size", int, None),
-    (("--optimizer",), "optimizer", str, ("adam", "distributed_fused_adam")),  # Megatron's adam, NeMo's optim.name
+    (("--optimizer",), "optimizer", str, OPTIMIZERS),  # Megatron's adam, NeMo's optim.name
     (("--make-vocab-size-divisible-by",), "make_vocab_size_divisible_by", int, None),
     (("--wgrad-deferral-limit",), "wgrad_deferral_limit", int, None),
     # MoE and recipe options (ParallelConfig's last block; workload_gen.core.unmodelled refuses
     # the values whose mechanism is not modelled yet)
-    (("--moe-token-dispatcher-type",), "moe_token_dispatcher", str, ("alltoall", "allgather", "flex")),
-    (("--moe-flex-dispatcher-backend",), "moe_flex_dispatcher_backend", str, ("deepep", "hybridep", "ncclep")),
+    (("--moe-token-dispatcher-type",), "moe_token_dispatcher", str, RECIPE_CHOICES["moe_token_dispatcher"]),
+    (("--moe-flex-dispatcher-backend",), "moe_flex_dispatcher_backend", str,
+     RECIPE_CHOICES["moe_flex_dispatcher_backend"]),
     (("--moe-hybridep-num-sms",), "moe_hybridep_num_sms", int, None),
     (("--moe-expert-capacity-factor",), "moe_expert_capacity_factor", float, None),
     (("--moe-router-num-groups",), "moe_router_num_groups", int, None),
     (("--moe-router-group-topk",), "moe_router_group_topk", int, None),
-    (("--cuda-graph-impl",), "cuda_graph_impl", str, ("none", "local", "transformer_engine", "full_iteration")),
-    (("--main-params-dtype",), "main_params_dtype", str, ("fp32", "fp16")),
-    (("--main-grads-dtype",), "main_grads_dtype", str, ("fp32", "bf16")),
-    (("--exp-avg-dtype",), "exp_avg_dtype", str, ("fp32", "fp16", "bf16", "fp8")),
-    (("--exp-avg-sq-dtype",), "exp_avg_sq_dtype", str, ("fp32", "fp16", "bf16", "fp8")),
+    (("--cuda-graph-impl",), "cuda_graph_impl", str, RECIPE_CHOICES["cuda_graph_impl"]),
+    (("--main-params-dtype",), "main_params_dtype", str, RECIPE_CHOICES["main_params_dtype"]),
+    (("--main-grads-dtype",), "main_grads_dtype", str, RECIPE_CHOICES["main_grads_dtype"]),
+    (("--exp-avg-dtype",), "exp_avg_dtype", str, RECIPE_CHOICES["exp_avg_dtype"]),
+    (("--exp-avg-sq-dtype",), "exp_avg_sq_dtype", str, RECIPE_CHOICES["exp_avg_sq_dtype"]),
 )
 # Our on/off switches (each also has --no-...); the Megatron spelling is an alias.
 PAR_BOOL_FLAGS: tuple[tuple[tuple[str, ...], str], ...] = (
@@ -134,8 +136,7 @@ PAR_BOOL_FLAGS: tuple[tuple[tuple[str, ...], str], ...] = (
 )
 # Megatron flags that take several values (nargs='+') and set a tuple field: (flags, field, choices).
 PAR_LIST_FLAGS: tuple[tuple[tuple[str, ...], str, tuple[str, ...] | None], ...] = (
-    (("--recompute-modules",), "recompute_modules",
-     ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts")),
+    (("--recompute-modules",), "recompute_modules", RECOMPUTE_MODULES),
     (("--cuda-graph-scope", "--cuda-graph-modules"), "cuda_graph_scope", None),
 )
 # Megatron switches that set a ParallelConfig field to a constant: (flag, field, value).
