@@ -78,7 +78,7 @@ def check_modelled(par: Any) -> None:
         value = getattr(par, name)
         if value != noop:
             raise ConfigError(name, list(value) if isinstance(value, tuple) else value, refusal(flag, mechanism))
-    if par.fp8_param_gather or par.reuse_grad_buf_for_mxfp8_param_ag:
+    if par.fp8_param_gather:  # --reuse-grad-buf-for-mxfp8-param-ag alone acts on no weight
         _check_fp8_param_gather(par)
     if (par.exp_avg_dtype, par.exp_avg_sq_dtype) not in _MOMENTS:
         raise ConfigError("exp_avg_dtype", [par.exp_avg_dtype, par.exp_avg_sq_dtype], refusal(
@@ -104,8 +104,6 @@ def _check_fp8_param_gather(par: Any) -> None:
     gradient buffer; Megatron itself requires fp8 training and the distributed optimizer
     (arguments.py at d98e8a64: "--fp8-param-gather only supported with distributed
     optimizer"). The other combinations are refused, each naming what is missing."""
-    if not par.fp8_param_gather:  # --reuse-grad-buf-for-mxfp8-param-ag alone acts on no weight
-        return
     if par.dtype != "fp8":
         raise ConfigError("fp8_param_gather", True, "needs fp8 training (--fp8-format): the weights are "
                           "created as fp8 tensors under Transformer Engine's fp8_model_init")
