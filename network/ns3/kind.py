@@ -31,9 +31,7 @@ def transport_params(options: Mapping[str, Any]) -> Any:
     congestion control is refused (it would be silently ignored)."""
     from network.ns3.params import TransportParams
 
-    name = options.get("dcqcn", "default")
-    cc = options.get("cc", "dcqcn")
-    transport = options["transport"]
+    name, cc, transport = options["dcqcn"], options["cc"], options["transport"]
     if name != "default" and (transport != "rdma" or cc != "dcqcn"):
         raise ConfigError("dcqcn", name, f"applies to --transport rdma --cc dcqcn only (got --transport "
                           f"{transport} --cc {cc})")
