@@ -80,7 +80,12 @@ def test_llama4_chunks_bind_only_beyond_8192_tokens():
     assert forward_flops_per_sequence(m, 8192, causal=True) == \
         forward_flops_per_sequence(replace(m, attention_chunk_size=None), 8192, causal=True)
     long = forward_flops_per_sequence(m, 16384, causal=True)
-    assert long < forward_flops_per_sequence(replace(m, attention_chunk_size=None), 16384, causal=True)
+    unchunked = forward_flops_per_sequence(replace(m, attention_chunk_size=None), 16384, causal=True)
+    assert long < unchunked
+    # By hand: 36 of the 48 layers are chunked (every 4th is NoPE); each scores 2 chunks of
+    # 8192*8193/2 pairs = 67,117,056 instead of 16384^2/2 = 134,217,728, saving 67,100,672
+    # pairs at 2 * 40 heads * (128 + 128) = 20,480 FLOPs each.
+    assert unchunked - long == 36 * 20_480 * 67_100_672
 
 
 def test_mfu_flops_count_the_window_band():
@@ -88,8 +93,11 @@ def test_mfu_flops_count_the_window_band():
     s = 4096
     full = forward_flops_per_sequence(replace(m, window_size=None, window_attn_skip_freq=None), s, causal=True)
     per_pair = 2 * m.num_attention_heads * (m.qk_dim + m.v_dim)
+    assert per_pair == 2 * 64 * (64 + 64)  # GPT-OSS: 64 heads of 64
     windowed_layers = m.num_layers // 2
-    saved = windowed_layers * per_pair * (attention_pairs(s, None) - attention_pairs(s, ("window", 128)))
+    # Pairs saved per windowed layer, by hand: causal full s*s/2 = 8,388,608; window 128:
+    # 129*130/2 + (4096-129)*129 = 8,385 + 511,743 = 520,128; saved 7,868,480.
+    saved = windowed_layers * per_pair * 7_868_480
     assert forward_flops_per_sequence(m, s, causal=True) == pytest.approx(full - saved, rel=1e-12)
 
 
