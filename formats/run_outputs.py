@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -111,11 +110,6 @@ def summary_dict(result: RunResult, *, coverage: Any = None, accounting: str = "
             "system": _jsonable(result.system.to_dict()),
         },
     }
-
-
-def summary_json(result: RunResult, **kw: Any) -> str:
-    return json.dumps(summary_dict(result, **kw), indent=2, sort_keys=False) + "\n"
-
 
 
 # --------------------------------------------------------------------------- layers.csv

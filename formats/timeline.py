@@ -20,8 +20,6 @@ from formats.kineto_records import KinetoTrace, TraceOp
 from workload_gen.core.errors import FormatError
 from workload_gen.core.record import record
 
-COMM_GROUPS = ("tp", "cp", "ep", "etp", "dp", "edp", "pp", "emb")
-
 
 @record
 class Timeline:
