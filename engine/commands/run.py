@@ -354,8 +354,7 @@ def summary_table(summary: dict[str, Any]) -> str:
         experts = ""
         if par["ep"] > 1 or par.get("etp") not in (None, par["tp"]):
             # expert layout (folded: its own decomposition of the same ranks): etp x ep x edp x pp
-            etp = par.get("etp") or par["tp"]
-            experts = f" (etp {etp} edp {par['world_size'] // (etp * par['ep'] * par['pp'])})"
+            experts = f" (etp {par.get('etp') or par['tp']} edp {d.get('edp')})"  # edp: ParallelConfig.edp
         lines.append(f"{model.get('name')} on {cfg['system']['name']} ({d.get('gpu') or cfg['system']['gpu']}): "
                      f"{par['world_size']} GPUs, "
                      f"tp {par['tp']} pp {par['pp']} vpp {par['vpp']} cp {par['cp']} ep {par['ep']}{experts} "
