@@ -11,7 +11,7 @@
 ``--algorithm``    collective algorithm. ``--algo`` is a deprecated alias.
 ``-q/--quiet``     no progress and no informational lines on stderr (warnings and
                    errors still print; stdout is unchanged).
-``--version``      the package version (added by every parser, cli_errors.OneLineParser).
+``--version``      the package version (added by every parser, engine.commands.parser.OneLineParser).
 =================  =================================================================
 
 A deprecated spelling still works and prints one note on stderr naming the new one.
