@@ -347,24 +347,28 @@ def buckets_fp8(model: ModelConfig, par: ParallelConfig, stage: int) -> list[tup
     fp8 = par.fp8_param_gather
     out: list[tuple[int, Group, int, int, bool]] = []
     for c in reversed(range(par.vpp)):
+        # (group, fp8?, the field holding the buffer's elements) over the rank's tensors as
+        # they come: no per-tensor copy on the common (not fp8) path
         if fp8:
-            tensors = [(layer, (f, o), e) for layer, f, o, e in rank_tensors_fp8(model, par, stage, c)]
-            buffers = ((Group.DP, True), (Group.DP, False), (Group.EDP, True), (Group.EDP, False))
+            tensors = rank_tensors_fp8(model, par, stage, c)  # (layer, fp8 elements, bf16 elements, expert)
+            buffers = ((Group.DP, True, 1), (Group.DP, False, 2), (Group.EDP, True, 1), (Group.EDP, False, 2))
+            expert_at = 3
         else:
-            tensors = [(layer, (0, n), e) for layer, n, e, _ in rank_tensors(model, par, stage, c)]
-            buffers = ((Group.DP, False), (Group.EDP, False))
+            tensors = rank_tensors(model, par, stage, c)  # type: ignore[assignment]  # (layer, elements, expert, sp)
+            buffers = ((Group.DP, False, 1), (Group.EDP, False, 1))
+            expert_at = 2
         chunk_buckets: list[tuple[int, Group, int, int, bool]] = []
-        for group, in_fp8 in buffers:
+        for group, in_fp8, at in buffers:
             expert = group is Group.EDP
             cur, low = 0, 0
-            for layer, parts, is_expert in reversed(tensors):
-                if is_expert != expert:
+            for t in reversed(tensors):
+                if t[expert_at] != expert:
                     continue
-                n = parts[0] if in_fp8 else parts[1]
+                n = t[at]
                 if fp8 and not n:
                     continue  # no parameter of this dtype in this tensor
                 cur += n
-                low = layer
+                low = t[0]
                 if cap is not None and cur >= cap:
                     chunk_buckets.append((c, group, cur, low, in_fp8))
                     cur = 0
@@ -385,17 +389,16 @@ def _iteration_ops(model: ModelConfig, par: ParallelConfig, stage: int) -> tuple
     it = Phase.ITERATION
     sizes = {Group.DP: par.dp * par.cp, Group.EDP: par.edp}
     flagged = buckets_fp8(model, par, stage)
-    buckets = [b[:4] for b in flagged]
     first_layer = next((chunk[0] for c in range(par.vpp) if (chunk := chunk_layers(model, par, stage, c))),
                        -1 if stage == 0 else model.num_layers)
     ops: list[Op] = []
     counters: dict[tuple[int, Group], int] = {}
     names = []
-    for c, g, n, low in buckets:
+    for c, g, _, _, _ in flagged:
         i = counters.get((c, g), 0)
         counters[(c, g)] = i + 1
         names.append(f"{g.value}.{c}.{i}")
-    for (c, g, n, low), nm in zip(buckets, names):
+    for (c, g, n, low, _), nm in zip(flagged, names):
         if sizes[g] == 1:
             continue
         if par.distributed_optimizer:
@@ -420,7 +423,7 @@ def _iteration_ops(model: ModelConfig, par: ParallelConfig, stage: int) -> tuple
         layer = -1 if stage == 0 else model.num_layers + 1
         ops.append(CollectiveOp("embedding_grad_ar", layer, it, CollKind.ALL_REDUCE, Group.EMB, 2, emb * par.grad_bytes))
     if par.distributed_optimizer:
-        local = sum(n // sizes[g] for _, g, n, _ in buckets)
+        local = sum(n // sizes[g] for _, g, n, _, _ in flagged)
     else:
         local = stage_params(model, par, stage)[0]
     held = stage_params(model, par, stage)[0]
@@ -453,12 +456,12 @@ def _iteration_ops(model: ModelConfig, par: ParallelConfig, stage: int) -> tuple
         ops.append(ComputeOp("fp8_weight_cast", -1, it, OpKind.ELEMENTWISE, (linear_params, 1), "bf16", flops, nbytes))
     ops.append(ComputeOp("step_overhead", -1, it, OpKind.OPTIMIZER, (0,), "fp32", 0.0, 0.0))
     if par.distributed_optimizer:
-        order = sorted(range(len(buckets)), key=lambda j: (buckets[j][0], buckets[j][3]))
+        order = sorted(range(len(flagged)), key=lambda j: (flagged[j][0], flagged[j][3]))
         for j in order:
-            c, g, n, low = buckets[j]
+            c, g, n, low, in_fp8 = flagged[j]
             if sizes[g] == 1:
                 continue
-            b = 1 if flagged[j][4] and per_tensor else par.param_bytes  # MXFP8 gathers bf16
+            b = 1 if in_fp8 and per_tensor else par.param_bytes  # MXFP8 gathers bf16
             ops.append(CollectiveOp(f"param_ag.{names[j]}", low, it, CollKind.ALL_GATHER, g, sizes[g],
                                     n * b, par.overlap_param_gather))
     if fp8_params:
