@@ -69,7 +69,13 @@ class HFModel:
 
     @property
     def mtp_params(self) -> int:
-        return mtp_params(self.model, self.mtp_layers)
+        """Parameters of the MTP modules: workload_gen.core.params.mtp_params (the embedding
+        and output head are shared with the main model and not counted again)."""
+        from dataclasses import replace
+
+        from workload_gen.core.params import mtp_params
+
+        return mtp_params(replace(self.model, mtp_num_layers=self.mtp_layers))
 
     @property
     def total_params(self) -> int:
@@ -77,18 +83,6 @@ class HFModel:
         from workload_gen.core.params import total_params
 
         return total_params(self.model) + self.mtp_params
-
-
-def mtp_params(model: ModelConfig, layers: int) -> int:
-    """Parameters of ``layers`` DeepSeek-V3 MTP modules: workload_gen.core.params.mtp_params
-    (the embedding and output head are shared with the main model and not counted again)."""
-    if not layers:
-        return 0
-    from dataclasses import replace
-
-    from workload_gen.core.params import mtp_params as count
-
-    return count(replace(model, mtp_num_layers=layers))
 
 
 class _Fields:

@@ -125,7 +125,13 @@ def test_hf_config_gives_the_preset(name, data):
 
 
 def test_hf_mtp_note_counts_the_shared_layout():
-    from workload_gen.hf_config import mtp_params as hf_mtp
+    from workload_gen.hf_config import HFModel
 
     v3 = PRESETS["deepseek-v3"]
-    assert hf_mtp(v3, 1) == mtp_params(replace(v3, mtp_num_layers=1))
+    assert HFModel(v3, 1).mtp_params == mtp_params(replace(v3, mtp_num_layers=1))
+    # By hand (h = 7168): enorm, hnorm, eh_proj 2h*h, the final norm: 2h + 2h^2 + h; the MLA
+    # layer h + h*1536 + 1536 + 1536*128*192 + h*(512+64) + 512 + 512*128*256 + 128*128*h =
+    # 187,114,496; the MoE MLP h + h*256 (router) + 256*3*h*2048 (experts) + 3*h*2048
+    # (shared) = 11,320,171,520. Total 11,610,067,968.
+    assert HFModel(v3, 1).mtp_params == 11_610_067_968
+    assert HFModel(v3, 0).mtp_params == 0
