@@ -86,14 +86,11 @@ class RankTrace:
     @property
     def step_time_s(self) -> float:
         """Median duration of the profiled steps (the measured iteration time)."""
-        if not self.steps:
-            raise FormatError(self.path, None, "no ProfilerStep#N ranges; profile with torch.profiler.schedule "
-                              "and call prof.step() once per iteration")
-        durs = sorted(s.dur for s in self.steps)
-        return durs[len(durs) // 2]
+        return self.median_step.dur
 
     @property
     def median_step(self) -> Step:
+        """The profiled step of median duration (ties by step number)."""
         if not self.steps:
             raise FormatError(self.path, None, "no ProfilerStep#N ranges; profile with torch.profiler.schedule "
                               "and call prof.step() once per iteration")
