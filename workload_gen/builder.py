@@ -148,6 +148,17 @@ def _span_templates(model: ModelConfig, key: LayerKey, span: tuple[str, int], mo
     return layer_templates(model, key, moe=moe, span=span)
 
 
+def _layer_kind(model: ModelConfig, key: LayerKey, layer: int) -> Templates:
+    """The templates global layer ``layer`` is built from: dense or MoE, with its attention
+    span if one binds (layer_span)."""
+    moe = model.is_moe_layer(layer)
+    span = layer_span(model, key, layer)
+    if span is not None:
+        return _span_templates(model, key, span, moe)
+    dense_t, moe_t, _, _ = _templates(model, key)
+    return moe_t if moe and moe_t is not None else dense_t
+
+
 def _recompute_groups(key: LayerKey, layers: tuple[int, ...]) -> list[tuple[tuple[int, ...], bool]]:
     """Split a chunk's layers into backward units: (layers, recomputed?).
 
@@ -170,7 +181,7 @@ def _stage_chunks(model: ModelConfig, key: LayerKey, stage: int, layout: str | N
     the LayerKey: it decides only which layers a chunk holds, never how a layer is built.
     A layout may leave a chunk without layers; its pipeline sends then carry the layer
     before it (forward; -1 = the embedding) and after it (backward; num_layers = the head)."""
-    dense_t, moe_t, emb_t, head_t = _templates(model, key)
+    _, _, emb_t, head_t = _templates(model, key)
     par_like = _ParView(key, layout)
     nbytes = pp_bytes(model, key)
     last_stage = key.pp - 1
@@ -178,9 +189,7 @@ def _stage_chunks(model: ModelConfig, key: LayerKey, stage: int, layout: str | N
     chunks = []
     for c in range(key.vpp):
         layers = chunk_layers(model, par_like, stage, c)  # type: ignore[arg-type]
-        kind = {layer: _span_templates(model, key, layer_span(model, key, layer), model.is_moe_layer(layer))
-                if layer_span(model, key, layer) is not None
-                else (moe_t if model.is_moe_layer(layer) and moe_t is not None else dense_t) for layer in layers}
+        kind = {layer: _layer_kind(model, key, layer) for layer in layers}
         fwd: list[Op] = []
         bwd: list[Op] = []
         first_chunk = stage == 0 and c == 0
@@ -283,13 +292,7 @@ def _mtp_parts(model: ModelConfig, key: LayerKey, par_like: object) -> _MTPParts
     at = mtp_chunk(model, par_like)  # type: ignore[arg-type]
     if at is None:
         return None
-    last = model.num_layers - 1
-    dense_t, moe_t, _, _ = _templates(model, key)
-    span = layer_span(model, key, last)
-    moe = model.is_moe_layer(last)
-    layer = _span_templates(model, key, span, moe) if span is not None else \
-        (moe_t if moe and moe_t is not None else dense_t)
-    return _MTPParts(model, key, at, layer)
+    return _MTPParts(model, key, at, _layer_kind(model, key, model.num_layers - 1))
 
 
 def _layer_before(model: ModelConfig, par_like: object, stage: int, chunk: int) -> int:
