@@ -14,10 +14,6 @@ from workload_gen.core.errors import TrainsimError
 from workload_gen.core.system import SystemConfig, load_system, system_from_dict
 from workload_gen.core.units import GiB as GIB
 
-# The summary.json figures that become columns (scalars; per-stage lists are reduced to the max).
-SUMMARY_COLUMNS = ("iteration_time_s", "tokens_per_s", "tflops_per_gpu", "mfu")
-
-
 _SYSTEMS: dict[str, SystemConfig] = {}
 """A mapping-valued system, by its JSON text: the grid's system axes repeat few values."""
 
