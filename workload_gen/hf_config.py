@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from workload_gen.core.errors import ConfigError, FormatError
-from workload_gen.core.model_config import ModelConfig
+from workload_gen.core.model_config import ModelConfig, moe_layer_layout
 from workload_gen.core.model_presets import preset_equal_to
 from workload_gen.core.yaml_file import read_text_file
 
@@ -209,12 +209,10 @@ def _llama_like(f: _Fields, mtype: str) -> dict[str, Any]:
 
 def _moe_layers(f: _Fields, moe: list[bool]) -> dict[str, Any]:
     """num_dense_layers for 'k dense, then all MoE' (as before), else moe_layer_pattern."""
-    k = moe.index(True) if True in moe else len(moe)
-    if k == len(moe):
+    if not any(moe):
         raise f.err("num_experts", f.data.get("num_experts"), "no layer is MoE under this config's layer rule")
-    if all(moe[k:]):
-        return {"num_dense_layers": k}
-    return {"moe_layer_pattern": tuple(int(x) for x in moe)}
+    layout = moe_layer_layout(tuple(int(x) for x in moe))
+    return {"num_dense_layers": layout} if isinstance(layout, int) else {"moe_layer_pattern": layout}
 
 
 def _qwen_moe_layers(f: _Fields, layers: int) -> list[bool]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 
 from workload_gen.core.errors import ConfigError
-from workload_gen.core.model_config import parse_layer_pattern
+from workload_gen.core.model_config import moe_layer_layout, parse_layer_pattern
 from workload_gen.core.parallel_config import DTYPE_BYTES, FP8_RECIPES, OPTIMIZERS, RECIPE_CHOICES, RECOMPUTE_MODULES
 
 # (flags, field, type): the command's dest is the field prefixed m_ (model) or p_ (parallel/training).
@@ -336,11 +336,7 @@ def moe_layer_freq(text: str) -> int | tuple[int, ...]:
     m = re.fullmatch(r"\(?\s*\[\s*0\s*\]\s*\*\s*(\d+)\s*\+\s*\[\s*1\s*\]\s*\*\s*(\d+)\s*\)?", text)
     if m:
         return int(m.group(1))
-    pattern = parse_layer_pattern("moe_layer_freq", text)
-    k = pattern.index(1) if 1 in pattern else len(pattern)
-    if all(x == 1 for x in pattern[k:]):
-        return k
-    return pattern
+    return moe_layer_layout(parse_layer_pattern("moe_layer_freq", text))
 
 
 def window_size(text: str) -> int | None:

@@ -253,6 +253,15 @@ class ModelConfig:
         return out
 
 
+def moe_layer_layout(pattern: tuple[int, ...]) -> int | tuple[int, ...]:
+    """A per-layer MoE pattern (0 dense, 1 MoE) in its plain spelling: the number of leading
+    dense layers (``num_dense_layers``) when it is "k dense, then only MoE", else the pattern
+    itself (``moe_layer_pattern``). The one rule for Megatron's --moe-layer-freq, a Hugging
+    Face config's MoE layers and the preset match."""
+    k = pattern.index(1) if 1 in pattern else len(pattern)
+    return k if all(pattern[k:]) else pattern
+
+
 def parse_layer_pattern(name: str, text: str) -> tuple[int, ...]:
     """A Megatron per-layer pattern (its ``moe_freq_type``/``no_rope_freq_type`` evaluate the
     string as a Python list expression): lists of 0/1, ``+`` between lists and ``*`` by an

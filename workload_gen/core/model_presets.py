@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from workload_gen.core.errors import ConfigError
-from workload_gen.core.model_config import ModelConfig
+from workload_gen.core.model_config import ModelConfig, moe_layer_layout
 
 _GPT3_SRC = "Brown et al. 2020, 'Language Models are Few-Shot Learners', arXiv 2005.14165, Table 2.1 (sizes) and Table D.1 (params)"
 
@@ -263,14 +263,11 @@ def architecture_key(model: ModelConfig) -> tuple[object, ...]:
 
 
 def _moe_layout(model: ModelConfig) -> int | tuple[int, ...]:
-    """Which layers are MoE, one spelling per layout: the leading dense layers' count when the
-    pattern is "k dense, then MoE" (whether given as num_dense_layers or as a pattern), else
-    the pattern. Cheap for the usual case (no per-layer work without a pattern)."""
+    """Which layers are MoE, one spelling per layout (:func:`moe_layer_layout`), whether given
+    as num_dense_layers or as a pattern. Cheap for the usual case (no per-layer work without
+    a pattern)."""
     p = model.moe_layer_pattern
-    if p is None:
-        return model.num_dense_layers
-    k = p.index(1)
-    return k if all(p[k:]) else p
+    return model.num_dense_layers if p is None else moe_layer_layout(p)
 
 
 def preset_equal_to(model: ModelConfig) -> ModelConfig | None:
