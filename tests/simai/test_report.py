@@ -71,6 +71,12 @@ def test_summary_lists_simais_categories_in_its_order(official):
     assert list(d["breakdown_s"]) == ["compute", "exposed_dp", "exposed_edp", "exposed_tp", "exposed_ep",
                                       "exposed_pp", "bubble", "optimizer"]
     assert d["breakdown_s"]["exposed_edp"] == rep.exposed_comm_s["edp"]
+    # every figure is SimAI's printed one under our name (not only the report's own value passed through)
+    for key, us in SIMAI_PRINTED_US.items():
+        name = {"total": "iteration_time_s"}.get(key)
+        got = d[name] if name else d["breakdown_s"][key if key in ("compute", "bubble") else f"exposed_{key}"]
+        assert round(got * 1e6) == us, key
+    assert d["simai_totals_us"]["dp_ep"] == pytest.approx(SIMAI_PRINTED_US["edp"], abs=0.5)
     assert d["config"]["cluster"]["nic_busbw"] == 48.5 and d["config"]["simai_header"]["tp"] == sw.header.tp
     json.dumps(d)
 
