@@ -409,14 +409,14 @@ class _Emitter:
                 # projections, their fused q/kv norms and RoPE; k_pe is gathered before it): q,
                 # k, v are dropped after core attention's forward and re-made when the backward
                 # reaches its output, before core attention's own backward.
-                self.blocks[-1][:0] = [_as_recompute(op) for op in up_ops]
+                self._checkpoint(up_ops)
             self.linear("proj", T, a * dv, h, "row")
             if key.recompute_layernorm:
                 # MLA's input norm is a module of its own (no down-projection fusion by default):
                 # its output is dropped after attention's forward and re-made when the backward
                 # reaches the attention output. Standard attention fuses the norm into the QKV
                 # LayerNormLinear (Transformer Engine's spec), where layernorm recompute does nothing.
-                self.blocks[-1].insert(0, _as_recompute(self.fwd[attn_start]))
+                self._checkpoint([self.fwd[attn_start]])
         else:
             g, d = m.kv_heads // tp, m.head_dim
             self.linear("qkv", T, h, (a + 2 * g) * d, "col")
@@ -440,14 +440,14 @@ class _Emitter:
         if self.key.recompute_mlp:
             # Megatron's mlp recompute (TransformerLayer: tensor_parallel.checkpoint of self.mlp,
             # whose fc1 carries the fused pre-MLP norm under Transformer Engine's spec)
-            self._checkpoint(start)
+            self._checkpoint(self.fwd[start:])
         self.residual("mlp_residual")
 
-    def _checkpoint(self, start: int) -> None:
-        """Megatron's activation checkpoint of the forward ops from ``start`` on: they re-run
+    def _checkpoint(self, ops: list[Op]) -> None:
+        """Megatron's activation checkpoint of the forward ops ``ops``: they re-run
         (communication included) as soon as the backward reaches the checkpoint's output,
-        before any of their backward ops."""
-        self.blocks[-1][:0] = [_as_recompute(op) for op in self.fwd[start:]]
+        i.e. first in the backward block added last, before any of their backward ops."""
+        self.blocks[-1][:0] = [_as_recompute(op) for op in ops]
 
     def moe_block(self) -> None:
         """Megatron-Core MoE layer with the alltoall token dispatcher, balanced routing.
@@ -505,7 +505,7 @@ class _Emitter:
                 # Megatron's moe_act recompute (experts.py, CheckpointWithoutOutput): the
                 # activation's output, fc2's input, is dropped after fc2's forward and the
                 # activation re-runs when the backward reaches fc2's output, before its GEMMs.
-                self.blocks[-1].insert(0, _as_recompute(act))
+                self._checkpoint([act])
         if ep > 1 and local_experts > 1:
             self._permute("unsort_chunks", rows, rows)
         if etp > 1:
@@ -523,14 +523,14 @@ class _Emitter:
             self.activation(f"shared_{m.activation}", self.T, fs // tp)
             self.linear("shared_fc2", self.T, fs // tp, h, "row")
             if key.recompute_shared_experts:
-                self._checkpoint(start)  # Megatron's SharedExpertMLP: checkpoint of its forward
+                self._checkpoint(self.fwd[start:])  # Megatron's SharedExpertMLP: checkpoint of its forward
         if key.recompute_moe:
-            self._checkpoint(moe_start)  # MoELayer: checkpoint of its whole forward (not the norm)
+            self._checkpoint(self.fwd[moe_start:])  # MoELayer: checkpoint of its whole forward (not the norm)
         if key.recompute_layernorm:
             # The MoE layer's pre-MLP norm is a module of its own (TENorm; the router needs its
             # output): CheckpointWithoutOutput drops that output after the MoE forward and
             # re-runs the norm when the backward reaches the MoE output.
-            self.blocks[-1].insert(0, _as_recompute(norm_op))
+            self._checkpoint([norm_op])
         self.residual("mlp_residual")
 
     def _permute(self, name: str, rows_in: int, rows_out: int) -> None:
