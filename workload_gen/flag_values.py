@@ -24,7 +24,7 @@ _VSTAGE = "num_layers_per_virtual_pipeline_stage"
 
 def flags_to_dict(values: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Overlay the flag ``values`` on ``base`` (a YAML-shaped dict); flags win."""
-    data: dict[str, Any] = {k: v for k, v in (base or {}).items()}
+    data: dict[str, Any] = dict(base or {})
     model_spec = data.get("model")
     model: dict[str, Any] = (
         {"preset": model_spec} if isinstance(model_spec, str) else dict(model_spec) if isinstance(model_spec, Mapping)
@@ -97,7 +97,7 @@ def configs_from_flags(values: Mapping[str, Any]) -> tuple[ModelConfig, Parallel
         if hf.model.name in PRESETS:
             base["model"] = {"preset": hf.model.name}
         else:
-            base["model"] = {k: v for k, v in hf.model.to_dict().items()}
+            base["model"] = hf.model.to_dict()
     has_flags = any(v is not None for k, v in values.items() if k.startswith(("m_", "p_")))
     where = path or hf_path
     source = (f"{where} + flags" if has_flags else str(where)) if where else None

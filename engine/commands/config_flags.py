@@ -49,8 +49,6 @@ class _NotModelled(argparse.Action):
         parser.error(f"not modelled: {shown} ({self.reason}; the simulator has no model of it)")
 
 
-
-
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``-c``, ``--model``, the short flags and their Megatron-LM aliases to ``parser``.
 
