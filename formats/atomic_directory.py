@@ -1,10 +1,10 @@
 """A run directory replaced as a whole: a failed or interrupted write leaves the previous one.
 
-:func:`write_directory` replaces the whole directory at once. Everything is written into a sibling temporary directory, which is then swapped in
-(``renameat2(RENAME_EXCHANGE)`` where the kernel has it, else rename old away, rename
-new in); the old directory is then deleted. A failure while writing (disk full, file
-size limit, an exception, Ctrl-C, SIGTERM) therefore leaves the previous directory
-exactly as it was. See :func:`write_directory` for symlinks, stale and foreign files.
+:func:`write_directory` replaces the whole directory at once. Everything is written into a
+sibling temporary directory, which is then swapped in (``renameat2(RENAME_EXCHANGE)`` where
+the kernel has it, else rename old away, rename new in); the old directory is then deleted.
+A failure while writing (disk full, file size limit, an exception, Ctrl-C, SIGTERM)
+therefore leaves the previous directory exactly as it was. See :func:`write_directory` for symlinks, stale and foreign files.
 
 WHY a module apart from :mod:`formats.atomic`: swapping a directory has its own machinery
 (the exchange, the fallback when the directory cannot be renamed, settling foreign entries
@@ -47,7 +47,7 @@ def _is_our_temp(name: str, owned: Collection[str]) -> bool:
     return name.endswith(".tmp") and any(name.startswith(f".{o}.") for o in owned)
 
 
-_RENAME_EXCHANGE = 2
+_RENAME_EXCHANGE = 2  # Linux include/uapi/linux/fs.h: #define RENAME_EXCHANGE (1 << 1)
 
 
 @functools.cache
@@ -71,7 +71,7 @@ def _exchange(a: str, b: str) -> bool:
     fn = _renameat2()
     if fn is None:
         return False
-    at_fdcwd = -100
+    at_fdcwd = -100  # Linux include/uapi/linux/fcntl.h: #define AT_FDCWD -100 (paths relative to the cwd)
     if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), _RENAME_EXCHANGE) == 0:
         return True
     import ctypes
