@@ -4,7 +4,8 @@
 sibling temporary directory, which is then swapped in (``renameat2(RENAME_EXCHANGE)`` where
 the kernel has it, else rename old away, rename new in); the old directory is then deleted.
 A failure while writing (disk full, file size limit, an exception, Ctrl-C, SIGTERM)
-therefore leaves the previous directory exactly as it was. See :func:`write_directory` for symlinks, stale and foreign files.
+therefore leaves the previous directory exactly as it was. See :func:`write_directory` for
+symlinks, stale and foreign files.
 
 WHY a module apart from :mod:`formats.atomic`: swapping a directory has its own machinery
 (the exchange, the fallback when the directory cannot be renamed, settling foreign entries
