@@ -151,7 +151,7 @@ from workload_gen.core.moe_capacity import routed_copies
 from workload_gen.core.optimizer_state import optimizer_state_bytes, precision_aware_dtypes
 from workload_gen.core.parallel_config import ParallelConfig
 from workload_gen.core.record import record
-from workload_gen.core.records import ChunkProgram, Workload
+from workload_gen.core.records import OUTPUT_LAYER_OP, ChunkProgram, Workload
 from workload_gen.core.run_result import MemoryEstimate
 from workload_gen.core.units import KiB, MiB
 
@@ -418,13 +418,15 @@ def _mtp_activation(workload: Workload, ch: ChunkProgram, acts: list[LayerActiva
     it keeps the checkpoint's inputs (the enorm input, and the hidden states, counted as the
     layer's input), and eh_proj's and the final norm's inputs exist only in the working set
     of its re-run; block does not recompute the MTP, whose tensors are then all held."""
+    from workload_gen.layer_ops import MTP_OP_PREFIX  # loaded only for MTP models
+
     model, par = workload.model, workload.parallel
     L = model.num_layers
     e = 4 if par.dtype == "fp32" else 2
     g = 1 if par.dtype == "fp8" else e
     row = par.seq_length // par.cp * par.micro_batch * model.hidden_size / (par.tp if par.sp else 1)
-    depths = {op.layer for op in ch.forward if op.layer > L and op.name == "mtp_eh_proj"}
-    heads = {op.layer for op in ch.forward if op.layer > L and op.name == "mtp_output"}
+    depths = {op.layer for op in ch.forward if op.layer > L and op.name == MTP_OP_PREFIX + "eh_proj"}
+    heads = {op.layer for op in ch.forward if op.layer > L and op.name == MTP_OP_PREFIX + OUTPUT_LAYER_OP}
     layer = layer_activation_bytes(model, par, L - 1, attention=attention, dropout=dropout)  # type: ignore[arg-type]
     inner = g * 2 * row + e * row  # eh_proj's input, the final norm's input
     if par.recompute == "full" and par.recompute_method == "block":

@@ -47,6 +47,7 @@ from functools import lru_cache
 from workload_gen import costs
 
 from workload_gen.layer_ops import (
+    MTP_OP_PREFIX,
     LayerKey,
     Stamp,
     Templates,
@@ -249,7 +250,7 @@ class _MTPParts:
         self.at, self.n, self.pp = at, model.mtp_num_layers, key.pp
         self.v_at = at[1] * key.pp + at[0]
         self.before, self.layer = before, layer
-        norm = "mtp_final_norm"
+        norm = MTP_OP_PREFIX + "final_norm"  # head_templates' final norm, renamed by mtp_templates
         self.norm_f = tuple(s for s in after.fwd_stamps if s[1] == norm)
         self.norm_b = tuple(s for s in after.bwd_stamps if s[1] == norm)
         self.head_f = tuple(s for s in after.fwd_stamps if s[1] != norm)
