@@ -276,6 +276,16 @@ def _attention_widths(model: ModelConfig) -> tuple[int, int, int, int, int]:
     return a * d, model.kv_heads * d, model.kv_heads * d, a * d, 0
 
 
+def _dispatched_copies(model: ModelConfig, par: ParallelConfig, tokens: int, sp_div: int) -> float:
+    """Token copies one rank sends to the experts (and gets back to combine) for ``tokens``
+    tokens sharded over ``sp_div``: tokens*topk/sp_div dropless, else what the expert
+    capacity keeps or pads to (:func:`workload_gen.core.moe_capacity.routed_copies`)."""
+    if par.moe_expert_capacity_factor is None:
+        return tokens * model.moe_router_topk / sp_div
+    return routed_copies(tokens // sp_div, model.moe_router_topk, model.num_experts, par.moe_expert_capacity_factor,
+                         par.moe_pad_expert_input_to_capacity)
+
+
 def layer_activation_bytes(
     model: ModelConfig, par: ParallelConfig, layer: int, *,
     attention: Literal["flash", "unfused"] | None = None, dropout: bool = False,
@@ -324,12 +334,8 @@ def layer_activation_bytes(
     hid_mask = mask * T * h / sp_div
     width = 2 if model.activation == "swiglu" else 1
     if model.is_moe_layer(layer):
-        k = model.moe_router_topk
         etp = par.expert_tp
-        local = T * k / sp_div  # token copies this rank dispatches, and gets back to combine
-        if par.moe_expert_capacity_factor is not None:  # what the capacity keeps or pads to
-            local = routed_copies(T // sp_div, k, model.num_experts, par.moe_expert_capacity_factor,
-                                  par.moe_pad_expert_input_to_capacity)
+        local = _dispatched_copies(model, par, T, sp_div)  # this rank dispatches, and gets back to combine
         routed = local * etp  # token copies through this rank's expert GEMMs
         f_e = model.expert_ffn / etp
         fc1_in = e * T * h / sp_div  # the pre-MLP norm output, saved bf16 by the router
@@ -516,10 +522,7 @@ def _temporary(workload: Workload, stage: int) -> float:
         temp = max(temp, (e + 4) * T * model.vocab_size / par.tp)
     if any(model.is_moe_layer(layer) for layer in blocks):
         etp = par.expert_tp
-        local = T * model.moe_router_topk / sp_div
-        if par.moe_expert_capacity_factor is not None:
-            local = routed_copies(T // sp_div, model.moe_router_topk, model.num_experts,
-                                  par.moe_expert_capacity_factor, par.moe_pad_expert_input_to_capacity)
+        local = _dispatched_copies(model, par, T, sp_div)
         routed = local * etp
         # permuted send buffer + all-to-all receive buffer (+ the expert-TP all-gather output)
         temp = max(temp, e * h * (2 * local + (routed if etp > 1 else 0)))
