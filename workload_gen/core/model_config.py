@@ -245,12 +245,20 @@ class ModelConfig:
         """Every field, except the attention-variant, layer-pattern and MTP fields while at
         their defaults: a model without them writes the same workload header and
         summary.json as before they existed, and readers fill the defaults back in."""
-        out = {f.name: getattr(self, f.name) for f in fields(self)
-               if not (f.name in _OMIT_AT_DEFAULT and getattr(self, f.name) == f.default)}
+        out = fields_dict(self, _OMIT_AT_DEFAULT)
         if self.moe_layer_pattern is not None:
             # One string of 0/1 digits ("0101..."): file headers hold single JSON values.
             out["moe_layer_pattern"] = "".join(str(x) for x in self.moe_layer_pattern)
         return out
+
+
+def fields_dict(config: object, omitted_at_default: frozenset[str]) -> dict[str, object]:
+    """Every field of a config record by name, except those in ``omitted_at_default`` while
+    they hold their default (fields added after the file formats were fixed: files written
+    without them stay byte-identical, and readers fill the default back in). The one rule
+    behind ModelConfig.to_dict and ParallelConfig.to_dict."""
+    return {f.name: getattr(config, f.name) for f in fields(config)  # type: ignore[arg-type]
+            if f.name not in omitted_at_default or getattr(config, f.name) != f.default}
 
 
 def moe_layer_layout(pattern: tuple[int, ...]) -> int | tuple[int, ...]:

@@ -12,7 +12,7 @@ from typing import Literal
 
 from workload_gen.core.errors import ConfigError
 from workload_gen.core.limits import MAX_MICROBATCHES, PARALLEL_FIELD_LIMITS, check_fields, check_limit
-from workload_gen.core.model_config import ModelConfig
+from workload_gen.core.model_config import ModelConfig, fields_dict
 from workload_gen.core.record import record
 
 Dtype = Literal["bf16", "fp16", "fp32", "fp8"]
@@ -487,8 +487,7 @@ class ParallelConfig:
         """Every field, except those in :data:`OMITTED_AT_DEFAULT` while they hold their
         default: files written before such a field existed stay byte-identical, and readers
         fill in the default."""
-        return {f.name: getattr(self, f.name) for f in fields(self)
-                if f.name not in OMITTED_AT_DEFAULT or getattr(self, f.name) != f.default}
+        return fields_dict(self, OMITTED_AT_DEFAULT)
 
 
 PARALLEL_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(ParallelConfig))
