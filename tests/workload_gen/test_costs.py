@@ -56,6 +56,16 @@ def test_layer_ops_take_their_costs_from_costs_py():
     w = make("llama3-8b", world_size=2, tp=2, sp=True, global_batch=2, seq_length=512)
     fwd = [op for op in layer_ops(w, 0) if isinstance(op, ComputeOp)]
     by_name = {op.name: op for op in fwd}
+    # By hand (T = 512 tokens, T/tp = 256 under SP, h 4096): the norms 4 FLOPs and 2 bf16
+    # elements per 256 x 4096 element; RoPE on 512 rows of (32 + 8 heads)/tp x 128 = 2560
+    # columns, 3 FLOPs and read + write each; SwiGLU on 512 x 14336/tp = 7168 outputs, 6 FLOPs
+    # each, reading both fc1 halves and writing one; the residual 3 FLOPs and 3 bf16 + 1 mask
+    # byte per 256 x 4096 element.
+    n_sp = 256 * 4096
+    expected = {"input_norm": (4.0 * n_sp, 2 * n_sp * B), "pre_mlp_norm": (4.0 * n_sp, 2 * n_sp * B),
+                "rope": (3.0 * 512 * 2560, 2 * 512 * 2560 * B), "swiglu": (6.0 * 512 * 7168, 3 * 512 * 7168 * B),
+                "attn_residual": (3.0 * n_sp, n_sp * (3 * B + 1))}
+    assert {name: (by_name[name].flops, by_name[name].bytes) for name in expected} == expected
     for name in ("input_norm", "pre_mlp_norm"):
         op = by_name[name]
         assert (op.flops, op.bytes) == costs.norm("rmsnorm", *op.shape, B)[0]
@@ -73,3 +83,8 @@ def test_fp8_weight_cast_is_costs_fp8_cast(recipe):
     w = make("llama3-8b", world_size=2, tp=2, sp=True, global_batch=2, seq_length=512, dtype="fp8", fp8_recipe=recipe)
     op = next(o for o in w.stages[0].iteration if o.name == "fp8_weight_cast")
     assert (op.flops, op.bytes) == costs.fp8_cast(op.shape[0], 1, recipe)
+    # By hand: Llama 3 8B's layer, tp 2: qkv 4096 x (4096 + 2 x 1024)/2 + proj 4096 x 4096/2
+    # + fc1 4096 x 2 x 14336/2 + fc2 14336 x 4096/2 = 109,051,904, plus its two 4096 norm
+    # weights (replicated) = 109,060,096; 32 layers on the one stage: 3,489,923,072, 3 FLOPs each
+    assert op.shape == (3_489_923_072, 1)
+    assert op.flops == 3.0 * 3_489_923_072
