@@ -18,6 +18,7 @@ one row in one table:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from workload_gen.core.errors import ConfigError
 from workload_gen.core.model_config import moe_layer_layout, parse_layer_pattern
@@ -357,29 +358,24 @@ def window_size(text: str) -> int | None:
     return left
 
 
-def window_attn_skip_freq(text: str) -> int:
-    """Megatron's --window-attn-skip-freq: an integer N (every N-th layer keeps full
-    attention). A list pattern is refused: only the integer form is modelled."""
-    text = text.strip()
-    if not text.isdigit() or int(text) < 1:
-        raise ConfigError("window_attn_skip_freq", text, "not modelled: a per-layer list pattern of window "
-                                                         "layers; give an integer N (every N-th layer full attention)")
-    return int(text)
-
-
-def no_rope_freq(text: str) -> int:
-    """Megatron's --no-rope-freq: an integer N (every N-th layer skips RoPE; with chunked
-    attention those layers attend globally). A list pattern is refused: only the integer
-    form is modelled."""
-    text = text.strip()
-    if not text.isdigit() or int(text) < 1:
-        raise ConfigError("no_rope_freq", text, "not modelled: a per-layer list pattern of NoPE layers; "
-                                                "give an integer N (every N-th layer without RoPE)")
-    return int(text)
+def _every_nth_layer(name: str, layers: str, nth: str) -> Callable[[str], int]:
+    """A Megatron frequency flag's converter: an integer N (every N-th layer is ``nth``). A
+    list pattern is refused: only the integer form is modelled."""
+    def convert(text: str) -> int:
+        text = text.strip()
+        if not text.isdigit() or int(text) < 1:
+            raise ConfigError(name, text, f"not modelled: a per-layer list pattern of {layers}; "
+                                          f"give an integer N (every N-th layer {nth})")
+        return int(text)
+    return convert
 
 
 MODEL_VALUE_CONVERTERS = {
-    "window_size": window_size, "window_attn_skip_freq": window_attn_skip_freq, "no_rope_freq": no_rope_freq,
+    "window_size": window_size,
+    # --window-attn-skip-freq N: every N-th layer keeps full attention
+    "window_attn_skip_freq": _every_nth_layer("window_attn_skip_freq", "window layers", "full attention"),
+    # --no-rope-freq N: every N-th layer skips RoPE (with chunked attention it attends globally)
+    "no_rope_freq": _every_nth_layer("no_rope_freq", "NoPE layers", "without RoPE"),
 }
 """Model flags whose Megatron spelling is parsed after argparse (flag_values.flags_to_dict),
 so that a bad value is one ConfigError line like every other config problem."""
