@@ -146,7 +146,9 @@ def _h100(r: dict[str, str]) -> MeasuredRun:
                        f"{r['model']} nemo{r['nemo']} {r['gpus']}g", model, par, float(r["step_time_s"]))
 
 
-_BRIDGE_SYSTEMS = {"DGX-B200": "b200", "DGX-H100": "h100"}
+BRIDGE_SYSTEMS = {"DGX-B200": "b200", "DGX-H100": "h100"}
+"""Megatron-Bridge tables' system column -> our system preset (8 GPUs per node, the DGX's NICs);
+scripts/check_recipes.py reads the MoE table's with it too."""
 _BRIDGE_FAMILIES = {preset: family for family, preset in _H100_PRESETS.items()}
 """Megatron-Bridge's Llama 3 rows join the dgxc tables' Llama 3.1 families (same shapes): one
 family each for leave-one-model-out, so leaving a model out removes it from every source."""
@@ -156,7 +158,7 @@ def _bridge(r: dict[str, str]) -> MeasuredRun:
     model = replace(get_preset(r["model"]), name=r["model"])
     par = _nvidia_recipe_parallel(r, r["fp8_recipe"], "adam")
     step = tokens_per_iteration(par) / (float(r["tokens_per_s_per_gpu"]) * par.world_size)
-    system = _BRIDGE_SYSTEMS[r["gpu"]]
+    system = BRIDGE_SYSTEMS[r["gpu"]]
     precision = f"fp8-{par.fp8_recipe}" if par.dtype == "fp8" else "bf16"
     label = (f"{system.upper()} {r['model']} {precision} bridge{r['release']} "
              f"tp{par.tp}pp{par.pp}vp{par.vpp}cp{par.cp} {par.world_size}g")

@@ -33,8 +33,6 @@ from pathlib import Path
 
 MEASURED = Path(__file__).resolve().parents[1] / "compute_profile" / "data" / "measured"
 TABLE = MEASURED / "megatron_bridge_moe_measured.csv"
-SYSTEMS = {"DGX-H100": "h100", "DGX-B200": "b200"}
-"""The table's system column -> our system preset (8 GPUs per node, the DGX's NICs)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,8 +47,11 @@ class Outcome:
     predicted_s: float | None = None
     blockers: tuple[str, ...] = ()
     """Every not-yet-modelled option the recipe sets (its refusal line each)."""
-    other: bool = False
-    """Refused for something besides those options (a usage or layout error)."""
+
+    @property
+    def other(self) -> bool:
+        """Refused for something besides those options (a usage or layout error)."""
+        return self.status == "refused" and self.reason not in self.blockers
 
     @property
     def error(self) -> float | None:
@@ -114,6 +115,8 @@ def check(row: dict[str, str], simulate: bool = True, without_unmodelled: bool =
     simulator says before those mechanisms exist, the baseline the MoE physics issue
     starts from."""
     from engine.pipeline import run_analytical
+    from formats.measured_runs import BRIDGE_SYSTEMS
+    from workload_gen import build
     from workload_gen.core.errors import TrainsimError
     from workload_gen.flag_values import configs_from_flags
 
@@ -131,17 +134,15 @@ def check(row: dict[str, str], simulate: bool = True, without_unmodelled: bool =
     try:
         # Without its unmodelled options the recipe must build: then those options are all
         # that stands between it and a prediction.
-        from workload_gen import build
-
-        build(*configs_from_flags(unblocked)[:2])
+        model, par, _notes = configs_from_flags(unblocked)
+        build(model, par)
     except TrainsimError as exc:
-        return Outcome(name, "refused", str(exc), measured, blockers=tuple(blockers), other=True)
+        return Outcome(name, "refused", str(exc), measured, blockers=tuple(blockers))
     if blockers and not without_unmodelled:
         return Outcome(name, "refused", blockers[0], measured, blockers=tuple(blockers))
     if not simulate:
         return Outcome(name, "ran", "", measured, blockers=tuple(blockers))
-    model, par, _notes = configs_from_flags(unblocked)
-    result = run_analytical(model, par, SYSTEMS[row["gpu"]], timeline=False)
+    result = run_analytical(model, par, BRIDGE_SYSTEMS[row["gpu"]], timeline=False)
     return Outcome(name, "ran" if not blockers else "ran without", "", measured, result.iteration_time_s,
                    blockers=tuple(blockers))
 
@@ -203,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     print("every not-yet-modelled option the refused recipes set (what each waits for):")
     for what, n in Counter(mechanism(b) for o in outcomes for b in o.blockers).most_common():
         print(f"  {n:3d} recipes: {what}")
-    other = [o for o in outcomes if o.other or (o.status == "refused" and not o.blockers)]
+    other = [o for o in outcomes if o.other]
     print(f"refused for something else than a not-yet-modelled option: {len(other)}")
     for o in other:
         print(f"  {o.recipe}: {o.reason}")
