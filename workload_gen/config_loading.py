@@ -46,6 +46,14 @@ TRAINING_KEYS: tuple[str, ...] = tuple(
     f.name for f in fields(ParallelConfig) if f.name not in LAYOUT_KEYS
 )
 MODEL_KEYS: tuple[str, ...] = tuple(f.name for f in fields(ModelConfig))
+
+
+def section_of(field: str) -> str:
+    """The YAML section a ParallelConfig field belongs to (either is accepted): where the docs
+    list it and where a command-line flag puts it."""
+    return "parallel" if field in LAYOUT_KEYS or field == "num_layers_per_virtual_pipeline_stage" else "training"
+
+
 OTHER_SECTIONS: frozenset[str] = frozenset({"system", "network", "engine", "sweep", "search", "profile", "output", "gpu"})
 """Top-level YAML sections owned by other stages; ignored by the workload loader."""
 

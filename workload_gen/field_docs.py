@@ -12,8 +12,6 @@ import functools
 import re
 import sys
 
-from workload_gen.config_loading import LAYOUT_KEYS
-
 _FIELD_LINE = re.compile(r"    ([A-Za-z_]\w*)\s*:(?!=)")
 _TRIPLE = ('"' * 3, "'" * 3)
 
@@ -107,11 +105,6 @@ FIELD_UNIT: dict[str, str] = {
     "moe_router_num_groups": "expert groups", "moe_router_group_topk": "groups per token",
 }
 """The unit of each numeric field (shown in --help)."""
-
-
-def section_of(field: str) -> str:
-    """The YAML section a ParallelConfig field is documented under (either is accepted)."""
-    return "parallel" if field in LAYOUT_KEYS or field == "num_layers_per_virtual_pipeline_stage" else "training"
 
 
 def field_help(cls: type, field: str, section: str) -> str:

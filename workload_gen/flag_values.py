@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from workload_gen.config_loading import LAYOUT_KEYS, configs_from_dict, load_yaml
+from workload_gen.config_loading import configs_from_dict, load_yaml, section_of
 from workload_gen.core.errors import ConfigError
 from workload_gen.core.model_config import ModelConfig
 from workload_gen.core.model_presets import PRESETS
@@ -71,7 +71,7 @@ def flags_to_dict(values: Mapping[str, Any], base: Mapping[str, Any] | None = No
         for sec in (layout, training):
             for d in drop:
                 sec.pop(d, None)
-        (layout if k in LAYOUT_KEYS or k == _VSTAGE else training)[k] = v
+        (layout if section_of(k) == "parallel" else training)[k] = v
     if layout:
         data["parallel"] = layout
     if training:

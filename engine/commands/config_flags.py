@@ -10,11 +10,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from workload_gen.config_loading import DEFAULT_MODEL
+from workload_gen.config_loading import DEFAULT_MODEL, section_of
 from workload_gen.core.model_config import ModelConfig
 from workload_gen.core.model_presets import PRESETS
 from workload_gen.core.parallel_config import ParallelConfig
-from workload_gen.field_docs import field_help, section_of
+from workload_gen.field_docs import field_help
 from workload_gen.flag_values import configs_from_flags
 from workload_gen.megatron_flags import (
     ATTENTION_BACKENDS,
