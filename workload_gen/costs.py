@@ -103,23 +103,16 @@ def fp8_cast(rows: int, cols: int, recipe: str) -> tuple[float, float]:
     return 3.0 * e, FP8_CAST_BYTES[recipe] * e
 
 
-def attention_scores_bytes(batch: int, heads: int, sq: int, skv: int, backward: bool) -> float:
-    """HBM bytes of an unfused attention's score handling around its two batched GEMMs,
-    per score element (bf16 scores, 1-byte dropout mask), Megatron's fused
-    scale-mask-softmax then dropout:
-    forward: softmax reads the scores and writes the probabilities (2 + 2), dropout reads
-    them and writes the dropped probabilities and the mask (2 + 2 + 1): 9 B;
-    backward: dropout's backward reads the incoming gradient and the mask and writes
-    (2 + 1 + 2), softmax's reads it and the probabilities and writes dS (2 + 2 + 2): 11 B."""
-    return (11.0 if backward else 9.0) * batch * heads * sq * skv
-
-
 def attention_softmax_dropout(batch: int, heads: int, sq: int, skv: int, backward: bool) -> Cost:
-    """The unfused attention's fused scale-mask-softmax and dropout on the scores: 5 FLOPs
-    per score element forward (scale, max, exp, sum, divide), 4 backward, and the bytes of
-    :func:`attention_scores_bytes`."""
+    """The unfused attention's score handling around its two batched GEMMs, Megatron's fused
+    scale-mask-softmax then dropout, per score element (bf16 scores, 1-byte dropout mask):
+    forward: 5 FLOPs (scale, max, exp, sum, divide); softmax reads the scores and writes the
+    probabilities (2 + 2), dropout reads them and writes the dropped probabilities and the
+    mask (2 + 2 + 1): 9 B;
+    backward: 4 FLOPs; dropout's backward reads the incoming gradient and the mask and writes
+    (2 + 1 + 2), softmax's reads it and the probabilities and writes dS (2 + 2 + 2): 11 B."""
     e = float(batch * heads * sq * skv)
-    return (4.0 if backward else 5.0) * e, attention_scores_bytes(batch, heads, sq, skv, backward)
+    return (4.0 if backward else 5.0) * e, (11.0 if backward else 9.0) * batch * heads * sq * skv
 
 
 # --- a layer's element-wise building blocks: (forward, backward) ------------------------
