@@ -101,6 +101,15 @@ def test_mfu_flops_count_the_window_band():
     assert forward_flops_per_sequence(m, s, causal=True) == pytest.approx(full - saved, rel=1e-12)
 
 
+def test_attention_sinks_add_parameters_but_no_model_flops():
+    # GPT-OSS's sinks: 64 parameters per layer (one per head) but no multiply-add per token
+    # (one exp-add per query row in the softmax), so model FLOPs equal the vanilla softmax's.
+    m = PRESETS["gpt-oss-20b"]
+    vanilla = replace(m, softmax_type="vanilla")
+    assert total_params(m) - total_params(vanilla) == 24 * 64
+    assert forward_flops_per_sequence(m, 4096) == forward_flops_per_sequence(vanilla, 4096)
+
+
 def test_window_with_context_parallelism_is_refused_by_name():
     with pytest.raises(ConfigError, match="not modelled: windowed attention with context parallelism"):
         make("gpt-oss-20b", world_size=16, ep=8, cp=2, seq_length=4096, micro_batch=1, global_batch=8)

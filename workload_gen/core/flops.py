@@ -23,7 +23,10 @@ from workload_gen.core.model_config import ModelConfig
 from workload_gen.core.parallel_config import ParallelConfig
 from workload_gen.core.params import ParamTensor, layer_tensors
 
-_NOT_MATMUL = ("norm", "bias", "experts")
+_NOT_MATMUL = ("norm", "bias", "experts", "softmax_offset")
+"""Tensors no token multiplies through: norms, biases, the routed experts (counted apart,
+topk of E) and GPT-OSS's attention sinks (one logit per head added to the softmax
+denominator, an exp-add per query row, not a multiply-add per token: ModelConfig.softmax_type)."""
 
 
 def _matmul_weights(ts: tuple[ParamTensor, ...], model: ModelConfig) -> float:
