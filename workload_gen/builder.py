@@ -438,16 +438,13 @@ def _iteration_ops(model: ModelConfig, par: ParallelConfig, stage: int) -> tuple
     # from the compute profile's per-iteration constant (estimator: step_overhead_s).
     ops.append(ComputeOp("grad_norm", -1, it, OpKind.ELEMENTWISE, (local, 1), "fp32",
                          *costs.grad_norm(local, par.grad_bytes)))
-    adam = costs.adam_step(local, par.optimizer, par.dtype, par.grad_bytes, par.param_bytes,
-                           precision_aware_dtypes(par))
     fp8_params = par.fp8_param_gather
     per_tensor = fp8_params and par.fp8_recipe != "mxfp8"
-    # fp8 primary weights, delayed/tensorwise: the step writes no bf16 weight for them
-    # (distrib_optimizer.py copy_group_params skips quantized params), it casts the shard
+    # fp8 primary weights, delayed/tensorwise: the step writes no bf16 weight for them, it casts the shard
     local_fp8 = sum(n // sizes[g] for _, g, n, _, f in flagged if f) if per_tensor else 0
-    if local_fp8:
-        adam = (adam[0], adam[1] - par.param_bytes * local_fp8)
-    ops.append(ComputeOp("optimizer", -1, it, OpKind.OPTIMIZER, (local,), "fp32", *adam))
+    ops.append(ComputeOp("optimizer", -1, it, OpKind.OPTIMIZER, (local,), "fp32",
+                         *costs.adam_step(local, par.optimizer, par.dtype, par.grad_bytes, par.param_bytes,
+                                          precision_aware_dtypes(par), local_fp8)))
     if local_fp8:
         ops += _fp8_shard_cast_ops(model, par, stage, local_fp8)
     ops.append(ComputeOp("zero_grad", -1, it, OpKind.ELEMENTWISE, (held, 1), "fp32",

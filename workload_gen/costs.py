@@ -246,11 +246,15 @@ def zero_grad(params: int, b_grad: int) -> Cost:
 
 
 def adam_step(params: int, optimizer: str, dtype: str, b_grad: int, b_param: int,
-              pa: tuple[int, int, bool] | None = None) -> Cost:
+              pa: tuple[int, int, bool] | None = None, fp8_weights: int = 0) -> Cost:
     """One Adam step over ``params`` parameters: :data:`ADAM_FLOPS_PER_PARAM` each, and the
     bytes per parameter of :func:`workload_gen.core.optimizer_state.optimizer_step_bytes`
-    (``pa``: the precision-aware optimizer's dtypes, ``precision_aware_dtypes``)."""
-    return ADAM_FLOPS_PER_PARAM * params, float(optimizer_step_bytes(optimizer, dtype, b_grad, b_param, pa) * params)
+    (``pa``: the precision-aware optimizer's dtypes, ``precision_aware_dtypes``), less the
+    ``b_param`` model-weight write for the ``fp8_weights`` of them that are per-tensor fp8
+    primary weights (``--fp8-param-gather``: distrib_optimizer.py ``copy_group_params`` skips
+    quantized parameters; their shard is cast instead, :func:`fp8_param_shard_cast`)."""
+    nbytes = float(optimizer_step_bytes(optimizer, dtype, b_grad, b_param, pa) * params)
+    return ADAM_FLOPS_PER_PARAM * params, nbytes - b_param * fp8_weights if fp8_weights else nbytes
 
 
 # --- fp8 primary weights (--fp8-param-gather) ---------------------------------------------

@@ -48,6 +48,8 @@ def test_loss_keeps_an_fp32_copy_of_the_logits():
 def test_adam_step_of_megatron_bf16():
     # 1000 parameters, fp32 main grads: 16 FLOPs and 30 B each (optimizer_state's count)
     assert costs.adam_step(1000, "adam", "bf16", 4, 2) == (16_000.0, 30_000.0)
+    # 400 of them per-tensor fp8 primary weights: no 2-byte bf16 weight write for those
+    assert costs.adam_step(1000, "adam", "bf16", 4, 2, fp8_weights=400) == (16_000.0, 30_000.0 - 2 * 400)
 
 
 def test_layer_ops_take_their_costs_from_costs_py():
