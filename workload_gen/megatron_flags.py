@@ -22,7 +22,16 @@ from collections.abc import Callable
 
 from workload_gen.core.errors import ConfigError
 from workload_gen.core.model_config import moe_layer_layout, parse_layer_pattern
-from workload_gen.core.parallel_config import DTYPE_BYTES, FP8_RECIPES, OPTIMIZERS, RECIPE_CHOICES, RECOMPUTE_MODULES
+from workload_gen.core.parallel_config import (
+    CP_COMMS,
+    DTYPE_BYTES,
+    FP8_RECIPES,
+    OPTIMIZERS,
+    RECIPE_CHOICES,
+    RECOMPUTE_METHODS,
+    RECOMPUTE_MODULES,
+    RECOMPUTES,
+)
 
 # (flags, field, type): the command's dest is the field prefixed m_ (model) or p_ (parallel/training).
 MODEL_VALUE_FLAGS: tuple[tuple[tuple[str, ...], str, type], ...] = (
@@ -78,7 +87,7 @@ PAR_VALUE_FLAGS: tuple[tuple[tuple[str, ...], str, type, tuple[str, ...] | None]
     (("--vpp", "--num-virtual-stages-per-pipeline-rank"), "vpp", int, None),
     (("--num-layers-per-virtual-pipeline-stage",), "num_layers_per_virtual_pipeline_stage", int, None),
     (("--cp", "--context-parallel-size"), "cp", int, None),
-    (("--cp-comm", "--cp-comm-type"), "cp_comm", str, ("p2p", "all_gather", "a2a")),
+    (("--cp-comm", "--cp-comm-type"), "cp_comm", str, CP_COMMS),
     (("--first-stage-layers", "--decoder-first-pipeline-num-layers"), "first_stage_layers", int, None),
     (("--last-stage-layers", "--decoder-last-pipeline-num-layers"), "last_stage_layers", int, None),
     (("--ep", "--expert-model-parallel-size"), "ep", int, None),
@@ -89,8 +98,8 @@ PAR_VALUE_FLAGS: tuple[tuple[tuple[str, ...], str, type, tuple[str, ...] | None]
     (("--seq-length",), "seq_length", int, None),
     (("--dtype",), "dtype", str, tuple(DTYPE_BYTES)),
     (("--fp8-recipe",), "fp8_recipe", str, FP8_RECIPES),
-    (("--recompute", "--recompute-granularity"), "recompute", str, ("none", "selective", "full")),
-    (("--recompute-method",), "recompute_method", str, ("uniform", "block")),
+    (("--recompute", "--recompute-granularity"), "recompute", str, RECOMPUTES),
+    (("--recompute-method",), "recompute_method", str, RECOMPUTE_METHODS),
     (("--recompute-num-layers",), "recompute_num_layers", int, None),
     (("--ddp-bucket-size",), "ddp_bucket_size", int, None),
     (("--optimizer",), "optimizer", str, OPTIMIZERS),  # Megatron's adam, NeMo's optim.name

@@ -42,6 +42,12 @@ RECIPE_CHOICES: dict[str, tuple[str, ...]] = {
 }
 """Megatron's choices for the recipe options with a fixed set of values."""
 OPTIMIZERS = ("adam", "distributed_fused_adam")
+CP_COMMS = ("p2p", "all_gather", "a2a")
+"""Megatron's --cp-comm-type choices (ParallelConfig.cp_comm)."""
+RECOMPUTES = ("none", "selective", "full")
+"""Megatron's --recompute-granularity, with none for off (ParallelConfig.recompute)."""
+RECOMPUTE_METHODS = ("uniform", "block")
+"""Megatron's --recompute-method choices."""
 
 
 @record(kw_only=True)
@@ -286,10 +292,10 @@ class ParallelConfig:
             check_limit(name, getattr(self, name), "MAX_DIM", "elements")
         if self.dtype not in DTYPE_BYTES:
             raise ConfigError("dtype", self.dtype, f"valid: {', '.join(DTYPE_BYTES)}")
-        if self.recompute not in ("none", "selective", "full"):
-            raise ConfigError("recompute", self.recompute, "valid: none, selective, full")
-        if self.recompute_method not in ("uniform", "block"):
-            raise ConfigError("recompute_method", self.recompute_method, "valid: uniform, block")
+        if self.recompute not in RECOMPUTES:
+            raise ConfigError("recompute", self.recompute, f"valid: {', '.join(RECOMPUTES)}")
+        if self.recompute_method not in RECOMPUTE_METHODS:
+            raise ConfigError("recompute_method", self.recompute_method, f"valid: {', '.join(RECOMPUTE_METHODS)}")
         if self.fp8_recipe not in FP8_RECIPES:
             raise ConfigError("fp8_recipe", self.fp8_recipe, f"valid: {', '.join(FP8_RECIPES)}")
         if self.attention_backend not in ("flash", "unfused"):
@@ -300,8 +306,8 @@ class ParallelConfig:
             raise ConfigError("optimizer", self.optimizer,
                               "shards the optimizer over data parallelism: needs distributed_optimizer "
                               "(--use-distributed-optimizer)")
-        if self.cp_comm not in ("p2p", "all_gather", "a2a"):
-            raise ConfigError("cp_comm", self.cp_comm, "valid: p2p, all_gather, a2a")
+        if self.cp_comm not in CP_COMMS:
+            raise ConfigError("cp_comm", self.cp_comm, f"valid: {', '.join(CP_COMMS)}")
         if self.overlap_param_gather and not self.distributed_optimizer:
             raise ConfigError("overlap_param_gather", True, "needs the distributed optimizer (Megatron requires it)")
         if self.overlap_param_gather and not self.overlap_grad_reduce:
