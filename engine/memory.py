@@ -433,6 +433,8 @@ def _mtp_activation(workload: Workload, ch: ChunkProgram, acts: list[LayerActiva
     row = par.seq_length // par.cp * par.micro_batch * model.hidden_size / (par.tp if par.sp else 1)
     depths = {op.layer for op in ch.forward if op.layer > L and op.name == MTP_OP_PREFIX + "eh_proj"}
     heads = {op.layer for op in ch.forward if op.layer > L and op.name == MTP_OP_PREFIX + OUTPUT_LAYER_OP}
+    if not depths and not heads:  # a chunk without MTP ops
+        return 0.0
     layer = layer_activation_bytes(model, par, L - 1, attention=attention, dropout=dropout)  # type: ignore[arg-type]
     inner = g * 2 * row + e * row  # eh_proj's input, the final norm's input
     if par.recompute == "full" and par.recompute_method == "block":
