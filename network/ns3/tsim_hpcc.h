@@ -44,11 +44,7 @@ class Hpcc : public CongestionControl
         if (!m_haveInt)
         {
             m_haveInt = true;
-            m_nhop = t.nhop;
-            for (uint32_t i = 0; i < t.nhop; i++)
-            {
-                m_hop[i] = t.hop[i];
-            }
+            RememberHops(t);
             m_lastUpdateSeq = m_q.sndNxt;
             return;
         }
@@ -76,11 +72,7 @@ class Hpcc : public CongestionControl
                 any = true;
             }
         }
-        m_nhop = t.nhop;
-        for (uint32_t i = 0; i < t.nhop; i++)
-        {
-            m_hop[i] = t.hop[i];
-        }
+        RememberHops(t);
         if (any)
         {
             tau = std::min(tau, T);
@@ -120,6 +112,16 @@ class Hpcc : public CongestionControl
     }
 
   private:
+    // Keep this ACK's hop records: the next ACK's rates are measured against them.
+    void RememberHops(const RdmaTag& t)
+    {
+        m_nhop = t.nhop;
+        for (uint32_t i = 0; i < t.nhop; i++)
+        {
+            m_hop[i] = t.hop[i];
+        }
+    }
+
     const Params& P;
     QpState& m_q;
     double m_baseRtt{0};        // T, s
