@@ -45,6 +45,12 @@ def test_folded_layouts_are_pruned_by_memory_and_can_win() -> None:
     folded = [c for c in res.ranked if (c.parallel.dp * c.parallel.cp) % c.parallel.ep]
     assert folded, [c.label() for c in res.ranked]
     assert "etp1" in folded[0].label()
+    # the result rows name the expert layout: 16 GPUs = etp 1 x ep 8 x edp x pp, so edp = 16 / (8 pp)
+    from engine.commands.sweep import candidate_row
+
+    row = candidate_row(1, folded[0])
+    p = folded[0].parallel
+    assert (row["etp"], row["edp"]) == (1, 16 // (8 * p.pp)) and row["ep"] == 8
     # folded layouts over memory by the model that checks every layout are never ranked
     layouts, _ = enumerate_layouts(MIXTRAL, BASE, h100)
     heavy = [p for p in layouts if (p.dp * p.cp) % p.ep and p.recompute == "none" and p.micro_batch == 4]
