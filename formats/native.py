@@ -157,7 +157,7 @@ _INT_LIMITS: dict[str, tuple[str, str]] = {
 
 def _annotation_kinds(cls: type) -> dict[str, frozenset[str]]:
     """Per field of a config dataclass, the JSON kinds its annotation admits
-    (``int``, ``float``, ``bool``, ``str``, ``null``)."""
+    (``int``, ``float``, ``bool``, ``str``, ``null``; ``list`` for a tuple of names)."""
     out: dict[str, frozenset[str]] = {}
     for f in dataclass_fields(cls):
         text = str(f.type)
@@ -172,7 +172,7 @@ def _annotation_kinds(cls: type) -> dict[str, frozenset[str]]:
             kinds.add("str")
         if "None" in text:
             kinds.add("null")
-        if text == "tuple[str, ...]":  # a list of names (ParallelConfig.recompute_modules)
+        if text == "tuple[str, ...]":  # a list of names (ParallelConfig.recompute_modules, cuda_graph_scope)
             kinds = {"list"}
         out[f.name] = frozenset(kinds or {"int", "float", "bool", "str", "null"})
     return out
