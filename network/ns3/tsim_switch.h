@@ -19,17 +19,6 @@ namespace tsim
 // can no longer be paused; the headroom covers them).
 static const uint32_t kSwitchDevicePackets = 1;
 
-// Switch memory (MMU): one shared buffer per switch, charged to the ingress port each
-// packet arrived on, as lossless (PFC) switches account for it. An ingress port may hold
-// up to alpha x (free shared buffer) bytes (Choudhury-Hahne dynamic threshold); a packet
-// that does not fit sends XOFF (PAUSE for the data class) to the upstream device and is
-// kept in the port's headroom, a reserve sized for what is still in flight when the
-// pause lands (2 x propagation x rate + the packets the upstream device has committed);
-// once the port has drained its headroom and is xonOffset below its threshold, XON
-// (resume) goes upstream. Only a packet that finds the headroom full is dropped (0 when
-// the headroom is sized right). Without PFC the shared buffer alone limits (tail drop).
-class SwitchMmu;
-
 // Per ingress port of a switch (indexed by interface): buffer use and PFC state.
 struct IngressPort
 {
@@ -44,9 +33,20 @@ struct IngressPort
 
 using PauseSender = std::function<void(uint32_t node, uint32_t iface, bool pause)>;
 
+// Switch memory (MMU): one shared buffer per switch, charged to the ingress port each
+// packet arrived on, as lossless (PFC) switches account for it. An ingress port may hold
+// up to alpha x (free shared buffer) bytes (Choudhury-Hahne dynamic threshold); a packet
+// that does not fit sends XOFF (PAUSE for the data class) to the upstream device and is
+// kept in the port's headroom, a reserve sized for what is still in flight when the
+// pause lands (2 x propagation x rate + the packets the upstream device has committed);
+// once the port has drained its headroom and is xonOffset below its threshold, XON
+// (resume) goes upstream. Only a packet that finds the headroom full is dropped (0 when
+// the headroom is sized right). Without PFC the shared buffer alone limits (tail drop).
 class SwitchMmu
 {
   public:
+    // node, buffer, alpha, xonOffset, pfc: set by Fabric::InstallStack from Params (network/ns3/params.py
+    // holds their values and sources); the initialisers below are placeholders.
     uint32_t node{0};
     double buffer{32e6};
     double alpha{0.125};
