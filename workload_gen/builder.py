@@ -328,13 +328,9 @@ def _pad(n: int, multiple: int) -> int:
     return -(-n // multiple) * multiple
 
 
-def grad_buckets(model: ModelConfig, par: ParallelConfig, stage: int) -> list[tuple[int, Group, int, int]]:
-    """(chunk, group, elements incl. padding, lowest layer) per bucket, in ready order."""
-    return [b[:4] for b in buckets_fp8(model, par, stage)]
-
-
-def buckets_fp8(model: ModelConfig, par: ParallelConfig, stage: int) -> list[tuple[int, Group, int, int, bool]]:
-    """:func:`grad_buckets` with a fifth field: whether the bucket holds fp8 primary weights.
+def grad_buckets(model: ModelConfig, par: ParallelConfig, stage: int) -> list[tuple[int, Group, int, int, bool]]:
+    """(chunk, group, elements incl. padding, lowest layer, holds fp8 primary weights?) per
+    bucket, in ready order.
 
     With ``fp8_param_gather`` Megatron-Core's DDP keys its buffers on the parameters' storage
     dtype too (``group_params_for_buffers``: ``torch.uint8`` for TE quantized tensors,
@@ -392,7 +388,7 @@ def buckets_fp8(model: ModelConfig, par: ParallelConfig, stage: int) -> list[tup
 def _iteration_ops(model: ModelConfig, par: ParallelConfig, stage: int) -> tuple[Op, ...]:
     it = Phase.ITERATION
     sizes = {Group.DP: par.dp * par.cp, Group.EDP: par.edp}
-    flagged = buckets_fp8(model, par, stage)
+    flagged = grad_buckets(model, par, stage)
     first_layer = next((chunk[0] for c in range(par.vpp) if (chunk := chunk_layers(model, par, stage, c))),
                        -1 if stage == 0 else model.num_layers)
     ops: list[Op] = []

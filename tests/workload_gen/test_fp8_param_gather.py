@@ -20,7 +20,7 @@ from __future__ import annotations
 import pytest
 
 from engine.memory import estimate_memory
-from workload_gen.builder import build, buckets_fp8, grad_buckets
+from workload_gen.builder import build, grad_buckets
 from workload_gen.core.errors import ConfigError
 from workload_gen.core.model_config import ModelConfig
 from workload_gen.core.parallel_config import ParallelConfig
@@ -53,12 +53,12 @@ def _ops(par: ParallelConfig) -> dict[str, object]:
 def test_buckets_split_into_fp8_and_bf16_buffers():
     """One bucket per buffer (no overlap): dense fp8, expert fp8, dense bf16 (ready last:
     its lowest tensor is the embedding)."""
-    assert buckets_fp8(_model(), _par(), 0) == [
+    assert grad_buckets(_model(), _par(), 0) == [
         (0, Group.DP, DENSE_FP8, 0, True), (0, Group.EDP, EXPERT_FP8, 0, True),
         (0, Group.DP, DENSE_BF16_PADDED, -1, False)]
     # without the flag: one dense buffer, 156480 padded to 156544, and the expert one
-    assert grad_buckets(_model(), _par(pg=False), 0) == [(0, Group.EDP, EXPERT_FP8, 0),
-                                                         (0, Group.DP, 1223 * 128, -1)]
+    assert grad_buckets(_model(), _par(pg=False), 0) == [(0, Group.EDP, EXPERT_FP8, 0, False),
+                                                         (0, Group.DP, 1223 * 128, -1, False)]
 
 
 @pytest.mark.parametrize("recipe, fp8_bytes", [("tensorwise", 1), ("delayed", 1), ("mxfp8", 2)])

@@ -137,7 +137,7 @@ def test_expert_gradients_reduce_over_edp_and_optimizer_shards_over_it() -> None
         assert all(op.group_size == edp for op in expert) and bool(expert) == (edp > 1)
         # the expert buckets hold exactly this rank's expert parameters (padding aside)
         held_expert = w.stages[0].params - w.stages[0].dense_params
-        buckets = sum(n for _, g, n, _ in grad_buckets(MIXTRAL, par, 0) if g is Group.EDP)
+        buckets = sum(n for _, g, n, _, _ in grad_buckets(MIXTRAL, par, 0) if g is Group.EDP)
         assert held_expert <= buckets < held_expert + 128 * edp * par.vpp * 8
         mem = estimate_memory(w)[0]
         opt_per_param = 12  # Megatron's Adam with bf16 weights: fp32 main + m + v
