@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 
 from workload_gen.core.errors import ConfigError
@@ -60,12 +61,7 @@ def ensure_parent(directory: Path, field: str, shown: object) -> None:
     create, is a one-line ConfigError naming it."""
     if directory.is_dir():
         return
-    for comp in (directory, *directory.parents):
-        st = stat_or_none(comp)
-        if st is not None:
-            if not stat.S_ISDIR(st.st_mode):
-                raise ConfigError(field, str(shown), f"its parent {comp} is a {file_kind(st.st_mode)}, not a directory")
-            break
+    _check_nearest_is_directory((directory, *directory.parents), field, shown)
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -80,12 +76,18 @@ def check_output_path(path: str | os.PathLike[str], field: str = "output") -> No
     st = stat_or_none(p)
     if st is not None and stat.S_ISDIR(st.st_mode):
         raise ConfigError(field, str(path), "is a directory; give a file path")
-    for comp in p.parents:
+    _check_nearest_is_directory(p.parents, field, path)
+
+
+def _check_nearest_is_directory(components: Iterable[Path], field: str, shown: object) -> None:
+    """Of ``components`` (a path's parents, nearest first), the first that exists must be a
+    directory; else a one-line ConfigError naming it. Missing ones are fine (created later)."""
+    for comp in components:
         st = stat_or_none(comp)
         if st is not None:
             if not stat.S_ISDIR(st.st_mode):
-                raise ConfigError(field, str(path), f"its parent {comp} is a {file_kind(st.st_mode)}, not a directory")
-            break
+                raise ConfigError(field, str(shown), f"its parent {comp} is a {file_kind(st.st_mode)}, not a directory")
+            return
 
 
 def resolve_link(path: Path, field: str) -> Path:
