@@ -30,7 +30,7 @@ Data-parallel gradient sync (Megatron-Core DistributedDataParallel):
   bytes); otherwise one all-reduce per bucket.
 - Under SP the TP-replicated weights that only saw the local sequence shard (norms,
   row-parallel biases, router, MLA down projections) have their gradients all-reduced
-  over TP (``sp_grads_ar``), and with tied embeddings and pp > 1 the word-embedding
+  over TP (``sp_grads_ar``), and with tied embeddings or MTP and pp > 1 the word-embedding
   gradient is all-reduced between the first and last stage (``embedding_grad_ar``, group
   EMB). Both run after the bucket sync, before the optimizer (finalize_model_grads).
 - Optimizer: Adam on this rank's shard (all of the rank's parameters without the
@@ -64,7 +64,6 @@ from workload_gen.core.parallel_config import ParallelConfig, check_against_mode
 from workload_gen.core.params import (
     chunk_layers,
     mtp_chunk,
-    mtp_embedding_copy,
     padded_vocab,
     rank_tensors,
     rank_tensors_fp8,
@@ -412,15 +411,16 @@ def _iteration_ops(model: ModelConfig, par: ParallelConfig, stage: int) -> tuple
         if sp_n:
             ops.append(CollectiveOp("sp_grads_ar", first_layer, it, CollKind.ALL_REDUCE, Group.TP, par.tp,
                                     sp_n * par.grad_bytes))
-    if model.tied_embeddings and par.pp > 1 and stage in (0, par.pp - 1):
+    if par.pp > 1 and stage in (0, par.pp - 1) and (model.tied_embeddings or model.mtp_num_layers):
+        # finalize_model_grads' word-embedding all-reduce over Megatron's embedding group, the
+        # first and the last stage (parallel_state.default_embedding_ranks at d98e8a64), of
+        # each one's shared_embedding_or_output_weight, with tied embeddings or MTP
+        # (_get_shared_word_embedding_weight): on the last stage the MTP rank's word-embedding
+        # copy when the MTP layers are on its last chunk and not tied, else the output layer's
+        # weight (same shape). An MTP copy on another stage is in no embedding group: not synced.
         emb = padded_vocab(model, par) // par.tp * model.hidden_size
-        layer = -1 if stage == 0 else model.num_layers
-        ops.append(CollectiveOp("embedding_grad_ar", layer, it, CollKind.ALL_REDUCE, Group.EMB, 2, emb * par.grad_bytes))
-    elif mtp_embedding_copy(model, par) and par.pp > 1 and stage in (0, mtp_chunk(model, par)[0]):  # type: ignore[index]
-        # the MTP rank's word-embedding copy is kept in sync with the first stage's as a tied
-        # embedding is (finalize_model_grads all-reduces it over the embedding group)
-        emb = padded_vocab(model, par) // par.tp * model.hidden_size
-        layer = -1 if stage == 0 else model.num_layers + 1
+        copy = not model.tied_embeddings and mtp_chunk(model, par) == (par.pp - 1, par.vpp - 1)
+        layer = -1 if stage == 0 else model.num_layers + 1 if copy else model.num_layers
         ops.append(CollectiveOp("embedding_grad_ar", layer, it, CollKind.ALL_REDUCE, Group.EMB, 2, emb * par.grad_bytes))
     if par.distributed_optimizer:
         local = sum(n // sizes[g] for _, g, n, _, _ in flagged)

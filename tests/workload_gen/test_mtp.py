@@ -128,6 +128,22 @@ def test_mtp_on_a_later_stage_keeps_an_embedding_copy_in_sync() -> None:
     assert not any(op.name == "embedding_grad_ar" for st in w0.stages for op in st.iteration)
 
 
+@pytest.mark.parametrize("tied", [False, True])
+def test_embedding_sync_stays_between_the_first_and_last_stage(tied: bool) -> None:
+    # Megatron's embedding group is the first and the last stage (default_embedding_ranks):
+    # with the MTP layers on a middle stage ('Ett|ttm|L', pp 3) the all-reduce pairs stage 0
+    # with stage 2 (the last stage's output-layer weight, layer L), one op each, and none on
+    # the MTP stage; before, stage 1 posted one too and, tied, the simulation deadlocked.
+    from engine.pipeline import run_analytical
+
+    model = replace(MTP, tied_embeddings=tied)
+    par = _par(pp=3, world_size=3, pipeline_layout="Ett|ttm|L")
+    w = build(model, par)
+    layers = [[op.layer for op in st.iteration if op.name == "embedding_grad_ar"] for st in w.stages]
+    assert layers == [[-1], [], [L]]
+    assert run_analytical(model, par, "h100", timeline=False).iteration_time_s > 0
+
+
 def test_gen_workload_summary_names_the_mtp_module_apart() -> None:
     # The main model's count stays the paper's (671B for V3); the MTP module is added apart.
     from engine.commands.gen_workload import summary
