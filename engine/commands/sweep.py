@@ -160,7 +160,8 @@ def candidate_row(rank: int, c) -> dict:
     """One layout of a search result as a flat row (units in the names)."""
     p = c.parallel
     row = {"rank": rank, "layout": c.label(), "tp": p.tp, "pp": p.pp, "vpp": p.vpp, "dp": p.dp, "cp": p.cp,
-           "ep": p.ep, "etp": p.expert_tp, "edp": p.edp, "sp": p.sp, "embedding_loss_slots": p.account_for_embedding_in_pipeline_split,
+           "ep": p.ep, "etp": p.expert_tp, "edp": p.edp, "sp": p.sp,
+           "embedding_loss_slots": p.account_for_embedding_in_pipeline_split,
            "micro_batch": p.micro_batch, "recompute": p.recompute,
            "iteration_time_s": c.iteration_time_s, "tokens_per_s": c.tokens_per_s, "mfu": c.mfu,
            "reserved_memory_bytes": c.reserved_bytes}
