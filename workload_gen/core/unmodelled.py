@@ -21,8 +21,6 @@ from workload_gen.core.errors import ConfigError
 
 UNMODELLED: tuple[tuple[str, str, object, str], ...] = (
     # (field, Megatron's flag, the value that changes nothing, the missing mechanism)
-    ("moe_enable_deepep", "--moe-enable-deepep", False,
-     "DeepEP's dispatch/combine kernels: their NVLink+RDMA traffic and the SMs they take"),
     ("moe_hybridep_num_sms", "--moe-hybridep-num-sms", None,
      "HybridEP's dispatch/combine kernels and the SMs they reserve"),
     ("overlap_moe_expert_parallel_comm", "--overlap-moe-expert-parallel-comm", False,
@@ -39,10 +37,6 @@ UNMODELLED: tuple[tuple[str, str, object, str], ...] = (
      "fp16 main weights with a per-tensor scale: TE FusedAdam's unscale and rescale passes around the kernel"),
     ("overlap_param_gather_with_optimizer_step", "--overlap-param-gather-with-optimizer-step", False,
      "the first bucket's parameter all-gather overlapped with the optimizer step"),
-    ("moe_router_num_groups", "--moe-router-num-groups", None,
-     "group-limited (device/node-limited) routing: where each token's expert copies go"),
-    ("moe_router_group_topk", "--moe-router-group-topk", None,
-     "group-limited (device/node-limited) routing: where each token's expert copies go"),
     ("use_megatron_fsdp", "--use-megatron-fsdp", False,
      "Megatron FSDP: parameters sharded and all-gathered per module in forward and backward"),
 )
@@ -51,7 +45,6 @@ value that changes nothing."""
 
 _DISPATCHERS: dict[str, str] = {
     "allgather": "the allgather token dispatcher: every token all-gathered over TP x EP and selected locally",
-    "flex": "the flex token dispatcher: DeepEP/HybridEP fused dispatch/combine over NVLink+RDMA and their SM use",
 }
 
 _MOMENTS: tuple[tuple[str, str], ...] = (("fp32", "fp32"), ("bf16", "bf16"))
