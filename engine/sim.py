@@ -57,7 +57,8 @@ from engine.loop import COMPLETION, EventLoop
 from engine.passes import PassProfile, profile_pass
 from engine.pipeline_transfers import PipelineTransfers
 from engine.program import PassSpec, build_plans
-from engine.schedules import SCHEDULES
+from engine.schedules import SCHEDULES, Step
+from engine.a2a_overlap import merge_passes, pair_steps
 from engine.sim_results import rank_breakdown, timeline_parts
 from engine.waits import block, unblock
 from network.backend import NetworkBackend
@@ -102,7 +103,16 @@ class Simulator:
         send_backward_recv_backward, asynchronous), so that transfer runs under the pass in
         between instead of after the receiver asks for it."""
         sched = SCHEDULES.get(schedule)
-        steps = [sched(par.pp, par.vpp, self.num_microbatches, s) for s in range(par.pp)]
+        self.a2a_overlap = par.overlap_moe_expert_parallel_comm and par.ep > 1
+        extra = {"extra_warmup": 1} if self.a2a_overlap and schedule == "interleaved" else {}
+        steps = [sched(par.pp, par.vpp, self.num_microbatches, s, **extra) for s in range(par.pp)]
+        """Megatron's EP all-to-all overlap: steady-state forward/backward neighbours run as
+        one combined pass (engine.a2a_overlap)."""
+        if self.a2a_overlap:
+            steps = [pair_steps(st, self.num_microbatches) for st in steps]
+        self._layers = workload.model.num_layers if workload.model is not None else 0
+        self._merged: dict[tuple[int, int, int], PassSpec] = {}
+        """(stage, forward chunk, backward chunk) -> the combined pass (built when first run)."""
         per_stage = self.ranks_per_stage
         if all_ranks:
             simulated = list(range(par.world_size))
@@ -124,8 +134,8 @@ class Simulator:
         self.p2p = PipelineTransfers(self.comms, self.loop, pp=par.pp, vpp=par.vpp, ranks_per_stage=per_stage,
                                      coll_rec=coll_rec)
         """The pipeline transfers between stages."""
-        self._profiles: dict[tuple[int, int, bool], PassProfile] = {}
-        """(stage, chunk, forward) -> the memoised pass."""
+        self._profiles: dict[tuple[int, int, bool, int], PassProfile] = {}
+        """(stage, chunk, forward, paired chunk or -1) -> the memoised pass."""
         self.events = 0
 
     @property
@@ -145,8 +155,19 @@ class Simulator:
                     self._run(rank)
 
     # ------------------------------------------------------------------ passes
-    def _profile(self, rank: RankState, spec: PassSpec) -> PassProfile:
-        key = (rank.stage, spec.chunk, spec.forward)
+    def _combined(self, rank: RankState, step: Step) -> PassSpec:
+        """The combined pass of ``step`` and its paired backward (engine.a2a_overlap)."""
+        key = (rank.stage, step.chunk, step.pair.chunk)
+        spec = self._merged.get(key)
+        if spec is None:
+            passes = rank.plan.passes
+            spec = self._merged[key] = merge_passes(passes[(step.chunk, True)], passes[(step.pair.chunk, False)],
+                                                    self._layers, self.par.delay_wgrad_compute)
+        return spec
+
+    def _profile(self, rank: RankState, spec: PassSpec, pair: int | None = None) -> PassProfile:
+        # (stage, chunk, forward, paired backward's chunk or -1): a bool and an int must not share a key slot
+        key = (rank.stage, spec.chunk, spec.forward, -1 if pair is None else pair)
         prof = self._profiles.get(key)
         if prof is None:
             if spec.forward:
@@ -163,13 +184,20 @@ class Simulator:
         """Start the rank's next pass; False when it must wait for its input or runs memoised."""
         cursor = rank.cursor
         step = rank.steps[cursor.next_step]
-        fut = self.p2p.receive(rank, step, now)
-        if fut is not None:  # its input has not arrived
-            block(rank, [fut], now)
-            return False
+        if step.pair is None:
+            fut = self.p2p.receive(rank, step, now)
+            if fut is not None:  # its input has not arrived
+                block(rank, [fut], now)
+                return False
+            spec = rank.plan.passes[(step.chunk, step.forward)]
+        else:  # a combined pass needs both inputs
+            waiting = self.p2p.receive_all(rank, (step, step.pair), now)
+            if waiting:
+                block(rank, waiting, now)
+                return False
+            spec = self._combined(rank, step)
         cursor.next_step += 1
         cursor.step = step
-        spec = rank.plan.passes[(step.chunk, step.forward)]
         grads, gathers = rank.grads, rank.gathers
         grads.release_this_pass = ((not step.forward) and step.microbatch == self.num_microbatches - 1
                                    and bool(grads.by_ready_point))
@@ -178,7 +206,7 @@ class Simulator:
         # now, or gradient buckets it releases) runs op by op (see the module docstring).
         outside = self.slowdown and (rank.comm_busy or grads.release_this_pass)
         if self.memo and spec.memoisable and not gathers.gate_this_pass and not outside:
-            prof = self._profile(rank, spec)
+            prof = self._profile(rank, spec, None if step.pair is None else step.pair.chunk)
             acc = rank.acc
             acc.compute += prof.compute_s
             acc.optimizer += prof.optimizer_s
@@ -325,6 +353,14 @@ class Simulator:
             return
         step, spec = cursor.step, cursor.spec
         cursor.spec = None
+        if step.pair is not None:  # a combined pass sends both outputs (interleaved or no pipeline: eager)
+            passes = rank.plan.passes
+            self.p2p.send(rank, Step(step.chunk, True, step.microbatch), passes[(step.chunk, True)], now)
+            self.p2p.send(rank, step.pair, passes[(step.pair.chunk, False)], now)
+            if self.prefetch_p2p:
+                self.p2p.post_next_receive(rank, now, True)
+                self.p2p.post_next_receive(rank, now, False)
+            return
         fut = self.p2p.send(rank, step, spec, now)
         if self.prefetch_p2p:
             self.p2p.post_next_receive(rank, now, step.forward)

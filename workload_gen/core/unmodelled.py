@@ -22,11 +22,7 @@ from workload_gen.core.errors import ConfigError
 UNMODELLED: tuple[tuple[str, str, object, str], ...] = (
     # (field, Megatron's flag, the value that changes nothing, the missing mechanism)
     ("moe_hybridep_num_sms", "--moe-hybridep-num-sms", None,
-     "HybridEP's dispatch/combine kernels and the SMs they reserve"),
-    ("overlap_moe_expert_parallel_comm", "--overlap-moe-expert-parallel-comm", False,
-     "the EP all-to-all overlapped with another micro-batch's compute (1F1B A2A overlap)"),
-    ("delay_wgrad_compute", "--delay-wgrad-compute", False,
-     "weight-gradient GEMMs delayed to overlap the EP all-to-all"),
+     "the SMs HybridEP's kernels reserve: compute beside them slows by the one interference factor"),
     ("moe_shared_expert_overlap", "--moe-shared-expert-overlap", False,
      "the shared experts run on a side stream under the token dispatch"),
     ("cuda_graph_impl", "--cuda-graph-impl", "none",
