@@ -192,7 +192,7 @@ class RankState:
     """One simulated rank: its stage's plan and schedule, and where it is in them."""
 
     __slots__ = ("rank", "stage", "plan", "steps", "tail_spec", "cursor", "blocked", "overlapped", "gathers",
-                 "grads", "groups", "issued_on", "acc", "records", "end", "done", "comm_busy")
+                 "grads", "groups", "issued_on", "acc", "records", "end", "done", "comm_busy", "flex_busy")
 
     def __init__(self, rank: int, stage: int, plan: StagePlan, steps: tuple[Step, ...]) -> None:
         self.rank, self.stage, self.plan, self.steps = rank, stage, plan, steps
@@ -213,5 +213,7 @@ class RankState:
         """When the rank finished its tail."""
         self.done = False
         self.comm_busy = 0
+        self.flex_busy = 0
+        """Of those, the flex dispatcher's kernels (their own, larger slow-down: engine.sim)."""
         """Collectives this rank has issued that have not ended (counted only when the
         workload has an overlap slow-down): a compute op that starts while it is > 0 runs slower."""

@@ -59,6 +59,7 @@ from engine.pipeline_transfers import PipelineTransfers
 from engine.program import PassSpec, build_plans
 from engine.schedules import SCHEDULES, Step
 from engine.a2a_overlap import merge_passes, pair_steps
+from engine.moe_traffic import flex_sm_slowdown
 from engine.sim_results import rank_breakdown, timeline_parts
 from engine.waits import block, unblock
 from network.backend import NetworkBackend
@@ -123,13 +124,15 @@ class Simulator:
                       for r in simulated]
         self.slowdown = float(workload.overlap_slowdown)
         """Fractional slow-down of compute started while a collective of its rank runs."""
+        self.flex_slowdown = flex_sm_slowdown(workload)
+        """The same beside the flex dispatcher's kernels: their SM share (engine.moe_traffic)."""
         for rank in self.ranks:
             for b in rank.plan.buckets:
                 if par.overlap_grad_reduce and b.chunk >= 0:
                     rank.grads.by_ready_point.setdefault((b.chunk, b.ready_index), []).append(b.op)
         self.loop = EventLoop()
         self.comms = Communicators(par, backend, self.simulated_ranks, self.loop, memo=memo,
-                                   slowdown=self.slowdown, coll_rec=coll_rec)
+                                   slowdown=self.slowdown, flex_slowdown=self.flex_slowdown, coll_rec=coll_rec)
         """The communicators and their collective instances (and the futures' numbering)."""
         self.p2p = PipelineTransfers(self.comms, self.loop, pp=par.pp, vpp=par.vpp, ranks_per_stage=per_stage,
                                      coll_rec=coll_rec)
@@ -176,7 +179,7 @@ class Simulator:
                 ready = frozenset(i for (c, i) in rank.grads.by_ready_point if c == spec.chunk)
             comms = self.comms
             prof = profile_pass(spec.ops, lambda op: comms.duration(op, comms.membership(rank, op.group).members),
-                                ready, spec.deadline, spec.issue_with, self.slowdown)
+                                ready, spec.deadline, spec.issue_with, self.slowdown, self.flex_slowdown)
             self._profiles[key] = prof
         return prof
 
@@ -204,7 +207,7 @@ class Simulator:
         gathers.gate_this_pass = step.forward and step.microbatch == 0 and bool(gathers.issued)
         # With interference, a pass that collectives from outside it may overlap (running
         # now, or gradient buckets it releases) runs op by op (see the module docstring).
-        outside = self.slowdown and (rank.comm_busy or grads.release_this_pass)
+        outside = (self.slowdown or self.flex_slowdown) and (rank.comm_busy or grads.release_this_pass)
         if self.memo and spec.memoisable and not gathers.gate_this_pass and not outside:
             prof = self._profile(rank, spec, None if step.pair is None else step.pair.chunk)
             acc = rank.acc
@@ -301,7 +304,7 @@ class Simulator:
                                 overlapped.next_deadline = deadline
                     d = op.time_s
                     if rank.comm_busy and d:
-                        extra = d * self.slowdown
+                        extra = d * (max(self.flex_slowdown, self.slowdown) if rank.flex_busy else self.slowdown)
                         rank.acc.slowdown += extra
                         d += extra
                     if op.kind is OpKind.OPTIMIZER:

@@ -138,3 +138,23 @@ def test_megatrons_rules_for_the_overlap(kw, words):
     base = dict(world_size=16, ep=8, global_batch=16, overlap_moe_expert_parallel_comm=True)
     with pytest.raises(ConfigError, match=words):
         ParallelConfig(**{**base, **kw})
+
+
+def test_flex_kernels_slow_compute_beside_them_by_their_sm_share():
+    """DeepEP/HybridEP hold a fixed SM count (Megatron's default 20); compute beside them runs
+    on the rest: H100 has 132 SMs, so a compute-bound kernel takes 132/112 as long."""
+    from engine.moe_traffic import flex_sm_slowdown
+
+    w = _workload()
+    assert flex_sm_slowdown(w) == pytest.approx(20 / 112)
+    assert flex_sm_slowdown(replace(w, parallel=replace(w.parallel, moe_hybridep_num_sms=32))) == pytest.approx(32 / 100)
+    assert flex_sm_slowdown(replace(w, parallel=replace(w.parallel, moe_token_dispatcher="alltoall"))) == 0.0
+    # one compute op of 1 ms entirely beside a flex all-to-all: 1 ms * 132/112
+    (plan,) = build_plans(w)
+    merged = merge_passes(plan.passes[(0, True)], plan.passes[(0, False)], w.model.num_layers, False)
+    fast = profile_pass(merged.ops, lambda op: 1.0 if op.group is Group.EP else 0.0, frozenset(),
+                        merged.deadline, merged.issue_with)
+    slowed = profile_pass(merged.ops, lambda op: 1.0 if op.group is Group.EP else 0.0, frozenset(),
+                          merged.deadline, merged.issue_with, 0.0, 20 / 112)
+    assert slowed.slowdown_s > 0
+    assert slowed.compute_s == pytest.approx(fast.compute_s + slowed.slowdown_s)

@@ -165,9 +165,8 @@ class ParallelConfig:
     """Megatron --moe-enable-deepep (deprecated: the flex dispatcher with the deepep backend,
     which it selects)."""
     moe_hybridep_num_sms: int | None = None
-    """SMs HybridEP's kernels reserve (Megatron --moe-hybridep-num-sms); None means DeepEP's
-    default. The SM share is not modelled (warned): compute beside the dispatch slows by the
-    engine's one interference factor whatever the SMs."""
+    """SMs the flex dispatcher's kernels hold (Megatron --moe-hybridep-num-sms); None means
+    DeepEP's default, 20. Compute running beside them gets the other SMs (engine.moe_traffic)."""
     overlap_moe_expert_parallel_comm: bool = False
     """Overlap the EP all-to-all with another micro-batch's compute in the 1F1B phase
     (Megatron --overlap-moe-expert-parallel-comm): steady-state forward/backward pairs run as

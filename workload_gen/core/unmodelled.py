@@ -21,8 +21,6 @@ from workload_gen.core.errors import ConfigError
 
 UNMODELLED: tuple[tuple[str, str, object, str], ...] = (
     # (field, Megatron's flag, the value that changes nothing, the missing mechanism)
-    ("moe_hybridep_num_sms", "--moe-hybridep-num-sms", None,
-     "the SMs HybridEP's kernels reserve: compute beside them slows by the one interference factor"),
     ("moe_shared_expert_overlap", "--moe-shared-expert-overlap", False,
      "the shared experts run on a side stream under the token dispatch"),
     ("cuda_graph_impl", "--cuda-graph-impl", "none",
