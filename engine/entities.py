@@ -162,11 +162,14 @@ class ParamGathers:
     the gathers of every layer up to it; later passes do not.
     """
 
-    __slots__ = ("issued", "gate_this_pass", "done_through_layer")
+    __slots__ = ("issued", "gate_this_pass", "done_through_layer", "in_tail")
 
     def __init__(self) -> None:
         self.issued: list[tuple[int, Future]] = []
         """(layer, all-gather), in dispatch order."""
+        self.in_tail: list[Future] | None = None
+        """The gathers issued beside the optimizer step (overlap_param_gather_with_optimizer_step),
+        once the tail has begun; the iteration ends when they have."""
         self.gate_this_pass = False
         """The running pass is a first forward and there are gathers to wait for."""
         self.done_through_layer = -2

@@ -273,6 +273,9 @@ class Simulator:
                 return
             if cursor.op_index == MEMOISED_PASS:
                 return  # resumed by its EV_PASS_DONE
+            if cursor.in_tail and gathers.in_tail is None and rank.plan.tail_gathers:
+                # the optimizer step begins: the first bucket's gather runs beside it
+                gathers.in_tail = [self.comms.issue(rank, op, now, -1, -1) for op in rank.plan.tail_gathers]
             ops = spec.ops
             n = len(ops)
             while cursor.op_index < n:
@@ -341,6 +344,9 @@ class Simulator:
                     return
                 overlapped.pending = []
                 overlapped.next_deadline = INF
+            if cursor.in_tail and gathers.in_tail and any(f.end is None for f in gathers.in_tail):
+                block(rank, list(gathers.in_tail), now)  # the iteration ends when its gathers have
+                return
             self._end_pass(rank, now)
             if rank.blocked.futures is not None:
                 return

@@ -239,7 +239,9 @@ class ParallelConfig:
     """Adam second-moment dtype (Megatron --exp-avg-sq-dtype): as exp_avg_dtype."""
     overlap_param_gather_with_optimizer_step: bool = False
     """Overlap the first bucket's parameter all-gather with the optimizer step (Megatron
-    --overlap-param-gather-with-optimizer-step). Refused: not modelled yet."""
+    --overlap-param-gather-with-optimizer-step; engine.program moves that gather beside the
+    optimizer step). Megatron requires the distributed optimizer, --overlap-param-gather and
+    the interleaved schedule."""
     use_megatron_fsdp: bool = False
     """Megatron FSDP instead of the distributed optimizer (Megatron --use-megatron-fsdp,
     formerly --use-custom-fsdp). Refused: not modelled yet."""
@@ -394,6 +396,17 @@ class ParallelConfig:
         check_modelled(self)
         self._check_precision_aware()
         self._check_a2a_overlap()
+        self._check_param_gather_with_step()
+
+    def _check_param_gather_with_step(self) -> None:
+        """Megatron-LM's rules (arguments.py at d98e8a64, validate_args)."""
+        if not self.overlap_param_gather_with_optimizer_step:
+            return
+        for ok, why in ((self.distributed_optimizer, "needs the distributed optimizer"),
+                        (self.overlap_param_gather, "needs overlap_param_gather (--overlap-param-gather)"),
+                        (self.vpp > 1, "needs the interleaved schedule (vpp > 1)")):
+            if not ok:
+                raise ConfigError("overlap_param_gather_with_optimizer_step", True, why + " (Megatron requires it)")
 
     def _check_a2a_overlap(self) -> None:
         """Megatron-LM's own rules for the EP all-to-all overlap (transformer_config.py at

@@ -29,8 +29,6 @@ UNMODELLED: tuple[tuple[str, str, object, str], ...] = (
      "CUDA graphs over the chosen modules: launch overheads and host synchronisation removed"),
     ("main_params_dtype", "--main-params-dtype", "fp32",
      "fp16 main weights with a per-tensor scale: TE FusedAdam's unscale and rescale passes around the kernel"),
-    ("overlap_param_gather_with_optimizer_step", "--overlap-param-gather-with-optimizer-step", False,
-     "the first bucket's parameter all-gather overlapped with the optimizer step"),
     ("use_megatron_fsdp", "--use-megatron-fsdp", False,
      "Megatron FSDP: parameters sharded and all-gathered per module in forward and backward"),
 )
