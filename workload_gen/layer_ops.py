@@ -211,7 +211,13 @@ class _Emitter:
                  [self.compute(name, BWD_I, OpKind.ELEMENTWISE, (rows, w), bwd)])
 
     def activation(self, name: str, rows: int, width: int) -> None:
-        """The model's MLP activation on ``width`` outputs per row (costs.activation)."""
+        """The model's MLP activation on ``width`` outputs per row (costs.activation); a
+        clamped gated activation (ModelConfig.activation_clamp) first runs Megatron's clamp
+        kernels (costs.glu_clamp) as an op of its own, ``<name>.clamp``."""
+        if self.model.activation_clamp is not None and self.model.activation == "swiglu":
+            fwd, bwd = costs.glu_clamp(rows, width, self.B)
+            self.add([self.compute(f"{name}.clamp", FWD, OpKind.ELEMENTWISE, (rows, 2 * width), fwd)],
+                     [self.compute(f"{name}.clamp", BWD_I, OpKind.ELEMENTWISE, (rows, 2 * width), bwd)])
         fwd, bwd = costs.activation(self.model.activation, rows, width, self.B)
         self.add([self.compute(name, FWD, OpKind.ELEMENTWISE, (rows, width), fwd)],
                  [self.compute(name, BWD_I, OpKind.ELEMENTWISE, (rows, width), bwd)])
@@ -535,13 +541,14 @@ class _Emitter:
                                            costs.fp8_cast(rows, n_out, key.fp8_recipe), dtype="bf16"))
             self.add(fwd, bwd)
             if act_after:
+                start = len(self.fwd)
                 self.activation(f"{EXPERT_OP_PREFIX}{m.activation}", rows, fe)
-                act = self.fwd[-1]
+                act = self.fwd[start:]  # the activation (and its clamp, inside Megatron's checkpoint)
             elif key.recompute_moe_act:
                 # Megatron's moe_act recompute (experts.py, CheckpointWithoutOutput): the
                 # activation's output, fc2's input, is dropped after fc2's forward and the
                 # activation re-runs when the backward reaches fc2's output, before its GEMMs.
-                self._checkpoint([act])
+                self._checkpoint(act)
         if flex and key.moe_flex_backend == "deepep":
             self._permute("unpermute", rows, etp * sent)
         elif not flex and ep > 1 and local_experts > 1:
