@@ -42,8 +42,11 @@ SYSTEMS = {"H100": "h100"}
 DISPATCHERS = {("alltoall", ""): "alltoall", ("flex", "deepep"): "DeepEP", ("flex", "hybridep"): "HybridEP"}
 WITHOUT_OK = ("moe_router_num_groups", "moe_router_group_topk")
 """Refused settings a row may be predicted without: group-limited routing chooses which ranks
-a token's copies go to, not how many copies move; under the forced balanced routing of the
-test the alltoall dispatcher sends the same bytes with or without it."""
+a token's copies go to, not how many copies the alltoall dispatcher moves. Under the test's
+forced balance a token's own rank holds its group with probability group_topk/groups and then
+topk/group_topk of its copies on average (DeepSeek proxy: 4/8 x 2 = 1 of 8), the same 1/8 as
+without the limit. (It does change the flex dispatchers' traffic, one copy per destination
+rank; those rows are refused for the dispatcher first.)"""
 FIRST_OUTSIDE, LAST_OUTSIDE = "pre_mlp_norm", "mlp_residual"
 """The TransformerLayer's ops around the MoELayer (workload_gen/layer_ops.py moe_block): the
 timed region is every op of the layer between them."""
@@ -163,6 +166,8 @@ def region(ops: tuple[Any, ...], layer: int = 0) -> list[Any]:
     lists run norm -> MoE -> residual, backward lists residual -> MoE -> norm."""
     mine = [op for op in ops if op.layer == layer]
     names = [op.name for op in mine]
+    if FIRST_OUTSIDE not in names or LAST_OUTSIDE not in names:
+        raise AssertionError(f"layer {layer} has no {FIRST_OUTSIDE!r} / {LAST_OUTSIDE!r} around its MoE ops: {names}")
     a, b = names.index(FIRST_OUTSIDE), names.index(LAST_OUTSIDE)
     return mine[min(a, b) + 1:max(a, b)]
 
