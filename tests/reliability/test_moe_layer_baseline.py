@@ -15,7 +15,8 @@ import pytest
 
 from bench_scripts import script
 
-MEGATRON = "NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553:tests/functional_tests/test_cases/common/moe_perf/"
+MEGATRON = ("NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553:"
+            "tests/functional_tests/test_cases/common/moe_perf/")
 
 
 @pytest.fixture(scope="module")
