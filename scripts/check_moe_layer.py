@@ -15,10 +15,10 @@ time; nothing here is fitted or stored.
 
 Outcomes per row:
 
-- ``ran``: predicted forward and backward seconds and their error against the measurement;
-- ``ran without``: a setting of the row is refused as not modelled yet, but it only shapes
-  routing (group-limited routing, ``WITHOUT_OK``); the row is predicted without it and says so;
-- ``refused``: the simulator's one line (e.g. the flex dispatcher before it is modelled).
+- ``ran``: predicted forward and backward seconds and their error against the measurement,
+  with the library's own warning line for each setting it simulates without its mechanism
+  (``workload_gen.core.unmodelled.unmodelled``; none for these rows today);
+- ``refused``: the simulator's one line (a ConfigError or other TrainsimError).
 
 Usage: python scripts/check_moe_layer.py [--markdown] [--parts]
 Units: the table is in milliseconds as published; the code works in seconds and prints ms.
@@ -40,13 +40,6 @@ TARGET = 0.15
 SYSTEMS = {"H100": "h100"}
 """The table's GPU -> trainsim system preset (workload_gen/core/system.py)."""
 DISPATCHERS = {("alltoall", ""): "alltoall", ("flex", "deepep"): "DeepEP", ("flex", "hybridep"): "HybridEP"}
-WITHOUT_OK = ("moe_router_num_groups", "moe_router_group_topk")
-"""Refused settings a row may be predicted without: group-limited routing chooses which ranks
-a token's copies go to, not how many copies the alltoall dispatcher moves. Under the test's
-forced balance a token's own rank holds its group with probability group_topk/groups and then
-topk/group_topk of its copies on average (DeepSeek proxy: 4/8 x 2 = 1 of 8), the same 1/8 as
-without the limit. (It does change the flex dispatchers' traffic, one copy per destination
-rank; those rows are refused for the dispatcher first.)"""
 FIRST_OUTSIDE, LAST_OUTSIDE = "pre_mlp_norm", "mlp_residual"
 """The TransformerLayer's ops around the MoELayer (workload_gen/layer_ops.py moe_block): the
 timed region is every op of the layer between them."""
@@ -92,10 +85,12 @@ class Outcome:
     measured_fwd_s: float
     measured_bwd_s: float
     status: str
-    """"ran", "ran without" or "refused"."""
+    """"ran" or "refused"."""
     reason: str = ""
-    """The refusal line (refused), or the refused settings left out (ran without)."""
+    """The refusal line (refused)."""
     prediction: Prediction | None = None
+    warnings: tuple[str, ...] = ()
+    """The library's line for each setting of the row it simulates without its mechanism."""
     not_represented: tuple[str, ...] = field(default=())
     """Settings of the row the library has no field for (they change nothing in the prediction)."""
 
@@ -118,11 +113,10 @@ def _field_names(cls: type) -> set[str]:
     return {f.name for f in fields(cls)}
 
 
-def configs(row: dict[str, str], drop: tuple[str, ...] = ()) -> tuple[Any, Any, tuple[str, ...]]:
+def configs(row: dict[str, str]) -> tuple[Any, Any, tuple[str, ...]]:
     """(ModelConfig, ParallelConfig, settings not represented) of one row: a model of one MoE
     layer with the row's shapes, the test's layout (world = gpus, dp = gpus / (tp*pp), one
-    micro-batch per rank). ``drop``: ParallelConfig fields to leave at their defaults. Raises
-    the library's ConfigError for a setting it refuses."""
+    micro-batch per rank). Raises the library's ConfigError for a setting it refuses."""
     from workload_gen.core.model_config import ModelConfig
     from workload_gen.core.parallel_config import ParallelConfig
 
@@ -156,8 +150,6 @@ def configs(row: dict[str, str], drop: tuple[str, ...] = ()) -> tuple[Any, Any, 
             par_kw[name] = value
         else:
             missing.append(f"{name}={value}")
-    for name in drop:
-        par_kw.pop(name, None)
     return ModelConfig(**model_kw), ParallelConfig(**par_kw), tuple(missing)
 
 
@@ -223,28 +215,27 @@ def predict(model: Any, par: Any, system: str) -> Prediction:
 
 def check(row: dict[str, str]) -> Outcome:
     """One measured row: configure, build and simulate its layer, or say why not."""
-    from workload_gen.core.errors import ConfigError, TrainsimError
+    from workload_gen.core.errors import TrainsimError
 
     label = DISPATCHERS.get((row["dispatcher"], row["flex_backend"]), f"{row['dispatcher']}/{row['flex_backend']}")
     base = dict(case=row["case"], proxy=row["proxy"], dispatcher=label, precision=row["precision"],
                 measured_fwd_s=float(row["forward_ms"]) / 1e3, measured_bwd_s=float(row["backward_ms"]) / 1e3)
-    dropped: list[str] = []
-    drop: tuple[str, ...] = ()
-    while True:
-        try:
-            model, par, missing = configs(row, drop)
-            prediction = predict(model, par, SYSTEMS[row["gpu"]])
-        except ConfigError as exc:
-            if exc.field in WITHOUT_OK and exc.field not in drop:
-                dropped.append(str(exc))
-                drop = (*drop, *WITHOUT_OK)
-                continue
-            return Outcome(**base, status="refused", reason=str(exc))
-        except TrainsimError as exc:
-            return Outcome(**base, status="refused", reason=str(exc))
-        break
-    return Outcome(**base, status="ran without" if dropped else "ran", reason=" | ".join(dropped),
-                   prediction=prediction, not_represented=missing)
+    try:
+        model, par, missing = configs(row)
+        prediction = predict(model, par, SYSTEMS[row["gpu"]])
+    except TrainsimError as exc:
+        return Outcome(**base, status="refused", reason=str(exc))
+    return Outcome(**base, status="ran", prediction=prediction, not_represented=missing, warnings=_warnings(par))
+
+
+def _warnings(par: Any) -> tuple[str, ...]:
+    """The library's warning lines for the settings it simulates without their mechanism (the
+    lines the commands print on stderr), if this version of the library has them."""
+    try:
+        from workload_gen.core.unmodelled import unmodelled
+    except ImportError:
+        return ()
+    return tuple(unmodelled(par))
 
 
 def summary(outcomes: list[Outcome]) -> str:
@@ -255,8 +246,9 @@ def summary(outcomes: list[Outcome]) -> str:
     if not errs:
         return f"0 of {len(outcomes)} rows predicted; {refused} refused"
     within = sum(all(abs(e) <= TARGET for e in (o.error_fwd, o.error_bwd)) for o in pred)
-    return (f"{len(pred)} of {len(outcomes)} rows predicted ({sum(o.status == 'ran without' for o in pred)} without "
-            f"a refused routing setting), {refused} refused; |error| over fwd and bwd: median "
+    warned = sum(bool(o.warnings) for o in pred)
+    return (f"{len(pred)} of {len(outcomes)} rows predicted ({warned} with a setting simulated without its "
+            f"mechanism), {refused} refused; |error| over fwd and bwd: median "
             f"{statistics.median(errs):.1%}, max {max(errs):.1%}; {within} of {len(pred)} rows within "
             f"{TARGET:.0%} on both (issue 27's goal: every dispatcher)")
 
@@ -273,13 +265,11 @@ def markdown(outcomes: list[Outcome]) -> list[str]:
     notes: list[str] = []
 
     def note(o: Outcome) -> str:
-        if o.status == "ran":
-            return ""
-        text = (f"refused: {o.reason}" if o.status == "refused"
-                else f"predicted without group-limited routing, refused: {o.reason}")
-        if text not in notes:
-            notes.append(text)
-        return f"[{notes.index(text) + 1}]"
+        texts = [f"refused: {o.reason}"] if o.status == "refused" else [f"warning: {w}" for w in o.warnings]
+        for text in texts:
+            if text not in notes:
+                notes.append(text)
+        return " ".join(f"[{notes.index(text) + 1}]" for text in texts)
 
     for o in outcomes:
         meas = f"{_ms(o.measured_fwd_s)} / {_ms(o.measured_bwd_s)}"
@@ -323,8 +313,9 @@ def main(argv: list[str] | None = None) -> int:
             continue
         pred = f"{_ms(o.prediction.fwd_s)} / {_ms(o.prediction.bwd_s)}"
         err = f"{o.error_fwd:+.1%} / {o.error_bwd:+.1%}"
-        tail = "  (ran without group-limited routing)" if o.status == "ran without" else ""
-        print(f"{o.case:30s} {o.dispatcher:9s} {o.precision:5s} {meas:>20s} {pred:>21s} {err:>16s}{tail}")
+        print(f"{o.case:30s} {o.dispatcher:9s} {o.precision:5s} {meas:>20s} {pred:>21s} {err:>16s}")
+        for line in o.warnings:
+            print(f"    warning: {line}")
         if args.parts:
             for name, ops in (("fwd", o.prediction.ops_fwd), ("bwd", o.prediction.ops_bwd)):
                 print(f"    {name}: " + ", ".join(f"{n} {_ms(t)}" for n, t in ops))
