@@ -475,7 +475,7 @@ class _Emitter:
 
         - alltoall: permute into one row per (token, expert) copy, all-to-all those rows,
           sort them by local expert (sort_chunks), and the reverse after the experts;
-        - flex with DeepEP: each token is sent once per EP rank holding one of its experts
+        - flex with DeepEP (and NCCL EP): each token is sent once per EP rank holding one of its experts
           (core.moe_dispatch.distinct_ranks rows per token), then permuted into per-expert
           rows on arrival, and unpermuted (summed per token) before the combine;
         - flex with HybridEP: the same traffic, with the permutation fused into its
@@ -515,7 +515,7 @@ class _Emitter:
             self.add([self.coll("dispatch_ag", FWD, CollKind.ALL_GATHER, Group.ETP, etp, etp * a2a)],
                      [self.coll("dispatch_rs", BWD_I, CollKind.REDUCE_SCATTER, Group.ETP, etp, etp * a2a)])
         rows = etp * routed
-        if flex and key.moe_flex_backend == "deepep":
+        if flex and key.moe_flex_backend != "hybridep":
             self._permute("permute", etp * sent, rows)
         elif not flex and ep > 1 and local_experts > 1:
             self._permute("sort_chunks", rows, rows)
@@ -549,7 +549,7 @@ class _Emitter:
                 # activation's output, fc2's input, is dropped after fc2's forward and the
                 # activation re-runs when the backward reaches fc2's output, before its GEMMs.
                 self._checkpoint(act)
-        if flex and key.moe_flex_backend == "deepep":
+        if flex and key.moe_flex_backend != "hybridep":
             self._permute("unpermute", rows, etp * sent)
         elif not flex and ep > 1 and local_experts > 1:
             self._permute("unsort_chunks", rows, rows)
