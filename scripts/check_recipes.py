@@ -118,6 +118,43 @@ def check(row: dict[str, str], simulate: bool = True) -> Outcome:
     return Outcome(name, status, "", measured, result.iteration_time_s, blockers=blind)
 
 
+LAYOUT = ("gpus", "tp", "pp", "vp", "cp", "ep", "etp", "mbs", "precision", "fp8_recipe", "dispatcher", "moe_a2a_overlap",
+          "recompute", "recompute_modules", "cuda_graph", "capacity_factor")
+"""The measured table's columns that make a layout (what a strategy search chooses)."""
+RANK_TOLERANCE = 0.03
+"""Layouts whose measured throughputs are within this of each other may come in either order
+(issue 27)."""
+
+
+def ranking(rows: list[dict[str, str]], outcomes: list[Outcome]) -> tuple[list[tuple[str, str, float, float]], int]:
+    """Pairs of predicted runs of one model on one GPU type whose layouts differ (LAYOUT
+    columns: parallel sizes, micro-batch, dispatcher, overlaps, recompute, precision),
+    compared by tokens/s per GPU, measured against predicted: the pairs whose measured ratio
+    is beyond RANK_TOLERANCE but whose prediction has the other order, and how many pairs
+    were compared. Runs of one layout in different releases differ only in software, which
+    the simulator does not see, so they are not a ranking."""
+    by_key: dict[tuple[str, str], list[tuple[str, tuple[str, ...], float, float]]] = {}
+    for row, o in zip(rows, outcomes):
+        if o.predicted_s is None:
+            continue
+        tokens = float(row["gbs"]) * float(row["seq"]) / float(row["gpus"])
+        by_key.setdefault((row["model"], row["gpu"]), []).append(
+            (o.recipe, tuple(row[c] for c in LAYOUT), tokens / o.measured_s, tokens / o.predicted_s))
+    bad, n = [], 0
+    for runs in by_key.values():
+        for i, (a, la, ma, pa) in enumerate(runs):
+            for b, lb, mb, pb in runs[i + 1:]:
+                if la == lb:
+                    continue
+                ratio = ma / mb
+                if abs(ratio - 1) <= RANK_TOLERANCE:
+                    continue
+                n += 1
+                if (ratio > 1) != (pa / pb > 1):
+                    bad.append((a, b, ratio, pa / pb))
+    return bad, n
+
+
 def read_rows(table: Path = TABLE) -> list[dict[str, str]]:
     with table.open(newline="", encoding="utf-8") as f:
         return list(csv.DictReader(f))
@@ -159,6 +196,11 @@ def main(argv: list[str] | None = None) -> int:
             errs = [o.error for o in group]
             print(f"{label:18s} |error| median {statistics.median(map(abs, errs)):.1%}, max {max(map(abs, errs)):.1%}; "
                   f"signed median {statistics.median(errs):+.1%} ({len(group)} runs)")
+    discordant, pairs = ranking(read_rows(), outcomes)
+    print(f"layout ranking: {pairs - len(discordant)} of {pairs} pairs of one model on one GPU whose measured "
+          f"throughput differs by more than {RANK_TOLERANCE:.0%} come in the measured order")
+    for a, b, meas, pred in discordant:
+        print(f"  reversed: {a} vs {b}: measured {meas:.2f}x, predicted {pred:.2f}x (tokens/s per GPU)")
     missing = sum(o.status == "no recipe" for o in outcomes)
     if missing:
         print(f"  {missing} rows have no public recipe (no flag list to run)")
