@@ -65,9 +65,13 @@ with flash attention that tensor costs 2 + 1 bytes; the bf16 part is inside core
 attention and selective recompute drops it.
 
 MoE layers (Megatron-Core alltoall dispatcher): each rank routes its T/t tokens (SP)
-k times, so it sends T*k/t token copies and, balanced on average, receives as many; with
-expert TP they are all-gathered over etp, so T*k*etp/t copies go through this rank's
-expert GEMMs (saved: permuted input, FC1 output, FC2 input). The expert output comes
+k times, so it sends T*k/t token copies and, on average, receives as many; the memory
+answer is the busiest EP rank's, which receives
+:func:`workload_gen.core.moe_routing.rank_load_factor` times the mean (forced balance: the
+statistics of uniform top-k, about 1.01 at 4096 tokens; learned routing: a cited prior,
+1.23, or the user's ``moe_load_imbalance``). With expert TP the received copies are
+all-gathered over etp, so factor*T*k*etp/t copies go through this rank's expert GEMMs
+(saved: permuted input, FC1 output, FC2 input). The expert output comes
 back (reduce-scattered over etp, all-to-all) as T*k/t copies, which ``unpermute`` keeps
 for the gradient of the routing probabilities (``permuted_tokens * probs``). With an expert
 capacity (``--moe-expert-capacity-factor``, padded or not) the copies are what the
@@ -94,6 +98,15 @@ min(pp - s, m) micro-batches; for interleaving this gives Megatron's factor
 
 Temporary = persistent workspaces + the largest per-op transient buffer.
 
+The MoE dispatcher's persistent buffers (:func:`dispatcher_workspace_bytes`), on the stages
+that hold an MoE layer: DeepEP's NVLink and RDMA buffers, sized as Megatron's
+``fused_a2a.get_buffer`` asks DeepEP (:func:`deepep_buffer_bytes`: about 320 MiB at EP 8
+and 680 MiB at EP 64 for h = 7168); HybridEP's, sized for every token of the group landing
+on one rank (:func:`hybridep_buffer_bytes`: T*ep rows of h bf16 values, 3.6 GiB at EP 64,
+plus 1.2 GiB between nodes); the allgather dispatcher's gathered tokens in Megatron's global
+memory buffer. DeepEP's and HybridEP's are allocated outside PyTorch's allocator, like the
+userbuffers, and counted so that the peak is what must fit.
+
 Workspaces (:func:`workspace_bytes`), allocated once and kept: PyTorch's cuBLAS
 workspace for the GEMMs it runs itself (output layer, router), 32 MiB on sm90 and newer
 (``CUBLAS_WORKSPACE_CONFIG`` default ``:4096:8``; ``:4096:2:16:8`` = 8 MiB + 128 KiB
@@ -116,9 +129,11 @@ Transients (:func:`_temporary`): the loss (bf16 logits + their fp32 copy,
 (2 + 4) * tokens * vocab/t), the SP all-gathered GEMM input (2*s*b*h; 1 byte per value
 under fp8, where TE gathers the cast copy), the gradients inside a dense MLP's backward
 (FC2 input and FC1 output, 2*s*b*f*(w+1)/t with w = 2 for SwiGLU) or an expert MLP's
-(the same over the routed copies), the MoE dispatch buffers (the permuted send buffer
-and the all-to-all receive buffer, 2 * 2*T*k*h/t, plus the expert-TP all-gather output),
-and the CP exchange buffers: p2p keeps every received K/V chunk and every step's output
+(the same over the busiest rank's routed copies), the MoE dispatcher's buffers
+(:func:`dispatcher_transient_bytes`: alltoall's permuted send buffer and all-to-all receive
+buffer, 2*T*k*h/t * (1 + factor), plus the expert-TP all-gather output; allgather's
+unpermuted output over the T*etp*ep/t gathered rows; DeepEP's received tokens, one row per
+distinct (token, rank) pair), and the CP exchange buffers: p2p keeps every received K/V chunk and every step's output
 until its forward ends (cp * (K/V chunk + output)), and its backward holds two K/V and
 two dK/dV buffers plus dq; all_gather holds the gathered K/V and, in backward, the
 full-length dK/dV (2 * cp * K/V chunk); a2a holds the exchanged q/k/v and their

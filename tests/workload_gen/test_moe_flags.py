@@ -120,7 +120,7 @@ def test_a_capacity_workload_file_reads_back(tmp_path):
 # --- accepted: changes nothing the workload models -----------------------------------
 
 @pytest.mark.parametrize("flags", [
-    "--moe-router-force-load-balancing",  # the workload already routes uniformly
+    "--moe-router-force-load-balancing",  # the ops route uniformly either way (memory: moe_routing)
     "--moe-token-dispatcher-type alltoall",  # the dispatcher modelled
     "--moe-flex-dispatcher-backend hybridep",  # used only by the flex dispatcher
     "--reuse-grad-buf-for-mxfp8-param-ag",  # acts only on fp8 weights (fp8_param_gather)

@@ -188,10 +188,11 @@ def expert_load_factor(model: ModelConfig, par: ParallelConfig, tokens: int) -> 
     """Expected (max over a rank's local experts) / (mean per expert) of the token copies an
     expert receives, >= 1 (``tokens`` as in :func:`rank_load_factor`).
 
-    Forced balance: :func:`uniform_expert_factor`. Learned routing: at least the rank factor
-    (the busiest rank's excess sits on its experts, so its busiest expert carries at least
-    the rank's mean excess); no public per-expert training figure was found (MOE_FACTS.md
-    "Gaps"), so this is a lower bound, not a measurement. Capped like the rank factor."""
+    The larger of :func:`uniform_expert_factor` (a typical rank's busiest expert under uniform
+    top-k) and :func:`rank_load_factor` (the busiest rank's excess sits on its experts, so its
+    busiest expert carries at least the rank's mean excess). Under learned routing the second
+    term is the prior: no public per-expert training figure was found (MOE_FACTS.md "Gaps"),
+    so this is a lower bound, not a measurement. Capped like the rank factor."""
     if not model.is_moe:
         return 1.0
     stat = uniform_expert_factor(model.num_experts, model.moe_router_topk, par.ep, tokens)
