@@ -71,9 +71,12 @@ answer is the busiest EP rank's, which receives
 statistics of uniform top-k, about 1.01 at 4096 tokens; learned routing: a cited prior,
 1.23, or the user's ``moe_load_imbalance``). With expert TP the received copies are
 all-gathered over etp, so factor*T*k*etp/t copies go through this rank's expert GEMMs
-(saved: permuted input, FC1 output, FC2 input). The expert output comes
-back (reduce-scattered over etp, all-to-all) as T*k/t copies, which ``unpermute`` keeps
-for the gradient of the routing probabilities (``permuted_tokens * probs``). With an expert
+(saved: permuted input, FC1 output, FC2 input). The routing probabilities are applied
+inside the expert MLP (experts.py ``bias_act_func``: ``weighted_bias_swiglu_impl`` saves the
+FC1 output it already counts), so the expert output that comes back (reduce-scattered over
+etp, all-to-all) is only restored to token order: ``unpermute`` gets no ``probs`` from any
+dispatcher (token_dispatcher.py at d98e8a64 and at 23e00ed, the B200 runs' version) and its
+scatter-add keeps nothing for backward. With an expert
 capacity (``--moe-expert-capacity-factor``, padded or not) the copies are what the
 capacity keeps or pads to (:func:`workload_gen.core.moe_capacity.routed_copies`), in the
 saved tensors and the dispatch buffers alike.
@@ -530,7 +533,6 @@ def layer_activation_bytes(
     width = 2 if model.activation == "swiglu" else 1
     if model.is_moe_layer(layer):
         etp = par.expert_tp
-        local = _dispatched_copies(model, par, T, sp_div)  # this rank dispatches, and gets back to combine
         routed = _received_copies(model, par, T, sp_div) * etp  # through this rank's expert GEMMs (busiest rank)
         f_e = model.expert_ffn / etp
         fc1_in = e * T * h / sp_div  # the pre-MLP norm output, saved bf16 by the router
@@ -541,7 +543,6 @@ def layer_activation_bytes(
             mlp_re = g * routed * f_e  # FC2 input: dropped, the activation re-runs
         else:
             mlp += g * routed * f_e  # FC2 input
-        mlp += e * local * h  # expert output kept for the probability-weighted combine
         fs = model.moe_shared_expert_intermediate_size
         if fs:
             shared = e * T * fs * width / t + g * T * fs / t

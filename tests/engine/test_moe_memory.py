@@ -57,8 +57,8 @@ def test_alltoall_buffers_by_hand():
 @pytest.mark.parametrize("imbalance", [1.25, 2.0])
 def test_the_busiest_rank_saves_its_received_copies(imbalance):
     """Per received token copy the expert MLP saves its FC1 input (2h), the SwiGLU input
-    (2 * 2 * 2048) and the FC2 input (2 * 2048): 26,624 bytes; the combined output the rank
-    gets back (2h per copy it sent) does not grow with the imbalance."""
+    (2 * 2 * 2048) and the FC2 input (2 * 2048): 26,624 bytes; what the rank sends does not
+    grow with the imbalance."""
     even = layer_activation_bytes(DSV3, _par(moe_load_imbalance=1.0), 5).total
     busy = layer_activation_bytes(DSV3, _par(moe_load_imbalance=imbalance), 5).total
     per_copy = 2 * H + 2 * 2 * FE + 2 * FE
