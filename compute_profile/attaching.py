@@ -205,6 +205,14 @@ def _slot_copier():
 _with_time = _slot_copier()
 
 
+def blockwise_params(params: EstimatorParams) -> EstimatorParams:
+    """``params`` for a run with the blockwise FP8 recipe (1x128 / 128x128 scales): its FP8
+    GEMMs at ``gemm.blockwise_fp8_rate`` of the per-tensor rate, the one place the recipe
+    changes a GEMM's speed (the casts' bytes per recipe are workload_gen.costs')."""
+    g = params.gemm
+    return replace(params, gemm=replace(g, fp8_speedup=g.fp8_speedup * g.blockwise_fp8_rate))
+
+
 def attach(workload: Workload, gpu: str, db: ProfileDB | str | Path | None = None, *,
            params: EstimatorParams | None = None) -> tuple[Workload, Coverage]:
     """Return ``workload`` with a time and source on every compute op, and the coverage.
@@ -215,6 +223,9 @@ def attach(workload: Workload, gpu: str, db: ProfileDB | str | Path | None = Non
     if isinstance(db, (str, Path)):
         db = opened = ProfileDB(db, create=False)
     try:
+        par = workload.parallel
+        if par.dtype == "fp8" and par.fp8_recipe == "blockwise":
+            params = blockwise_params(params if params is not None else load_params(get_gpu(gpu).name))
         resolver = TimeResolver(gpu, db, params)
         totals = {s: 0.0 for s in TimeSource}
         nmb = workload.parallel.num_microbatches

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from engine.entities import Comm, Future, Membership, RankState
 from engine.event_kinds import EV_FUTURE_DONE
 from engine.loop import COMPLETION, EventLoop
-from engine.passes import slows_compute
+from engine.passes import interference, is_flex_kernel
 from network.backend import NetworkBackend, Transfer
 from workload_gen.core.parallel_config import ParallelConfig
 from workload_gen.core.placement import group_ranks
@@ -40,7 +40,7 @@ class Communicators:
     """Every communicator of one simulation and the collective instances running on them."""
 
     def __init__(self, par: ParallelConfig, backend: NetworkBackend, simulated_ranks: frozenset[int],
-                 loop: EventLoop, *, memo: bool, slowdown: float,
+                 loop: EventLoop, *, memo: bool, slowdown: float, flex_slowdown: float = 0.0,
                  coll_rec: type[CollectiveRecord] | None = None) -> None:
         self.par = par
         self.backend = backend
@@ -48,6 +48,8 @@ class Communicators:
         self.loop = loop
         self.memo = memo
         self.slowdown = slowdown
+        self.flex_slowdown = flex_slowdown
+        """Slow-down of compute beside the flex dispatcher's kernels (engine.sim); 0: none."""
         self.coll_rec = coll_rec
         """The timeline's record type for a collective (engine.timeline.CollectiveRecord), or
         None when the run keeps no timeline."""
@@ -102,10 +104,12 @@ class Communicators:
             if simulated > 1:
                 self._joining[key] = fut
         fut.missing -= 1
-        if self.slowdown and slows_compute(op):
+        if interference(op, self.slowdown, self.flex_slowdown):
             # From its own issue: a member that issues first and starts computing at the
             # same instant is as slowed as the one whose join starts the collective.
             rank.comm_busy += 1
+            if self.flex_slowdown and is_flex_kernel(op):
+                rank.flex_busy += 1
             if fut.joined is None:
                 fut.joined = [rank]
             else:
@@ -167,8 +171,11 @@ class Communicators:
         fut.end = now
         joined = fut.joined
         if joined is not None:  # only with a slowdown (see issue)
+            flex = self.flex_slowdown and is_flex_kernel(fut.op)
             for st in joined:
                 st.comm_busy -= 1
+                if flex:
+                    st.flex_busy -= 1
         comm = fut.comm
         if comm is not None:
             comm.running = None

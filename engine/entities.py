@@ -162,11 +162,14 @@ class ParamGathers:
     the gathers of every layer up to it; later passes do not.
     """
 
-    __slots__ = ("issued", "gate_this_pass", "done_through_layer")
+    __slots__ = ("issued", "gate_this_pass", "done_through_layer", "in_tail")
 
     def __init__(self) -> None:
         self.issued: list[tuple[int, Future]] = []
         """(layer, all-gather), in dispatch order."""
+        self.in_tail: list[Future] | None = None
+        """The gathers issued beside the optimizer step (overlap_param_gather_with_optimizer_step),
+        once the tail has begun; the iteration ends when they have."""
         self.gate_this_pass = False
         """The running pass is a first forward and there are gathers to wait for."""
         self.done_through_layer = -2
@@ -192,7 +195,7 @@ class RankState:
     """One simulated rank: its stage's plan and schedule, and where it is in them."""
 
     __slots__ = ("rank", "stage", "plan", "steps", "tail_spec", "cursor", "blocked", "overlapped", "gathers",
-                 "grads", "groups", "issued_on", "acc", "records", "end", "done", "comm_busy")
+                 "grads", "groups", "issued_on", "acc", "records", "end", "done", "comm_busy", "flex_busy")
 
     def __init__(self, rank: int, stage: int, plan: StagePlan, steps: tuple[Step, ...]) -> None:
         self.rank, self.stage, self.plan, self.steps = rank, stage, plan, steps
@@ -213,5 +216,7 @@ class RankState:
         """When the rank finished its tail."""
         self.done = False
         self.comm_busy = 0
+        self.flex_busy = 0
+        """Of those, the flex dispatcher's kernels (their own, larger slow-down: engine.sim)."""
         """Collectives this rank has issued that have not ended (counted only when the
         workload has an overlap slow-down): a compute op that starts while it is > 0 runs slower."""

@@ -72,19 +72,37 @@ def slows_compute(op: CollectiveOp) -> bool:
     return op.kind is not CollKind.SEND_RECV
 
 
+FLEX_OPS = frozenset({"dispatch_a2a", "combine_a2a"})
+"""The MoE layer's EP all-to-alls (workload_gen.layer_ops names)."""
+
+
+def is_flex_kernel(op: CollectiveOp) -> bool:
+    """Whether ``op`` is an MoE token dispatch or combine, which under the flex dispatcher
+    runs DeepEP's or HybridEP's kernels on a fixed share of the SMs (engine.sim)."""
+    return op.kind is CollKind.ALL_TO_ALL and op.name in FLEX_OPS and op.group.value == "ep"
+
+
+def interference(op: CollectiveOp, slowdown: float, flex_slowdown: float) -> float:
+    """The fractional slow-down of compute that runs beside ``op``: ``flex_slowdown`` for the
+    flex dispatcher's kernels when given, else the engine's one factor for collectives."""
+    if flex_slowdown and is_flex_kernel(op):
+        return max(flex_slowdown, slowdown)
+    return slowdown if slows_compute(op) else 0.0
+
+
 class _Overlapped:
     """An overlappable collective in flight while profiling; ``exposed`` grows if the
     pass has to wait for it. Becomes a ProfileRecord when the pass is done."""
 
-    __slots__ = ("index", "deadline", "group", "start", "end", "exposed", "interferes")
+    __slots__ = ("index", "deadline", "group", "start", "end", "exposed", "factor")
 
     def __init__(self, index: int, deadline: int, group: str, start: float, end: float,
-                 interferes: bool = True) -> None:
+                 factor: float = 0.0) -> None:
         self.index = index
         self.deadline = deadline
         """Index of the op that may not start before it has ended."""
-        self.interferes = interferes
-        """Slows compute beside it (a collective); a point-to-point send/recv does not."""
+        self.factor = factor
+        """Fractional slow-down of compute beside it (:func:`interference`); 0 for none."""
         self.group = group
         self.start = start
         self.end = end
@@ -102,13 +120,15 @@ def profile_pass(
     deadline: tuple[int, ...] = (),
     issue_with: dict[int, tuple[int, ...]] | None = None,
     slowdown: float = 0.0,
+    flex_slowdown: float = 0.0,
 ) -> PassProfile:
     """Run one pass alone, op by op, from time 0 (see the module docstring).
 
     ``deadline`` and ``issue_with`` come from :func:`engine.program.overlap_anchors`
     (needed when the pass has overlappable collectives). ``slowdown``: a compute op that
     starts while a collective the pass issued has not ended takes ``1 + slowdown`` times its time
-    (the engine's rule, engine.sim).
+    (the engine's rule, engine.sim); ``flex_slowdown`` replaces it beside the flex
+    dispatcher's kernels (the largest factor among the collectives running applies).
     """
     issue_with = issue_with or {}
     pre_issued = {k for run in issue_with.values() for k in run}
@@ -133,7 +153,7 @@ def profile_pass(
 
     def issue_overlapped(k: int, now: float) -> None:
         g, s, e = on_stream(ops[k], now)
-        coll = _Overlapped(k, deadline[k], g, s, e, slows_compute(ops[k]))
+        coll = _Overlapped(k, deadline[k], g, s, e, interference(ops[k], slowdown, flex_slowdown))
         in_flight.append(len(records))
         records.append(coll)
         pending.append(coll)
@@ -157,8 +177,9 @@ def profile_pass(
             for k in issue_with.get(i, ()):
                 issue_overlapped(k, t)
             d = op.time_s
-            if slowdown and d and any(c.interferes and t < c.end for c in pending):
-                extra = d * slowdown
+            f = max((c.factor for c in pending if t < c.end), default=0.0) if pending and d else 0.0
+            if f:
+                extra = d * f
                 slowed += extra
                 d += extra
             records.append(_record(ProfileRecord, ("compute", op, t, t + d, 0.0)))

@@ -141,3 +141,23 @@ class PipelineTransfers:
         cursor.posted.discard(key)
         del self._pipeline[key]
         return None
+
+    def receive_all(self, rank: RankState, steps: tuple[Step, ...], now: float) -> list[Future]:
+        """The rank is ready to run ``steps`` as one combined pass: post every input's receive,
+        and return the transfers still on the way; when none is, consume them all (empty list)."""
+        keys = [key for key in (self._input_key(rank, st) for st in steps) if key is not None]
+        cursor = rank.cursor
+        waiting = []
+        for key in keys:
+            fut = self._transfer(key)
+            if key not in cursor.posted:
+                cursor.posted.add(key)
+                self._join(fut, rank.stage, now)
+            if fut.end is None:
+                waiting.append(fut)
+        if waiting:
+            return waiting
+        for key in keys:
+            cursor.posted.discard(key)
+            del self._pipeline[key]
+        return []

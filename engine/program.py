@@ -79,6 +79,10 @@ class StagePlan:
     gathers: tuple[CollectiveOp, ...]
     """Parameter all-gathers issued at iteration start (overlap_param_gather), else empty."""
     tail: tuple[Op, ...]
+    tail_gathers: tuple[CollectiveOp, ...] = ()
+    """With overlap_param_gather_with_optimizer_step: the first bucket's gather, issued when the
+    optimizer step begins and running beside it (Megatron dispatches it from the optimizer
+    step, so the next iteration's first layers find their parameters gathered)."""
 
 
 def _time_of(op: ComputeOp, stage: int) -> float:
@@ -204,9 +208,17 @@ def build_plans(workload: Workload) -> tuple[StagePlan, ...]:
             tail.append(op)
         # Megatron dispatches the overlapped gathers in forward order of the layers.
         gathers.sort(key=lambda op: op.layer)
+        tail_gathers: list[CollectiveOp] = []
+        if par.overlap_param_gather_with_optimizer_step and gathers:
+            # the first bucket (the stage's first layers) moves beside the optimizer step
+            # (Megatron's --overlap-param-gather-with-optimizer-step: "overlap param all-gather
+            # of first bucket with optimizer step", arguments.py at d98e8a64)
+            first = gathers[0].layer
+            tail_gathers = [op for op in gathers if op.layer == first]
+            gathers = [op for op in gathers if op.layer != first]
         if par.deferred_wgrad_microbatches:
             tail = [*_defer_output_wgrad(passes, par.num_microbatches, par.deferred_wgrad_microbatches), *tail]
-        plans.append(StagePlan(st.stage, passes, tuple(buckets), tuple(gathers), tuple(tail)))
+        plans.append(StagePlan(st.stage, passes, tuple(buckets), tuple(gathers), tuple(tail), tuple(tail_gathers)))
     return tuple(plans)
 
 

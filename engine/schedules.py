@@ -25,6 +25,9 @@ class Step:
     chunk: int
     forward: bool
     microbatch: int
+    pair: Step | None = None
+    """A backward step run together with this forward one as one combined pass (Megatron's
+    EP all-to-all overlap, engine.a2a_overlap); None for a plain pass."""
 
 
 Schedule = Callable[[int, int, int, int], tuple[Step, ...]]
@@ -60,17 +63,19 @@ def _interleaved_step(k: int, pp: int, vpp: int, forward: bool) -> Step:
 
 
 @SCHEDULES.register("interleaved")
-def interleaved(pp: int, vpp: int, m: int, stage: int) -> tuple[Step, ...]:
+def interleaved(pp: int, vpp: int, m: int, stage: int, extra_warmup: int = 0) -> tuple[Step, ...]:
     """Interleaved 1F1B (Narayanan et al. 2021) with Megatron's warm-up count:
     ``(pp - stage - 1) * 2 + (vpp - 1) * pp`` virtual micro-batches, capped at the total,
-    and all of them when ``m == pp`` (Megatron's special case)."""
+    and all of them when ``m == pp`` (Megatron's special case). ``extra_warmup``: Megatron
+    runs one more warm-up forward under the EP all-to-all overlap, so that each combined
+    forward/backward step pairs independent passes (get_pp_rank_microbatches)."""
     if m % pp:
         raise ConfigError("global_batch", m, f"interleaving needs micro-batches ({m}) divisible by pp={pp}")
     total = m * vpp
     if m == pp:
         warmup = total
     else:
-        warmup = min((pp - stage - 1) * 2 + (vpp - 1) * pp, total)
+        warmup = min((pp - stage - 1) * 2 + (vpp - 1) * pp + extra_warmup, total)
     steps = [_interleaved_step(k, pp, vpp, True) for k in range(warmup)]
     for k in range(total - warmup):
         steps.append(_interleaved_step(k + warmup, pp, vpp, True))

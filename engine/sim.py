@@ -57,7 +57,9 @@ from engine.loop import COMPLETION, EventLoop
 from engine.passes import PassProfile, profile_pass
 from engine.pipeline_transfers import PipelineTransfers
 from engine.program import PassSpec, build_plans
-from engine.schedules import SCHEDULES
+from engine.schedules import SCHEDULES, Step
+from engine.a2a_overlap import merge_passes, pair_steps
+from engine.moe_traffic import flex_sm_slowdown
 from engine.sim_results import rank_breakdown, timeline_parts
 from engine.waits import block, unblock
 from network.backend import NetworkBackend
@@ -102,7 +104,16 @@ class Simulator:
         send_backward_recv_backward, asynchronous), so that transfer runs under the pass in
         between instead of after the receiver asks for it."""
         sched = SCHEDULES.get(schedule)
-        steps = [sched(par.pp, par.vpp, self.num_microbatches, s) for s in range(par.pp)]
+        self.a2a_overlap = par.overlap_moe_expert_parallel_comm and par.ep > 1
+        extra = {"extra_warmup": 1} if self.a2a_overlap and schedule == "interleaved" else {}
+        steps = [sched(par.pp, par.vpp, self.num_microbatches, s, **extra) for s in range(par.pp)]
+        """Megatron's EP all-to-all overlap: steady-state forward/backward neighbours run as
+        one combined pass (engine.a2a_overlap)."""
+        if self.a2a_overlap:
+            steps = [pair_steps(st, self.num_microbatches) for st in steps]
+        self._layers = workload.model.num_layers if workload.model is not None else 0
+        self._merged: dict[tuple[int, int, int], PassSpec] = {}
+        """(stage, forward chunk, backward chunk) -> the combined pass (built when first run)."""
         per_stage = self.ranks_per_stage
         if all_ranks:
             simulated = list(range(par.world_size))
@@ -113,19 +124,21 @@ class Simulator:
                       for r in simulated]
         self.slowdown = float(workload.overlap_slowdown)
         """Fractional slow-down of compute started while a collective of its rank runs."""
+        self.flex_slowdown = flex_sm_slowdown(workload)
+        """The same beside the flex dispatcher's kernels: their SM share (engine.moe_traffic)."""
         for rank in self.ranks:
             for b in rank.plan.buckets:
                 if par.overlap_grad_reduce and b.chunk >= 0:
                     rank.grads.by_ready_point.setdefault((b.chunk, b.ready_index), []).append(b.op)
         self.loop = EventLoop()
         self.comms = Communicators(par, backend, self.simulated_ranks, self.loop, memo=memo,
-                                   slowdown=self.slowdown, coll_rec=coll_rec)
+                                   slowdown=self.slowdown, flex_slowdown=self.flex_slowdown, coll_rec=coll_rec)
         """The communicators and their collective instances (and the futures' numbering)."""
         self.p2p = PipelineTransfers(self.comms, self.loop, pp=par.pp, vpp=par.vpp, ranks_per_stage=per_stage,
                                      coll_rec=coll_rec)
         """The pipeline transfers between stages."""
-        self._profiles: dict[tuple[int, int, bool], PassProfile] = {}
-        """(stage, chunk, forward) -> the memoised pass."""
+        self._profiles: dict[tuple[int, int, bool, int], PassProfile] = {}
+        """(stage, chunk, forward, paired chunk or -1) -> the memoised pass."""
         self.events = 0
 
     @property
@@ -145,8 +158,19 @@ class Simulator:
                     self._run(rank)
 
     # ------------------------------------------------------------------ passes
-    def _profile(self, rank: RankState, spec: PassSpec) -> PassProfile:
-        key = (rank.stage, spec.chunk, spec.forward)
+    def _combined(self, rank: RankState, step: Step) -> PassSpec:
+        """The combined pass of ``step`` and its paired backward (engine.a2a_overlap)."""
+        key = (rank.stage, step.chunk, step.pair.chunk)
+        spec = self._merged.get(key)
+        if spec is None:
+            passes = rank.plan.passes
+            spec = self._merged[key] = merge_passes(passes[(step.chunk, True)], passes[(step.pair.chunk, False)],
+                                                    self._layers, self.par.delay_wgrad_compute)
+        return spec
+
+    def _profile(self, rank: RankState, spec: PassSpec, pair: int | None = None) -> PassProfile:
+        # (stage, chunk, forward, paired backward's chunk or -1): a bool and an int must not share a key slot
+        key = (rank.stage, spec.chunk, spec.forward, -1 if pair is None else pair)
         prof = self._profiles.get(key)
         if prof is None:
             if spec.forward:
@@ -155,7 +179,7 @@ class Simulator:
                 ready = frozenset(i for (c, i) in rank.grads.by_ready_point if c == spec.chunk)
             comms = self.comms
             prof = profile_pass(spec.ops, lambda op: comms.duration(op, comms.membership(rank, op.group).members),
-                                ready, spec.deadline, spec.issue_with, self.slowdown)
+                                ready, spec.deadline, spec.issue_with, self.slowdown, self.flex_slowdown)
             self._profiles[key] = prof
         return prof
 
@@ -163,22 +187,29 @@ class Simulator:
         """Start the rank's next pass; False when it must wait for its input or runs memoised."""
         cursor = rank.cursor
         step = rank.steps[cursor.next_step]
-        fut = self.p2p.receive(rank, step, now)
-        if fut is not None:  # its input has not arrived
-            block(rank, [fut], now)
-            return False
+        if step.pair is None:
+            fut = self.p2p.receive(rank, step, now)
+            if fut is not None:  # its input has not arrived
+                block(rank, [fut], now)
+                return False
+            spec = rank.plan.passes[(step.chunk, step.forward)]
+        else:  # a combined pass needs both inputs
+            waiting = self.p2p.receive_all(rank, (step, step.pair), now)
+            if waiting:
+                block(rank, waiting, now)
+                return False
+            spec = self._combined(rank, step)
         cursor.next_step += 1
         cursor.step = step
-        spec = rank.plan.passes[(step.chunk, step.forward)]
         grads, gathers = rank.grads, rank.gathers
         grads.release_this_pass = ((not step.forward) and step.microbatch == self.num_microbatches - 1
                                    and bool(grads.by_ready_point))
         gathers.gate_this_pass = step.forward and step.microbatch == 0 and bool(gathers.issued)
         # With interference, a pass that collectives from outside it may overlap (running
         # now, or gradient buckets it releases) runs op by op (see the module docstring).
-        outside = self.slowdown and (rank.comm_busy or grads.release_this_pass)
+        outside = (self.slowdown or self.flex_slowdown) and (rank.comm_busy or grads.release_this_pass)
         if self.memo and spec.memoisable and not gathers.gate_this_pass and not outside:
-            prof = self._profile(rank, spec)
+            prof = self._profile(rank, spec, None if step.pair is None else step.pair.chunk)
             acc = rank.acc
             acc.compute += prof.compute_s
             acc.optimizer += prof.optimizer_s
@@ -242,6 +273,9 @@ class Simulator:
                 return
             if cursor.op_index == MEMOISED_PASS:
                 return  # resumed by its EV_PASS_DONE
+            if cursor.in_tail and gathers.in_tail is None and rank.plan.tail_gathers:
+                # the optimizer step begins: the first bucket's gather runs beside it
+                gathers.in_tail = [self.comms.issue(rank, op, now, -1, -1) for op in rank.plan.tail_gathers]
             ops = spec.ops
             n = len(ops)
             while cursor.op_index < n:
@@ -273,7 +307,7 @@ class Simulator:
                                 overlapped.next_deadline = deadline
                     d = op.time_s
                     if rank.comm_busy and d:
-                        extra = d * self.slowdown
+                        extra = d * (max(self.flex_slowdown, self.slowdown) if rank.flex_busy else self.slowdown)
                         rank.acc.slowdown += extra
                         d += extra
                     if op.kind is OpKind.OPTIMIZER:
@@ -310,6 +344,9 @@ class Simulator:
                     return
                 overlapped.pending = []
                 overlapped.next_deadline = INF
+            if cursor.in_tail and gathers.in_tail and any(f.end is None for f in gathers.in_tail):
+                block(rank, list(gathers.in_tail), now)  # the iteration ends when its gathers have
+                return
             self._end_pass(rank, now)
             if rank.blocked.futures is not None:
                 return
@@ -325,6 +362,14 @@ class Simulator:
             return
         step, spec = cursor.step, cursor.spec
         cursor.spec = None
+        if step.pair is not None:  # a combined pass sends both outputs (interleaved or no pipeline: eager)
+            passes = rank.plan.passes
+            self.p2p.send(rank, Step(step.chunk, True, step.microbatch), passes[(step.chunk, True)], now)
+            self.p2p.send(rank, step.pair, passes[(step.pair.chunk, False)], now)
+            if self.prefetch_p2p:
+                self.p2p.post_next_receive(rank, now, True)
+                self.p2p.post_next_receive(rank, now, False)
+            return
         fut = self.p2p.send(rank, step, spec, now)
         if self.prefetch_p2p:
             self.p2p.post_next_receive(rank, now, step.forward)

@@ -71,14 +71,19 @@ def coverage_dict(cov: Any) -> dict[str, Any] | None:
 
 def summary_dict(result: RunResult, *, coverage: Any = None, accounting: str = "event") -> dict[str, Any]:
     from workload_gen.core.metrics import headline
+    from workload_gen.core.unmodelled import unmodelled
 
     wl = result.workload
     par = wl.parallel
     spec = result.system.gpu_spec
     h = headline(result)
     cov = coverage if coverage is not None else result.extras.get("compute_coverage")
+    blind = unmodelled(par)
     return {
         "units": UNITS,
+        # recipe options simulated without their mechanism (workload_gen.core.unmodelled);
+        # the key is present only when there are some, so other summaries stay as they were
+        **({"unmodelled": list(blind)} if blind else {}),
         "iteration_time_s": h.iteration_time_s,
         "tokens_per_s": h.tokens_per_s,
         # None when the workload has no model (a SimAI import: the architecture is unknown)

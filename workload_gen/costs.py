@@ -148,6 +148,17 @@ def activation(kind: str, rows: int, width: int, b: int) -> tuple[Cost, Cost]:
     return (8.0 * e, float(2 * e * b)), (12.0 * e, float(3 * e * b))
 
 
+def glu_clamp(rows: int, width: int, b: int) -> tuple[Cost, Cost]:
+    """The clamp Megatron applies to a gated activation's input ([rows, 2*width] fc1 output)
+    before its fused GLU, as separate kernels (fused_bias_geglu.weighted_bias_quick_geglu_impl
+    at every recipe commit since 0d8e0714): forward clamps each half (reads and writes it) and
+    concatenates them (reads both, writes the whole): 4 passes of 2*width; backward: the cat's
+    gradient is a view, each clamp's reads dy and the input and writes dx: 3 passes. One
+    comparison per element and pass."""
+    e = 2 * rows * width
+    return (2.0 * e, float(4 * e * b)), (2.0 * e, float(3 * e * b))
+
+
 def rope(rows: int, width: int, b: int) -> tuple[Cost, Cost]:
     """Rotary embedding on q and k: x*cos + rot(x)*sin, 3 FLOPs per element, read and
     write; the backward is the same rotation on the gradients."""

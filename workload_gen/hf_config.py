@@ -255,8 +255,12 @@ def _gpt_oss(f: _Fields, layers: int) -> dict[str, Any]:
         window, skip = None, None
     else:
         skip = _every_nth(f, "layer_types", full)
+    limit = f.data.get("swiglu_limit")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float)) or not limit > 0):
+        raise f.err("swiglu_limit", limit, "must be a number > 0 (the clamp of the gated activation's inputs)")
     return dict(num_experts=experts, moe_router_topk=f.int("num_experts_per_tok", None) or f.int("experts_per_token"),
-                add_bias_linear=True, add_qkv_bias=False, window_size=window, window_attn_skip_freq=skip, softmax_type="learnable")
+                add_bias_linear=True, add_qkv_bias=False, window_size=window, window_attn_skip_freq=skip, softmax_type="learnable",
+                activation_clamp=float(limit) if limit is not None else None)
 
 
 def _llama4(f: _Fields, layers: int) -> dict[str, Any]:

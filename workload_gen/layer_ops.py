@@ -46,6 +46,7 @@ from workload_gen import costs
 from workload_gen.core.errors import ConfigError
 from workload_gen.core.model_config import ModelConfig
 from workload_gen.core.moe_capacity import routed_copies
+from workload_gen.core.moe_dispatch import distinct_ranks
 from workload_gen.core.record import record
 from workload_gen.core.records import EXPERT_OP_PREFIX, OUTPUT_LAYER_OP, CollectiveOp, CollKind, ComputeOp, Group, Op, OpKind, Phase
 
@@ -98,6 +99,14 @@ class LayerKey:
     """Selective recompute of the whole MoE layer (--recompute-modules moe)."""
     recompute_layernorm: bool = False
     """Selective recompute of the norms that are modules of their own (--recompute-modules layernorm)."""
+    moe_dispatcher: str = "alltoall"
+    """Megatron --moe-token-dispatcher-type (alltoall, flex; allgather runs as alltoall with a warning)."""
+    moe_flex_backend: str = "deepep"
+    """Megatron --moe-flex-dispatcher-backend under flex: deepep or hybridep."""
+    moe_router_num_groups: int | None = None
+    moe_router_group_topk: int | None = None
+    """Group-limited routing (--moe-router-num-groups, --moe-router-group-topk): where a
+    token's experts may be, hence how many EP ranks the flex dispatcher sends it to."""
 
 
 Stamp = tuple[type, str, tuple]
@@ -202,7 +211,13 @@ class _Emitter:
                  [self.compute(name, BWD_I, OpKind.ELEMENTWISE, (rows, w), bwd)])
 
     def activation(self, name: str, rows: int, width: int) -> None:
-        """The model's MLP activation on ``width`` outputs per row (costs.activation)."""
+        """The model's MLP activation on ``width`` outputs per row (costs.activation); a
+        clamped gated activation (ModelConfig.activation_clamp) first runs Megatron's clamp
+        kernels (costs.glu_clamp) as an op of its own, ``<name>.clamp``."""
+        if self.model.activation_clamp is not None and self.model.activation == "swiglu":
+            fwd, bwd = costs.glu_clamp(rows, width, self.B)
+            self.add([self.compute(f"{name}.clamp", FWD, OpKind.ELEMENTWISE, (rows, 2 * width), fwd)],
+                     [self.compute(f"{name}.clamp", BWD_I, OpKind.ELEMENTWISE, (rows, 2 * width), bwd)])
         fwd, bwd = costs.activation(self.model.activation, rows, width, self.B)
         self.add([self.compute(name, FWD, OpKind.ELEMENTWISE, (rows, width), fwd)],
                  [self.compute(name, BWD_I, OpKind.ELEMENTWISE, (rows, width), bwd)])
@@ -450,11 +465,24 @@ class _Emitter:
         self.blocks[-1][:0] = [_as_recompute(op) for op in ops]
 
     def moe_block(self) -> None:
-        """Megatron-Core MoE layer with the alltoall token dispatcher, balanced routing.
+        """Megatron-Core MoE layer: router, token dispatch, the local experts' grouped GEMMs,
+        combine, and the shared experts; balanced routing.
 
         Each rank routes its T_sp tokens to topk experts. Expert GEMMs see
         M = etp*T_sp*topk token rows spread evenly over the E/ep local experts:
-        m_per_group = etp*ep*T_sp*topk/E.
+        m_per_group = etp*ep*T_sp*topk/E. The dispatcher decides what crosses the EP
+        all-to-all and which permutations run (Megatron-LM token_dispatcher.py):
+
+        - alltoall: permute into one row per (token, expert) copy, all-to-all those rows,
+          sort them by local expert (sort_chunks), and the reverse after the experts;
+        - flex with DeepEP (and NCCL EP): each token is sent once per EP rank holding one of its experts
+          (core.moe_dispatch.distinct_ranks rows per token), then permuted into per-expert
+          rows on arrival, and unpermuted (summed per token) before the combine;
+        - flex with HybridEP: the same traffic, with the permutation fused into its
+          dispatch and combine kernels (no permute op of its own).
+
+        Under fp8 the grouped GEMMs quantize their inputs as dense linears do (see linear):
+        X before fc1 and fc2 forward, dY before their dgrads, each over the routed rows.
         """
         m, key, B = self.model, self.key, self.B
         h, E, k = m.hidden_size, m.num_experts, m.moe_router_topk
@@ -471,8 +499,15 @@ class _Emitter:
         )
         # T_sp*k without a capacity; with one, what the capacity keeps or pads to
         routed = routed_copies(T_sp, k, E, key.moe_capacity_factor, key.moe_pad_to_capacity)
-        self._permute("permute", T_sp, routed)
-        a2a = routed * h * B
+        flex = key.moe_dispatcher == "flex" and ep > 1
+        local_experts = E // ep
+        if flex:
+            # one row per (token, destination rank); expanded to per-expert rows on arrival
+            sent = round(T_sp * distinct_ranks(E, k, ep, key.moe_router_num_groups, key.moe_router_group_topk))
+            a2a = sent * h * B
+        else:
+            self._permute("permute", T_sp, routed)
+            a2a = routed * h * B
         if ep > 1:
             self.add([self.coll("dispatch_a2a", FWD, CollKind.ALL_TO_ALL, Group.EP, ep, a2a)],
                      [self.coll("dispatch_a2a", BWD_I, CollKind.ALL_TO_ALL, Group.EP, ep, a2a)])
@@ -480,8 +515,9 @@ class _Emitter:
             self.add([self.coll("dispatch_ag", FWD, CollKind.ALL_GATHER, Group.ETP, etp, etp * a2a)],
                      [self.coll("dispatch_rs", BWD_I, CollKind.REDUCE_SCATTER, Group.ETP, etp, etp * a2a)])
         rows = etp * routed
-        local_experts = E // ep
-        if ep > 1 and local_experts > 1:
+        if flex and key.moe_flex_backend != "hybridep":
+            self._permute("permute", etp * sent, rows)
+        elif not flex and ep > 1 and local_experts > 1:
             self._permute("sort_chunks", rows, rows)
         mult = 2 if m.activation == "swiglu" else 1
         fe = m.expert_ffn // etp
@@ -490,23 +526,32 @@ class _Emitter:
         bi = self.gemm_in_bytes
         for name, n_out, k_in, act_after in ((f"{EXPERT_OP_PREFIX}fc1", mult * fe, h, True),
                                              (f"{EXPERT_OP_PREFIX}fc2", h, fe, False)):
-            self.add(
-                [self.compute(name, FWD, OpKind.GROUPED_GEMM, (local_experts, mg_shape, n_out, k_in),
-                              costs.grouped_gemm(local_experts, mg, n_out, k_in, bi, B))],
-                [self.compute(name, BWD_I, OpKind.GROUPED_GEMM, (local_experts, mg_shape, k_in, n_out),
-                              costs.grouped_gemm(local_experts, mg, k_in, n_out, bi, B)),
-                 self.compute(name, BWD_W, OpKind.GROUPED_GEMM, (local_experts, k_in, n_out, mg_shape),
-                              costs.grouped_wgrad(local_experts, k_in, n_out, mg, bi, key.grad_bytes))],
-            )
+            fwd = [self.compute(name, FWD, OpKind.GROUPED_GEMM, (local_experts, mg_shape, n_out, k_in),
+                                costs.grouped_gemm(local_experts, mg, n_out, k_in, bi, B))]
+            bwd = [self.compute(name, BWD_I, OpKind.GROUPED_GEMM, (local_experts, mg_shape, k_in, n_out),
+                                costs.grouped_gemm(local_experts, mg, k_in, n_out, bi, B)),
+                   self.compute(name, BWD_W, OpKind.GROUPED_GEMM, (local_experts, k_in, n_out, mg_shape),
+                                costs.grouped_wgrad(local_experts, k_in, n_out, mg, bi, key.grad_bytes))]
+            if key.dtype == "fp8":
+                # Transformer Engine's GroupedLinear quantizes its input (X) in forward and the
+                # incoming gradient (dY) before the dgrad, over all routed rows (split per expert)
+                fwd.insert(0, self.compute(f"{name}.fp8_cast", FWD, OpKind.ELEMENTWISE, (rows, k_in),
+                                           costs.fp8_cast(rows, k_in, key.fp8_recipe), dtype="bf16"))
+                bwd.insert(0, self.compute(f"{name}.fp8_cast", BWD_I, OpKind.ELEMENTWISE, (rows, n_out),
+                                           costs.fp8_cast(rows, n_out, key.fp8_recipe), dtype="bf16"))
+            self.add(fwd, bwd)
             if act_after:
+                start = len(self.fwd)
                 self.activation(f"{EXPERT_OP_PREFIX}{m.activation}", rows, fe)
-                act = self.fwd[-1]
+                act = self.fwd[start:]  # the activation (and its clamp, inside Megatron's checkpoint)
             elif key.recompute_moe_act:
                 # Megatron's moe_act recompute (experts.py, CheckpointWithoutOutput): the
                 # activation's output, fc2's input, is dropped after fc2's forward and the
                 # activation re-runs when the backward reaches fc2's output, before its GEMMs.
-                self._checkpoint([act])
-        if ep > 1 and local_experts > 1:
+                self._checkpoint(act)
+        if flex and key.moe_flex_backend != "hybridep":
+            self._permute("unpermute", rows, etp * sent)
+        elif not flex and ep > 1 and local_experts > 1:
             self._permute("unsort_chunks", rows, rows)
         if etp > 1:
             self.add([self.coll("combine_rs", FWD, CollKind.REDUCE_SCATTER, Group.ETP, etp, etp * a2a)],
@@ -514,7 +559,8 @@ class _Emitter:
         if ep > 1:
             self.add([self.coll("combine_a2a", FWD, CollKind.ALL_TO_ALL, Group.EP, ep, a2a)],
                      [self.coll("combine_a2a", BWD_I, CollKind.ALL_TO_ALL, Group.EP, ep, a2a)])
-        self._permute("unpermute", routed, T_sp)
+        if not flex:
+            self._permute("unpermute", routed, T_sp)
         fs = m.moe_shared_expert_intermediate_size
         if fs:
             tp = key.tp

@@ -60,6 +60,7 @@ MODEL_VALUE_FLAGS: tuple[tuple[tuple[str, ...], str, type], ...] = (
     (("--softmax-type",), "softmax_type", str),  # vanilla, off-by-one, learnable (GPT-OSS's sinks)
     (("--mtp-num-layers",), "mtp_num_layers", int),
     (("--activation",), "activation", str),
+    (("--activation-func-clamp-value",), "activation_clamp", float),
     (("--normalization",), "normalization", str),
     (("--position-embedding-type",), "position_embedding", str),
 )
@@ -68,8 +69,8 @@ MODEL_SWITCHES: tuple[tuple[str, str, object], ...] = (
     ("--swiglu", "activation", "swiglu"),
     # GPT-OSS's gated activation (Megatron --quick-geglu: gelu approximated as x*sigmoid(1.702x),
     # times the linear half): fc1 has swiglu's two halves and the same elementwise pass, so it
-    # takes swiglu's shapes and costs; its offset and clamp constants (--glu-linear-offset,
-    # --activation-func-clamp-value) change no shape and no pass and are ignored.
+    # takes swiglu's shapes and costs; its offset constant (--glu-linear-offset) changes no
+    # shape and no pass and is ignored; the clamp (--activation-func-clamp-value) adds passes.
     ("--quick-geglu", "activation", "swiglu"),
     ("--squared-relu", "activation", "squared_relu"),
     ("--untie-embeddings-and-output-weights", "tied_embeddings", False),
@@ -190,9 +191,9 @@ IGNORED_MEGATRON_FLAGS: dict[str, bool] = {
     "--moe-router-dtype": True, "--moe-input-jitter-eps": True, "--loss-scale": True,
     "--initial-loss-scale": True, "--min-loss-scale": True, "--loss-scale-window": True,
     "--hysteresis": True, "--ckpt-format": True, "--exit-interval": True, "--exit-duration-in-mins": True,
-    # GPT-OSS's --quick-geglu constants: the linear half's offset and the clamp of both halves
-    # (elementwise constants of a pass that is costed anyway).
-    "--glu-linear-offset": True, "--activation-func-clamp-value": True,
+    # GPT-OSS's --quick-geglu constant: the linear half's offset (an elementwise constant of a
+    # pass that is costed anyway).
+    "--glu-linear-offset": True,
     "--use-flash-attn": False, "--use-mcore-models": False, "--no-masked-softmax-fusion": False,
     "--no-bias-gelu-fusion": False, "--no-bias-dropout-fusion": False, "--no-bias-swiglu-fusion": False,
     "--no-rope-fusion": False, "--no-gradient-accumulation-fusion": False,

@@ -11,7 +11,7 @@ import sys
 from collections import defaultdict
 
 from engine.commands.parser import OneLineParser, run_cli
-from engine.commands.vocab import add_out, add_profile, add_quiet
+from engine.commands.vocab import add_out, add_profile, add_quiet, warn_unmodelled
 from engine.commands.config_flags import add_config_arguments, configs_from_args
 from workload_gen.core.errors import ConfigError
 from workload_gen.core.records import CollectiveOp, ComputeOp, Workload
@@ -88,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         if not 0 <= args.stage < par.pp:
             raise ConfigError("stage", args.stage, f"valid: 0..{par.pp - 1} (pp={par.pp})")
         workload = build(model, par)
+        warn_unmodelled(par, "gen-workload")
         coverage = None
         if args.format == "simai" and not args.gpu:
             # SimAI's format carries compute times; without --gpu use the estimator's default GPU.

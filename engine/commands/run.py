@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.commands.parser import OneLineParser, run_cli
-from engine.commands.vocab import add_out, add_profile, add_quiet, inform
+from engine.commands.vocab import add_out, add_profile, add_quiet, inform, warn_unmodelled
 from engine.simai_report import SIMAI_FILL_FLAGS
 from formats.simai_reader import is_simai_file
 from workload_gen.core.errors import ConfigError
@@ -449,6 +449,7 @@ def _body(argv: list[str] | None, backend_name: str) -> int:
             inform(args, f"building workload: {model.name}, {par.world_size} GPUs", prog)
             workload = build(model, par)
         _warn_mismatches(args, workload, system, prog)
+        warn_unmodelled(workload.parallel, prog)
         if accounting == "simai":
             inform(args, f"SimAI accounting on {system.name}", prog)
             result = run_workload(workload, system, profile=args.profile, gpu=args.gpu, accounting="simai")

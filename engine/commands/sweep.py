@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 from engine.commands.parser import OneLineParser, run_cli
-from engine.commands.vocab import add_out, add_quiet, inform
+from engine.commands.vocab import add_out, add_quiet, inform, warn_unmodelled
 from workload_gen.core.progress import Progress
 
 
@@ -185,6 +185,7 @@ def search_main(argv: list[str] | None = None) -> int:
             raise ConfigError("--top-k", args.top_k, "must be a positive integer")
         out = check_table_path(Path(args.out), "--out") if args.out else None
         model, base = configs_from_args(args)
+        warn_unmodelled(base, "search")
         system = load_system(args.system)
         t0 = time.perf_counter()
         bar = Progress(None, "search", unit="layout", quiet=args.quiet)

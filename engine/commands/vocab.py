@@ -60,5 +60,15 @@ def inform(args: argparse.Namespace, msg: str, prog: str = "") -> None:
         print(f"[{prog}] {msg}" if prog else msg, file=sys.stderr, flush=True)
 
 
+def warn_unmodelled(par: Any, prog: str) -> None:
+    """One ``warning:`` line on stderr per option ``par`` sets whose mechanism the simulator
+    leaves out (workload_gen.core.unmodelled). Not silenced by ``-q``: a prediction that
+    omits what the recipe relies on must say so wherever it is read."""
+    from workload_gen.core.unmodelled import unmodelled
+
+    for line in unmodelled(par):
+        print(f"warning: {prog}: {line}", file=sys.stderr, flush=True)
+
+
 def add_quiet(p: Any, help: str = "no progress or informational lines on stderr (warnings and errors still print)") -> None:
     p.add_argument("-q", "--quiet", action="store_true", help=help)

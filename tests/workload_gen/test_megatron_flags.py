@@ -17,7 +17,8 @@ ISSUE_IGNORED = [  # issue 13's list: flags that do not change the simulated ite
     "--nccl-communicator-config-path nccl.yaml", "--rampup-batch-size 16 16 5859375",
 ]
 ISSUE_REFUSED = [  # issue 13's list: flags that would change the iteration, not modelled
-    "--overlap-param-gather-with-optimizer-step",  # --fp8-param-gather: modelled (test_fp8_param_gather)
+    # --fp8-param-gather: modelled (test_fp8_param_gather); --overlap-param-gather-with-optimizer-step:
+    # runs (modelled, or with its warning: test_moe_flags)
     "--distribute-saved-activations", "--num-distributed-optimizer-instances 2",
 ]
 BASE = ["--model", "llama3-8b", "--tp", "2", "--world-size", "8", "--global-batch", "8"]

@@ -39,6 +39,11 @@ class ModelConfig:
     activation: Literal["gelu", "swiglu", "squared_relu"] = "gelu"
     """MLP activation. gelu and squared_relu (relu(x)^2, Nemotron-4) act on one fc1 output of
     width ffn; swiglu gates one half of a 2*ffn fc1 output with the other."""
+    activation_clamp: float | None = None
+    """Clamp of the gated activation's inputs (Megatron --activation-func-clamp-value; GPT-OSS
+    7.0, HF swiglu_limit): Megatron clamps both fc1 halves and concatenates them again in
+    separate kernels before its fused GLU (fused_bias_geglu.weighted_bias_quick_geglu_impl),
+    extra passes over the fc1 output that workload_gen.costs.glu_clamp charges. None: no clamp."""
     normalization: Literal["layernorm", "rmsnorm"] = "layernorm"
     position_embedding: Literal["learned", "rope"] = "learned"
     add_bias_linear: bool = True

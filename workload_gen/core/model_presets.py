@@ -60,6 +60,7 @@ def _gpt_oss(name: str, layers: int, experts: int) -> ModelConfig:
         activation="swiglu", normalization="rmsnorm", position_embedding="rope", add_bias_linear=True,
         tied_embeddings=False, num_experts=experts, moe_router_topk=4,
         window_size=128, window_attn_skip_freq=2, softmax_type="learnable",
+        activation_clamp=7.0,  # config.json swiglu_limit
     )
 
 

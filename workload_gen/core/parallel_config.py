@@ -162,20 +162,22 @@ class ParallelConfig:
     """Backend of the flex dispatcher (Megatron --moe-flex-dispatcher-backend); used only
     with moe_token_dispatcher flex, so with alltoall it changes nothing."""
     moe_enable_deepep: bool = False
-    """Megatron --moe-enable-deepep (deprecated: flex dispatcher with the deepep backend).
-    Refused: DeepEP's kernels are not modelled yet."""
+    """Megatron --moe-enable-deepep (deprecated: the flex dispatcher with the deepep backend,
+    which it selects)."""
     moe_hybridep_num_sms: int | None = None
-    """SMs HybridEP's kernels reserve (Megatron --moe-hybridep-num-sms); None means DeepEP's
-    default. Refused when set: HybridEP is not modelled yet."""
+    """SMs the flex dispatcher's kernels hold (Megatron --moe-hybridep-num-sms); None means
+    DeepEP's default, 20. Compute running beside them gets the other SMs (engine.moe_traffic)."""
     overlap_moe_expert_parallel_comm: bool = False
     """Overlap the EP all-to-all with another micro-batch's compute in the 1F1B phase
-    (Megatron --overlap-moe-expert-parallel-comm). Refused: not modelled yet."""
+    (Megatron --overlap-moe-expert-parallel-comm): steady-state forward/backward pairs run as
+    one combined pass (engine.a2a_overlap). Megatron requires EP > 1, the alltoall or flex
+    dispatcher, virtual pipeline stages when PP > 1 and no full recompute."""
     delay_wgrad_compute: bool = False
-    """Delay weight-gradient GEMMs to overlap EP communication (Megatron
-    --delay-wgrad-compute). Refused: not modelled yet."""
+    """Delay weight-gradient GEMMs so that the backward dispatch hides under them (Megatron
+    --delay-wgrad-compute; needs the EP all-to-all overlap, as in Megatron)."""
     moe_shared_expert_overlap: bool = False
     """Run the shared experts on a side stream under the token dispatch (Megatron
-    --moe-shared-expert-overlap). Refused: not modelled yet."""
+    --moe-shared-expert-overlap)."""
     moe_expert_capacity_factor: float | None = None
     """Expert capacity factor (Megatron --moe-expert-capacity-factor); None means dropless.
     Each expert takes at most capacity = ceil(tokens*topk/experts * factor) of a rank's
@@ -244,7 +246,9 @@ class ParallelConfig:
     """Adam second-moment dtype (Megatron --exp-avg-sq-dtype): as exp_avg_dtype."""
     overlap_param_gather_with_optimizer_step: bool = False
     """Overlap the first bucket's parameter all-gather with the optimizer step (Megatron
-    --overlap-param-gather-with-optimizer-step). Refused: not modelled yet."""
+    --overlap-param-gather-with-optimizer-step; engine.program moves that gather beside the
+    optimizer step). Megatron requires the distributed optimizer, --overlap-param-gather and
+    the interleaved schedule."""
     use_megatron_fsdp: bool = False
     """Megatron FSDP instead of the distributed optimizer (Megatron --use-megatron-fsdp,
     formerly --use-custom-fsdp). Refused: not modelled yet."""
@@ -405,7 +409,36 @@ class ParallelConfig:
 
         check_modelled(self)
         self._check_precision_aware()
+        self._check_a2a_overlap()
+        self._check_param_gather_with_step()
 
+    def _check_param_gather_with_step(self) -> None:
+        """Megatron-LM's rules (arguments.py at d98e8a64, validate_args)."""
+        if not self.overlap_param_gather_with_optimizer_step:
+            return
+        for ok, why in ((self.distributed_optimizer, "needs the distributed optimizer"),
+                        (self.overlap_param_gather, "needs overlap_param_gather (--overlap-param-gather)"),
+                        (self.vpp > 1, "needs the interleaved schedule (vpp > 1)")):
+            if not ok:
+                raise ConfigError("overlap_param_gather_with_optimizer_step", True, why + " (Megatron requires it)")
+
+    def _check_a2a_overlap(self) -> None:
+        """Megatron-LM's own rules for the EP all-to-all overlap (transformer_config.py at
+        d98e8a64, __post_init__): each refused combination is one Megatron asserts."""
+        if self.delay_wgrad_compute and not self.overlap_moe_expert_parallel_comm:
+            raise ConfigError("delay_wgrad_compute", True, "needs overlap_moe_expert_parallel_comm "
+                              "(--overlap-moe-expert-parallel-comm), as Megatron requires")
+        if not self.overlap_moe_expert_parallel_comm:
+            return
+        rules = ((self.ep > 1, "needs expert parallelism (ep > 1)"),
+                 (self.pp == 1 or self.vpp > 1, "needs virtual pipeline stages (vpp > 1) when pp > 1"),
+                 (self.recompute != "full", "cannot be combined with full recompute"),
+                 ("moe" not in self.recompute_modules or self.recompute != "selective",
+                  "cannot be combined with recompute of the whole MoE layer (recompute_modules moe)"),
+                 (not self.moe_shared_expert_overlap, "cannot be combined with moe_shared_expert_overlap"))
+        for ok, why in rules:
+            if not ok:
+                raise ConfigError("overlap_moe_expert_parallel_comm", True, why + " (Megatron requires it)")
     def _check_precision_aware(self) -> None:
         """Megatron's own rules for the precision-aware optimizer's options (Megatron-LM at
         d98e8a64: optimizer_config.py asserts the dtypes stay fp32 without the flag and the

@@ -1,0 +1,194 @@
+"""Megatron's EP all-to-all overlap (``--overlap-moe-expert-parallel-comm``): one micro-batch's
+forward and another's backward run as one combined pass, each one's token all-to-alls
+hidden under the other's compute.
+
+Why a combined pass: the all-to-all of an MoE layer feeds the very next kernel of its own
+micro-batch, so within one pass it can hide behind nothing. Megatron-Core pairs, in the
+steady state of the schedule, the forward of one micro-batch with the backward of another
+and runs them layer by layer on two streams (``megatron/core/models/common/
+model_chunk_schedule_plan.py``, ``TransformerLayerSchedulePlan.run`` at commit d98e8a64):
+
+    comm stream: combine_bwd      | dispatch_fwd -> dispatch_bwd  | combine_fwd
+    comp stream: pre_dispatch_fwd | mlp_bwd -> (mlp_bwd_dw) -> mlp_fwd | pre_dispatch_bwd
+
+forward layer i running beside backward layer i counted from the chunk's end. With
+``--delay-wgrad-compute`` the experts' weight gradients (``mlp_bwd_dw``) run after the
+backward dispatch is issued, so that dispatch hides under them too, and the attention
+block's weight gradients run last. The combined pass waits for both inputs and sends both
+outputs (Megatron's send_forward_backward_recv_forward_backward).
+
+How it maps onto the engine: the merged op list keeps each direction's own order; the
+EP all-to-alls become overlappable collectives that are issued where the list reaches
+them and waited for before the next op of their own direction (``PassSpec.deadline``), so
+the compute placed between is what hides them. Collectives the passes already overlapped
+(TP's) keep their anchors, re-indexed. Megatron asserts virtual pipeline stages when PP > 1
+(transformer_config.py) so pairs come from the interleaved schedule's steady state, or,
+without pipelining, from backward i with forward i + 1.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from engine.program import PassSpec
+from engine.schedules import Step
+from workload_gen.core.records import CollectiveOp, CollKind, ComputeOp, Group, Op, Phase
+
+DISPATCH, COMBINE = "dispatch_a2a", "combine_a2a"
+"""Names workload_gen.layer_ops gives the MoE layer's EP all-to-alls."""
+
+
+def pair_steps(steps: tuple[Step, ...], num_microbatches: int) -> tuple[Step, ...]:
+    """The schedule with each steady-state forward/backward neighbour pair combined into one
+    step (the forward step, its ``pair`` the backward). Left alone: neighbours of one
+    direction, a forward and the backward of its own micro-batch and chunk (it needs that
+    forward), the first micro-batch's forwards (the iteration-start parameter gathers gate
+    them) and the last micro-batch's backwards (they release the gradient buckets)."""
+    out: list[Step] = []
+    i, n = 0, len(steps)
+    while i < n:
+        a = steps[i]
+        b = steps[i + 1] if i + 1 < n else None
+        if b is not None and a.forward != b.forward:
+            f, bw = (a, b) if a.forward else (b, a)
+            if ((f.chunk, f.microbatch) != (bw.chunk, bw.microbatch) and f.microbatch != 0
+                    and bw.microbatch != num_microbatches - 1):
+                out.append(Step(f.chunk, True, f.microbatch, pair=bw))
+                i += 2
+                continue
+        out.append(a)
+        i += 1
+    return tuple(out)
+
+
+def _layers(ops: tuple[Op, ...]) -> list[list[int]]:
+    """Indices of ``ops`` grouped into runs of one layer, in order."""
+    runs: list[list[int]] = []
+    last = None
+    for i, op in enumerate(ops):
+        if op.layer != last:
+            runs.append([])
+            last = op.layer
+        runs[-1].append(i)
+    return runs
+
+
+def _is_ep_a2a(op: Op, name: str) -> bool:
+    return (type(op) is CollectiveOp and op.group is Group.EP and op.kind is CollKind.ALL_TO_ALL
+            and op.name == name)
+
+
+def _split(ops: tuple[Op, ...], run: list[int], first: str, second: str) -> tuple[list[int], ...] | None:
+    """A layer's run cut at its two EP all-to-alls: (before, [first], between, [second], after),
+    or None for a layer without them (dense, or EP 1)."""
+    a = next((i for i in run if _is_ep_a2a(ops[i], first)), None)
+    b = next((i for i in run if _is_ep_a2a(ops[i], second)), None)
+    if a is None or b is None or b < a:
+        return None
+    return ([i for i in run if i < a], [a], [i for i in run if a < i < b], [b], [i for i in run if i > b])
+
+
+def merge_passes(f: PassSpec, b: PassSpec, layers: int, delay_wgrad: bool) -> PassSpec:
+    """The combined pass of forward ``f`` and backward ``b`` (see the module docstring).
+    ``layers`` is the model's transformer layer count (ops of layer < 0 or >= layers are the
+    embedding, the output layer and MTP: they run before or after the overlapped layers)."""
+    F, B = f.ops, b.ops
+    f_runs, b_runs = _layers(F), _layers(B)
+    f_pre = [r for r in f_runs if F[r[0]].layer < 0]
+    f_body = [r for r in f_runs if 0 <= F[r[0]].layer < layers]
+    f_post = [r for r in f_runs if F[r[0]].layer >= layers]
+    b_pre = [r for r in b_runs if B[r[0]].layer >= layers]
+    b_body = [r for r in b_runs if 0 <= B[r[0]].layer < layers]
+    b_post = [r for r in b_runs if B[r[0]].layer < 0]
+    order: list[tuple[str, int]] = []  # ("f" | "b", index in its own pass)
+    a2a: set[tuple[str, int]] = set()  # the all-to-alls made overlappable
+    late_dw: list[tuple[str, int]] = []  # attention weight gradients of the previous pair (delayed)
+
+    def put(side: str, idx: list[int]) -> None:
+        order.extend((side, i) for i in idx)
+
+    for r in b_pre:
+        put("b", r)
+    for r in f_pre:
+        put("f", r)
+    for k in range(max(len(f_body), len(b_body))):
+        fr = f_body[k] if k < len(f_body) else []
+        br = b_body[k] if k < len(b_body) else []
+        fs = _split(F, fr, DISPATCH, COMBINE) if fr else None
+        bs = _split(B, br, COMBINE, DISPATCH) if br else None
+        if fs is None or bs is None:  # a dense layer on either side: no pairing inside it
+            put("b", br)
+            put("f", fr)
+            continue
+        f_pre_d, f_disp, f_mlp, f_comb, f_after = fs
+        b_after, b_comb, b_mlp, b_disp, b_pre_d = bs
+        a2a.update({("b", b_comb[0]), ("f", f_disp[0]), ("b", b_disp[0]), ("f", f_comb[0])})
+        put("b", b_after)
+        put("b", b_comb)
+        put("f", f_pre_d)
+        put("f", f_disp)
+        dgrad = [i for i in b_mlp if not _is_wgrad(B[i])]
+        wgrad = [i for i in b_mlp if _is_wgrad(B[i])]
+        if delay_wgrad:
+            put("b", dgrad)
+            put("b", b_disp)
+            put("b", wgrad)
+        else:
+            put("b", b_mlp)
+            put("b", b_disp)
+        put("f", f_mlp)
+        put("f", f_comb)
+        if delay_wgrad:
+            put("b", [i for i in b_pre_d if not _is_wgrad(B[i])])
+            late_dw.extend(("b", i) for i in b_pre_d if _is_wgrad(B[i]))
+        else:
+            put("b", b_pre_d)
+        put("f", f_after)
+        order.extend(late_dw)
+        late_dw = []
+    for r in f_post:
+        put("f", r)
+    for r in b_post:
+        put("b", r)
+    return _spec(f, b, order, a2a)
+
+
+def _is_wgrad(op: Op) -> bool:
+    return type(op) is ComputeOp and op.phase is Phase.BWD_WEIGHT
+
+
+def _spec(f: PassSpec, b: PassSpec, order: list[tuple[str, int]], a2a: set[tuple[str, int]]) -> PassSpec:
+    """The merged PassSpec: ops in ``order``, each direction's deadlines and anchors re-indexed,
+    the all-to-alls in ``a2a`` overlappable until the next op of their own direction."""
+    src = {"f": f, "b": b}
+    pos = {key: n for n, key in enumerate(order)}
+    if len(pos) != len(f.ops) + len(b.ops):
+        raise AssertionError("the combined pass must hold every op of both passes once")
+    end = len(order)
+    own_next: dict[tuple[str, int], int] = {}
+    for side, spec in src.items():
+        nxt = end
+        for i in range(len(spec.ops) - 1, -1, -1):
+            own_next[(side, i)] = nxt
+            nxt = pos[(side, i)]
+    ops: list[Op] = []
+    deadline: list[int] = []
+    issue_with: dict[int, tuple[int, ...]] = {}
+    for n, (side, i) in enumerate(order):
+        spec = src[side]
+        op = spec.ops[i]
+        if (side, i) in a2a:
+            op = replace(op, overlappable=True)
+            deadline.append(own_next[(side, i)])
+        elif type(op) is CollectiveOp and op.overlappable:
+            d = spec.deadline[i]
+            deadline.append(end if d >= len(spec.ops) else pos[(side, d)])
+        else:
+            deadline.append(-1)
+        ops.append(op)
+        run = spec.issue_with.get(i)
+        if run:
+            issue_with[n] = tuple(pos[(side, k)] for k in run)
+    pre = frozenset(k for run in issue_with.values() for k in run)
+    grad_ready = tuple(sorted((pos[("b", i)], layer) for i, layer in b.grad_ready))
+    return PassSpec(f.stage, f.chunk, True, tuple(ops), None, grad_ready, f.memoisable and b.memoisable,
+                    tuple(deadline), issue_with, pre)

@@ -1,0 +1,116 @@
+"""Megatron-LM's MoE layer performance baselines (compute_profile/data/measured/
+megatron_moe_layer_baseline.csv, from Megatron-LM's functional test moe_perf) run through
+scripts/check_moe_layer.py as docs/validation.md runs it.
+
+Only what holds whatever the model's accuracy is asserted: the table is the published one, the
+alltoall rows (modelled) give finite positive times with the backward longer than the
+forward, the routed experts' FLOPs on one rank are the hand count of the layer Megatron
+builds, and a row the simulator cannot predict yet is refused in one line. Issue 27's 15%
+goal is the script's report, not an assertion here (it is not met yet)."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from bench_scripts import script
+
+MEGATRON = ("NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553:"
+            "tests/functional_tests/test_cases/common/moe_perf/")
+
+
+@pytest.fixture(scope="module")
+def check():
+    return script("check_moe_layer")
+
+
+@pytest.fixture(scope="module")
+def rows(check):
+    return check.read_rows()
+
+
+@pytest.fixture(scope="module")
+def outcomes(check, rows):
+    return [check.check(row) for row in rows]
+
+
+def test_the_table_is_the_published_one(rows):
+    """12 cases: 2 proxies x 3 dispatchers x 2 precisions, each citing its baseline.json lines;
+    spot values exactly as baseline.json prints them (L2-7 and L68-73)."""
+    assert len(rows) == 12 and len({r["case"] for r in rows}) == 12
+    combos = {(r["proxy"], r["dispatcher"], r["flex_backend"], r["precision"]) for r in rows}
+    assert combos == {(p, d, b, x) for p in ("mixtral", "deepseek")
+                      for d, b in (("alltoall", ""), ("flex", "deepep"), ("flex", "hybridep")) for x in ("bf16", "fp8")}
+    for r in rows:
+        assert r["source"].startswith(MEGATRON + "baseline.json L"), r["source"]
+        assert float(r["forward_ms"]) > 0 and float(r["backward_ms"]) > float(r["forward_ms"])
+    by_case = {r["case"]: r for r in rows}
+    assert by_case["deepseek_a2a_tp1ep8_bf16"]["forward_ms"] == "7.119169592857361"
+    assert by_case["deepseek_a2a_tp1ep8_bf16"]["backward_ms"] == "10.482670497894286"
+    assert by_case["mixtral_hybridep_tp1ep8_fp8"]["forward_ms"] == "3.7007392168045046"
+
+
+def test_alltoall_rows_are_predicted_finite_and_positive(outcomes):
+    """The alltoall rows must be predicted; every predicted row (the flex ones too, now that the
+    flex dispatcher is modelled) is finite and positive."""
+    assert sum(o.dispatcher == "alltoall" and o.prediction is not None for o in outcomes) == 4
+    for o in outcomes:
+        if o.prediction is None:
+            continue
+        assert math.isfinite(o.prediction.fwd_s) and o.prediction.fwd_s > 0, o.case
+        assert math.isfinite(o.prediction.bwd_s) and o.prediction.bwd_s > 0, o.case
+
+
+def test_backward_is_longer_than_forward(outcomes):
+    """The backward runs each expert GEMM twice (dgrad and wgrad) for the forward's once."""
+    for o in outcomes:
+        if o.prediction is not None:
+            assert o.prediction.bwd_s > o.prediction.fwd_s, o.case
+
+
+def test_routed_expert_flops_are_the_hand_count(outcomes, rows):
+    """Megatron's test builds TransformerConfig without gated_linear_unit or activation_func
+    (moe_perf/__main__.py L44-86), so each expert is fc1 h -> f, GELU, fc2 f -> h. Each of the 8
+    ranks routes its T = 4096 tokens to k experts; forced balance spreads the 8*T*k copies evenly
+    over the E experts, E/8 on each rank, so every rank's experts take T*k rows. Forward, per rank:
+    fc1 2*(T*k)*h*f + fc2 2*(T*k)*f*h = 4*T*k*h*f; backward twice that (dgrad and wgrad).
+    DeepSeek proxy 4*4096*8*7168*2048 and Mixtral proxy 4*4096*2*4096*14336 are the same
+    1,924,145,348,608 FLOPs."""
+    assert 4 * 4096 * 8 * 7168 * 2048 == 4 * 4096 * 2 * 4096 * 14336 == 1_924_145_348_608
+    by_case = {r["case"]: r for r in rows}
+    checked = 0
+    for o in outcomes:
+        if o.prediction is None:
+            continue
+        r = by_case[o.case]
+        assert r["activation"] == "gelu"
+        tokens = int(r["seq_length"]) * int(r["micro_batch"])
+        k, h, f = int(r["router_topk"]), int(r["hidden_size"]), int(r["moe_ffn_hidden_size"])
+        assert o.prediction.expert_flops_fwd == 4 * tokens * k * h * f == 1_924_145_348_608, o.case
+        assert o.prediction.expert_flops_bwd == 2 * o.prediction.expert_flops_fwd, o.case
+        checked += 1
+    assert checked >= 4
+
+
+def test_each_row_is_predicted_or_refused_in_one_line(outcomes):
+    """Whatever the library models, the script says for each row whether it was predicted (with
+    the library's one-line warning for any setting simulated without its mechanism) or refused
+    (the library's one line)."""
+    for o in outcomes:
+        assert o.status in ("ran", "refused"), o.case
+        if o.status == "refused":
+            assert o.prediction is None and o.reason and "\n" not in o.reason, o.case
+        assert all(w and "\n" not in w for w in o.warnings), o.case
+
+
+def test_a_row_the_library_refuses_is_reported_not_raised(check, rows):
+    """EP 3 cannot divide 8 GPUs: the library's ConfigError becomes the row's one line."""
+    o = check.check(dict(rows[0], ep="3"))
+    assert o.status == "refused" and o.prediction is None and "\n" not in o.reason and "ep" in o.reason
+
+
+def test_the_report_prints_every_row(check, capsys):
+    assert check.main(["--markdown"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("| mixtral |") >= 6 and out.count("| deepseek |") >= 6
+    assert "rows predicted" in out
