@@ -166,7 +166,8 @@ from workload_gen.core.errors import ConfigError
 from workload_gen.core.gpu_specs import get_gpu
 from workload_gen.core.model_config import ModelConfig
 from workload_gen.core.moe_capacity import routed_copies
-from workload_gen.core.moe_routing import rank_hit_probability, rank_load_factor
+from workload_gen.core.moe_dispatch import rank_hit_probability
+from workload_gen.core.moe_routing import rank_load_factor
 from workload_gen.core.optimizer_state import optimizer_state_bytes, precision_aware_dtypes
 from workload_gen.core.parallel_config import ParallelConfig
 from workload_gen.core.record import record
@@ -412,11 +413,12 @@ def dispatcher_transient_bytes(model: ModelConfig, par: ParallelConfig) -> float
     - flex/deepep: DeepEP's ``recv_x``, one row per distinct (token, rank) pair received
       (DeepEP sends a token once to each rank that holds one of its experts; ``permute`` then
       makes the per-expert copies), mean ep*etp*tokens * P(rank hit)
-      (:func:`workload_gen.core.moe_routing.rank_hit_probability`), and its restored twin
+      (:func:`workload_gen.core.moe_dispatch.rank_hit_probability`), and its restored twin
       before the combine;
     - flex/hybridep: none (``dispatch_with_permute`` writes the permuted copies straight from
       its own buffers);
-    - flex/ncclep: taken as alltoall (its symmetric-memory buffers are not modelled)."""
+    - flex/ncclep: as DeepEP (a permutation after the dispatch, as the step time takes it);
+      its own symmetric-memory buffers are not modelled."""
     if not model.is_moe:
         return 0.0
     e = 4 if par.dtype == "fp32" else 2
@@ -430,8 +432,9 @@ def dispatcher_transient_bytes(model: ModelConfig, par: ParallelConfig) -> float
     backend = _flex_backend(par)
     if backend == "hybridep":
         return 0.0
-    if backend == "deepep":
-        hit = rank_hit_probability(model.num_experts, model.moe_router_topk, par.ep)
+    if backend in ("deepep", "ncclep"):
+        hit = rank_hit_probability(model.num_experts, model.moe_router_topk, par.ep,
+                                   par.moe_router_num_groups, par.moe_router_group_topk)
         return e * h * tokens * etp * par.ep * hit * factor
     if par.moe_token_dispatcher == "allgather":
         return float(e * h * tokens * etp * par.ep)

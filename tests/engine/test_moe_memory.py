@@ -25,7 +25,8 @@ from workload_gen.builder import build
 from workload_gen.core import unmodelled
 from workload_gen.core.model_config import ModelConfig
 from workload_gen.core.model_presets import get_preset
-from workload_gen.core.moe_routing import LEARNED_RANK_IMBALANCE, rank_hit_probability, rank_load_factor
+from workload_gen.core.moe_dispatch import rank_hit_probability
+from workload_gen.core.moe_routing import LEARNED_RANK_IMBALANCE, rank_load_factor
 from workload_gen.core.parallel_config import ParallelConfig
 
 H, K, E, FE, T = 7168, 8, 256, 2048, 4096

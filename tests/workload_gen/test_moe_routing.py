@@ -20,7 +20,6 @@ from workload_gen.core.moe_routing import (
     LEARNED_RANK_IMBALANCE,
     expected_max_normal,
     expert_load_factor,
-    rank_hit_probability,
     rank_load_factor,
     routing_regime,
     uniform_expert_factor,
@@ -84,15 +83,40 @@ def test_the_limits_one_rank_all_experts_and_many_tokens():
     assert rank_load_factor(dense, _par(8), 4096) == 1.0
 
 
-def test_rank_hit_probability_counts_distinct_destination_ranks():
-    """4 experts on 2 ranks, top-2: a token misses a rank only if both its experts are on
-    the other one, C(2,2)/C(4,2) = 1/6."""
-    assert rank_hit_probability(4, 2, 2) == pytest.approx(5 / 6)
-    assert rank_hit_probability(256, 8, 1) == 1.0
-    rng = np.random.default_rng(1)
-    chosen = np.argsort(rng.standard_normal((20000, 256)), axis=1)[:, :8]
-    hit = np.mean((chosen // 4 == 0).any(axis=1))  # rank 0 of 64 holds experts 0-3
-    assert rank_hit_probability(256, 8, 64) == pytest.approx(hit, abs=0.006)
+def _simulate_grouped(experts, topk, ep, tokens, groups, group_topk, trials, seed=2):
+    """Megatron's group_limited_topk on random logits: the group_topk best groups (by the
+    sum of their top-2 scores, as DeepSeek-V3 scores them), then the top-k of their experts."""
+    rng = np.random.default_rng(seed)
+    per_group = experts // groups
+    m = experts // ep
+    rank, expert = [], []
+    for _ in range(trials):
+        logits = rng.standard_normal((ep * tokens, experts))
+        g = logits.reshape(-1, groups, per_group)
+        score = np.sort(g, axis=2)[:, :, -2:].sum(axis=2)
+        keep = np.argsort(-score, axis=1)[:, :group_topk]
+        mask = np.full((ep * tokens, groups), -np.inf)
+        np.put_along_axis(mask, keep, 0.0, axis=1)
+        masked = logits + np.repeat(mask, per_group, axis=1)
+        chosen = np.argpartition(-masked, topk - 1, axis=1)[:, :topk]
+        counts = np.bincount(chosen.ravel(), minlength=experts)
+        rank.append(counts.reshape(ep, m).sum(axis=1).max() / (tokens * topk))
+        expert.append(counts[:m].max() / (ep * tokens * topk / experts))
+    return float(np.mean(rank)), float(np.mean(expert))
+
+
+@pytest.mark.parametrize("experts,topk,ep,groups,group_topk", [(32, 4, 8, 4, 2), (32, 4, 2, 8, 2)])
+def test_group_limited_forced_balance_matches_a_monte_carlo(experts, topk, ep, groups, group_topk):
+    """A rank inside one group (32 experts, 4 groups of 8, EP 8: 4 experts each) and a rank of
+    several whole groups (EP 2: 16 experts = 4 groups of 4); grouping concentrates copies, so
+    the excess is above plain top-k's."""
+    tokens = 128
+    rank_mc, expert_mc = _simulate_grouped(experts, topk, ep, tokens, groups, group_topk, trials=400)
+    grouped = uniform_rank_factor(experts, topk, ep, tokens, groups, group_topk)
+    assert grouped == pytest.approx(rank_mc, abs=0.005)
+    assert grouped > uniform_rank_factor(experts, topk, ep, tokens)
+    if experts // ep <= experts // groups:  # local experts share a group: the correlation is modelled
+        assert uniform_expert_factor(experts, topk, ep, tokens, groups, group_topk) == pytest.approx(expert_mc, abs=0.01)
 
 
 def test_learned_routing_takes_the_cited_prior_and_the_users_figure_as_it_is():

@@ -23,7 +23,11 @@ k-subset of the E experts, independently of every other token. No free parameter
   not taken from the sqrt(2 ln n) asymptote, which overshoots it by 40% at n = 8;
 - one expert's load is binomial, N trials of probability k/E, correlation -1/(E - 1) with
   the others (each token picks k distinct experts); a rank's busiest local expert is the
-  maximum of m such loads.
+  maximum of m such loads;
+- group-limited routing (``--moe-router-num-groups G --moe-router-group-topk g``, DeepSeek-V3's
+  node-limited routing; with random logits a uniformly random g of the G groups, then top-k
+  within them, as workload_gen.core.moe_dispatch lays out) keeps every mean and changes the
+  per-token variances (:func:`_per_token_rank_variance`, :func:`uniform_expert_factor`).
 
 The normal approximation ignores the binomial's skew, (1 - 2p)/sqrt(Np(1-p)): below 1%
 of the mean for the loads of real recipes (thousands of copies per rank).
@@ -125,21 +129,68 @@ def expected_max_normal(n: int) -> float:
     return total * step
 
 
-def uniform_rank_factor(experts: int, topk: int, ep: int, tokens: int) -> float:
+def _hyper_second_moment(pool: int, held: int, k: int) -> float:
+    """E[H^2] of H ~ hypergeometric: k draws without replacement from ``pool`` experts of which
+    ``held`` are the rank's (mean k*held/pool, variance k (held/pool)(1 - held/pool)(pool - k)/(pool - 1))."""
+    if held <= 0 or pool <= 0:
+        return 0.0
+    q = held / pool
+    var = k * q * (1 - q) * (pool - k) / (pool - 1) if pool > 1 else 0.0
+    return var + (k * q) ** 2
+
+
+def _per_token_rank_variance(experts: int, topk: int, ep: int,
+                             num_groups: int | None = None, group_topk: int | None = None) -> float:
+    """Variance of the copies one token sends to a given EP rank under random-logit routing.
+
+    Plain top-k: hypergeometric, k draws from E of which m = E/ep are the rank's. Group-limited
+    (Megatron's ``group_limited_topk``: the g best of G equal contiguous groups, then top-k
+    among their experts; with random logits a uniformly random g-subset of groups): a rank
+    inside one group gets a hypergeometric draw from the g chosen groups' experts when its
+    group is chosen (probability g/G) and nothing otherwise; a rank of c whole groups gets a
+    draw with j*E/G of its experts in the pool, j of its groups chosen (hypergeometric). The
+    mean stays k/ep; grouping concentrates the copies, so the variance grows (DeepSeek-V3's
+    8 groups, 4 per token, EP 64: +9%)."""
+    m = experts // ep
+    mean = topk / ep
+    if not num_groups or not group_topk or group_topk >= num_groups:
+        return _hyper_second_moment(experts, m, topk) - mean ** 2
+    e_group = experts // num_groups
+    pool = group_topk * e_group
+    if m <= e_group:
+        return group_topk / num_groups * _hyper_second_moment(pool, m, topk) - mean ** 2
+    c = m // e_group
+    total = math.comb(num_groups, group_topk)
+    second = sum(math.comb(c, j) * math.comb(num_groups - c, group_topk - j) / total
+                 * _hyper_second_moment(pool, j * e_group, topk) for j in range(1, min(c, group_topk) + 1))
+    return second - mean ** 2
+
+
+def uniform_rank_factor(experts: int, topk: int, ep: int, tokens: int,
+                        num_groups: int | None = None, group_topk: int | None = None) -> float:
     """Expected max/mean of the copies the ep ranks of an EP group receive when each of the
-    ep*tokens tokens picks a uniformly random topk-subset of the experts (forced balance)."""
+    ep*tokens tokens takes the top-k of random logits (forced balance), optionally
+    group-limited (:func:`_per_token_rank_variance`)."""
     if ep <= 1 or topk >= experts or tokens <= 0:
         return 1.0
-    m = experts / ep
-    per_token_var = topk * (m / experts) * (1 - m / experts) * (experts - topk) / (experts - 1)
+    per_token_var = max(_per_token_rank_variance(experts, topk, ep, num_groups, group_topk), 0.0)
     mean = tokens * topk
     sigma = math.sqrt(ep * tokens * per_token_var)
     return 1.0 + sigma * math.sqrt(ep / (ep - 1)) * expected_max_normal(ep) / mean
 
 
-def uniform_expert_factor(experts: int, topk: int, ep: int, tokens: int) -> float:
+def uniform_expert_factor(experts: int, topk: int, ep: int, tokens: int,
+                          num_groups: int | None = None, group_topk: int | None = None) -> float:
     """Expected max over a rank's experts/ep local experts of the copies each receives,
-    over the mean per expert (ep*tokens*topk/experts), under uniform top-k routing."""
+    over the mean per expert (ep*tokens*topk/experts), under random-logit top-k routing.
+
+    Each expert is chosen by a token with probability p = k/E (by symmetry, grouped or not),
+    so its load is binomial; two experts are chosen together with probability
+    k(k-1)/(E(E-1)) (correlation -1/(E-1)), or, group-limited with both in one group,
+    (g/G) k(k-1)/(P(P-1)) with P = g E/G the experts of the chosen groups (a positive
+    correlation: they come and go with their group). A rank's experts share a group when
+    m <= E/G; a rank of whole groups takes the plain correlation (a slight overstatement of
+    the spread)."""
     m = experts // max(ep, 1)
     if m <= 1 or topk >= experts or tokens <= 0:
         return 1.0
@@ -147,7 +198,12 @@ def uniform_expert_factor(experts: int, topk: int, ep: int, tokens: int) -> floa
     n = ep * tokens
     mean = n * p
     sigma = math.sqrt(n * p * (1 - p))
-    return 1.0 + sigma * math.sqrt(1 + 1 / (experts - 1)) * expected_max_normal(m) / mean
+    both = topk * (topk - 1) / (experts * (experts - 1))
+    if num_groups and group_topk and group_topk < num_groups and m <= experts // num_groups:
+        pool = group_topk * (experts // num_groups)
+        both = group_topk / num_groups * topk * (topk - 1) / (pool * (pool - 1))
+    rho = (both - p * p) / (p * (1 - p))
+    return 1.0 + sigma * math.sqrt(max(1 - rho, 0.0)) * expected_max_normal(m) / mean
 
 
 def _capacity_cap(model: ModelConfig, par: ParallelConfig, tokens: int) -> float:
@@ -180,7 +236,8 @@ def rank_load_factor(model: ModelConfig, par: ParallelConfig, tokens: int) -> fl
     if regime.name == "user":  # the user's figure, taken as it is
         factor = regime.rank_prior
     else:
-        factor = max(uniform_rank_factor(model.num_experts, model.moe_router_topk, par.ep, tokens), regime.rank_prior)
+        factor = max(uniform_rank_factor(model.num_experts, model.moe_router_topk, par.ep, tokens,
+                                         par.moe_router_num_groups, par.moe_router_group_topk), regime.rank_prior)
     return max(1.0, min(factor, _capacity_cap(model, par, tokens)))
 
 
@@ -195,19 +252,8 @@ def expert_load_factor(model: ModelConfig, par: ParallelConfig, tokens: int) -> 
     so this is a lower bound, not a measurement. Capped like the rank factor."""
     if not model.is_moe:
         return 1.0
-    stat = uniform_expert_factor(model.num_experts, model.moe_router_topk, par.ep, tokens)
+    stat = uniform_expert_factor(model.num_experts, model.moe_router_topk, par.ep, tokens,
+                                 par.moe_router_num_groups, par.moe_router_group_topk)
     factor = max(stat, rank_load_factor(model, par, tokens))
     return max(1.0, min(factor, _capacity_cap(model, par, tokens)))
 
-
-def rank_hit_probability(experts: int, topk: int, ep: int) -> float:
-    """Probability that a token's topk distinct uniformly chosen experts include at least one
-    of a given rank's experts/ep: 1 - C(E - m, k) / C(E, k). DeepEP and HybridEP send a token
-    once per destination rank (not once per copy), so a rank receives ep*tokens times this
-    many distinct tokens on average."""
-    if ep <= 1:
-        return 1.0
-    m = experts // ep
-    if experts - m < topk:
-        return 1.0
-    return 1.0 - math.comb(experts - m, topk) / math.comb(experts, topk)
