@@ -65,11 +65,18 @@ with flash attention that tensor costs 2 + 1 bytes; the bf16 part is inside core
 attention and selective recompute drops it.
 
 MoE layers (Megatron-Core alltoall dispatcher): each rank routes its T/t tokens (SP)
-k times, so it sends T*k/t token copies and, balanced on average, receives as many; with
-expert TP they are all-gathered over etp, so T*k*etp/t copies go through this rank's
-expert GEMMs (saved: permuted input, FC1 output, FC2 input). The expert output comes
-back (reduce-scattered over etp, all-to-all) as T*k/t copies, which ``unpermute`` keeps
-for the gradient of the routing probabilities (``permuted_tokens * probs``). With an expert
+k times, so it sends T*k/t token copies and, on average, receives as many; the memory
+answer is the busiest EP rank's, which receives
+:func:`workload_gen.core.moe_routing.rank_load_factor` times the mean (forced balance: the
+statistics of uniform top-k, about 1.01 at 4096 tokens; learned routing: a cited prior,
+1.23, or the user's ``moe_load_imbalance``). With expert TP the received copies are
+all-gathered over etp, so factor*T*k*etp/t copies go through this rank's expert GEMMs
+(saved: permuted input, FC1 output, FC2 input). The routing probabilities are applied
+inside the expert MLP (experts.py ``bias_act_func``: ``weighted_bias_swiglu_impl`` saves the
+FC1 output it already counts), so the expert output that comes back (reduce-scattered over
+etp, all-to-all) is only restored to token order: ``unpermute`` gets no ``probs`` from any
+dispatcher (token_dispatcher.py at d98e8a64 and at 23e00ed, the B200 runs' version) and its
+scatter-add keeps nothing for backward. With an expert
 capacity (``--moe-expert-capacity-factor``, padded or not) the copies are what the
 capacity keeps or pads to (:func:`workload_gen.core.moe_capacity.routed_copies`), in the
 saved tensors and the dispatch buffers alike.
@@ -94,6 +101,15 @@ min(pp - s, m) micro-batches; for interleaving this gives Megatron's factor
 
 Temporary = persistent workspaces + the largest per-op transient buffer.
 
+The MoE dispatcher's persistent buffers (:func:`dispatcher_workspace_bytes`), on the stages
+that hold an MoE layer: DeepEP's NVLink and RDMA buffers, sized as Megatron's
+``fused_a2a.get_buffer`` asks DeepEP (:func:`deepep_buffer_bytes`: about 320 MiB at EP 8
+and 680 MiB at EP 64 for h = 7168); HybridEP's, sized for every token of the group landing
+on one rank (:func:`hybridep_buffer_bytes`: T*ep rows of h bf16 values, 3.6 GiB at EP 64,
+plus 1.2 GiB between nodes); the allgather dispatcher's gathered tokens in Megatron's global
+memory buffer. DeepEP's and HybridEP's are allocated outside PyTorch's allocator, like the
+userbuffers, and counted so that the peak is what must fit.
+
 Workspaces (:func:`workspace_bytes`), allocated once and kept: PyTorch's cuBLAS
 workspace for the GEMMs it runs itself (output layer, router), 32 MiB on sm90 and newer
 (``CUBLAS_WORKSPACE_CONFIG`` default ``:4096:8``; ``:4096:2:16:8`` = 8 MiB + 128 KiB
@@ -116,9 +132,11 @@ Transients (:func:`_temporary`): the loss (bf16 logits + their fp32 copy,
 (2 + 4) * tokens * vocab/t), the SP all-gathered GEMM input (2*s*b*h; 1 byte per value
 under fp8, where TE gathers the cast copy), the gradients inside a dense MLP's backward
 (FC2 input and FC1 output, 2*s*b*f*(w+1)/t with w = 2 for SwiGLU) or an expert MLP's
-(the same over the routed copies), the MoE dispatch buffers (the permuted send buffer
-and the all-to-all receive buffer, 2 * 2*T*k*h/t, plus the expert-TP all-gather output),
-and the CP exchange buffers: p2p keeps every received K/V chunk and every step's output
+(the same over the busiest rank's routed copies), the MoE dispatcher's buffers
+(:func:`dispatcher_transient_bytes`: alltoall's permuted send buffer and all-to-all receive
+buffer, 2*T*k*h/t * (1 + factor), plus the expert-TP all-gather output; allgather's
+unpermuted output over the T*etp*ep/t gathered rows; DeepEP's received tokens, one row per
+distinct (token, rank) pair), and the CP exchange buffers: p2p keeps every received K/V chunk and every step's output
 until its forward ends (cp * (K/V chunk + output)), and its backward holds two K/V and
 two dK/dV buffers plus dq; all_gather holds the gathered K/V and, in backward, the
 full-length dK/dV (2 * cp * K/V chunk); a2a holds the exchanged q/k/v and their
@@ -148,6 +166,8 @@ from workload_gen.core.errors import ConfigError
 from workload_gen.core.gpu_specs import get_gpu
 from workload_gen.core.model_config import ModelConfig
 from workload_gen.core.moe_capacity import routed_copies
+from workload_gen.core.moe_dispatch import rank_hit_probability
+from workload_gen.core.moe_routing import rank_load_factor
 from workload_gen.core.optimizer_state import optimizer_state_bytes, precision_aware_dtypes
 from workload_gen.core.parallel_config import ParallelConfig
 from workload_gen.core.record import record
@@ -247,6 +267,181 @@ def workspace_bytes(workload: Workload) -> float:
     return float(ws)
 
 
+DEEPEP_NUM_SMS = 20
+"""SMs of DeepEP's normal kernels when Megatron sets none: ``_DeepepManager`` calls
+``set_deepep_num_sms(config.moe_flex_dispatcher_num_sms or 20)`` (Megatron-LM d98e8a64,
+token_dispatcher.py; ``--moe-hybridep-num-sms``/``--moe-deepep-num-sms`` set it, deprecated
+aliases of ``moe_flex_dispatcher_num_sms``, transformer_config.py)."""
+DEEPEP_NVL_PEERS = 8
+"""DeepEP's ``LEGACY_NUM_MAX_NVL_PEERS`` (csrc/kernels/legacy/compiled.cuh, DeepEP dd758caf): a
+group larger than 8 is 8 NVLink peers times ``group/8`` RDMA ranks. Also the NVLink domain
+taken for HybridEP, which detects it (``detect_accessible_ranks``): 8 on HGX H100/B200 nodes."""
+DEEPEP_CONFIGS = {
+    # group size: (dispatch (nvl send, nvl recv, rdma send, rdma recv), combine (...)), tokens per chunk
+    2: ((24, 256, 6, 128), (10, 256, 6, 128)), 4: ((6, 256, 6, 128), (9, 256, 6, 128)),
+    8: ((6, 256, 6, 128), (4, 256, 6, 128)), 16: ((36, 288, 20, 128), (4, 288, 12, 128)),
+    24: ((32, 288, 8, 128), (1, 288, 8, 128)), 32: ((32, 288, 8, 128), (1, 288, 8, 128)),
+    48: ((32, 288, 8, 128), (1, 288, 8, 128)), 64: ((32, 288, 8, 128), (1, 288, 8, 128)),
+    96: ((20, 480, 12, 128), (1, 480, 8, 128)), 128: ((20, 560, 12, 128), (1, 560, 8, 128)),
+    144: ((32, 720, 12, 128), (2, 720, 8, 128)), 160: ((28, 720, 12, 128), (2, 720, 8, 128)),
+}
+"""DeepEP's recommended configs, ``Buffer.get_dispatch_config`` / ``get_combine_config``
+(deep_ep/buffers/legacy.py, DeepEP dd758caf; the v1 tables of ebfe47e4 differ only in the RDMA
+send chunks). Megatron sizes its one buffer from both (fused_a2a.py ``get_buffer``)."""
+DEEPEP_MAX_TOPK = 128
+DEEPEP_MAX_SCALES = 128
+"""``kNumMaxTopK`` / ``kNumMaxScales`` in DeepEP's buffer size hints (csrc/legacy/config.hpp)."""
+DEEPEP_SOURCE_META_BYTES = 8
+"""``sizeof(SourceMeta)``: two ints (csrc/kernels/legacy/internode.cu)."""
+DEEPEP_TOPK_IDX_BYTES = 8
+"""``topk_idx_t``: 64-bit by default (``EP_NUM_TOPK_IDX_BITS`` 64, common/compiled.cuh)."""
+
+
+def _round_up(n: int, m: int) -> int:
+    return -(-n // m) * m
+
+
+def deepep_buffer_bytes(hidden_bytes: int, group: int, num_sms: int = DEEPEP_NUM_SMS) -> tuple[int, int]:
+    """(NVLink, RDMA) bytes of the DeepEP ``Buffer`` Megatron allocates once for an EP group of
+    ``group`` ranks and tokens of ``hidden_bytes`` bytes (``get_hidden_bytes``: hidden *
+    max(element size, 2)), sized as ``fused_a2a.get_buffer`` does: the larger of the dispatch
+    and combine configs' ``get_nvl_buffer_size_hint`` / ``get_rdma_buffer_size_hint``
+    (DeepEP csrc/legacy/config.hpp, dd758caf). Per channel (num_sms/2) and peer, a ring of
+    ``nvl recv`` (``rdma recv``, x2 send+recv) token slots, each with the token, its source
+    meta, 128 top-k indices and weights and 128 scales. The NVLink buffer is cudaMalloc'd, the
+    RDMA one comes from NVSHMEM's symmetric heap: both outside PyTorch's allocator, on the GPU.
+    A group size DeepEP has no config for takes the next larger one (DeepEP itself asserts)."""
+    if group <= 1:
+        return 0, 0
+    key = min((g for g in DEEPEP_CONFIGS if g >= group), default=max(DEEPEP_CONFIGS))
+    nvl_ranks = min(group, DEEPEP_NVL_PEERS)
+    rdma_ranks = max(group // DEEPEP_NVL_PEERS, 1)
+    channels = num_sms // 2
+    slot = (hidden_bytes + DEEPEP_SOURCE_META_BYTES + DEEPEP_MAX_TOPK * (DEEPEP_TOPK_IDX_BYTES + 4)
+            + DEEPEP_MAX_SCALES * 4)
+    nvl = rdma = 0
+    for _nvl_send, nvl_recv, rdma_send, rdma_recv in DEEPEP_CONFIGS[key]:
+        rdma_recv = _round_up(rdma_recv, rdma_send)  # Config's constructor aligns it
+        n = channels * nvl_ranks * (2 * rdma_ranks + 3) * 4 + channels * nvl_ranks * nvl_recv * slot
+        nvl = max(nvl, _round_up(n, 128))
+        if group > DEEPEP_NVL_PEERS:
+            r = (channels * rdma_ranks * (DEEPEP_NVL_PEERS * 2 + 2) * 2 * 4
+                 + channels * rdma_ranks * rdma_recv * 2 * (slot + 16))  # + one int4 per token
+            rdma = max(rdma, _round_up(r, 128))
+    return nvl, rdma
+
+
+def hybridep_buffer_bytes(hidden: int, tokens: int, local_experts: int, group: int,
+                          nvl_ranks: int = DEEPEP_NVL_PEERS) -> tuple[int, int]:
+    """(NVLink, RDMA) bytes of the ``HybridEPBuffer`` Megatron allocates once (fused_a2a.py
+    ``init_hybrid_ep_buffer``: ``max_num_of_tokens_per_rank`` = the rank's tokens, bf16
+    tokens: Megatron asserts no fp8 dispatch), as DeepEP's hybrid-ep branch (94a9f8f6)
+    allocates it with ``use_shared_buffer=True`` (its default): the intra-node buffers are
+    sized for the worst case, every token of the group routed to one rank,
+    ``max_num_of_tokens = tokens * ranks_per_node * nodes`` (buffer/intranode.cu): the shared
+    token buffer (bf16), the probabilities (fp32, local experts x ranks per node) and the
+    fp8 scaling factors (fp32 per 128 values, allocated whatever the dtype); between NVLink
+    domains (buffer/internode_doca.cu) the dispatch keeps the rank's tokens, probabilities and
+    scales plus (nodes - 1) x tokens of inter-node group tokens, probabilities and scales, and
+    the combine two (nodes - 1) x tokens token and probability buffers. Flags and metadata
+    (a few KiB) are left out. All cudaMalloc'd outside PyTorch's allocator."""
+    if group <= 1:
+        return 0, 0
+    per_node = min(group, nvl_ranks)
+    nodes = max(group // per_node, 1)
+    probs_w = local_experts * per_node
+    scales_w = hidden // 128
+    worst = tokens * per_node * nodes
+    nvl = worst * (hidden * 2 + probs_w * 4 + scales_w * 4)
+    rdma = 0
+    if nodes > 1:
+        others = tokens * (nodes - 1)
+        rdma = (tokens * (hidden * 2 + local_experts * per_node * nodes * 4 + scales_w * 4)  # attn_input_*
+                + others * (hidden * 2 + probs_w * 4 + scales_w * 4)  # dispatch inter-node group
+                + 2 * others * (hidden * 2 + probs_w * 4))  # combine: intra-node reduction, inter-node group
+    return nvl, rdma
+
+
+def _flex_backend(par: ParallelConfig) -> str | None:
+    """The flex dispatcher's backend, or None for the alltoall/allgather dispatchers
+    (``--moe-enable-deepep`` is the deprecated spelling of flex with DeepEP)."""
+    if par.moe_token_dispatcher == "flex":
+        return par.moe_flex_dispatcher_backend
+    if par.moe_enable_deepep:
+        return "deepep"
+    return None
+
+
+def _local_tokens(par: ParallelConfig) -> int:
+    """Tokens one rank routes per micro-batch: s/cp * b, sharded over TP by SP."""
+    return par.seq_length // par.cp * par.micro_batch // (par.tp if par.sp else 1)
+
+
+def dispatcher_workspace_bytes(model: ModelConfig, par: ParallelConfig) -> float:
+    """Persistent buffers of the MoE token dispatcher on a rank with MoE layers (0 for a dense
+    model): the flex dispatcher's DeepEP or HybridEP buffers (allocated on the first dispatch
+    and kept, outside PyTorch's allocator), or the allgather dispatcher's gathered tokens,
+    which Megatron gathers into its global memory buffer (``gather_from_sequence_parallel_
+    region(..., use_global_buffer=True)``: ``get_global_memory_buffer().get_tensor``, kept for
+    reuse): tokens * etp * ep rows of the hidden size. The alltoall dispatcher keeps nothing."""
+    if not model.is_moe:
+        return 0.0
+    e = 4 if par.dtype == "fp32" else 2
+    h = model.hidden_size
+    group = par.expert_tp * par.ep  # Megatron's tp_ep group: flex and allgather span it
+    backend = _flex_backend(par)
+    if backend == "deepep":
+        sms = par.moe_hybridep_num_sms or DEEPEP_NUM_SMS
+        return float(sum(deepep_buffer_bytes(h * max(e, 2), group, sms - sms % 2)))
+    if backend == "hybridep":
+        return float(sum(hybridep_buffer_bytes(h, _local_tokens(par), model.num_experts // par.ep, group)))
+    if par.moe_token_dispatcher == "allgather" and group > 1:
+        return float(e * h * _local_tokens(par) * group)
+    return 0.0
+
+
+def dispatcher_transient_bytes(model: ModelConfig, par: ParallelConfig) -> float:
+    """The largest dispatch/combine buffer of one MoE layer on one rank beyond what the layer
+    saves (its expert-GEMM input is a saved activation), at the busiest EP rank's load
+    (:func:`workload_gen.core.moe_routing.rank_load_factor`):
+
+    - alltoall (token_dispatcher.py ``MoEAlltoAllTokenDispatcher``): the permuted send buffer
+      (the rank's own copies) and the all-to-all receive buffer live together, plus with expert
+      TP the all-gather output; the receive buffer's rows are the busiest rank's;
+    - allgather: the unpermuted expert output over all gathered rows before its reduce-scatter
+      (and, in backward, the gradient of the gathered input), tokens * etp * ep rows;
+    - flex/deepep: DeepEP's ``recv_x``, one row per distinct (token, rank) pair received
+      (DeepEP sends a token once to each rank that holds one of its experts; ``permute`` then
+      makes the per-expert copies), mean ep*etp*tokens * P(rank hit)
+      (:func:`workload_gen.core.moe_dispatch.rank_hit_probability`), and its restored twin
+      before the combine;
+    - flex/hybridep: none (``dispatch_with_permute`` writes the permuted copies straight from
+      its own buffers);
+    - flex/ncclep: as DeepEP (a permutation after the dispatch, as the step time takes it);
+      its own symmetric-memory buffers are not modelled."""
+    if not model.is_moe:
+        return 0.0
+    e = 4 if par.dtype == "fp32" else 2
+    h = model.hidden_size
+    etp = par.expert_tp
+    tokens = _local_tokens(par)
+    sp_div = par.tp if par.sp else 1
+    T = par.seq_length // par.cp * par.micro_batch
+    local = _dispatched_copies(model, par, T, sp_div)
+    factor = rank_load_factor(model, par, tokens)
+    backend = _flex_backend(par)
+    if backend == "hybridep":
+        return 0.0
+    if backend in ("deepep", "ncclep"):
+        hit = rank_hit_probability(model.num_experts, model.moe_router_topk, par.ep,
+                                   par.moe_router_num_groups, par.moe_router_group_topk)
+        return e * h * tokens * etp * par.ep * hit * factor
+    if par.moe_token_dispatcher == "allgather":
+        return float(e * h * tokens * etp * par.ep)
+    received = local * factor
+    return e * h * (local + received + (received * etp if etp > 1 else 0))
+
+
 @record
 class LayerActivation:
     """Bytes one layer saves for backward for one micro-batch on one rank."""
@@ -284,6 +479,12 @@ def _dispatched_copies(model: ModelConfig, par: ParallelConfig, tokens: int, sp_
         return tokens * model.moe_router_topk / sp_div
     return routed_copies(tokens // sp_div, model.moe_router_topk, model.num_experts, par.moe_expert_capacity_factor,
                          par.moe_pad_expert_input_to_capacity)
+
+
+def _received_copies(model: ModelConfig, par: ParallelConfig, tokens: int, sp_div: int) -> float:
+    """Token copies the busiest EP rank receives for its experts (before the expert-TP gather):
+    what a rank sends times :func:`workload_gen.core.moe_routing.rank_load_factor`."""
+    return _dispatched_copies(model, par, tokens, sp_div) * rank_load_factor(model, par, tokens // sp_div)
 
 
 def layer_activation_bytes(
@@ -335,8 +536,7 @@ def layer_activation_bytes(
     width = 2 if model.activation == "swiglu" else 1
     if model.is_moe_layer(layer):
         etp = par.expert_tp
-        local = _dispatched_copies(model, par, T, sp_div)  # this rank dispatches, and gets back to combine
-        routed = local * etp  # token copies through this rank's expert GEMMs
+        routed = _received_copies(model, par, T, sp_div) * etp  # through this rank's expert GEMMs (busiest rank)
         f_e = model.expert_ffn / etp
         fc1_in = e * T * h / sp_div  # the pre-MLP norm output, saved bf16 by the router
         mlp = e * T * model.num_experts / sp_div  # router logits
@@ -346,7 +546,6 @@ def layer_activation_bytes(
             mlp_re = g * routed * f_e  # FC2 input: dropped, the activation re-runs
         else:
             mlp += g * routed * f_e  # FC2 input
-        mlp += e * local * h  # expert output kept for the probability-weighted combine
         fs = model.moe_shared_expert_intermediate_size
         if fs:
             shared = e * T * fs * width / t + g * T * fs / t
@@ -524,14 +723,26 @@ def _temporary(workload: Workload, stage: int) -> float:
         temp = max(temp, (e + 4) * T * model.vocab_size / par.tp)
     if any(model.is_moe_layer(layer) for layer in blocks):
         etp = par.expert_tp
-        local = _dispatched_copies(model, par, T, sp_div)
-        routed = local * etp
-        # permuted send buffer + all-to-all receive buffer (+ the expert-TP all-gather output)
-        temp = max(temp, e * h * (2 * local + (routed if etp > 1 else 0)))
+        routed = _received_copies(model, par, T, sp_div) * etp
+        temp = max(temp, dispatcher_transient_bytes(model, par))  # dispatch/combine buffers
         temp = max(temp, e * routed * model.expert_ffn / etp * (width + 1))  # expert MLP backward
     if blocks:
         temp = max(temp, cp_exchange_bytes(model, par))
     return temp
+
+
+def _moe_workspace(workload: Workload, stage: int) -> float:
+    """The dispatcher's persistent buffers on a rank of ``stage``, if its chunks hold an MoE
+    layer (Megatron allocates them on the first dispatch: a dense-only stage has none)."""
+    model = workload.model
+    if not model.is_moe:
+        return 0.0
+    L = model.num_layers
+    layers = {op.layer for ch in workload.stages[stage].chunks for op in ch.forward}
+    if any(0 <= layer < L and model.is_moe_layer(layer) for layer in layers) or (
+            any(layer > L for layer in layers) and model.is_moe_layer(L - 1)):
+        return dispatcher_workspace_bytes(model, workload.parallel)
+    return 0.0
 
 
 def estimate_memory(
@@ -569,7 +780,7 @@ def estimate_memory(
             gradients=par.grad_bytes * prog.params,
             optimizer_states=round(opt),
             activations=round(acts),
-            temporary=round(workspace + _temporary(workload, prog.stage)),
+            temporary=round(workspace + _moe_workspace(workload, prog.stage) + _temporary(workload, prog.stage)),
             reserved_factor=RESERVED_FACTOR,
         ))
     return tuple(out)

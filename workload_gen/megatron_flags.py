@@ -113,6 +113,7 @@ PAR_VALUE_FLAGS: tuple[tuple[tuple[str, ...], str, type, tuple[str, ...] | None]
      RECIPE_CHOICES["moe_flex_dispatcher_backend"]),
     (("--moe-hybridep-num-sms",), "moe_hybridep_num_sms", int, None),
     (("--moe-expert-capacity-factor",), "moe_expert_capacity_factor", float, None),
+    (("--moe-load-imbalance",), "moe_load_imbalance", float, None),  # ours: Megatron has none
     (("--moe-router-num-groups",), "moe_router_num_groups", int, None),
     (("--moe-router-group-topk",), "moe_router_group_topk", int, None),
     (("--cuda-graph-impl",), "cuda_graph_impl", str, RECIPE_CHOICES["cuda_graph_impl"]),

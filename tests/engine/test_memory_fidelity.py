@@ -212,15 +212,16 @@ def _moe(**kw) -> ModelConfig:
     return llama_like(layers=1, num_experts=E, moe_router_topk=K, moe_ffn_hidden_size=FE, **kw)
 
 
-def _moe_layer_by_hand(tokens, local, routed, fe):
+def _moe_layer_by_hand(tokens, routed, fe):
     """One MoE layer's saved bytes (bf16): attention as in the dense case, then the router
-    logits, the routed copies' expert FC1 input, SwiGLU input, FC2 input, and the combined
-    expert output back on this rank."""
+    logits, the routed copies' expert FC1 input, SwiGLU input and FC2 input. The combined
+    expert output back on this rank is not saved: Megatron applies the
+    probabilities in the expert activation and unpermute gets none (token_dispatcher.py)."""
     e = 2
     attn = (e * tokens * H + e * tokens * H + e * tokens * (A * D + KV * D) + e * tokens * KV * D
             + e * tokens * A * D + 4 * A * tokens)
     return (attn + e * tokens * H + e * tokens * H  # norm2 input, router input
-            + e * tokens * E + e * routed * H + e * routed * fe * 2 + e * routed * fe + e * local * H)
+            + e * tokens * E + e * routed * H + e * routed * fe * 2 + e * routed * fe)
 
 
 def test_moe_layer_counts_routed_copies_with_expert_tp():
@@ -230,14 +231,14 @@ def test_moe_layer_counts_routed_copies_with_expert_tp():
     m = _moe()
     par = ParallelConfig(world_size=2, etp=2, global_batch=2, seq_length=T)
     got = layer_activation_bytes(m, par, 0).total
-    assert got == _moe_layer_by_hand(T, local=T * K, routed=T * K * 2, fe=FE // 2)
+    assert got == _moe_layer_by_hand(T, routed=T * K * 2, fe=FE // 2)
     # tp=2 with SP, etp=1: each rank routes its T/2 tokens.
     par_tp = ParallelConfig(world_size=2, tp=2, sp=True, etp=1, global_batch=1, seq_length=T)
     tp = layer_activation_bytes(m, par_tp, 0)
     e = 2
     by_hand = (e * T * H / 2 * 2 + e * T * (A * D + KV * D) / 2 + e * T * KV * D / 2 + e * T * A * D / 2
                + 4 * A * T / 2 + e * T * H / 2 * 2 + e * T * E / 2
-               + e * (T * K / 2) * H + e * (T * K / 2) * FE * 3 + e * (T * K / 2) * H)
+               + e * (T * K / 2) * H + e * (T * K / 2) * FE * 3)
     assert tp.total == by_hand
 
 

@@ -83,12 +83,16 @@ def test_a_capacity_below_the_load_drops_tokens_and_one_above_changes_nothing():
 
 def test_padding_adds_the_padded_copies_to_the_saved_activations():
     """Per token copy a Mixtral MoE layer saves (bf16, etp 1): the permuted input 2h, FC1
-    output 2*2f, FC2 input 2f and the expert output 2h = 2*4096 + 4*14336 + 2*14336 + 2*4096
-    = 102,400 bytes. Padding adds 12288 - 8192 = 4096 copies: 419,430,400 bytes."""
-    model, plain = _mixtral()
+    output 2*2f and FC2 input 2f = 2*4096 + 4*14336 + 2*14336 = 94,208 bytes (the expert
+    output is not saved: the probabilities are applied in the activation). Padding adds
+    12288 - 8192 = 4096 copies: 385,875,968 bytes. The dropless
+    layout is taken evenly loaded (moe_load_imbalance 1): padded, every rank receives exactly
+    its 12288 copies, while dropless the busiest rank would receive more than its 8192
+    (workload_gen.core.moe_routing)."""
+    model, plain = _mixtral(moe_load_imbalance=1.0)
     _, padded = _mixtral(moe_expert_capacity_factor=1.5, moe_pad_expert_input_to_capacity=True)
     extra = layer_activation_bytes(model, padded, 0).total - layer_activation_bytes(model, plain, 0).total
-    assert extra == 4096 * 102_400
+    assert extra == 4096 * 94_208
 
 
 def test_capacity_flags_equal_the_yaml_and_a_negative_factor_is_dropless():
@@ -117,7 +121,7 @@ def test_a_capacity_workload_file_reads_back(tmp_path):
 # --- accepted: changes nothing the workload models -----------------------------------
 
 @pytest.mark.parametrize("flags", [
-    "--moe-router-force-load-balancing",  # the workload already routes uniformly
+    "--moe-router-force-load-balancing",  # the ops route uniformly either way (memory: moe_routing)
     "--moe-token-dispatcher-type alltoall",  # the dispatcher modelled
     "--moe-flex-dispatcher-backend hybridep",  # used only by the flex dispatcher
     "--reuse-grad-buf-for-mxfp8-param-ag",  # acts only on fp8 weights (fp8_param_gather)
@@ -246,9 +250,10 @@ def test_moe_act_recompute_reruns_the_expert_activation_before_fc2s_backward():
 
 def test_moe_act_recompute_drops_fc2s_saved_input():
     """FC2's saved input is the activation output: 8192 token copies x 14336 bf16 values =
-    2 * 8192 * 14336 = 234,881,024 bytes per MoE layer, no longer kept."""
-    model, sel = _mixtral(recompute="selective")
-    _, act = _mixtral(recompute="selective", recompute_modules=["core_attn", "moe_act"])
+    2 * 8192 * 14336 = 234,881,024 bytes per MoE layer, no longer kept (ranks evenly loaded:
+    moe_load_imbalance 1)."""
+    model, sel = _mixtral(recompute="selective", moe_load_imbalance=1.0)
+    _, act = _mixtral(recompute="selective", recompute_modules=["core_attn", "moe_act"], moe_load_imbalance=1.0)
     drop = layer_activation_bytes(model, sel, 0).rest - layer_activation_bytes(model, act, 0).rest
     assert drop == 234_881_024
 
@@ -258,8 +263,8 @@ def test_moe_act_alone_keeps_core_attention_stored():
     attention's forward is not repeated and what it saves stays in memory."""
     from engine.memory import stage_chunk_activation
 
-    model, none = _mixtral()
-    _, act = _mixtral(recompute="selective", recompute_modules=["moe_act"])
+    model, none = _mixtral(moe_load_imbalance=1.0)
+    _, act = _mixtral(recompute="selective", recompute_modules=["moe_act"], moe_load_imbalance=1.0)
     assert [op.name for op in _layer0_backward(model, act) if op.phase is Phase.RECOMPUTE] == ["expert_swiglu"]
     held = {p: stage_chunk_activation(build(model, p), 0, 0, attention="flash", dropout=False)[0]
             for p in (none, act)}
@@ -341,16 +346,17 @@ def test_moe_recompute_reruns_the_whole_moe_layer_all_to_alls_included():
     """MoELayer's checkpoint (not the pre-MLP norm, a module of its own): Mixtral's router,
     permute, dispatch, expert MLP, combine and unpermute re-run when the backward reaches the
     layer's output. Dropped: router logits 2*4096*8, permuted tokens 2*8192*4096, FC1 output
-    2*8192*2*14336, FC2 input 2*8192*14336 and expert output 2*8192*4096 = 838,926,336 bytes."""
-    model, sel = _mixtral(recompute="selective")
-    _, moe = _mixtral(recompute="selective", recompute_modules=["core_attn", "moe"])
+    2*8192*2*14336 and FC2 input 2*8192*14336 = 771,817,472 bytes (ranks evenly loaded:
+    moe_load_imbalance 1; the expert output is not saved, see engine/memory.py)."""
+    model, sel = _mixtral(recompute="selective", moe_load_imbalance=1.0)
+    _, moe = _mixtral(recompute="selective", recompute_modules=["core_attn", "moe"], moe_load_imbalance=1.0)
     bwd = _layer0_backward(model, moe)
     assert [op.name for op in bwd if op.phase is Phase.RECOMPUTE] == [
         "router", "permute", "dispatch_a2a", "expert_fc1", "expert_swiglu", "expert_fc2", "combine_a2a",
         "unpermute", "core_attn"]
     assert bwd[0].name == "mlp_residual" and bwd[1].name == "router"
     a, b = layer_activation_bytes(model, sel, 0), layer_activation_bytes(model, moe, 0)
-    assert a.rest - b.rest == b.recomputed == 838_926_336
+    assert a.rest - b.rest == b.recomputed == 771_817_472
 
 
 def test_layernorm_recompute_reruns_the_norms_that_are_modules_of_their_own():

@@ -195,7 +195,14 @@ class ParallelConfig:
     moe_router_force_load_balancing: bool = False
     """Route with random logits, so the experts are evenly loaded (Megatron
     --moe-router-force-load-balancing, a benchmarking switch). The workload already routes
-    every token copy uniformly over the experts, so it changes nothing today."""
+    every token copy uniformly over the experts on average; the switch sets how unevenly the
+    copies land on the EP ranks (workload_gen.core.moe_routing: the statistics of uniform
+    top-k, no free parameter) for the busiest rank's memory."""
+    moe_load_imbalance: float | None = None
+    """Max/mean of the token copies an EP rank receives under learned routing (a trainsim
+    option: Megatron has no flag, the imbalance is an outcome of its router). None means the
+    prior of workload_gen.core.moe_routing (1.23, GLM-5's measured 18.6% of MoE-layer time
+    lost at EP 8). Unit: ratio >= 1. Not used with moe_router_force_load_balancing."""
     recompute_modules: tuple[str, ...] = ("core_attn",)
     """Modules selective recompute re-runs (Megatron --recompute-modules; default
     core_attn), each as Megatron checkpoints it: core_attn (core attention), mla_up_proj
@@ -374,6 +381,13 @@ class ParallelConfig:
                                or cf == float("inf")):
             raise ConfigError("moe_expert_capacity_factor", cf,
                               "must be a positive number, or null for dropless (Megatron reads a negative one as null)")
+        imb = self.moe_load_imbalance
+        if imb is not None and (isinstance(imb, bool) or not isinstance(imb, (int, float))
+                                or not 1 <= imb < float("inf")):
+            raise ConfigError("moe_load_imbalance", imb, "must be a ratio >= 1 (max/mean tokens per EP rank), or null")
+        if imb is not None and self.moe_router_force_load_balancing:
+            raise ConfigError("moe_load_imbalance", imb, "is for learned routing; with "
+                              "moe_router_force_load_balancing the imbalance is the statistics of random routing")
         if self.moe_pad_expert_input_to_capacity and cf is None:
             # Megatron-Core TransformerConfig: "moe_expert_capacity_factor must be set to use
             # moe_pad_expert_input_to_capacity"
