@@ -13,10 +13,11 @@ The engine's backends time an all-to-all from one byte count, split by the group
 ``(n - k) / n`` of it leaves the node (network.busbw, alltoall path, k ranks per node). So
 the dispatch and combine ops get the byte count whose inter-node share is the RDMA volume,
 
-    bytes = T * h * b * R * n / (n - k),   R = (nodes - 1) * P(a given remote node is hit),
+    bytes = T * h * b * R * n / (n - k) * r,   R = (nodes - 1) * P(a given remote node is hit),
 
 P from the same uniform (force-balanced, optionally group-limited) routing as the rank
-count, with a node's experts those of its k consecutive EP ranks. Within one node the
+count, with a node's experts those of its k consecutive EP ranks, and r the busiest rank's
+load over the mean (workload_gen.core.moe_routing), as in the workload's own count. Within one node the
 workload's own count stands. The NVLink share this implies is smaller than the forwarding
 DeepEP does, which is not the bottleneck at ~9x the NIC's bandwidth (stated in
 docs/engine.md).
@@ -28,6 +29,7 @@ from dataclasses import replace
 from workload_gen.core.errors import ConfigError
 from workload_gen.core.gpu_specs import get_gpu
 from workload_gen.core.moe_dispatch import rank_hit_probability
+from workload_gen.core.moe_routing import rank_load_factor
 from workload_gen.core.placement import group_ranks
 from workload_gen.core.records import CollectiveOp, CollKind, Group, Workload
 
@@ -65,7 +67,9 @@ def hierarchical_dispatch(workload: Workload, gpus_per_node: int) -> Workload:
                                 par.moe_router_num_groups, par.moe_router_group_topk)
     tokens = par.micro_batch * (par.seq_length // par.cp) // (par.tp if par.sp else 1)
     b = par.param_bytes
-    nbytes = round(tokens * model.hidden_size * b * copies * n / (n - k))
+    # the busiest rank receives rank_load_factor x the mean, as the workload's own count does
+    load = rank_load_factor(model, par, tokens)
+    nbytes = round(tokens * model.hidden_size * b * copies * n / (n - k) * load)
 
     def fix(ops):
         return tuple(replace(op, bytes=nbytes) if type(op) is CollectiveOp and op.name in DISPATCH_OPS

@@ -59,6 +59,7 @@ from workload_gen.layer_ops import (
     pp_bytes,
 )
 from workload_gen.core.model_config import ModelConfig
+from workload_gen.core.moe_routing import rank_load_factor
 from workload_gen.core.optimizer_state import precision_aware_dtypes
 from workload_gen.core.parallel_config import ParallelConfig, check_against_model
 from workload_gen.core.params import (
@@ -111,6 +112,8 @@ def layer_key(model: ModelConfig, par: ParallelConfig) -> LayerKey:
         moe_dispatcher="flex" if par.moe_token_dispatcher == "flex" or par.moe_enable_deepep else "alltoall",
         moe_flex_backend="deepep" if par.moe_enable_deepep else par.moe_flex_dispatcher_backend,
         moe_router_num_groups=par.moe_router_num_groups, moe_router_group_topk=par.moe_router_group_topk,
+        moe_rank_load=rank_load_factor(model, par, par.micro_batch * (par.seq_length // par.cp)
+                                       // (par.tp if par.sp else 1)),
     )
 
 

@@ -105,6 +105,10 @@ class LayerKey:
     """Megatron --moe-flex-dispatcher-backend under flex: deepep or hybridep."""
     moe_router_num_groups: int | None = None
     moe_router_group_topk: int | None = None
+    moe_rank_load: float = 1.0
+    """Expected max/mean of the token copies an EP rank receives (core.moe_routing
+    .rank_load_factor): the layer runs at the busiest rank's pace, so its expert work and the
+    all-to-alls it receives are that many times the mean."""
     """Group-limited routing (--moe-router-num-groups, --moe-router-group-topk): where a
     token's experts may be, hence how many EP ranks the flex dispatcher sends it to."""
 
@@ -508,15 +512,19 @@ class _Emitter:
         else:
             self._permute("permute", T_sp, routed)
             a2a = routed * h * B
+        # the busiest EP rank receives moe_rank_load x the mean: its all-to-alls and expert
+        # work set the layer's pace (routed and sent stay the mean: what a rank sends)
+        load = key.moe_rank_load
+        a2a = round(a2a * load)
         if ep > 1:
             self.add([self.coll("dispatch_a2a", FWD, CollKind.ALL_TO_ALL, Group.EP, ep, a2a)],
                      [self.coll("dispatch_a2a", BWD_I, CollKind.ALL_TO_ALL, Group.EP, ep, a2a)])
         if etp > 1:
             self.add([self.coll("dispatch_ag", FWD, CollKind.ALL_GATHER, Group.ETP, etp, etp * a2a)],
                      [self.coll("dispatch_rs", BWD_I, CollKind.REDUCE_SCATTER, Group.ETP, etp, etp * a2a)])
-        rows = etp * routed
+        rows = round(etp * routed * load)
         if flex and key.moe_flex_backend != "hybridep":
-            self._permute("permute", etp * sent, rows)
+            self._permute("permute", round(etp * sent * load), rows)
         elif not flex and ep > 1 and local_experts > 1:
             self._permute("sort_chunks", rows, rows)
         mult = 2 if m.activation == "swiglu" else 1
@@ -550,7 +558,7 @@ class _Emitter:
                 # activation re-runs when the backward reaches fc2's output, before its GEMMs.
                 self._checkpoint(act)
         if flex and key.moe_flex_backend != "hybridep":
-            self._permute("unpermute", rows, etp * sent)
+            self._permute("unpermute", rows, round(etp * sent * load))
         elif not flex and ep > 1 and local_experts > 1:
             self._permute("unsort_chunks", rows, rows)
         if etp > 1:

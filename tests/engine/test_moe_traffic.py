@@ -44,7 +44,7 @@ def test_remote_node_copies_match_monte_carlo(E, k, ep, nodes, groups, gtopk):
 def _qwen(dispatcher="flex", world=16, ep=16):
     model = replace(get_preset("qwen3-30b-a3b"), num_layers=2)
     par = ParallelConfig(world_size=world, ep=ep, global_batch=world, micro_batch=1, seq_length=4096,
-                         moe_token_dispatcher=dispatcher)
+                         moe_token_dispatcher=dispatcher, moe_load_imbalance=1.0)  # even ranks: hand counts
     return build(model, par)
 
 

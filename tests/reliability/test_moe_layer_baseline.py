@@ -14,6 +14,7 @@ import math
 import pytest
 
 from bench_scripts import script
+from workload_gen.core.moe_routing import rank_load_factor
 
 MEGATRON = ("NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553:"
             "tests/functional_tests/test_cases/common/moe_perf/")
@@ -86,7 +87,13 @@ def test_routed_expert_flops_are_the_hand_count(outcomes, rows):
         assert r["activation"] == "gelu"
         tokens = int(r["seq_length"]) * int(r["micro_batch"])
         k, h, f = int(r["router_topk"]), int(r["hidden_size"]), int(r["moe_ffn_hidden_size"])
-        assert o.prediction.expert_flops_fwd == 4 * tokens * k * h * f == 1_924_145_348_608, o.case
+        # the simulated rank is the busiest: forced balance leaves it a fraction of a percent
+        # above the mean (workload_gen.core.moe_routing, checked against a Monte-Carlo there)
+        model, par, _ = script("check_moe_layer").configs(r)
+        load = round(tokens * k * rank_load_factor(model, par, tokens)) / (tokens * k)
+        assert 1.0 < load < 1.02, o.case
+        assert o.prediction.expert_flops_fwd == pytest.approx(4 * tokens * k * h * f * load, rel=1e-9), o.case
+        assert 4 * tokens * k * h * f == 1_924_145_348_608
         assert o.prediction.expert_flops_bwd == 2 * o.prediction.expert_flops_fwd, o.case
         checked += 1
     assert checked >= 4

@@ -12,7 +12,7 @@ from workload_gen.flag_values import configs_from_flags
 
 from wg_helpers import comps, layer_ops, make
 
-GPT_OSS = dict(world_size=8, ep=8, seq_length=4096, global_batch=8, dtype="bf16")
+GPT_OSS = dict(world_size=8, ep=8, seq_length=4096, global_batch=8, dtype="bf16", moe_load_imbalance=1.0)  # even ranks: hand counts
 
 
 def test_clamp_passes_over_the_routed_fc1_output():

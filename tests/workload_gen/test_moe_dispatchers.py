@@ -59,7 +59,7 @@ def test_distinct_ranks_closed_forms():
     assert distinct_ranks(256, 8, 8, 8, 1) == pytest.approx(1.0)
 
 
-QWEN = dict(world_size=8, ep=8, seq_length=4096, global_batch=8, dtype="bf16")
+QWEN = dict(world_size=8, ep=8, seq_length=4096, global_batch=8, dtype="bf16", moe_load_imbalance=1.0)  # even ranks: hand counts
 
 
 def _moe_fwd(**kw):

@@ -25,10 +25,12 @@ from workload_gen.flag_values import configs_from_flags
 from wg_helpers import colls, comps, layer_ops
 
 # Mixtral-8x7B on one 8-GPU node, EP 8: 8 experts, top-2, h 4096, expert FFN 14336 (SwiGLU).
+# Even EP ranks (moe_load_imbalance 1): the hand counts below are the mean rank's.
 MIXTRAL = {"model": "mixtral-8x7b",
            "parallel": {"world_size": 8, "ep": 8},
-           "training": {"seq_length": 4096, "global_batch": 8}}
-MIXTRAL_FLAGS = "--model mixtral-8x7b --world-size 8 --ep 8 --seq-length 4096 --global-batch 8"
+           "training": {"seq_length": 4096, "global_batch": 8, "moe_load_imbalance": 1.0}}
+ROUTED_FLAGS = "--model mixtral-8x7b --world-size 8 --ep 8 --seq-length 4096 --global-batch 8"
+MIXTRAL_FLAGS = f"{ROUTED_FLAGS} --moe-load-imbalance 1.0"
 
 
 def _mixtral(**training):
@@ -120,8 +122,20 @@ def test_a_capacity_workload_file_reads_back(tmp_path):
 
 # --- accepted: changes nothing the workload models -----------------------------------
 
+def test_forced_balance_routes_at_the_uniform_statistic():
+    """--moe-router-force-load-balancing is modelled: the busiest EP rank then receives the
+    uniform top-k statistic's excess (a fraction of a percent at 4096 tokens, top-2 of 8),
+    not the learned-routing prior; the ops grow by exactly that factor."""
+    from workload_gen.core.moe_routing import LEARNED_RANK_IMBALANCE, rank_load_factor
+
+    model, learned, _ = _flags(ROUTED_FLAGS)
+    _, forced, _ = _flags(f"{ROUTED_FLAGS} --moe-router-force-load-balancing")
+    r = rank_load_factor(model, forced, 4096)
+    assert 1.0 < r < 1.02 and rank_load_factor(model, learned, 4096) == pytest.approx(LEARNED_RANK_IMBALANCE)
+    assert _dispatch(model, forced).bytes == round(4096 * 2 * 4096 * 2 * r)
+
+
 @pytest.mark.parametrize("flags", [
-    "--moe-router-force-load-balancing",  # the ops route uniformly either way (memory: moe_routing)
     "--moe-token-dispatcher-type alltoall",  # the dispatcher modelled
     "--moe-flex-dispatcher-backend hybridep",  # used only by the flex dispatcher
     "--reuse-grad-buf-for-mxfp8-param-ag",  # acts only on fp8 weights (fp8_param_gather)

@@ -87,7 +87,7 @@ def test_cp_all_gather_mode():
 def test_ep_dispatch_and_combine_all_to_all():
     # Mixtral 8x7B, tp=1, ep=8, b=1, s=4096, top-2: each all-to-all moves T*k*h*2 bytes.
     T, k, h = 4096, 2, 4096
-    w = make("mixtral-8x7b", world_size=8, ep=8, global_batch=8, seq_length=T)
+    w = make("mixtral-8x7b", world_size=8, ep=8, global_batch=8, seq_length=T, moe_load_imbalance=1.0)  # even ranks
     fwd, bwd = layer_ops(w, 0), layer_ops(w, 0, "bwd")
     assert [(op.name, op.kind, op.bytes) for op in colls(fwd)] == [
         ("dispatch_a2a", A2A, T * k * h * 2), ("combine_a2a", A2A, T * k * h * 2)]
@@ -101,7 +101,7 @@ def test_ep_dispatch_and_combine_all_to_all():
 def test_expert_tp_gathers_and_scatters_the_routed_tokens():
     # tp=etp=2 with SP: T_sp = T/2 tokens per rank; ETP all-gather/reduce-scatter etp*T_sp*k*h*2.
     T, k, h, E, ep, etp = 4096, 2, 4096, 8, 4, 2
-    w = make("mixtral-8x7b", world_size=8, tp=2, sp=True, ep=ep, global_batch=4, seq_length=T)
+    w = make("mixtral-8x7b", world_size=8, tp=2, sp=True, ep=ep, global_batch=4, seq_length=T, moe_load_imbalance=1.0)
     fwd = layer_ops(w, 0)
     t_sp = T // 2
     by = {op.name: op for op in colls(fwd)}
@@ -307,7 +307,8 @@ def test_ep_sizes_agree_with_aicb_mixtral():
     # AICB Mixtral 8x7B, tp 2 with SP, ep 8, s 4096: all-to-all T_sp*k*h*2, expert-TP
     # all-gather/reduce-scatter etp times that.
     aicb = _aicb_fwd_sizes("mixtral8x7b_w128_tp2_pp1_ep8_gbs256_sp.txt")
-    w = make("mixtral-8x7b", world_size=128, tp=2, sp=True, ep=8, global_batch=256, seq_length=4096)
+    w = make("mixtral-8x7b", world_size=128, tp=2, sp=True, ep=8, global_batch=256, seq_length=4096,
+             moe_load_imbalance=1.0)  # AICB routes evenly
     by = {op.name: op.bytes for op in colls(layer_ops(w, 3))}
     assert aicb[("mlp_moelayer", "ALLTOALL_EP")] == {by["dispatch_a2a"], by["combine_a2a"]}
     assert by["dispatch_ag"] in aicb[("mlp_moelayer", "ALLGATHER")]

@@ -41,7 +41,7 @@ def _random_configs(n: int, seed: int = 0):
         vpp = rng.choice([1, 2]) if pp > 1 else 1
         dp = rng.choice([1, 2, 4])
         ep = rng.choice([1, 2, 4, 8]) if model.is_moe else 1
-        kw = dict(world_size=tp * pp * cp * dp, tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep,
+        kw = dict(world_size=tp * pp * cp * dp, tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep, moe_load_imbalance=1.0,
                   sp=tp > 1 and (model.is_moe or rng.random() < 0.5), micro_batch=rng.choice([1, 2]),
                   seq_length=rng.choice([256, 512]), cp_comm=rng.choice(["p2p", "all_gather", "a2a"]),
                   recompute=rng.choice(["none", "selective", "full"]), recompute_method=rng.choice(["uniform", "block"]),
