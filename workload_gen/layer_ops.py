@@ -305,17 +305,17 @@ class _Emitter:
         if span is not None and cp > 1:
             raise ConfigError("cp", cp, f"not modelled: {span[0]}ed attention with context parallelism "
                                         "(the ring's K/V exchange over a window or chunks)")
-        # The shape a kernel database and the estimator see (batch, heads, sq, skv, d, causal):
-        # chunks are independent causal c x c attentions, (b*ceil(s/c), heads, c, c); a window
-        # is close to every query attending its w+1 keys, non-causal (b, heads, s, w+1), which
-        # over-counts the band by its first w(w+1)/2 pairs (3% for GPT-OSS at s = 2048). The
-        # op's FLOPs are the band's exactly (costs.attention_fwd).
+        # The shape a kernel database and the estimator see (batch, heads, sq, skv, d, causal
+        # [, window]): chunks are independent causal c x c attentions, (b*ceil(s/c), heads, c,
+        # c); a window is the causal s x s kernel with its left window w appended (flash-attn's
+        # window_size=(w, 0)), which the estimator turns into the KV tiles the kernel visits.
+        # The op's FLOPs are the band's exactly (costs.attention_fwd).
         if span is None:
             shape = (b, heads, s_l, s, d_qk, 1)
         elif span[0] == "chunk":
             shape = (b * -(-s // span[1]), heads, span[1], span[1], d_qk, 1)
         else:
-            shape = (b, heads, s, span[1] + 1, d_qk, 0)
+            shape = (b, heads, s, s, d_qk, 1, span[1])
         fwd_fb = costs.attention_fwd(b, heads, kv_heads, s_l, s, d_qk, d_v, True, B, span)
         bwd_fb = costs.attention_bwd(b, heads, kv_heads, s_l, s, d_qk, d_v, True, B, span)
         if cp > 1 and key.cp_comm == "p2p":

@@ -69,9 +69,9 @@ def test_gpt_oss_workload_alternates_windowed_and_full_layers():
     attn = [comps(layer_ops(w, i), OpKind.ATTENTION, Phase.FWD)[0] for i in range(4)]
     full = 2 * 64 * 2048 * 2048 / 2 * 128
     assert [op.flops for op in attn] == [2 * 64 * 255936 * 128, full] * 2
-    # The shape a kernel database sees: each query against its w+1 keys, non-causal; the
-    # full layers keep the causal s x s shape.
-    assert attn[0].shape == (1, 64, 2048, 129, 64, 0) and attn[1].shape == (1, 64, 2048, 2048, 64, 1)
+    # The shape a kernel database sees: the causal s x s kernel with its left window
+    # appended (flash-attn's window_size=(128, 0)); the full layers keep the 6-field shape.
+    assert attn[0].shape == (1, 64, 2048, 2048, 64, 1, 128) and attn[1].shape == (1, 64, 2048, 2048, 64, 1)
 
 
 def test_llama4_chunks_bind_only_beyond_8192_tokens():
