@@ -146,6 +146,11 @@ def build_bench(torch: Any, kind: OpKind, phase: Phase, shape: tuple[int, ...], 
         return b
     if kind is OpKind.ELEMENTWISE:
         rows, width = shape[:2]
+        if name.endswith(("dbias", "sink_grad")):
+            # a parameter gradient by column sum (layer_ops: bias gradient, attention sink
+            # gradient): the same reduction in every phase, not the autograd of a forward
+            x = torch.randn(rows, width, dtype=torch.float32 if name.endswith("sink_grad") else dt, device=dev)
+            return Bench(lambda: x.sum(dim=0), note="column sum")
         if name.endswith("swiglu"):
             x = leaf(rows, 2 * width)
             fwd = lambda: (lambda a, c: F.silu(a) * c)(*x.chunk(2, dim=-1))  # noqa: E731

@@ -83,6 +83,23 @@ def attention_bwd(batch: int, heads: int, kv_heads: int, sq: int, skv: int, d_qk
     return 2.5 * f, float((2 * q + 2 * kv + 2 * o) * b + batch * heads * sq * 4)
 
 
+def attention_sink(batch: int, heads: int, sq: int, b: int, learnable: bool) -> tuple[Cost, Cost | None]:
+    """Attention sinks (GPT-OSS's learnable per-head logit, or off-by-one's fixed zero one):
+    one extra term exp(sink - max) in each query row's softmax denominator.
+
+    Forward: fused in the attention kernel's epilogue (cuDNN's sink token, flash kernels'
+    final rescale): ~3 FLOPs per (sequence, head, query row) and the sink vector read,
+    returned as an addition to the attention op. Backward (learnable only; off-by-one's sink
+    is a constant): dsink_h = -sum over the head's query rows of P_sink * Delta, P_sink =
+    exp(sink - lse) and Delta = rowsum(dO * O), the per-row term the flash backward's
+    preprocess already writes; a reduction across every query tile of the head, so its own
+    pass: reads the fp32 log-sum-exp and Delta (4 + 4 B per row), writes one fp32 per head;
+    None when there is no gradient."""
+    rows = batch * heads * sq
+    fwd = (3.0 * rows, float(heads * b))
+    return fwd, ((3.0 * rows, float(8 * rows + 4 * heads)) if learnable else None)
+
+
 FP8_CAST_BYTES = {"delayed": 4.0, "tensorwise": 6.0, "mxfp8": 4.125, "blockwise": 4.0625}
 """HBM bytes per element to quantize one bf16 GEMM input for Transformer Engine's FP8 GEMMs.
 

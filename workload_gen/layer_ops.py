@@ -330,8 +330,17 @@ class _Emitter:
         if key.attention_backend == "unfused":
             attn_fwd, attn_bwd = self._unfused_attention(b, heads, s_l, s, d_qk, d_v)
         else:
+            sink_bwd: list[Op] = []
+            if self.model.softmax_type != "vanilla":
+                # attention sinks: the forward's extra softmax term is fused in the kernel; the
+                # learnable sink's gradient is a reduction of its own (costs.attention_sink)
+                (sf, sb), sink_grad = costs.attention_sink(b, heads, s_l, B, self.model.softmax_type == "learnable")
+                fwd_fb = (fwd_fb[0] + sf, fwd_fb[1] + sb)
+                if sink_grad is not None:
+                    sink_bwd = [self.compute("core_attn.sink_grad", BWD_W, OpKind.ELEMENTWISE, (b * heads * s_l, 1),
+                                             sink_grad, dtype="bf16")]
             attn_fwd = [self.compute("core_attn", FWD, OpKind.ATTENTION, shape, fwd_fb)]
-            attn_bwd = [self.compute("core_attn", BWD_I, OpKind.ATTENTION, shape, bwd_fb)]
+            attn_bwd = [self.compute("core_attn", BWD_I, OpKind.ATTENTION, shape, bwd_fb), *sink_bwd]
         recompute: list[Op] = []
         if key.recompute == "selective":
             # Megatron's selective recompute checkpoints core attention: its forward (and

@@ -68,7 +68,8 @@ def test_gpt_oss_workload_alternates_windowed_and_full_layers():
     w = make("gpt-oss-20b", world_size=8, ep=8, seq_length=2048, micro_batch=1, global_batch=8)
     attn = [comps(layer_ops(w, i), OpKind.ATTENTION, Phase.FWD)[0] for i in range(4)]
     full = 2 * 64 * 2048 * 2048 / 2 * 128
-    assert [op.flops for op in attn] == [2 * 64 * 255936 * 128, full] * 2
+    sink = 3 * 64 * 2048  # the sink's softmax term, 3 FLOPs per (head, query row), in every layer
+    assert [op.flops for op in attn] == [2 * 64 * 255936 * 128 + sink, full + sink] * 2
     # The shape a kernel database sees: the causal s x s kernel with its left window
     # appended (flash-attn's window_size=(128, 0)); the full layers keep the 6-field shape.
     assert attn[0].shape == (1, 64, 2048, 2048, 64, 1, 128) and attn[1].shape == (1, 64, 2048, 2048, 64, 1)
