@@ -100,6 +100,37 @@ def attention_sink(batch: int, heads: int, sq: int, b: int, learnable: bool) -> 
     return fwd, ((3.0 * rows, float(8 * rows + 4 * heads)) if learnable else None)
 
 
+def bias_grad(rows: int, width: int, b: int) -> Cost:
+    """dbias = column sum of dY[rows, width] where no kernel that reads dY anyway can fuse it
+    (Megatron's skip_bias_add linears: the bias is added by a fused bias-activation or
+    bias-dropout-add kernel, whose autograd returns a [rows, width] gradient that the
+    autograd engine sums to the bias's shape): reads dY, writes the width-vector, one add
+    per element."""
+    e = rows * width
+    return float(e), float((e + width) * b)
+
+
+EXPERT_FC2_BIAS_BYTES = (36.0, 40.0)
+"""HBM bytes per element of Megatron's unfused expert fc2 bias (TEGroupedMLP._apply_packed_bias,
+megatron/core/transformer/moe/experts.py at d98e8a64), on the [rows, h] fc2 output in eager
+PyTorch with fp32 intermediates:
+- forward: output.float() (read 2, write 4), repeat_interleave of the fp32 bias to one row per
+  token (write 4), bias * probs (read 4, write 4), output + that (read 8, write 4), .to(bf16)
+  (read 4, write 2): 36 B;
+- backward: the bf16 -> fp32 grad (2 + 4), the fp32 -> bf16 grad of the output (4 + 2), grad *
+  probs for the bias rows (4 + 4), grad * bias rows summed over h for the probs' gradient
+  (8 + 4 + 4), repeat_interleave's segment sum into the per-expert bias (4): 40 B."""
+
+
+def expert_fc2_bias(rows: int, width: int) -> tuple[Cost, Cost]:
+    """The expert fc2 bias add weighted by the router probabilities and its backward, on
+    ``rows`` routed token rows of ``width`` (see :data:`EXPERT_FC2_BIAS_BYTES`): 2 FLOPs
+    per element forward (multiply, add), 3 backward."""
+    e = rows * width
+    fb, bb = EXPERT_FC2_BIAS_BYTES
+    return (2.0 * e, fb * e), (3.0 * e, bb * e)
+
+
 FP8_CAST_BYTES = {"delayed": 4.0, "tensorwise": 6.0, "mxfp8": 4.125, "blockwise": 4.0625}
 """HBM bytes per element to quantize one bf16 GEMM input for Transformer Engine's FP8 GEMMs.
 
