@@ -16,7 +16,8 @@ The efficiencies carry the physics a plain roofline misses (docs/compute_profile
   and wave quantisation applies; each query row's pass over its keys has a fixed overhead
   (``L / (L + seq_overhead)``, L = keys seen per row, half the sequence when causal);
   head_dim sets how well the tensor cores are fed (table, linear interpolation). Backward
-  has its own cap.
+  has its own cap. A sliding window (shape's 7th field) runs whole ``block_kv`` KV tiles per
+  query tile, partly masked, and is charged for them (:func:`attention_efficiency`).
 - Both caps are public best-case kernel figures. ``tensor_throughput`` scales every
   tensor-core kernel's efficiency by one per-GPU factor: the fraction of those figures a
   training job sustains (clocks under power and thermal limits, library versions slow a GEMM

@@ -216,3 +216,21 @@ def test_native_file_round_trips_the_new_fields(tmp_path):
     assert '# model.moe_layer_pattern: "0101' in path.read_text()
     back = read_native(path).model
     assert back == w.model
+
+
+def test_native_file_round_trips_a_windowed_attention_shape(tmp_path):
+    # The windowed layer's 7-field attention shape (b, heads, s, s, d, causal, window) is
+    # written and read back; a window on a non-causal shape is refused.
+    from formats.native import read_native, write_native
+    from workload_gen.core.errors import FormatError
+
+    w = make("gpt-oss-20b", world_size=8, ep=8, seq_length=2048, micro_batch=1, global_batch=8)
+    path = tmp_path / "w.txt"
+    write_native(w, path)
+    assert "1x64x2048x2048x64x1x128" in path.read_text()
+    back = read_native(path)
+    assert layer_ops(back, 0) == layer_ops(w, 0)
+    bad = path.read_text().replace("1x64x2048x2048x64x1x128", "1x64x2048x2048x64x0x128", 1)
+    path.write_text(bad)
+    with pytest.raises(FormatError, match="sliding window"):
+        read_native(path)
