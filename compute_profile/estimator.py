@@ -16,7 +16,8 @@ The efficiencies carry the physics a plain roofline misses (docs/compute_profile
   and wave quantisation applies; each query row's pass over its keys has a fixed overhead
   (``L / (L + seq_overhead)``, L = keys seen per row, half the sequence when causal);
   head_dim sets how well the tensor cores are fed (table, linear interpolation). Backward
-  has its own cap.
+  has its own cap. A sliding window (shape's 7th field) runs whole ``block_kv`` KV tiles per
+  query tile, partly masked, and is charged for them (:func:`attention_efficiency`).
 - Both caps are public best-case kernel figures. ``tensor_throughput`` scales every
   tensor-core kernel's efficiency by one per-GPU factor: the fraction of those figures a
   training job sustains (clocks under power and thermal limits, library versions slow a GEMM
@@ -38,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from workload_gen.core.errors import ConfigError
+from workload_gen.core.flops import attention_pairs
 from workload_gen.core.gpu_specs import GpuSpec, get_gpu
 from workload_gen.core.record import record
 from workload_gen.core.records import EXPERT_OP_PREFIX, ComputeOp, OpKind, Phase
@@ -94,6 +96,9 @@ class AttentionParams:
     head_dims: tuple[int, ...]
     head_dim_factors: tuple[float, ...]
     memory_efficiency: float
+    block_kv: int = 128
+    """Key rows per KV tile of the kernel's inner loop: a sliding window visits whole KV tiles
+    (attention_efficiency)."""
 
 
 @record
@@ -186,6 +191,7 @@ def params_from_dict(gpu: str, raw: dict[str, Any], src: str = "estimator parame
                 fwd_max_efficiency=_positive(src, "attention.fwd_max_efficiency", a["fwd_max_efficiency"], 1.0),
                 bwd_max_efficiency=_positive(src, "attention.bwd_max_efficiency", a["bwd_max_efficiency"], 1.0),
                 block_q=int(a["block_q"]), seq_overhead=float(a["seq_overhead"]),
+                block_kv=int(a.get("block_kv", 128)),
                 head_dims=tuple(h for h, _ in hd), head_dim_factors=tuple(f for _, f in hd),
                 memory_efficiency=_positive(src, "attention.memory_efficiency", a["memory_efficiency"], 1.0),
             ),
@@ -380,13 +386,45 @@ def head_dim_factor(head_dim: int, p: AttentionParams) -> float:
     return f0 + (f1 - f0) * (head_dim - h0) / (h1 - h0)
 
 
+def window_kv_tiles(s: int, window: int, block_q: int, block_kv: int) -> int:
+    """KV tiles a causal sliding-window flash kernel visits over a sequence of ``s`` tokens,
+    summed over its query tiles (FlashAttention's local mask, ``n_block_min`` /
+    ``n_block_max`` of hopper/block.h): query tile i (rows i*M .. min((i+1)*M, s)-1) sees keys
+    max(0, i*M - w) .. its last row, so it runs tiles floor(max(0, i*M - w) / N) up to
+    ceil(min((i+1)*M, s) / N), whole tiles, the window's edge and the diagonal partly masked."""
+    return _window_kv_tiles(s, window, block_q, block_kv)
+
+
+@lru_cache(maxsize=1024)
+def _window_kv_tiles(s: int, w: int, m: int, n: int) -> int:
+    total = 0
+    for i in range(-(-s // m)):
+        total += -(-min((i + 1) * m, s) // n) - max(0, i * m - w) // n
+    return total
+
+
 def attention_efficiency(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim: int, causal: bool,
-                         backward: bool, sm_count: int, p: AttentionParams) -> float:
-    """Fraction of peak a flash-attention kernel reaches (forward or backward)."""
+                         backward: bool, sm_count: int, p: AttentionParams, window: int = 0) -> float:
+    """Fraction of peak a flash-attention kernel reaches (forward or backward).
+
+    Full attention: ``L / (L + seq_overhead)`` with L the keys per query row (half the
+    sequence when causal). ``window`` > 0 (causal sliding window, seq_q == seq_kv): the kernel
+    runs whole KV tiles (window_kv_tiles), so its useful fraction is the band's pairs per row
+    over the tiles' key slots per row plus the fixed per-row overhead, ``useful / (visited +
+    seq_overhead - block_kv/2)``: seq_overhead was fitted on causal kernels, whose diagonal
+    tiles already cost half a tile per row, and with the window covering the sequence the
+    two forms agree. The backward visits the transposed band (query tiles of each KV tile),
+    the same count with square tiles; it is taken equal."""
     cap = p.bwd_max_efficiency if backward else p.fwd_max_efficiency
     tile_util, wave_util, _ = _tile_wave_util(seq_q, 1, p.block_q, 1, sm_count, batch * heads)
-    keys_per_row = seq_kv / 2 if causal else seq_kv
-    seq_factor = keys_per_row / (keys_per_row + p.seq_overhead)
+    if window > 0:
+        useful = attention_pairs(seq_q, ("window", window)) / seq_q
+        visited = window_kv_tiles(seq_q, window, p.block_q, p.block_kv) * p.block_kv * p.block_q / (
+            -(-seq_q // p.block_q) * p.block_q)
+        seq_factor = useful / (visited + p.seq_overhead - p.block_kv / 2)
+    else:
+        keys_per_row = seq_kv / 2 if causal else seq_kv
+        seq_factor = keys_per_row / (keys_per_row + p.seq_overhead)
     return cap * tile_util * wave_util * seq_factor * head_dim_factor(head_dim, p)
 
 
@@ -427,8 +465,10 @@ def _tensor_shape_efficiency(op: ComputeOp, spec: GpuSpec, p: EstimatorParams) -
         return gemm_efficiency(s[0], s[2], s[1], spec.sm_count, g)
     if kind is OpKind.ATTENTION and len(s) >= 5:
         causal = bool(s[5]) if len(s) > 5 else True
+        window = s[6] if len(s) > 6 else 0  # (b, heads, sq, skv, d, causal, window left)
         backward = Phase(op.phase) in (Phase.BWD_INPUT, Phase.BWD_WEIGHT)
-        return attention_efficiency(s[0], s[1], s[2], s[3], s[4], causal, backward, spec.sm_count, p.attention)
+        return attention_efficiency(s[0], s[1], s[2], s[3], s[4], causal, backward, spec.sm_count, p.attention,
+                                    window)
     return p.gemm.max_efficiency  # shape too short to model: plain cap
 
 

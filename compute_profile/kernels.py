@@ -30,6 +30,8 @@ from workload_gen.core.records import OpKind, Phase
 TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 DROPOUT_P = 0.1
 """Megatron's default hidden dropout for the bias-dropout-add and embedding dropout."""
+WINDOW_PROXY_TILE = 128
+"""Query rows per tile of the sliding-window proxy benchmark (FlashAttention's 128-row tiles)."""
 
 
 @dataclass(slots=True)
@@ -112,6 +114,18 @@ def build_bench(torch: Any, kind: OpKind, phase: Phase, shape: tuple[int, ...], 
     if kind is OpKind.ATTENTION:
         bsz, heads, sq, skv, hd = shape[:5]
         causal = bool(shape[5]) if len(shape) > 5 else True
+        window = shape[6] if len(shape) > 6 else 0
+        if window > 0:
+            # torch's SDPA has no sliding window on its flash path (a band mask falls back to
+            # a kernel that scores every pair), so a proxy with the same work: each 128-row
+            # query tile against the w + 128 keys its tiles cover, non-causal, as a batch.
+            tiles = -(-sq // WINDOW_PROXY_TILE)
+            keys = min(window + WINDOW_PROXY_TILE, skv)
+            q = leaf(bsz * heads * tiles, 1, WINDOW_PROXY_TILE, hd)
+            kk, v = leaf(bsz * heads * tiles, 1, keys, hd), leaf(bsz * heads * tiles, 1, keys, hd)
+            b = _fwd_or_bwd(torch, phase, lambda: F.scaled_dot_product_attention(q, kk, v), [q, kk, v])
+            b.note = "sdpa window proxy"
+            return b
         q, kk, v = leaf(bsz, heads, sq, hd), leaf(bsz, heads, skv, hd), leaf(bsz, heads, skv, hd)
         is_causal = causal and sq == skv
         b = _fwd_or_bwd(torch, phase, lambda: F.scaled_dot_product_attention(q, kk, v, is_causal=is_causal), [q, kk, v])
@@ -132,6 +146,11 @@ def build_bench(torch: Any, kind: OpKind, phase: Phase, shape: tuple[int, ...], 
         return b
     if kind is OpKind.ELEMENTWISE:
         rows, width = shape[:2]
+        if name.endswith(("dbias", "sink_grad")):
+            # a parameter gradient by column sum (layer_ops: bias gradient, attention sink
+            # gradient): the same reduction in every phase, not the autograd of a forward
+            x = torch.randn(rows, width, dtype=torch.float32 if name.endswith("sink_grad") else dt, device=dev)
+            return Bench(lambda: x.sum(dim=0), note="column sum")
         if name.endswith("swiglu"):
             x = leaf(rows, 2 * width)
             fwd = lambda: (lambda a, c: F.silu(a) * c)(*x.chunk(2, dim=-1))  # noqa: E731

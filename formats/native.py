@@ -421,9 +421,11 @@ class _Reader:
         shape = tuple(self._count(line, f"shape {_q(text)}: entry", x, 0, "MAX_DIM", "(largest dimension)")
                       for x in text.split("x"))
         if kind is OpKind.ATTENTION:
-            if len(shape) != 6 or min(shape[:5]) < 1 or shape[5] not in (0, 1):
+            if len(shape) not in (6, 7) or min(shape[:5]) < 1 or shape[5] not in (0, 1) or (
+                    len(shape) == 7 and (shape[5] != 1 or shape[6] < 1)):
                 raise self.fail(line, f"attention shape {_q(text)}: must be batch x heads x seq_q x seq_kv x "
-                                      "head_dim x causal, each >= 1 and causal 0 or 1")
+                                      "head_dim x causal, each >= 1 and causal 0 or 1, then for a sliding "
+                                      "window (causal only) its left size >= 1")
         elif kind in (OpKind.GEMM, OpKind.GROUPED_GEMM):
             want = 3 if kind is OpKind.GEMM else 4
             if len(shape) != want or min(shape) < 1:

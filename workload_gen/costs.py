@@ -83,6 +83,54 @@ def attention_bwd(batch: int, heads: int, kv_heads: int, sq: int, skv: int, d_qk
     return 2.5 * f, float((2 * q + 2 * kv + 2 * o) * b + batch * heads * sq * 4)
 
 
+def attention_sink(batch: int, heads: int, sq: int, b: int, learnable: bool) -> tuple[Cost, Cost | None]:
+    """Attention sinks (GPT-OSS's learnable per-head logit, or off-by-one's fixed zero one):
+    one extra term exp(sink - max) in each query row's softmax denominator.
+
+    Forward: fused in the attention kernel's epilogue (cuDNN's sink token, flash kernels'
+    final rescale): ~3 FLOPs per (sequence, head, query row) and the sink vector read,
+    returned as an addition to the attention op. Backward (learnable only; off-by-one's sink
+    is a constant): dsink_h = -sum over the head's query rows of P_sink * Delta, P_sink =
+    exp(sink - lse) and Delta = rowsum(dO * O), the per-row term the flash backward's
+    preprocess already writes; a reduction across every query tile of the head, so its own
+    pass: reads the fp32 log-sum-exp and Delta (4 + 4 B per row), writes one fp32 per head;
+    None when there is no gradient."""
+    rows = batch * heads * sq
+    fwd = (3.0 * rows, float(heads * b))
+    return fwd, ((3.0 * rows, float(8 * rows + 4 * heads)) if learnable else None)
+
+
+def bias_grad(rows: int, width: int, b: int) -> Cost:
+    """dbias = column sum of dY[rows, width] where no kernel that reads dY anyway can fuse it
+    (Megatron's skip_bias_add linears: the bias is added by a fused bias-activation or
+    bias-dropout-add kernel, whose autograd returns a [rows, width] gradient that the
+    autograd engine sums to the bias's shape): reads dY, writes the width-vector, one add
+    per element."""
+    e = rows * width
+    return float(e), float((e + width) * b)
+
+
+EXPERT_FC2_BIAS_BYTES = (36.0, 40.0)
+"""HBM bytes per element of Megatron's unfused expert fc2 bias (TEGroupedMLP._apply_packed_bias,
+megatron/core/transformer/moe/experts.py at d98e8a64), on the [rows, h] fc2 output in eager
+PyTorch with fp32 intermediates:
+- forward: output.float() (read 2, write 4), repeat_interleave of the fp32 bias to one row per
+  token (write 4), bias * probs (read 4, write 4), output + that (read 8, write 4), .to(bf16)
+  (read 4, write 2): 36 B;
+- backward: the bf16 -> fp32 grad (2 + 4), the fp32 -> bf16 grad of the output (4 + 2), grad *
+  probs for the bias rows (4 + 4), grad * bias rows summed over h for the probs' gradient
+  (8 + 4 + 4), repeat_interleave's segment sum into the per-expert bias (4): 40 B."""
+
+
+def expert_fc2_bias(rows: int, width: int) -> tuple[Cost, Cost]:
+    """The expert fc2 bias add weighted by the router probabilities and its backward, on
+    ``rows`` routed token rows of ``width`` (see :data:`EXPERT_FC2_BIAS_BYTES`): 2 FLOPs
+    per element forward (multiply, add), 3 backward."""
+    e = rows * width
+    fb, bb = EXPERT_FC2_BIAS_BYTES
+    return (2.0 * e, fb * e), (3.0 * e, bb * e)
+
+
 FP8_CAST_BYTES = {"delayed": 4.0, "tensorwise": 6.0, "mxfp8": 4.125, "blockwise": 4.0625}
 """HBM bytes per element to quantize one bf16 GEMM input for Transformer Engine's FP8 GEMMs.
 

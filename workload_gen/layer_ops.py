@@ -172,6 +172,16 @@ class _Emitter:
         return self.key.act_bytes
 
     @property
+    def _bias(self) -> str:
+        """How a skip_bias_add linear (proj, fc1, fc2) pays its bias (see :meth:`linear`)."""
+        return "deferred" if self.model.add_bias_linear else ""
+
+    @property
+    def _te_bias(self) -> str:
+        """How a linear that adds its own bias (MLA's projections) pays it (see :meth:`linear`)."""
+        return "epilogue" if self.model.add_bias_linear else ""
+
+    @property
     def gemm_in_bytes(self) -> int:
         return 1 if self.key.dtype == "fp8" else self.B
 
@@ -240,7 +250,7 @@ class _Emitter:
         self.add([self.compute("rope", FWD, OpKind.ROPE, shape, fwd)],
                  [self.compute("rope", BWD_I, OpKind.ROPE, shape, bwd)])
 
-    def linear(self, name: str, m: int, k: int, n: int, mode: str, fp8: bool = True) -> None:
+    def linear(self, name: str, m: int, k: int, n: int, mode: str, fp8: bool = True, bias: str = "") -> None:
         """One linear layer, C[m,n] = X[m,k] @ W[k,n] (n, k already divided by tp).
 
         mode 'col' (column-parallel: qkv, fc1, q/kv up, output layer), 'row'
@@ -249,6 +259,15 @@ class _Emitter:
         dW[k,n] = X^T @ dY (shape k,n,m), with the TP collectives listed in the module doc.
         ``fp8=False``: stays bf16 under fp8 training (Megatron's output layer is not a
         Transformer Engine module).
+
+        ``bias``: '' none; 'epilogue' (a Transformer Engine linear that adds its own bias,
+        skip_bias_add False: qkv): forward, the GEMM epilogue reads the n-vector; backward,
+        dbias is fused where dY is read anyway (bf16: the wgrad GEMM's cuBLASLt bias-gradient
+        epilogue; fp8: the dY cast, tex.bgrad_quantize), so only its n-vector write;
+        'deferred' (skip_bias_add True: proj, fc1, fc2, whose bias a fused bias-activation or
+        bias-dropout-add kernel adds): forward the same n-vector read (counted on the GEMM),
+        backward its own column-sum kernel over dY (costs.bias_grad) on the rows the bias was
+        added to (the SP-local ones after a row-parallel reduce-scatter).
         """
         key, B = self.key, self.B
         quantized = key.dtype == "fp8" and fp8
@@ -269,7 +288,10 @@ class _Emitter:
             # casts happen once per iteration (builder: fp8_weight_cast).
             fwd.append(self.compute(f"{name}.fp8_cast", FWD, OpKind.ELEMENTWISE, (m, k),
                                     costs.fp8_cast(m, k, key.fp8_recipe), dtype="bf16"))
-        fwd.append(self.compute(name, FWD, OpKind.GEMM, (m, n, k), costs.gemm(m, n, k, bi, B), gemm_dtype))
+        fb = costs.gemm(m, n, k, bi, B)
+        if bias:
+            fb = (fb[0], fb[1] + n * B)
+        fwd.append(self.compute(name, FWD, OpKind.GEMM, (m, n, k), fb, gemm_dtype))
         if tp_on and mode == "row":
             kind = CollKind.REDUCE_SCATTER if key.sp else CollKind.ALL_REDUCE
             # fp8 with userbuffers: the row-parallel GEMM writes its output into an fp8
@@ -287,15 +309,23 @@ class _Emitter:
             # row: gather dY (the reduce-scatter's backward); col: re-gather X for wgrad.
             nbytes = m * n * ag_b if mode == "row" else m * k * ag_b
             bwd.append(self.tp_coll(f"{name}_ag_bwd", BWD_I, CollKind.ALL_GATHER, nbytes, async_default=mode == "col"))
+        dbias_write = n * B if bias == "epilogue" else 0
         if quantized:
+            cast = costs.fp8_cast(m, n, key.fp8_recipe)
             bwd.append(self.compute(f"{name}.fp8_cast", BWD_I, OpKind.ELEMENTWISE, (m, n),
-                                    costs.fp8_cast(m, n, key.fp8_recipe), dtype="bf16"))
+                                    (cast[0], cast[1] + dbias_write), dtype="bf16"))
         bwd.append(self.compute(name, BWD_I, OpKind.GEMM, (m, k, n), costs.gemm(m, k, n, bi, B), gemm_dtype))
         if tp_on and mode == "col":
             kind = CollKind.REDUCE_SCATTER if key.sp else CollKind.ALL_REDUCE
             bwd.append(self.tp_coll(f"{name}_{'rs' if key.sp else 'ar'}_bwd", BWD_I, kind, m * k * B, async_default=True))
-        bwd.append(self.compute(name, BWD_W, OpKind.GEMM, (k, n, m), costs.wgrad_gemm(k, n, m, bi, key.grad_bytes),
-                                gemm_dtype))
+        wb = costs.wgrad_gemm(k, n, m, bi, key.grad_bytes)
+        if not quantized:
+            wb = (wb[0], wb[1] + dbias_write)
+        bwd.append(self.compute(name, BWD_W, OpKind.GEMM, (k, n, m), wb, gemm_dtype))
+        if bias == "deferred":
+            rows = m // key.tp if mode == "row" and tp_on and key.sp else m
+            bwd.append(self.compute(f"{name}.dbias", BWD_W, OpKind.ELEMENTWISE, (rows, n),
+                                    costs.bias_grad(rows, n, B), dtype="bf16"))
         self.add(fwd, bwd)
 
     def core_attention(self, heads: int, kv_heads: int, d_qk: int, d_v: int) -> None:
@@ -324,17 +354,17 @@ class _Emitter:
         if span is not None and cp > 1:
             raise ConfigError("cp", cp, f"not modelled: {span[0]}ed attention with context parallelism "
                                         "(the ring's K/V exchange over a window or chunks)")
-        # The shape a kernel database and the estimator see (batch, heads, sq, skv, d, causal):
-        # chunks are independent causal c x c attentions, (b*ceil(s/c), heads, c, c); a window
-        # is close to every query attending its w+1 keys, non-causal (b, heads, s, w+1), which
-        # over-counts the band by its first w(w+1)/2 pairs (3% for GPT-OSS at s = 2048). The
-        # op's FLOPs are the band's exactly (costs.attention_fwd).
+        # The shape a kernel database and the estimator see (batch, heads, sq, skv, d, causal
+        # [, window]): chunks are independent causal c x c attentions, (b*ceil(s/c), heads, c,
+        # c); a window is the causal s x s kernel with its left window w appended (flash-attn's
+        # window_size=(w, 0)), which the estimator turns into the KV tiles the kernel visits.
+        # The op's FLOPs are the band's exactly (costs.attention_fwd).
         if span is None:
             shape = (b, heads, s_l, s, d_qk, 1)
         elif span[0] == "chunk":
             shape = (b * -(-s // span[1]), heads, span[1], span[1], d_qk, 1)
         else:
-            shape = (b, heads, s, span[1] + 1, d_qk, 0)
+            shape = (b, heads, s, s, d_qk, 1, span[1])
         fwd_fb = costs.attention_fwd(b, heads, kv_heads, s_l, s, d_qk, d_v, True, B, span)
         bwd_fb = costs.attention_bwd(b, heads, kv_heads, s_l, s, d_qk, d_v, True, B, span)
         if cp > 1 and key.cp_comm == "p2p":
@@ -349,8 +379,17 @@ class _Emitter:
         if key.attention_backend == "unfused":
             attn_fwd, attn_bwd = self._unfused_attention(b, heads, s_l, s, d_qk, d_v)
         else:
+            sink_bwd: list[Op] = []
+            if self.model.softmax_type != "vanilla":
+                # attention sinks: the forward's extra softmax term is fused in the kernel; the
+                # learnable sink's gradient is a reduction of its own (costs.attention_sink)
+                (sf, sb), sink_grad = costs.attention_sink(b, heads, s_l, B, self.model.softmax_type == "learnable")
+                fwd_fb = (fwd_fb[0] + sf, fwd_fb[1] + sb)
+                if sink_grad is not None:
+                    sink_bwd = [self.compute("core_attn.sink_grad", BWD_W, OpKind.ELEMENTWISE, (b * heads * s_l, 1),
+                                             sink_grad, dtype="bf16")]
             attn_fwd = [self.compute("core_attn", FWD, OpKind.ATTENTION, shape, fwd_fb)]
-            attn_bwd = [self.compute("core_attn", BWD_I, OpKind.ATTENTION, shape, bwd_fb)]
+            attn_bwd = [self.compute("core_attn", BWD_I, OpKind.ATTENTION, shape, bwd_fb), *sink_bwd]
         recompute: list[Op] = []
         if key.recompute == "selective":
             # Megatron's selective recompute checkpoints core attention: its forward (and
@@ -404,17 +443,17 @@ class _Emitter:
             # Down projections are duplicated over TP and run on the SP-local tokens; the
             # up projections are column-parallel and all-gather the (small) latents.
             if m.q_lora_rank:
-                self.linear("q_down", T_sp, h, m.q_lora_rank, "local")
-            self.linear("kv_down", T_sp, h, m.kv_lora_rank + dr, "local")
+                self.linear("q_down", T_sp, h, m.q_lora_rank, "local", bias=self._te_bias)
+            self.linear("kv_down", T_sp, h, m.kv_lora_rank + dr, "local", bias=self._te_bias)
             up_start = len(self.fwd)
             if m.q_lora_rank:
                 self.norm("q_norm", T_sp, m.q_lora_rank)
             self.norm("kv_norm", T_sp, m.kv_lora_rank)
             if m.q_lora_rank:
-                self.linear("q_up", T, m.q_lora_rank, a * m.qk_dim, "col")
+                self.linear("q_up", T, m.q_lora_rank, a * m.qk_dim, "col", bias=self._te_bias)
             else:
-                self.linear("q_proj", T, h, a * m.qk_dim, "col")
-            self.linear("kv_up", T, m.kv_lora_rank, a * (dn + dv), "col")
+                self.linear("q_proj", T, h, a * m.qk_dim, "col", bias=self._te_bias)
+            self.linear("kv_up", T, m.kv_lora_rank, a * (dn + dv), "col", bias=self._te_bias)
             if tp > 1 and key.sp:
                 # The shared rotary key k_pe (dr per token) is gathered from the sequence shards.
                 nbytes = T * dr * self.B
@@ -429,7 +468,7 @@ class _Emitter:
                 # k, v are dropped after core attention's forward and re-made when the backward
                 # reaches its output, before core attention's own backward.
                 self._checkpoint(up_ops)
-            self.linear("proj", T, a * dv, h, "row")
+            self.linear("proj", T, a * dv, h, "row", bias=self._bias)
             if key.recompute_layernorm:
                 # MLA's input norm is a module of its own (no down-projection fusion by default):
                 # its output is dropped after attention's forward and re-made when the backward
@@ -438,14 +477,15 @@ class _Emitter:
                 self._checkpoint([self.fwd[attn_start]])
         else:
             g, d = m.kv_heads // tp, m.head_dim
-            self.linear("qkv", T, h, (a + 2 * g) * d, "col")
+            self.linear("qkv", T, h, (a + 2 * g) * d, "col",
+                        bias="epilogue" if m.add_bias_linear or m.add_qkv_bias else "")
             if m.qk_layernorm:
                 self.norm("q_norm", T * a, d)
                 self.norm("k_norm", T * g, d)
             if m.position_embedding == "rope":
                 self.rope("rope", T, (a + g) * d)
             self.core_attention(a, g, d, d)
-            self.linear("proj", T, a * d, h, "row")
+            self.linear("proj", T, a * d, h, "row", bias=self._bias)
         self.residual("attn_residual")
 
     def mlp_block(self, ffn: int) -> None:
@@ -453,9 +493,9 @@ class _Emitter:
         mult = 2 if m.activation == "swiglu" else 1
         start = len(self.fwd)
         self.norm("pre_mlp_norm", self.T_sp, m.hidden_size)
-        self.linear("fc1", T, m.hidden_size, mult * ffn // tp, "col")
+        self.linear("fc1", T, m.hidden_size, mult * ffn // tp, "col", bias=self._bias)
         self.activation(m.activation, T, ffn // tp)
-        self.linear("fc2", T, ffn // tp, m.hidden_size, "row")
+        self.linear("fc2", T, ffn // tp, m.hidden_size, "row", bias=self._bias)
         if self.key.recompute_mlp:
             # Megatron's mlp recompute (TransformerLayer: tensor_parallel.checkpoint of self.mlp,
             # whose fc1 carries the fused pre-MLP norm under Transformer Engine's spec)
@@ -534,12 +574,18 @@ class _Emitter:
         bi = self.gemm_in_bytes
         for name, n_out, k_in, act_after in ((f"{EXPERT_OP_PREFIX}fc1", mult * fe, h, True),
                                              (f"{EXPERT_OP_PREFIX}fc2", h, fe, False)):
-            fwd = [self.compute(name, FWD, OpKind.GROUPED_GEMM, (local_experts, mg_shape, n_out, k_in),
-                                costs.grouped_gemm(local_experts, mg, n_out, k_in, bi, B))]
+            fb = costs.grouped_gemm(local_experts, mg, n_out, k_in, bi, B)
+            wb = costs.grouped_wgrad(local_experts, k_in, n_out, mg, bi, key.grad_bytes)
+            if m.add_bias_linear and act_after:
+                # fc1 (TEGroupedMLP: skip_bias_add False): Transformer Engine's GroupedLinear adds
+                # each expert's bias in the GEMM epilogue and fuses dbias where dY is read (as
+                # linear()'s 'epilogue' bias): the bias vectors' read forward, write backward.
+                bias_bytes = local_experts * n_out * B
+                fb, wb = (fb[0], fb[1] + bias_bytes), (wb[0], wb[1] + bias_bytes)
+            fwd = [self.compute(name, FWD, OpKind.GROUPED_GEMM, (local_experts, mg_shape, n_out, k_in), fb)]
             bwd = [self.compute(name, BWD_I, OpKind.GROUPED_GEMM, (local_experts, mg_shape, k_in, n_out),
                                 costs.grouped_gemm(local_experts, mg, k_in, n_out, bi, B)),
-                   self.compute(name, BWD_W, OpKind.GROUPED_GEMM, (local_experts, k_in, n_out, mg_shape),
-                                costs.grouped_wgrad(local_experts, k_in, n_out, mg, bi, key.grad_bytes))]
+                   self.compute(name, BWD_W, OpKind.GROUPED_GEMM, (local_experts, k_in, n_out, mg_shape), wb)]
             if key.dtype == "fp8":
                 # Transformer Engine's GroupedLinear quantizes its input (X) in forward and the
                 # incoming gradient (dY) before the dgrad, over all routed rows (split per expert)
@@ -557,6 +603,13 @@ class _Emitter:
                 # activation's output, fc2's input, is dropped after fc2's forward and the
                 # activation re-runs when the backward reaches fc2's output, before its GEMMs.
                 self._checkpoint(act)
+        if m.add_bias_linear:
+            # fc2's bias (skip_bias_add True): Megatron adds bias * router prob per token in
+            # eager PyTorch (costs.expert_fc2_bias); autograd runs the backward of those ops.
+            bf, bb = costs.expert_fc2_bias(rows, h)
+            name = f"{EXPERT_OP_PREFIX}fc2_bias"
+            self.add([self.compute(name, FWD, OpKind.ELEMENTWISE, (rows, h), bf, dtype="bf16")],
+                     [self.compute(name, BWD_I, OpKind.ELEMENTWISE, (rows, h), bb, dtype="bf16")])
         if flex and key.moe_flex_backend != "hybridep":
             self._permute("unpermute", rows, round(etp * sent * load))
         elif not flex and ep > 1 and local_experts > 1:
@@ -573,9 +626,9 @@ class _Emitter:
         if fs:
             tp = key.tp
             start = len(self.fwd)
-            self.linear("shared_fc1", self.T, h, mult * fs // tp, "col")
+            self.linear("shared_fc1", self.T, h, mult * fs // tp, "col", bias=self._bias)
             self.activation(f"shared_{m.activation}", self.T, fs // tp)
-            self.linear("shared_fc2", self.T, fs // tp, h, "row")
+            self.linear("shared_fc2", self.T, fs // tp, h, "row", bias=self._bias)
             if key.recompute_shared_experts:
                 self._checkpoint(self.fwd[start:])  # Megatron's SharedExpertMLP: checkpoint of its forward
         if key.recompute_moe:

@@ -32,7 +32,7 @@ CASES = {
         ModelConfig(num_layers=32, hidden_size=4096, num_attention_heads=32, ffn_hidden_size=14336,
                     vocab_size=32000, activation="swiglu", num_experts=8, moe_router_topk=2),
         ParallelConfig(world_size=128, tp=2, sp=True, ep=8, micro_batch=1, global_batch=256, seq_length=4096,
-                       distributed_optimizer=True)),
+                       distributed_optimizer=True, moe_load_imbalance=1.0)),  # AICB routes evenly
 }
 
 

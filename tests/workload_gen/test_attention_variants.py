@@ -68,10 +68,11 @@ def test_gpt_oss_workload_alternates_windowed_and_full_layers():
     w = make("gpt-oss-20b", world_size=8, ep=8, seq_length=2048, micro_batch=1, global_batch=8)
     attn = [comps(layer_ops(w, i), OpKind.ATTENTION, Phase.FWD)[0] for i in range(4)]
     full = 2 * 64 * 2048 * 2048 / 2 * 128
-    assert [op.flops for op in attn] == [2 * 64 * 255936 * 128, full] * 2
-    # The shape a kernel database sees: each query against its w+1 keys, non-causal; the
-    # full layers keep the causal s x s shape.
-    assert attn[0].shape == (1, 64, 2048, 129, 64, 0) and attn[1].shape == (1, 64, 2048, 2048, 64, 1)
+    sink = 3 * 64 * 2048  # the sink's softmax term, 3 FLOPs per (head, query row), in every layer
+    assert [op.flops for op in attn] == [2 * 64 * 255936 * 128 + sink, full + sink] * 2
+    # The shape a kernel database sees: the causal s x s kernel with its left window
+    # appended (flash-attn's window_size=(128, 0)); the full layers keep the 6-field shape.
+    assert attn[0].shape == (1, 64, 2048, 2048, 64, 1, 128) and attn[1].shape == (1, 64, 2048, 2048, 64, 1)
 
 
 def test_llama4_chunks_bind_only_beyond_8192_tokens():
@@ -215,3 +216,21 @@ def test_native_file_round_trips_the_new_fields(tmp_path):
     assert '# model.moe_layer_pattern: "0101' in path.read_text()
     back = read_native(path).model
     assert back == w.model
+
+
+def test_native_file_round_trips_a_windowed_attention_shape(tmp_path):
+    # The windowed layer's 7-field attention shape (b, heads, s, s, d, causal, window) is
+    # written and read back; a window on a non-causal shape is refused.
+    from formats.native import read_native, write_native
+    from workload_gen.core.errors import FormatError
+
+    w = make("gpt-oss-20b", world_size=8, ep=8, seq_length=2048, micro_batch=1, global_batch=8)
+    path = tmp_path / "w.txt"
+    write_native(w, path)
+    assert "1x64x2048x2048x64x1x128" in path.read_text()
+    back = read_native(path)
+    assert layer_ops(back, 0) == layer_ops(w, 0)
+    bad = path.read_text().replace("1x64x2048x2048x64x1x128", "1x64x2048x2048x64x0x128", 1)
+    path.write_text(bad)
+    with pytest.raises(FormatError, match="sliding window"):
+        read_native(path)
