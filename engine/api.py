@@ -5,7 +5,6 @@ from dataclasses import replace
 from typing import Any, Literal, NamedTuple
 
 from engine.memory import estimate_memory
-from engine.moe_traffic import hierarchical_dispatch
 from engine.schedules import SCHEDULES, default_schedule
 from engine.sim import Simulator
 from network.backend import NetworkBackend
@@ -58,7 +57,10 @@ def simulate(
         (engine.steady_timeline), when that is exact. None keeps every interval.
     """
     par = workload.parallel
-    workload = hierarchical_dispatch(workload, system.gpus_per_node)
+    if par.ep > 1 and (par.moe_token_dispatcher == "flex" or par.moe_enable_deepep):
+        from engine.moe_traffic import hierarchical_dispatch  # MoE runs only
+
+        workload = hierarchical_dispatch(workload, system.gpus_per_node)
     net = _resolve_backend(backend, system, par.world_size)
     name = net.name
     contention_free = net.contention_free

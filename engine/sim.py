@@ -58,8 +58,6 @@ from engine.passes import PassProfile, profile_pass
 from engine.pipeline_transfers import PipelineTransfers
 from engine.program import PassSpec, build_plans
 from engine.schedules import SCHEDULES, Step
-from engine.a2a_overlap import merge_passes, pair_steps
-from engine.moe_traffic import flex_sm_slowdown
 from engine.sim_results import rank_breakdown, timeline_parts
 from engine.waits import block, unblock
 from network.backend import NetworkBackend
@@ -110,6 +108,8 @@ class Simulator:
         """Megatron's EP all-to-all overlap: steady-state forward/backward neighbours run as
         one combined pass (engine.a2a_overlap)."""
         if self.a2a_overlap:
+            from engine.a2a_overlap import pair_steps  # MoE runs only: kept off the dense import path
+
             steps = [pair_steps(st, self.num_microbatches) for st in steps]
         self._layers = workload.model.num_layers if workload.model is not None else 0
         self._merged: dict[tuple[int, int, int], PassSpec] = {}
@@ -124,7 +124,11 @@ class Simulator:
                       for r in simulated]
         self.slowdown = float(workload.overlap_slowdown)
         """Fractional slow-down of compute started while a collective of its rank runs."""
-        self.flex_slowdown = flex_sm_slowdown(workload)
+        self.flex_slowdown = 0.0
+        if par.ep > 1 and (par.moe_token_dispatcher == "flex" or par.moe_enable_deepep):
+            from engine.moe_traffic import flex_sm_slowdown
+
+            self.flex_slowdown = flex_sm_slowdown(workload)
         """The same beside the flex dispatcher's kernels: their SM share (engine.moe_traffic)."""
         for rank in self.ranks:
             for b in rank.plan.buckets:
@@ -163,6 +167,8 @@ class Simulator:
         key = (rank.stage, step.chunk, step.pair.chunk)
         spec = self._merged.get(key)
         if spec is None:
+            from engine.a2a_overlap import merge_passes
+
             passes = rank.plan.passes
             spec = self._merged[key] = merge_passes(passes[(step.chunk, True)], passes[(step.pair.chunk, False)],
                                                     self._layers, self.par.delay_wgrad_compute)
