@@ -93,9 +93,16 @@ def _b200(r: dict[str, str]) -> MeasuredRun:
     model = replace(model, num_layers=int(r["layer_num"]),
                     **({"num_dense_layers": int(r["dense_layers"])} if r["dense_layers"] else {}))
     tp, pp, ep = int(r["tp"]), int(r["pp"]), int(r["ep"])
+    # SimuMax aligns its MoE model with its Megatron benchmark by padding every expert to a
+    # capacity of 1 (its strategy-search example, examples/search/llm_search.py,
+    # set_megatron_config: moe_pad_expert_input_to_capacity True, capacity 1, "just for align
+    # the configuration with the benchmark"): the benchmark's experts take equal loads, so the
+    # rows are read with that capacity, not with the learned-routing load prior.
+    moe = dict(moe_expert_capacity_factor=1.0, moe_pad_expert_input_to_capacity=True) if model.is_moe else {}
     par = ParallelConfig(world_size=int(r["gpus"]), tp=tp, pp=pp, ep=ep, cp=int(r["cp"]), vpp=int(r["vp"]),
                          sp=tp > 1, micro_batch=int(r["mbs"]), global_batch=int(r["gbs"]),
-                         seq_length=int(r["seq_len"]), dtype="bf16", recompute="none", distributed_optimizer=True)
+                         seq_length=int(r["seq_len"]), dtype="bf16", recompute="none", distributed_optimizer=True,
+                         **moe)
     if par.dp != int(r["dp"]) or par.num_microbatches != int(r["micro_batch_num"]):
         raise ConfigError("dp", r["dp"], f"does not follow from the row's layout ({par.dp} x {par.num_microbatches})")
     label = f"B200 {r['model']} l{r['layer_num']} tp{tp} pp{pp} ep{ep} m{r['micro_batch_num']}"
