@@ -31,10 +31,8 @@ from dataclasses import replace
 
 from engine.program import PassSpec
 from engine.schedules import Step
-from workload_gen.core.records import CollectiveOp, CollKind, ComputeOp, Group, Op, Phase
+from workload_gen.core.records import MOE_COMBINE_OP, MOE_DISPATCH_OP, CollectiveOp, CollKind, ComputeOp, Group, Op, Phase
 
-DISPATCH, COMBINE = "dispatch_a2a", "combine_a2a"
-"""Names workload_gen.layer_ops gives the MoE layer's EP all-to-alls."""
 
 
 def pair_steps(steps: tuple[Step, ...], num_microbatches: int) -> tuple[Step, ...]:
@@ -113,8 +111,8 @@ def merge_passes(f: PassSpec, b: PassSpec, layers: int, delay_wgrad: bool) -> Pa
     for k in range(max(len(f_body), len(b_body))):
         fr = f_body[k] if k < len(f_body) else []
         br = b_body[k] if k < len(b_body) else []
-        fs = _split(F, fr, DISPATCH, COMBINE) if fr else None
-        bs = _split(B, br, COMBINE, DISPATCH) if br else None
+        fs = _split(F, fr, MOE_DISPATCH_OP, MOE_COMBINE_OP) if fr else None
+        bs = _split(B, br, MOE_COMBINE_OP, MOE_DISPATCH_OP) if br else None
         if fs is None or bs is None:  # a dense layer on either side: no pairing inside it
             put("b", br)
             put("f", fr)

@@ -57,7 +57,7 @@ def simulate(
         (engine.steady_timeline), when that is exact. None keeps every interval.
     """
     par = workload.parallel
-    if par.ep > 1 and (par.moe_token_dispatcher == "flex" or par.moe_enable_deepep):
+    if par.ep > 1 and par.flex_backend is not None:
         from engine.moe_traffic import hierarchical_dispatch  # MoE runs only
 
         workload = hierarchical_dispatch(workload, system.gpus_per_node)

@@ -362,19 +362,6 @@ def hybridep_buffer_bytes(hidden: int, tokens: int, local_experts: int, group: i
     return nvl, rdma
 
 
-def _flex_backend(par: ParallelConfig) -> str | None:
-    """The flex dispatcher's backend, or None for the alltoall/allgather dispatchers
-    (``--moe-enable-deepep`` is the deprecated spelling of flex with DeepEP)."""
-    if par.moe_token_dispatcher == "flex":
-        return par.moe_flex_dispatcher_backend
-    if par.moe_enable_deepep:
-        return "deepep"
-    return None
-
-
-def _local_tokens(par: ParallelConfig) -> int:
-    """Tokens one rank routes per micro-batch: s/cp * b, sharded over TP by SP."""
-    return par.seq_length // par.cp * par.micro_batch // (par.tp if par.sp else 1)
 
 
 def dispatcher_workspace_bytes(model: ModelConfig, par: ParallelConfig) -> float:
@@ -389,14 +376,14 @@ def dispatcher_workspace_bytes(model: ModelConfig, par: ParallelConfig) -> float
     e = 4 if par.dtype == "fp32" else 2
     h = model.hidden_size
     group = par.expert_tp * par.ep  # Megatron's tp_ep group: flex and allgather span it
-    backend = _flex_backend(par)
+    backend = par.flex_backend
     if backend == "deepep":
         sms = par.moe_hybridep_num_sms or DEEPEP_NUM_SMS
         return float(sum(deepep_buffer_bytes(h * max(e, 2), group, sms - sms % 2)))
     if backend == "hybridep":
-        return float(sum(hybridep_buffer_bytes(h, _local_tokens(par), model.num_experts // par.ep, group)))
+        return float(sum(hybridep_buffer_bytes(h, par.routed_tokens, model.num_experts // par.ep, group)))
     if par.moe_token_dispatcher == "allgather" and group > 1:
-        return float(e * h * _local_tokens(par) * group)
+        return float(e * h * par.routed_tokens * group)
     return 0.0
 
 
@@ -424,12 +411,12 @@ def dispatcher_transient_bytes(model: ModelConfig, par: ParallelConfig) -> float
     e = 4 if par.dtype == "fp32" else 2
     h = model.hidden_size
     etp = par.expert_tp
-    tokens = _local_tokens(par)
+    tokens = par.routed_tokens
     sp_div = par.tp if par.sp else 1
     T = par.seq_length // par.cp * par.micro_batch
     local = _dispatched_copies(model, par, T, sp_div)
     factor = rank_load_factor(model, par, tokens)
-    backend = _flex_backend(par)
+    backend = par.flex_backend
     if backend == "hybridep":
         return 0.0
     if backend in ("deepep", "ncclep"):

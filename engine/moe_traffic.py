@@ -26,15 +26,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from engine.passes import is_flex_kernel
+
 from workload_gen.core.errors import ConfigError
 from workload_gen.core.gpu_specs import get_gpu
 from workload_gen.core.moe_dispatch import rank_hit_probability
 from workload_gen.core.moe_routing import rank_load_factor
-from workload_gen.core.placement import group_ranks
-from workload_gen.core.records import CollectiveOp, CollKind, Group, Workload
-
-DISPATCH_OPS = frozenset({"dispatch_a2a", "combine_a2a"})
-
+from workload_gen.core.placement import GroupShape, group_ranks
+from workload_gen.core.records import CollectiveOp, Group, Workload
 
 def remote_node_copies(num_experts: int, topk: int, ep: int, nodes: int,
                        num_groups: int | None = None, group_topk: int | None = None) -> float:
@@ -52,28 +51,23 @@ def hierarchical_dispatch(workload: Workload, gpus_per_node: int) -> Workload:
     deduplication (module docstring); unchanged unless the flex dispatcher's EP group spans
     nodes."""
     par, model = workload.parallel, workload.model
-    if model is None or par.ep <= 1 or not (par.moe_token_dispatcher == "flex" or par.moe_enable_deepep):
+    if model is None or par.ep <= 1 or par.flex_backend is None:
         return workload
-    ranks = group_ranks(par, Group.EP, 0)
-    by_node: dict[int, int] = {}
-    for r in ranks:
-        by_node[r // gpus_per_node] = by_node.get(r // gpus_per_node, 0) + 1
-    nodes = len(by_node)
-    k = max(by_node.values())
-    if nodes <= 1 or len(set(by_node.values())) != 1:
+    shape = GroupShape.from_ranks(group_ranks(par, Group.EP, 0), gpus_per_node)
+    n, nodes, k = shape.n, shape.nodes, shape.per_node
+    if nodes <= 1 or k * nodes != n:
         return workload  # one node, or an uneven split: the rank-level count stands
-    n = par.ep
     copies = remote_node_copies(model.num_experts, model.moe_router_topk, n, nodes,
                                 par.moe_router_num_groups, par.moe_router_group_topk)
-    tokens = par.micro_batch * (par.seq_length // par.cp) // (par.tp if par.sp else 1)
+    tokens = par.routed_tokens
     b = par.param_bytes
     # the busiest rank receives rank_load_factor x the mean, as the workload's own count does
     load = rank_load_factor(model, par, tokens)
     nbytes = round(tokens * model.hidden_size * b * copies * n / (n - k) * load)
 
     def fix(ops):
-        return tuple(replace(op, bytes=nbytes) if type(op) is CollectiveOp and op.name in DISPATCH_OPS
-                     and op.group is Group.EP and op.kind is CollKind.ALL_TO_ALL else op for op in ops)
+        return tuple(replace(op, bytes=nbytes) if type(op) is CollectiveOp and is_flex_kernel(op) else op
+                     for op in ops)
 
     stages = tuple(replace(st, chunks=tuple(replace(ch, forward=fix(ch.forward), backward=fix(ch.backward))
                                             for ch in st.chunks)) for st in workload.stages)
@@ -94,7 +88,7 @@ def flex_sm_slowdown(workload: Workload) -> float:
     ``sms / (sm_count - sms)`` is the slow-down. 0 without the flex dispatcher. It matters only
     where compute runs beside the dispatch (the EP all-to-all overlap)."""
     par = workload.parallel
-    if par.ep <= 1 or not (par.moe_token_dispatcher == "flex" or par.moe_enable_deepep):
+    if par.ep <= 1 or par.flex_backend is None:
         return 0.0
     sms = par.moe_hybridep_num_sms if par.moe_hybridep_num_sms is not None else DEFAULT_FLEX_SMS
     gpu = get_gpu(workload.gpu) if workload.gpu else None

@@ -27,7 +27,7 @@ from operator import attrgetter
 from typing import Callable, NamedTuple
 
 from workload_gen.core.record import record
-from workload_gen.core.records import CollectiveOp, CollKind, ComputeOp, Op, OpKind
+from workload_gen.core.records import MOE_COMBINE_OP, MOE_DISPATCH_OP, CollectiveOp, CollKind, ComputeOp, Group, Op, OpKind
 
 
 class ProfileRecord(NamedTuple):
@@ -72,14 +72,10 @@ def slows_compute(op: CollectiveOp) -> bool:
     return op.kind is not CollKind.SEND_RECV
 
 
-FLEX_OPS = frozenset({"dispatch_a2a", "combine_a2a"})
-"""The MoE layer's EP all-to-alls (workload_gen.layer_ops names)."""
-
-
 def is_flex_kernel(op: CollectiveOp) -> bool:
     """Whether ``op`` is an MoE token dispatch or combine, which under the flex dispatcher
     runs DeepEP's or HybridEP's kernels on a fixed share of the SMs (engine.sim)."""
-    return op.kind is CollKind.ALL_TO_ALL and op.name in FLEX_OPS and op.group.value == "ep"
+    return op.kind is CollKind.ALL_TO_ALL and op.group is Group.EP and op.name in (MOE_DISPATCH_OP, MOE_COMBINE_OP)
 
 
 def interference(op: CollectiveOp, slowdown: float, flex_slowdown: float) -> float:
@@ -132,6 +128,7 @@ def profile_pass(
     """
     issue_with = issue_with or {}
     pre_issued = {k for run in issue_with.values() for k in run}
+    interferes = bool(slowdown or flex_slowdown)  # without either factor, no collective slows compute
     t = 0.0
     compute = optimizer = slowed = 0.0
     stream_free: dict[str, float] = {}
@@ -177,7 +174,7 @@ def profile_pass(
             for k in issue_with.get(i, ()):
                 issue_overlapped(k, t)
             d = op.time_s
-            f = max((c.factor for c in pending if t < c.end), default=0.0) if pending and d else 0.0
+            f = max((c.factor for c in pending if t < c.end), default=0.0) if interferes and pending and d else 0.0
             if f:
                 extra = d * f
                 slowed += extra

@@ -125,7 +125,7 @@ class Simulator:
         self.slowdown = float(workload.overlap_slowdown)
         """Fractional slow-down of compute started while a collective of its rank runs."""
         self.flex_slowdown = 0.0
-        if par.ep > 1 and (par.moe_token_dispatcher == "flex" or par.moe_enable_deepep):
+        if par.ep > 1 and par.flex_backend is not None:
             from engine.moe_traffic import flex_sm_slowdown
 
             self.flex_slowdown = flex_sm_slowdown(workload)

@@ -87,7 +87,7 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace | None, str]:
 def check(row: dict[str, str], simulate: bool = True) -> Outcome:
     """One measured run: parse, configure, build and (optionally) simulate its recipe as
     written; the options whose mechanism the simulator leaves out are its warnings."""
-    from engine.pipeline import run_analytical
+    from engine.pipeline import run_workload
     from formats.measured_runs import BRIDGE_SYSTEMS
     from workload_gen import build
     from workload_gen.core.errors import TrainsimError
@@ -113,8 +113,7 @@ def check(row: dict[str, str], simulate: bool = True) -> Outcome:
     status = "ran" if not blind else "warned"
     if not simulate:
         return Outcome(name, status, "", measured, blockers=blind)
-    result = run_analytical(model, par, BRIDGE_SYSTEMS[row["gpu"]], timeline=False)
-    del workload
+    result = run_workload(workload, BRIDGE_SYSTEMS[row["gpu"]], attach=True, timeline=False)
     return Outcome(name, status, "", measured, result.iteration_time_s, blockers=blind)
 
 

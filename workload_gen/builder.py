@@ -109,11 +109,9 @@ def layer_key(model: ModelConfig, par: ParallelConfig) -> LayerKey:
         recompute_mla_up_proj="mla_up_proj" in mods,
         recompute_moe="moe" in mods,
         recompute_layernorm="layernorm" in mods,
-        moe_dispatcher="flex" if par.moe_token_dispatcher == "flex" or par.moe_enable_deepep else "alltoall",
-        moe_flex_backend="deepep" if par.moe_enable_deepep else par.moe_flex_dispatcher_backend,
+        moe_flex_backend=par.flex_backend,
         moe_router_num_groups=par.moe_router_num_groups, moe_router_group_topk=par.moe_router_group_topk,
-        moe_rank_load=rank_load_factor(model, par, par.micro_batch * (par.seq_length // par.cp)
-                                       // (par.tp if par.sp else 1)),
+        moe_rank_load=rank_load_factor(model, par, par.routed_tokens),
     )
 
 

@@ -48,7 +48,7 @@ from workload_gen.core.model_config import ModelConfig
 from workload_gen.core.moe_capacity import routed_copies
 from workload_gen.core.moe_dispatch import distinct_ranks
 from workload_gen.core.record import record
-from workload_gen.core.records import EXPERT_OP_PREFIX, OUTPUT_LAYER_OP, CollectiveOp, CollKind, ComputeOp, Group, Op, OpKind, Phase
+from workload_gen.core.records import EXPERT_OP_PREFIX, MOE_COMBINE_OP, MOE_DISPATCH_OP, OUTPUT_LAYER_OP, CollectiveOp, CollKind, ComputeOp, Group, Op, OpKind, Phase
 
 FWD, BWD_I, BWD_W, RECOMP = Phase.FWD, Phase.BWD_INPUT, Phase.BWD_WEIGHT, Phase.RECOMPUTE
 
@@ -99,10 +99,9 @@ class LayerKey:
     """Selective recompute of the whole MoE layer (--recompute-modules moe)."""
     recompute_layernorm: bool = False
     """Selective recompute of the norms that are modules of their own (--recompute-modules layernorm)."""
-    moe_dispatcher: str = "alltoall"
-    """Megatron --moe-token-dispatcher-type (alltoall, flex; allgather runs as alltoall with a warning)."""
-    moe_flex_backend: str = "deepep"
-    """Megatron --moe-flex-dispatcher-backend under flex: deepep or hybridep."""
+    moe_flex_backend: str | None = None
+    """The flex dispatcher's backend (ParallelConfig.flex_backend: deepep, hybridep, ncclep);
+    None for the alltoall dispatcher (allgather runs as alltoall, with a warning)."""
     moe_router_num_groups: int | None = None
     moe_router_group_topk: int | None = None
     moe_rank_load: float = 1.0
@@ -543,7 +542,7 @@ class _Emitter:
         )
         # T_sp*k without a capacity; with one, what the capacity keeps or pads to
         routed = routed_copies(T_sp, k, E, key.moe_capacity_factor, key.moe_pad_to_capacity)
-        flex = key.moe_dispatcher == "flex" and ep > 1
+        flex = key.moe_flex_backend is not None and ep > 1
         local_experts = E // ep
         if flex:
             # one row per (token, destination rank); expanded to per-expert rows on arrival
@@ -557,14 +556,16 @@ class _Emitter:
         load = key.moe_rank_load
         a2a = round(a2a * load)
         if ep > 1:
-            self.add([self.coll("dispatch_a2a", FWD, CollKind.ALL_TO_ALL, Group.EP, ep, a2a)],
-                     [self.coll("dispatch_a2a", BWD_I, CollKind.ALL_TO_ALL, Group.EP, ep, a2a)])
+            self.add([self.coll(MOE_DISPATCH_OP, FWD, CollKind.ALL_TO_ALL, Group.EP, ep, a2a)],
+                     [self.coll(MOE_DISPATCH_OP, BWD_I, CollKind.ALL_TO_ALL, Group.EP, ep, a2a)])
         if etp > 1:
             self.add([self.coll("dispatch_ag", FWD, CollKind.ALL_GATHER, Group.ETP, etp, etp * a2a)],
                      [self.coll("dispatch_rs", BWD_I, CollKind.REDUCE_SCATTER, Group.ETP, etp, etp * a2a)])
         rows = round(etp * routed * load)
-        if flex and key.moe_flex_backend != "hybridep":
-            self._permute("permute", round(etp * sent * load), rows)
+        permuted_apart = flex and key.moe_flex_backend != "hybridep"  # DeepEP, NCCL EP: a permute op
+        if permuted_apart:
+            received = round(etp * sent * load)  # one row per (token, this rank) received
+            self._permute("permute", received, rows)
         elif not flex and ep > 1 and local_experts > 1:
             self._permute("sort_chunks", rows, rows)
         mult = 2 if m.activation == "swiglu" else 1
@@ -610,16 +611,16 @@ class _Emitter:
             name = f"{EXPERT_OP_PREFIX}fc2_bias"
             self.add([self.compute(name, FWD, OpKind.ELEMENTWISE, (rows, h), bf, dtype="bf16")],
                      [self.compute(name, BWD_I, OpKind.ELEMENTWISE, (rows, h), bb, dtype="bf16")])
-        if flex and key.moe_flex_backend != "hybridep":
-            self._permute("unpermute", rows, round(etp * sent * load))
+        if permuted_apart:
+            self._permute("unpermute", rows, received)
         elif not flex and ep > 1 and local_experts > 1:
             self._permute("unsort_chunks", rows, rows)
         if etp > 1:
             self.add([self.coll("combine_rs", FWD, CollKind.REDUCE_SCATTER, Group.ETP, etp, etp * a2a)],
                      [self.coll("combine_ag", BWD_I, CollKind.ALL_GATHER, Group.ETP, etp, etp * a2a)])
         if ep > 1:
-            self.add([self.coll("combine_a2a", FWD, CollKind.ALL_TO_ALL, Group.EP, ep, a2a)],
-                     [self.coll("combine_a2a", BWD_I, CollKind.ALL_TO_ALL, Group.EP, ep, a2a)])
+            self.add([self.coll(MOE_COMBINE_OP, FWD, CollKind.ALL_TO_ALL, Group.EP, ep, a2a)],
+                     [self.coll(MOE_COMBINE_OP, BWD_I, CollKind.ALL_TO_ALL, Group.EP, ep, a2a)])
         if not flex:
             self._permute("unpermute", routed, T_sp)
         fs = m.moe_shared_expert_intermediate_size

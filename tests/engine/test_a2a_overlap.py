@@ -18,7 +18,7 @@ import pytest
 
 from compute_profile.attaching import attach
 from engine import simulate
-from engine.a2a_overlap import COMBINE, DISPATCH, merge_passes, pair_steps
+from engine.a2a_overlap import merge_passes, pair_steps
 from engine.passes import profile_pass
 from engine.program import build_plans
 from engine.schedules import SCHEDULES, Step
@@ -26,6 +26,8 @@ from workload_gen.builder import build
 from workload_gen.core.errors import ConfigError
 from workload_gen.core.model_presets import get_preset
 from workload_gen.core.parallel_config import ParallelConfig
+from workload_gen.core.records import MOE_COMBINE_OP as COMBINE
+from workload_gen.core.records import MOE_DISPATCH_OP as DISPATCH
 from workload_gen.core.records import CollectiveOp, ComputeOp, Group, Phase
 from workload_gen.core.system import SYSTEMS
 

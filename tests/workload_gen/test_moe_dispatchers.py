@@ -118,3 +118,27 @@ def test_fp8_expert_gemms_quantize_their_inputs(recipe):
     assert bwd["expert_fc2.fp8_cast"].bytes == per_elem * rows * h
     bf16 = make("qwen3-30b-a3b", **QWEN)
     assert not [op for op in layer_ops(bf16, 0) if op.name.endswith("fp8_cast")]
+
+
+def test_deprecated_deepep_switch_follows_megatrons_rule():
+    """Megatron-LM (transformer_config.py at d98e8a64): --moe-enable-deepep needs the flex
+    dispatcher and picks DeepEP; with HybridEP it is refused ('Only one backend')."""
+    from workload_gen.core.errors import ConfigError
+    from workload_gen.core.parallel_config import ParallelConfig
+
+    base = dict(world_size=8, ep=8, global_batch=8)
+    assert ParallelConfig(**base, moe_token_dispatcher="flex", moe_enable_deepep=True).flex_backend == "deepep"
+    assert ParallelConfig(**base, moe_token_dispatcher="flex", moe_flex_dispatcher_backend="hybridep").flex_backend == "hybridep"
+    assert ParallelConfig(**base).flex_backend is None  # alltoall
+    with pytest.raises(ConfigError, match="needs moe_token_dispatcher flex"):
+        ParallelConfig(**base, moe_enable_deepep=True)
+    with pytest.raises(ConfigError, match="Only one backend"):
+        ParallelConfig(**base, moe_token_dispatcher="flex", moe_flex_dispatcher_backend="hybridep", moe_enable_deepep=True)
+
+
+def test_routed_tokens_are_the_sequence_parallel_share():
+    """Each rank routes s/cp x b tokens, split over TP by sequence parallelism: 4096/2 x 2 / 4."""
+    from workload_gen.core.parallel_config import ParallelConfig
+
+    par = ParallelConfig(world_size=16, tp=4, sp=True, cp=2, ep=2, micro_batch=2, seq_length=4096, global_batch=4)
+    assert par.routed_tokens == 4096 // 2 * 2 // 4 == 1024

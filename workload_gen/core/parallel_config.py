@@ -411,6 +411,19 @@ class ParallelConfig:
         self._check_precision_aware()
         self._check_a2a_overlap()
         self._check_param_gather_with_step()
+        self._check_flex()
+
+    def _check_flex(self) -> None:
+        """Megatron-LM's rule for the deprecated DeepEP switch (transformer_config.py at
+        d98e8a64, __post_init__): it needs the flex dispatcher and no other backend."""
+        if not self.moe_enable_deepep:
+            return
+        if self.moe_token_dispatcher != "flex":
+            raise ConfigError("moe_enable_deepep", True, "needs moe_token_dispatcher flex "
+                              "(--moe-token-dispatcher-type flex), as Megatron requires")
+        if self.moe_flex_dispatcher_backend == "hybridep":
+            raise ConfigError("moe_enable_deepep", True, "cannot be combined with --moe-flex-dispatcher-backend "
+                              "hybridep (Megatron: 'Only one backend is supported for flex token dispatcher')")
 
     def _check_param_gather_with_step(self) -> None:
         """Megatron-LM's rules (arguments.py at d98e8a64, validate_args)."""
@@ -492,6 +505,21 @@ class ParallelConfig:
     @property
     def expert_tp(self) -> int:
         return self.etp if self.etp is not None else self.tp
+
+    @property
+    def flex_backend(self) -> str | None:
+        """The flex dispatcher's backend (deepep, hybridep, ncclep), or None for the alltoall and
+        allgather dispatchers. ``--moe-enable-deepep`` is Megatron's deprecated spelling of flex
+        with DeepEP (it needs the flex dispatcher: ``_check_flex``)."""
+        if self.moe_token_dispatcher != "flex":
+            return None
+        return "deepep" if self.moe_enable_deepep else self.moe_flex_dispatcher_backend
+
+    @property
+    def routed_tokens(self) -> int:
+        """Tokens one rank routes to the experts per micro-batch: its s/cp x b, sharded over
+        TP by sequence parallelism (each rank of an EP group routes as many)."""
+        return self.seq_length // self.cp * self.micro_batch // (self.tp if self.sp else 1)
 
     @property
     def edp(self) -> int:

@@ -81,6 +81,10 @@ weight-gradient GEMMs, and its TP collectives (``output_ag``, ``output_ag_bwd``,
 The engine finds the weight gradient that Megatron's defer_embedding_wgrad_compute moves
 by this name (engine.program)."""
 
+MOE_DISPATCH_OP, MOE_COMBINE_OP = "dispatch_a2a", "combine_a2a"
+"""Names of an MoE layer's EP all-to-alls (workload_gen.layer_ops): the engine finds them by
+name for the flex dispatcher's traffic and SM share and for the EP all-to-all overlap."""
+
 EXPERT_OP_PREFIX = "expert_"
 """Name prefix of MoE expert ops (``expert_fc1``, ``expert_fc2``, ``expert_swiglu``). A
 grouped GEMM so named is Transformer Engine's GroupedLinear, one GEMM per expert; the other
