@@ -4,11 +4,7 @@ and HybridEP's persistent buffers as their code sizes them, and the memory table
 term that the 'DOES NOT FIT' check reads.
 
 DeepSeek-V3's MoE layer throughout: hidden h = 7168, 256 experts, top-8, expert FFN 2048
-(SwiGLU), one 4096-token sequence per micro-batch, bf16, TP 1.
-
-The allgather and flex dispatchers are refused by workload_gen/core/unmodelled.py until their
-step time is modelled (another change lifts that); memory handles all three, so the tests
-that need them build the config with that refusal switched off (``no_dispatcher_refusal``)."""
+(SwiGLU), one 4096-token sequence per micro-batch, bf16, TP 1."""
 from __future__ import annotations
 
 import pytest
@@ -22,7 +18,6 @@ from engine.memory import (
     layer_activation_bytes,
 )
 from workload_gen.builder import build
-from workload_gen.core import unmodelled
 from workload_gen.core.model_config import ModelConfig
 from workload_gen.core.model_presets import get_preset
 from workload_gen.core.moe_dispatch import rank_hit_probability
@@ -31,11 +26,6 @@ from workload_gen.core.parallel_config import ParallelConfig
 
 H, K, E, FE, T = 7168, 8, 256, 2048, 4096
 DSV3 = get_preset("deepseek-v3")
-
-
-@pytest.fixture
-def no_dispatcher_refusal(monkeypatch):
-    monkeypatch.setattr(unmodelled, "_DISPATCHERS", {})
 
 
 def _par(ep: int = 8, pp: int = 1, **kw) -> ParallelConfig:
@@ -112,7 +102,7 @@ def test_hybridep_buffers_are_sized_for_every_token_on_one_rank():
                     + 2 * 7 * T * (2 * H + 32 * 4))
 
 
-def test_flex_and_allgather_dispatchers(no_dispatcher_refusal):
+def test_flex_and_allgather_dispatchers():
     """flex/deepep: the DeepEP buffer persists; the transient is DeepEP's recv_x, one row per
     distinct (token, rank): 8 ranks x 4096 tokens x P(a token hits the rank) x the busiest
     rank's factor. flex/hybridep: its buffers, nothing transient beyond the saved copies.
@@ -133,7 +123,7 @@ def test_flex_and_allgather_dispatchers(no_dispatcher_refusal):
 
 # --- the memory table ------------------------------------------------------------------------
 
-def test_dispatcher_buffers_count_in_temporary_on_stages_with_moe_layers(no_dispatcher_refusal):
+def test_dispatcher_buffers_count_in_temporary_on_stages_with_moe_layers():
     """PP 2 with DeepSeek-V3's 3 dense layers alone on stage 0: HybridEP's buffers are
     allocated by the first dispatch, so only stage 1 holds them; the table's temporary (and
     so the peak the 'DOES NOT FIT' check compares with the GPU) grows by exactly their size."""
@@ -151,7 +141,7 @@ def test_dispatcher_buffers_count_in_temporary_on_stages_with_moe_layers(no_disp
     assert hybrid[1].allocated_peak - plain[1].allocated_peak == round(buffers)
 
 
-def test_dense_memory_ignores_every_moe_option(no_dispatcher_refusal):
+def test_dense_memory_ignores_every_moe_option():
     dense = ModelConfig(num_layers=4, hidden_size=256, num_attention_heads=4, vocab_size=512)
     base = ParallelConfig(world_size=8, tp=2, sp=True, pp=2, seq_length=256, global_batch=8)
     ref = estimate_memory(build(dense, base))
