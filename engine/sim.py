@@ -103,10 +103,10 @@ class Simulator:
         between instead of after the receiver asks for it."""
         sched = SCHEDULES.get(schedule)
         self.a2a_overlap = par.overlap_moe_expert_parallel_comm and par.ep > 1
-        extra = {"extra_warmup": 1} if self.a2a_overlap and schedule == "interleaved" else {}
-        steps = [sched(par.pp, par.vpp, self.num_microbatches, s, **extra) for s in range(par.pp)]
         """Megatron's EP all-to-all overlap: steady-state forward/backward neighbours run as
         one combined pass (engine.a2a_overlap)."""
+        extra = {"extra_warmup": 1} if self.a2a_overlap and schedule == "interleaved" else {}
+        steps = [sched(par.pp, par.vpp, self.num_microbatches, s, **extra) for s in range(par.pp)]
         if self.a2a_overlap:
             from engine.a2a_overlap import pair_steps  # MoE runs only: kept off the dense import path
 
@@ -125,11 +125,12 @@ class Simulator:
         self.slowdown = float(workload.overlap_slowdown)
         """Fractional slow-down of compute started while a collective of its rank runs."""
         self.flex_slowdown = 0.0
+        """The same beside the flex dispatcher's kernels: their SM share (engine.moe_traffic),
+        never below the collectives' factor (engine.passes.interference); 0 without them."""
         if par.ep > 1 and par.flex_backend is not None:
             from engine.moe_traffic import flex_sm_slowdown
 
-            self.flex_slowdown = flex_sm_slowdown(workload)
-        """The same beside the flex dispatcher's kernels: their SM share (engine.moe_traffic)."""
+            self.flex_slowdown = max(flex_sm_slowdown(workload), self.slowdown)
         for rank in self.ranks:
             for b in rank.plan.buckets:
                 if par.overlap_grad_reduce and b.chunk >= 0:
@@ -313,7 +314,7 @@ class Simulator:
                                 overlapped.next_deadline = deadline
                     d = op.time_s
                     if rank.comm_busy and d:
-                        extra = d * (max(self.flex_slowdown, self.slowdown) if rank.flex_busy else self.slowdown)
+                        extra = d * (self.flex_slowdown if rank.flex_busy else self.slowdown)
                         rank.acc.slowdown += extra
                         d += extra
                     if op.kind is OpKind.OPTIMIZER:
