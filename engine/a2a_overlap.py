@@ -99,7 +99,6 @@ def merge_passes(f: PassSpec, b: PassSpec, layers: int, delay_wgrad: bool) -> Pa
     b_post = [r for r in b_runs if B[r[0]].layer < 0]
     order: list[tuple[str, int]] = []  # ("f" | "b", index in its own pass)
     a2a: set[tuple[str, int]] = set()  # the all-to-alls made overlappable
-    late_dw: list[tuple[str, int]] = []  # attention weight gradients of the previous pair (delayed)
 
     def put(side: str, idx: list[int]) -> None:
         order.extend((side, i) for i in idx)
@@ -135,14 +134,13 @@ def merge_passes(f: PassSpec, b: PassSpec, layers: int, delay_wgrad: bool) -> Pa
             put("b", b_disp)
         put("f", f_mlp)
         put("f", f_comb)
-        if delay_wgrad:
+        if delay_wgrad:  # the attention block's weight gradients last (Megatron's backward_dw)
             put("b", [i for i in b_pre_d if not _is_wgrad(B[i])])
-            late_dw.extend(("b", i) for i in b_pre_d if _is_wgrad(B[i]))
+            put("f", f_after)
+            put("b", [i for i in b_pre_d if _is_wgrad(B[i])])
         else:
             put("b", b_pre_d)
-        put("f", f_after)
-        order.extend(late_dw)
-        late_dw = []
+            put("f", f_after)
     for r in f_post:
         put("f", r)
     for r in b_post:

@@ -126,21 +126,8 @@ class PipelineTransfers:
         """The rank is ready to run ``step``: the input transfer it must wait for (its
         receive posted now if it was not), or None when the input has arrived (it is then
         consumed) or the pass has none."""
-        key = self._input_key(rank, step)
-        if key is None:
-            return None
-        cursor = rank.cursor
-        fut = self._transfer(key)
-        if fut.end is None:
-            if key not in cursor.posted:  # first time here: post the receive
-                cursor.posted.add(key)
-                self._join(fut, rank.stage, now)
-            return fut
-        if key not in cursor.posted:  # a transfer cannot end before its receive is posted
-            raise AssertionError(f"pipeline transfer {key} completed before its receive was posted")
-        cursor.posted.discard(key)
-        del self._pipeline[key]
-        return None
+        waiting = self.receive_all(rank, (step,), now)
+        return waiting[0] if waiting else None
 
     def receive_all(self, rank: RankState, steps: tuple[Step, ...], now: float) -> list[Future]:
         """The rank is ready to run ``steps`` as one combined pass: post every input's receive,
@@ -151,7 +138,9 @@ class PipelineTransfers:
         for key in keys:
             fut = self._transfer(key)
             if key not in cursor.posted:
-                cursor.posted.add(key)
+                if fut.end is not None:  # a transfer cannot end before its receive is posted
+                    raise AssertionError(f"pipeline transfer {key} completed before its receive was posted")
+                cursor.posted.add(key)  # first time here: post the receive
                 self._join(fut, rank.stage, now)
             if fut.end is None:
                 waiting.append(fut)
