@@ -51,7 +51,7 @@ class Outcome:
     """The simulator's one line for a refused recipe; empty when it ran."""
     measured_s: float
     predicted_s: float | None = None
-    blockers: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
     """Every option the recipe sets whose mechanism is left out (its warning line each)."""
 
     @property
@@ -112,9 +112,9 @@ def check(row: dict[str, str], simulate: bool = True) -> Outcome:
     blind = unmodelled(par)
     status = "ran" if not blind else "warned"
     if not simulate:
-        return Outcome(name, status, "", measured, blockers=blind)
+        return Outcome(name, status, "", measured, warnings=blind)
     result = run_workload(workload, BRIDGE_SYSTEMS[row["gpu"]], attach=True, timeline=False)
-    return Outcome(name, status, "", measured, result.iteration_time_s, blockers=blind)
+    return Outcome(name, status, "", measured, result.iteration_time_s, warnings=blind)
 
 
 LAYOUT = ("gpus", "tp", "pp", "vp", "cp", "ep", "etp", "mbs", "precision", "fp8_recipe", "dispatcher", "moe_a2a_overlap",
@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.markdown:
             pred = "" if o.predicted_s is None else f"{o.predicted_s:.3f}"
             err = "" if o.error is None else f"{o.error:+.1%}"
-            why = mechanism(o.reason) if o.reason else "; ".join(mechanism(b) for b in o.blockers)
+            why = mechanism(o.reason) if o.reason else "; ".join(mechanism(b) for b in o.warnings)
             print(f"| {o.recipe} | {o.measured_s:.3f} | {pred} | {err} | {why} |")
         else:
             tail = (f"predicted {o.predicted_s:.3f} s, measured {o.measured_s:.3f} s ({o.error:+.1%})"
@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     for o in refused:
         print(f"  refused {o.recipe}: {o.reason}")
     print("options simulated without their mechanism (warnings), by recipe count:")
-    for what, n in Counter(mechanism(b) for o in outcomes for b in o.blockers).most_common():
+    for what, n in Counter(mechanism(b) for o in outcomes for b in o.warnings).most_common():
         print(f"  {n:3d} recipes: {what}")
     return 0
 

@@ -47,7 +47,7 @@ def test_each_recipe_runs_or_is_refused_for_a_reason_outside_the_moe_physics(out
             assert o.status == "refused" and "overlap_grad_reduce" in o.reason
             continue
         assert o.status in ("ran", "warned"), (o.recipe, o.reason)
-        for line in o.blockers:  # each warning is one line naming the flag and what is left out
+        for line in o.warnings:  # each warning is one line naming the flag and what is left out
             assert "\n" not in line and line.startswith("not modelled: --") and "simulated without it" in line
 
 
@@ -70,7 +70,7 @@ def test_what_each_recipe_waits_for_agrees_with_the_table_columns(outcomes):
         o = by_name[row["recipe_args"].rsplit("/", 1)[-1].removesuffix(".args")]
         if o.recipe in NOT_A_MEGATRON_LINE:
             continue
-        waits = " ".join(o.blockers)
+        waits = " ".join(o.warnings)
         # modelled (issue 27): the flex dispatcher, the EP all-to-all overlap, delayed wgrad,
         # the fp8 parameter gather and the gather beside the optimizer step never warn
         for flag in ("--moe-token-dispatcher-type", "--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute",
