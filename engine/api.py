@@ -74,10 +74,10 @@ def simulate(
     SCHEDULES.get(sched)
     steady, tl, mem = None, (), memory
     if memo and not timeline and extrapolate:
-        steady = _steady_state(workload, net, sched)
+        steady = _steady_state(workload, net, sched, system.launch_op_s)
     elif memo and timeline and extrapolate and trace_window is not None:
         mem = memory if memory is not None else estimate_memory(workload)
-        got = _steady_window(workload, net, sched, trace_window, mem)
+        got = _steady_window(workload, net, sched, trace_window, mem, system.launch_op_s)
         if got is not None:
             steady, tl = got
     if steady is not None:
@@ -89,7 +89,8 @@ def simulate(
             extras["timeline_window_microbatches"] = trace_window
         extras["stage_overlap_slowdown_s"] = steady.slowdowns
         return _result(workload, system, name, steady.total, steady.breakdowns, steady.ends, mem, tl, extras)
-    sim = Simulator(workload, net, memo=memo, all_ranks=every_rank, timeline=timeline, schedule=sched)
+    sim = Simulator(workload, net, memo=memo, all_ranks=every_rank, timeline=timeline, schedule=sched,
+                    host_op_s=system.launch_op_s)
     total = sim.run()
     reps = sim.representatives()
     breakdowns = tuple(sim.breakdown(R, total) for R in reps)
@@ -145,7 +146,7 @@ def _result(workload: Workload, system: SystemConfig, name: str, total: float, b
 
 
 def _steady_window(workload: Workload, net: NetworkBackend, sched: str, window: int,
-                   memory: tuple[MemoryEstimate, ...]) -> tuple[SteadyState, Any] | None:
+                   memory: tuple[MemoryEstimate, ...], host_op_s: float) -> tuple[SteadyState, Any] | None:
     """The steady-state figures and a :class:`engine.steady_timeline.WindowTimeline` of the
     ``window`` micro-batches a trace shows, from three short runs; None (simulate in full)
     when the run is too short to gain, or a check fails (engine.steady_timeline)."""
@@ -168,7 +169,7 @@ def _steady_window(workload: Workload, net: NetworkBackend, sched: str, window: 
     if window < 1 or m <= window or points is None or m < 2 * sum(points):
         return None  # the short runs with their timelines would cost about as much as the whole
     runs: list = []
-    steady = _steady_state(workload, net, sched, runs)
+    steady = _steady_state(workload, net, sched, host_op_s, runs)
     if steady is None or len(runs) != 3:
         return None
     (ta, ends_a, ma), (tb, ends_b, mb), (tc, _, _) = runs
@@ -226,7 +227,7 @@ class SteadyState(NamedTuple):
     """Per stage: seconds its compute was slowed by collectives beside it (``stage_overlap_slowdown_s``)."""
 
 
-def _steady_state(workload: Workload, net: NetworkBackend, sched: str,
+def _steady_state(workload: Workload, net: NetworkBackend, sched: str, host_op_s: float,
                   timelines: list | None = None) -> SteadyState | None:
     """The iteration's figures from three short simulations when they are exactly affine
     in the number of micro-batches (the schedule's steady state repeats every period),
@@ -249,7 +250,8 @@ def _steady_state(workload: Workload, net: NetworkBackend, sched: str,
     samples = []
     for m in points:
         w = replace(workload, parallel=replace(par, global_batch=m * par.micro_batch * par.dp))
-        sim = Simulator(w, net, memo=True, all_ranks=False, timeline=timelines is not None, schedule=sched)
+        sim = Simulator(w, net, memo=True, all_ranks=False, timeline=timelines is not None, schedule=sched,
+                        host_op_s=host_op_s)
         total = sim.run()
         reps = sim.representatives()
         if timelines is not None:
@@ -260,7 +262,7 @@ def _steady_state(workload: Workload, net: NetworkBackend, sched: str,
         # every figure the result reports, flat, for the affinity check
         vec = [total, float(sim.events), float(sim.transfers)]
         for R, b in zip(reps, bds):
-            vec += [R.end, b.compute_s, b.bubble_s, b.optimizer_s, b.other_s]
+            vec += [R.end, b.compute_s, b.bubble_s, b.optimizer_s, b.other_s, b.host_s]
             vec += [b.exposed_comm_s.get(g, 0.0) for g in sorted(b.exposed_comm_s)]
         samples.append((vec, bds, [R.end for R in reps], [R.acc.slowdown for R in reps]))
     (a, bd_a, ends_a, slow_a), (b, bd_b, ends_b, slow_b), (c, _, _, slow_c) = samples
@@ -282,7 +284,7 @@ def _steady_state(workload: Workload, net: NetworkBackend, sched: str,
             compute_s=ext(b0.compute_s, b1.compute_s),
             exposed_comm_s={g: ext(b0.exposed_comm_s.get(g, 0.0), b1.exposed_comm_s.get(g, 0.0)) for g in groups},
             bubble_s=ext(b0.bubble_s, b1.bubble_s), optimizer_s=ext(b0.optimizer_s, b1.optimizer_s),
-            other_s=ext(b0.other_s, b1.other_s)))
+            other_s=ext(b0.other_s, b1.other_s), host_s=ext(b0.host_s, b1.host_s)))
     return SteadyState(
         total=ext(a[0], b[0]), breakdowns=tuple(breakdowns), ends=[ext(x, y) for x, y in zip(ends_a, ends_b)],
         events=round(ext(a[1], b[1])), transfers=round(ext(a[2], b[2])),

@@ -104,6 +104,8 @@ class Accounts:
     slowdown: float = 0.0
     """Of ``compute`` + ``optimizer``, the seconds added by collectives running beside
     compute (Workload.overlap_slowdown)."""
+    host: float = 0.0
+    """Seconds the compute stream waited for the host to launch its next op (engine.host_launch)."""
 
 
 ReceiveKey = tuple[int, bool, int, int]
@@ -195,7 +197,8 @@ class RankState:
     """One simulated rank: its stage's plan and schedule, and where it is in them."""
 
     __slots__ = ("rank", "stage", "plan", "steps", "tail_spec", "cursor", "blocked", "overlapped", "gathers",
-                 "grads", "groups", "issued_on", "acc", "records", "end", "done", "comm_busy", "flex_busy")
+                 "grads", "groups", "issued_on", "acc", "records", "end", "done", "comm_busy", "flex_busy",
+                 "cpu", "host")
 
     def __init__(self, rank: int, stage: int, plan: StagePlan, steps: tuple[Step, ...]) -> None:
         self.rank, self.stage, self.plan, self.steps = rank, stage, plan, steps
@@ -216,7 +219,11 @@ class RankState:
         """When the rank finished its tail."""
         self.done = False
         self.comm_busy = 0
-        self.flex_busy = 0
-        """Of those, the flex dispatcher's kernels (their own, larger slow-down: engine.sim)."""
         """Collectives this rank has issued that have not ended (counted only when the
         workload has an overlap slow-down): a compute op that starts while it is > 0 runs slower."""
+        self.flex_busy = 0
+        """Of those, the flex dispatcher's kernels (their own, larger slow-down: engine.sim)."""
+        self.cpu = 0.0
+        """The host's clock: when it has launched the op before the next (engine.host_launch)."""
+        self.host: tuple[tuple[float, ...], tuple[bool, ...], bool] | None = None
+        """The running pass's host plan (HostModel.plan), None in the tail or without a host model."""

@@ -64,6 +64,8 @@ class PassProfile:
     slowdown_s: float = 0.0
     """Of compute_s + optimizer_s, the seconds added by the pass's own collectives running
     beside its compute ops (``slowdown`` argument of :func:`profile_pass`)."""
+    host_s: float = 0.0
+    """Seconds the compute stream waited for the host to launch its next op (engine.host_launch)."""
 
 
 def slows_compute(op: CollectiveOp) -> bool:
@@ -105,6 +107,8 @@ class _Overlapped:
         self.exposed = 0.0
 
 
+INF = float("inf")
+
 _END_ORDER = attrgetter("end", "index")
 """Of several collectives waited for at once, the one ending last (then issued last)."""
 
@@ -117,6 +121,7 @@ def profile_pass(
     issue_with: dict[int, tuple[int, ...]] | None = None,
     slowdown: float = 0.0,
     flex_slowdown: float = 0.0,
+    host: tuple[tuple[float, ...], tuple[bool, ...], bool] | None = None,
 ) -> PassProfile:
     """Run one pass alone, op by op, from time 0 (see the module docstring).
 
@@ -125,12 +130,18 @@ def profile_pass(
     starts while a collective the pass issued has not ended takes ``1 + slowdown`` times its time
     (the engine's rule, engine.sim); ``flex_slowdown`` replaces it beside the flex
     dispatcher's kernels (the largest factor among the collectives running applies).
+    ``host``: (host seconds per op, sync after op, starts synced) from
+    :meth:`engine.host_launch.HostModel.plan`; a compute op starts no earlier than the host has
+    launched it (the wait is ``host_s``), and after a sync op the host is at least at its end.
     """
     issue_with = issue_with or {}
     pre_issued = {k for run in issue_with.values() for k in run}
     interferes = bool(slowdown or flex_slowdown)  # without either factor, no collective slows compute
     t = 0.0
-    compute = optimizer = slowed = 0.0
+    compute = optimizer = slowed = host_wait = 0.0
+    if host is not None:
+        launch, syncs, synced = host
+        cpu = 0.0 if synced else -INF
     stream_free: dict[str, float] = {}
     exposed: dict[str, float] = {}
     records: list[ProfileRecord | _Overlapped] = []  # in issue order; the _Overlapped are replaced at the end
@@ -179,6 +190,13 @@ def profile_pass(
                 extra = d * f
                 slowed += extra
                 d += extra
+            if host is not None:
+                cpu += launch[i]
+                if cpu > t:  # the GPU waits for the launch
+                    host_wait += cpu - t
+                    t = cpu
+                if syncs[i] and cpu < t + d:
+                    cpu = t + d  # the host waits for this op's result
             records.append(_record(ProfileRecord, ("compute", op, t, t + d, 0.0)))
             if op.kind is OpKind.OPTIMIZER:
                 optimizer += d
@@ -188,6 +206,8 @@ def profile_pass(
             if i in ready_indices:
                 offsets.append((i, t))
             continue
+        if host is not None:
+            cpu += launch[i]  # a collective's launch delays the host, never the GPU
         if op.overlappable:
             if i not in pre_issued:
                 issue_overlapped(i, t)
@@ -209,5 +229,5 @@ def profile_pass(
     return PassProfile(
         duration=t, compute_s=compute, optimizer_s=optimizer,
         exposed=tuple(sorted(exposed.items())), ready_offsets=tuple(offsets),
-        records=tuple(records), slowdown_s=slowed,
+        records=tuple(records), slowdown_s=slowed, host_s=host_wait,
     )

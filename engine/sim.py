@@ -75,7 +75,7 @@ class Simulator:
 
     def __init__(
         self, workload: Workload, backend: NetworkBackend, *, memo: bool, all_ranks: bool,
-        timeline: bool, schedule: str,
+        timeline: bool, schedule: str, host_op_s: float = 0.0,
     ) -> None:
         par = workload.parallel
         self.par = par
@@ -142,6 +142,10 @@ class Simulator:
         self.p2p = PipelineTransfers(self.comms, self.loop, pp=par.pp, vpp=par.vpp, ranks_per_stage=per_stage,
                                      coll_rec=coll_rec)
         """The pipeline transfers between stages."""
+        from engine.host_launch import HostModel
+
+        self.host = HostModel(workload, host_op_s)
+        """Host launch costs and synchronisations (engine.host_launch), applied at both levels."""
         self._profiles: dict[tuple[int, int, bool, int], PassProfile] = {}
         """(stage, chunk, forward, paired chunk or -1) -> the memoised pass."""
         self.events = 0
@@ -186,7 +190,8 @@ class Simulator:
                 ready = frozenset(i for (c, i) in rank.grads.by_ready_point if c == spec.chunk)
             comms = self.comms
             prof = profile_pass(spec.ops, lambda op: comms.duration(op, comms.membership(rank, op.group).members),
-                                ready, spec.deadline, spec.issue_with, self.slowdown, self.flex_slowdown)
+                                ready, spec.deadline, spec.issue_with, self.slowdown, self.flex_slowdown,
+                                self.host.plan(id(spec), spec.ops))
             self._profiles[key] = prof
         return prof
 
@@ -221,6 +226,7 @@ class Simulator:
             acc.compute += prof.compute_s
             acc.optimizer += prof.optimizer_s
             acc.slowdown += prof.slowdown_s
+            acc.host += prof.host_s
             for g, x in prof.exposed:
                 acc.exposed[g] += x
             if self.timeline:
@@ -236,6 +242,8 @@ class Simulator:
             return False
         cursor.spec = spec
         cursor.op_index = 0
+        rank.host = plan = self.host.plan(id(spec), spec.ops)
+        rank.cpu = now if plan[2] else -INF
         return True
 
     def _begin_tail(self, rank: RankState, now: float) -> bool:
@@ -251,6 +259,7 @@ class Simulator:
         cursor.spec = rank.tail_spec
         cursor.op_index = 0
         cursor.step = None
+        rank.host = None
         if any(f.end is None for f in grads.issued):
             block(rank, list(grads.issued), now)
             return False
@@ -317,16 +326,27 @@ class Simulator:
                         extra = d * (self.flex_slowdown if rank.flex_busy else self.slowdown)
                         rank.acc.slowdown += extra
                         d += extra
+                    start = now
+                    host = rank.host
+                    if host is not None:
+                        rank.cpu += host[0][i]
+                        if rank.cpu > now:  # the GPU waits for the launch
+                            rank.acc.host += rank.cpu - now
+                            start = rank.cpu
+                        if host[1][i] and rank.cpu < start + d:
+                            rank.cpu = start + d  # the host waits for this op's result
                     if op.kind is OpKind.OPTIMIZER:
                         rank.acc.optimizer += d
                     else:
                         rank.acc.compute += d
                     if self.timeline:
-                        rank.records.append(self._comp_rec(op, now, now + d, step.chunk if step else -1,
+                        rank.records.append(self._comp_rec(op, start, start + d, step.chunk if step else -1,
                                                           step.microbatch if step else -1))
-                    self.loop.schedule(now + d, COMPLETION, EV_COMPUTE_DONE, rank)
+                    self.loop.schedule(start + d, COMPLETION, EV_COMPUTE_DONE, rank)
                     return
                 cursor.op_index += 1
+                if rank.host is not None:
+                    rank.cpu += rank.host[0][i]  # a collective's launch delays the host, never the GPU
                 if cursor.in_tail:  # once-per-iteration collectives all block
                     fut = self.comms.issue(rank, op, now, -1, -1)
                 elif op.overlappable:

@@ -29,7 +29,7 @@ def rank_breakdown(rank: RankState, total: float, pp: int) -> Breakdown:
             other += tail
     return Breakdown(
         compute_s=acc.compute, exposed_comm_s=dict(acc.exposed), bubble_s=bubble,
-        optimizer_s=acc.optimizer, other_s=other,
+        optimizer_s=acc.optimizer, other_s=other, host_s=acc.host,
     )
 
 

@@ -9,7 +9,7 @@ from workload_gen.core.run_result import RunResult
 
 _PHASE_COLORS = {"fwd": "#4C72B0", "bwd-input": "#DD8452", "bwd-weight": "#C44E52", "recompute": "#8172B3",
                  "iter": "#937860"}
-_PART_COLORS = {"compute": "#4C72B0", "bubble": "#BBBBBB", "optimizer": "#937860", "other": "#EEEEEE"}
+_PART_COLORS = {"compute": "#4C72B0", "bubble": "#BBBBBB", "optimizer": "#937860", "host": "#8C564B", "other": "#EEEEEE"}
 _COMM_COLORS = {"tp": "#55A868", "cp": "#64B5CD", "ep": "#DA8BC3", "etp": "#CCB974", "dp": "#C44E52",
                 "edp": "#8C8C8C", "pp": "#DD8452", "emb": "#8172B3"}
 

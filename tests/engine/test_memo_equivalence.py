@@ -34,6 +34,7 @@ def _assert_same(a, b):
         assert x.bubble_s == pytest.approx(y.bubble_s, rel=1e-9, abs=1e-12)
         assert x.optimizer_s == pytest.approx(y.optimizer_s, rel=1e-12)
         assert x.other_s == pytest.approx(y.other_s, abs=1e-12)
+        assert x.host_s == pytest.approx(y.host_s, rel=1e-9, abs=1e-12)
         for g in x.exposed_comm_s:
             assert x.exposed_comm_s[g] == pytest.approx(y.exposed_comm_s[g], rel=1e-9, abs=1e-12), g
 
@@ -103,3 +104,4 @@ def test_moe_and_cp_pass_equals_op_and_all_ranks(cp_comm):
     _assert_same(fast, slow)
     _assert_same(fast, every)
     assert fast.breakdown.exposed_comm_s["ep"] > 0 and fast.breakdown.exposed_comm_s["cp"] > 0
+    assert fast.breakdown.host_s > 0  # dropless alltoall: the host waits for the counts every layer

@@ -16,7 +16,7 @@ from workload_gen.core.system import SYSTEMS
 
 
 def _sum(bd):
-    return bd.compute_s + bd.bubble_s + bd.optimizer_s + bd.other_s + sum(bd.exposed_comm_s.values())
+    return bd.compute_s + bd.bubble_s + bd.optimizer_s + bd.other_s + bd.host_s + sum(bd.exposed_comm_s.values())
 
 
 def _built(preset="gpt3-125m", **kw):

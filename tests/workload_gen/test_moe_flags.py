@@ -210,8 +210,6 @@ def test_unmodelled_options_warn_alike_by_flags_and_yaml(tmp_path, capsys, name,
 
 @pytest.mark.parametrize("argv, shown", [
     ("--moe-token-dispatcher-type allgather", "--moe-token-dispatcher-type allgather"),
-    ("--enable-cuda-graph", "--cuda-graph-impl local"),
-    ("--external-cuda-graph", "--cuda-graph-impl transformer_engine"),
     ("--use-custom-fsdp", "--use-megatron-fsdp"),
 ])
 def test_dispatchers_and_aliases_warn_by_megatrons_name(tmp_path, capsys, argv, shown):
@@ -438,3 +436,14 @@ def test_recompute_modules_round_trip_through_the_workload_file(tmp_path):
     out.write_text(text.replace('["core_attn", "moe_act"]', '["core_attn", 3]'))
     with pytest.raises(Exception, match="must be a list of names"):
         read_workload(out)
+
+
+@pytest.mark.parametrize("argv, impl", [("--enable-cuda-graph", "local"),
+                                        ("--external-cuda-graph", "transformer_engine")])
+def test_cuda_graph_aliases_are_modelled_without_a_warning(tmp_path, capsys, argv, impl):
+    """Megatron's older spellings set cuda_graph_impl; graphs are modelled (engine.host_launch),
+    so nothing warns."""
+    out = tmp_path / "w.txt"
+    assert main([*shlex.split(f"{MIXTRAL_FLAGS} {argv}"), "-q", "-o", str(out)]) == 0
+    assert capsys.readouterr().err == ""
+    assert f'# parallel.cuda_graph_impl: "{impl}"' in out.read_text()

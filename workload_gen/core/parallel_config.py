@@ -215,10 +215,12 @@ class ParallelConfig:
     or search may vary recompute around it)."""
     cuda_graph_impl: Literal["none", "local", "transformer_engine", "full_iteration"] = "none"
     """CUDA graph capture (Megatron --cuda-graph-impl; --enable-cuda-graph is local,
-    --external-cuda-graph transformer_engine). Refused unless none: not modelled yet."""
+    --external-cuda-graph transformer_engine): the captured modules' kernels cost the host one
+    graph replay instead of a launch each (engine.host_launch)."""
     cuda_graph_scope: tuple[str, ...] = ()
-    """Modules captured in CUDA graphs (Megatron --cuda-graph-scope, now
-    --cuda-graph-modules). Refused unless empty: not modelled yet."""
+    """Modules captured in CUDA graphs (Megatron --cuda-graph-scope, now --cuda-graph-modules):
+    attn, mlp, moe, moe_router, moe_preprocess; empty means the whole layer (a dropless MoE
+    layer's dispatch stays eager: it waits for the host). Modelled in engine.host_launch."""
     fp8_param_gather: bool = False
     """Keep the transformer layers' linear weights as fp8 tensors and all-gather them from
     their own buffers (Megatron --fp8-param-gather): modelled in workload_gen.builder and

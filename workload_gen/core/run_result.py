@@ -49,14 +49,17 @@ class Breakdown:
     optimizer_s: float
     other_s: float = 0.0
     """Idle time not attributable to the pipeline bubble (waiting for other ranks)."""
+    host_s: float = 0.0
+    """Time the GPU waited for the host to launch work: after a host synchronisation (MoE token
+    counts, 1F1B's batched p2p) or in a pass whose launch work exceeds its compute."""
 
     def as_dict(self) -> dict[str, float]:
         """Flat parts in a fixed order (compute, exposed_<group> for every group, bubble,
-        optimizer, other): summary.json's breakdown_s and the sweep table's columns."""
+        optimizer, host, other): summary.json's breakdown_s and the sweep table's columns."""
         out = {"compute": self.compute_s}
         for g in Group:
             out[f"exposed_{g.value}"] = float(self.exposed_comm_s.get(g.value, 0.0))
-        out.update(bubble=self.bubble_s, optimizer=self.optimizer_s, other=self.other_s)
+        out.update(bubble=self.bubble_s, optimizer=self.optimizer_s, host=self.host_s, other=self.other_s)
         return out
 
 

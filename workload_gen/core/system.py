@@ -21,6 +21,19 @@ from workload_gen.core.yaml_file import read_yaml_mapping
 
 GBPS = GB  # GB/s (decimal), as vendor sheets quote NVLink
 
+HOST_OP_S = {"x86": 13.48e-6, "grace": 37.08e-6}
+"""CPU seconds of one eager PyTorch op with its kernel launch, by host CPU: the CPU time of one
+``torch.nn.Linear`` forward (module call, autograd, one cuBLAS launch) measured on a DGX H100 host
+(Intel Xeon Platinum 8480C) and on GB200 (NVIDIA Grace) in Transformer Engine issue 2053
+(2025-08, BF16, hidden 2048, 8192 tokens). engine.host_launch counts ops in these units."""
+GRACE_GPUS = ("gh200", "gb200", "gb300")
+"""GPU names (prefixes) whose host CPU is NVIDIA Grace; every other GPU sits in an x86 DGX/HGX host."""
+
+
+def host_cpu(gpu: str) -> str:
+    """"grace" for Grace-hosted GPUs (GH200, GB200, GB300), else "x86"."""
+    return "grace" if gpu.lower().startswith(GRACE_GPUS) else "x86"
+
 
 @record(kw_only=True)
 class SystemConfig:
@@ -53,6 +66,10 @@ class SystemConfig:
     """Per-step latency of an NCCL transfer across nodes (NIC + switches + propagation)."""
     link_latency_s: float = 1e-6
     """Propagation + switching delay of one network link (packet backends)."""
+    host_op_s: float | None = None
+    """CPU seconds the host spends on one eager PyTorch op and its launch (engine.host_launch);
+    None: the measured figure for the GPU's usual host CPU (:data:`HOST_OP_S`); 0: a host
+    that never delays the GPU."""
 
     def __post_init__(self) -> None:
         get_gpu(self.gpu)  # validates the name
@@ -69,6 +86,9 @@ class SystemConfig:
         for name in ("nvlink_bw", "nvlink_busbw", "nic_bw"):
             if getattr(self, name) <= 0:
                 raise ConfigError(name, getattr(self, name), "must be > 0 (bytes/s)")
+        if self.host_op_s is not None and (isinstance(self.host_op_s, bool) or not isinstance(self.host_op_s, (int, float))
+                                           or not math.isfinite(self.host_op_s) or self.host_op_s < 0):
+            raise ConfigError("host_op_s", self.host_op_s, "must be a finite number >= 0 (seconds), or null")
         if self.nvls_busbw < 0:
             raise ConfigError("nvls_busbw", self.nvls_busbw, "must be >= 0 (bytes/s; 0 = no NVLS)")
         for name in ("nvlink_latency_s", "network_latency_s", "link_latency_s"):
@@ -84,6 +104,11 @@ class SystemConfig:
     @property
     def gpu_spec(self) -> GpuSpec:
         return get_gpu(self.gpu)
+
+    @property
+    def launch_op_s(self) -> float:
+        """Seconds of one eager op on this system's host: host_op_s, else by host CPU."""
+        return self.host_op_s if self.host_op_s is not None else HOST_OP_S[host_cpu(self.gpu)]
 
     @property
     def nic_busbw(self) -> float:

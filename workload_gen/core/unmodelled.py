@@ -23,11 +23,6 @@ UNMODELLED: tuple[tuple[str, str, object, str], ...] = (
     # (field, Megatron's flag, the value that changes nothing, the missing mechanism)
     ("moe_shared_expert_overlap", "--moe-shared-expert-overlap", False,
      "the shared experts run on a side stream under the token dispatch"),
-    ("cuda_graph_impl", "--cuda-graph-impl", "none",
-     "CUDA graphs: the host's per-kernel launch work they remove; the simulator has no host-bound "
-     "execution, and NVIDIA measured no gain from the router/preprocess scopes on Qwen3-30B-A3B, 16 H100"),
-    ("cuda_graph_scope", "--cuda-graph-scope", (),
-     "CUDA graphs over the chosen modules: the host's per-kernel launch work they remove"),
     ("main_params_dtype", "--main-params-dtype", "fp32",
      "fp16 main weights with a per-tensor scale: TE FusedAdam's unscale and rescale passes around the kernel"),
     ("use_megatron_fsdp", "--use-megatron-fsdp", False,

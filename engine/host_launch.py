@@ -1,0 +1,200 @@
+"""The host's side of a pass: what the CPU spends launching each op, and where it waits for the GPU.
+
+Why: PyTorch runs eagerly. One CPU thread per rank walks the model in Python and launches
+every kernel; the GPU runs them in launch order. While the CPU is ahead of the GPU its cost
+is hidden. It stops being hidden in two cases, and those are what this module describes:
+
+- a *host synchronisation*: the CPU needs a value the GPU computes, so it waits for the GPU.
+  After the wait the GPU has nothing queued and runs each following kernel only once the
+  CPU has launched it. Megatron-LM's dropless MoE dispatchers wait once per MoE layer
+  forward: the token counts per expert go to the host to size the all-to-all and the
+  grouped GEMMs (:func:`sync_op`). A 1F1B pipeline waits at every pass boundary
+  (``batch_p2p_sync``);
+- a *host-bound pass*: the CPU's launch work for the pass exceeds the GPU's compute, so the
+  CPU can never get ahead (small models, few tokens per micro-batch, many experts per rank).
+
+CUDA graphs remove the per-kernel launch work of the modules they capture: a captured scope
+costs one graph replay instead (:func:`op_units`).
+
+The engine rule (engine.passes.profile_pass and engine.sim, the same at both levels): the CPU
+issues the pass's ops in order, each advancing its clock by the op's cost (:meth:`HostModel.costs`);
+a compute op starts no earlier than its launch; after a sync op the CPU clock is at least the
+op's end. At a pass's start the CPU is at the GPU's clock (lead 0) when the schedule waits for
+the GPU at pass boundaries or the pass is host-bound on its own; otherwise it starts far ahead
+(:meth:`HostModel.plan`). The GPU's wait for a launch is charged to ``host`` in the
+breakdown.
+
+Sources of the constants:
+
+- one eager op: ``SystemConfig.launch_op_s`` (workload_gen.core.system.HOST_OP_S: 13.48 us on a
+  DGX H100's Xeon 8480C, 37.08 us on GB200's Grace, Transformer Engine issue 2053);
+- a Transformer Engine module call (Linear, attention) costs 2.69 eager ops: TE's Linear forward
+  took 99.66 us of CPU against torch's 37.08 us on GB200 (the same table; GH200 gives 2.73);
+- TE's GroupedLinear launches one GEMM per local expert and allocates per GEMM (TE issue 1499,
+  2025-02: torch.split and 2 x num_gemms torch.empty per call): one more eager op per local expert;
+- the alltoall dispatcher's preprocessing (token counts per expert and per rank, the count
+  all-gather over TP x EP, the copies to the host, the splits' conversion to lists) is about
+  fifteen torch calls (counted in Megatron-LM's token_dispatcher.py, MoEAlltoAllTokenDispatcher
+  .preprocess, at 0d8e0714); the flex dispatcher's (DeepEP, HybridEP) is about five (its
+  metadata set-up), charged with the permute op that follows it.
+
+Units: seconds.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from workload_gen.core.records import CollectiveOp, ComputeOp, Op, OpKind, Phase, Workload
+
+TE_MODULE_OPS = 99.66 / 37.08
+"""A Transformer Engine module call in eager ops (TE issue 2053, GB200 rows)."""
+ALLTOALL_PREPROCESS_OPS = 15.0
+"""Torch calls of the alltoall dispatcher's preprocessing (Megatron-LM token_dispatcher.py)."""
+FLEX_PREPROCESS_OPS = 5.0
+"""Torch calls of the flex dispatcher's metadata set-up before its dispatch kernel."""
+GRAPH_REPLAY_OPS = 1.0
+"""A captured scope's replay: one graph launch from TE's graphed callable, about one eager op."""
+
+_GEMM_KINDS = (OpKind.GEMM, OpKind.ATTENTION)
+
+
+def _scope(op: ComputeOp, layer_part: str, moe_layer: bool) -> str:
+    """The CUDA-graph scope name that would capture ``op`` (Megatron's --cuda-graph-scope)."""
+    if layer_part == "attn":
+        return "attn"
+    if not moe_layer:
+        return "mlp"
+    if op.name == "pre_mlp_norm" or op.kind is OpKind.ROUTER or op.name.startswith("shared_"):
+        return "moe_router"
+    return "moe"
+
+
+class HostModel:
+    """Per-op host costs and synchronisation points of one workload (see the module docstring)."""
+
+    def __init__(self, workload: Workload, op_s: float) -> None:
+        """``op_s``: seconds of one eager op on the host (SystemConfig.launch_op_s)."""
+        par = workload.parallel
+        model = workload.model
+        self.op_s = op_s
+        experts = model.num_experts if model is not None else 0
+        self.local_experts = max(1, experts // par.ep) if experts else 1
+        self.dispatcher = (par.flex_backend or "flex") if par.moe_token_dispatcher == "flex" else par.moe_token_dispatcher
+        self.sync_name = sync_op(par) if experts else None
+        self.boundary_sync = par.pp > 1 and (par.vpp == 1 or not par.overlap_p2p_comm)
+        """Megatron's batched p2p calls torch.cuda.synchronize after every pipeline exchange
+        (ModelParallelConfig.batch_p2p_sync, default True); it is used unless overlap_p2p_comm,
+        which Megatron turns off without virtual stages (arguments.py, 0d8e0714)."""
+        self.graphed = graphed_scopes(par, experts > 0, self.sync_name is not None)
+        self.model = model
+        self.num_layers = model.num_layers if model is not None else 0
+        self._cache: dict[int, tuple[tuple[float, ...], tuple[bool, ...], bool]] = {}
+
+    def units(self, op: ComputeOp) -> float:
+        """Eager-op equivalents the CPU spends on ``op`` outside any CUDA graph."""
+        return op_units(op, self.local_experts, self.dispatcher)
+
+    def plan(self, key: int, ops: Sequence[Op]) -> tuple[tuple[float, ...], tuple[bool, ...], bool]:
+        """(host seconds per op, sync after op, starts synced) for one pass's ops, cached by ``key``.
+
+        A pass starts synced (the host at the GPU's clock) when the schedule synchronises at pass
+        boundaries or when its launch work exceeds its compute (the host cannot stay ahead)."""
+        got = self._cache.get(key)
+        if got is None:
+            got = self._cache[key] = self._build(ops)
+        return got
+
+    def _build(self, ops: Sequence[Op]) -> tuple[tuple[float, ...], tuple[bool, ...], bool]:
+        costs: list[float] = []
+        syncs: list[bool] = []
+        part = "attn"
+        layer = None
+        last_scope: tuple[int, str, bool] | None = None
+        host = gpu = 0.0
+        for op in ops:
+            if isinstance(op, CollectiveOp):
+                costs.append(self.op_s)
+                syncs.append(False)
+                last_scope = None
+                host += self.op_s
+                continue
+            if op.layer != layer:
+                layer, part = op.layer, "attn"
+            if op.name == "pre_mlp_norm":
+                part = "mlp"
+            fwd = op.phase is Phase.FWD
+            moe = self._is_moe(op.layer)
+            scope = _scope(op, part, moe) if 0 <= op.layer < self.num_layers else ""
+            if scope and scope in self.graphed:
+                here = (op.layer, scope, fwd)
+                c = 0.0 if last_scope == here else GRAPH_REPLAY_OPS * self.op_s
+                last_scope = here
+            else:
+                c = self.units(op) * self.op_s
+                last_scope = None
+            costs.append(c)
+            syncs.append(fwd and op.name == self.sync_name)
+            host += c
+            gpu += op.time_s or 0.0
+        return tuple(costs), tuple(syncs), self.boundary_sync or host > gpu
+
+    def _is_moe(self, layer: int) -> bool:
+        return self.model is not None and self.model.is_moe and self.model.is_moe_layer(layer)
+
+
+
+def op_units(op: ComputeOp, local_experts: int, dispatcher: str) -> float:
+    """Eager-op equivalents of ``op`` (module docstring's sources): a TE module call for a GEMM or
+    attention op (one op for a weight-gradient GEMM, launched inside the module's backward), one
+    per local expert more for a grouped GEMM, the dispatcher's preprocessing with the forward
+    permute, and one op for any other kernel."""
+    if op.name.endswith(".fp8_cast"):
+        return 1.0
+    wgrad = op.phase is Phase.BWD_WEIGHT
+    if op.kind is OpKind.GROUPED_GEMM:
+        return (0.0 if wgrad else TE_MODULE_OPS) + local_experts
+    if op.kind in _GEMM_KINDS:
+        return 1.0 if wgrad else TE_MODULE_OPS
+    if op.kind is OpKind.PERMUTE and op.name == "permute" and op.phase is Phase.FWD:
+        return 1.0 + (ALLTOALL_PREPROCESS_OPS if dispatcher == "alltoall" else FLEX_PREPROCESS_OPS)
+    return 1.0
+
+
+def sync_op(par) -> str | None:
+    """The forward op after which the host waits for the GPU once per MoE layer, or None.
+
+    Megatron-LM's alltoall dispatcher (token_dispatcher.py, MoEAlltoAllTokenDispatcher.preprocess,
+    0d8e0714) needs the token counts on the host: with drop-and-pad (capacity factor and padding)
+    every size is static and nothing waits; with a capacity factor alone the output size is known
+    only on the GPU, so the host waits before the first permutation (after the router); dropless,
+    it waits before the EP all-to-all (after the permute). The allgather dispatcher copies the
+    counts per expert to the host (``.cpu()``) the same way. DeepEP's normal-mode dispatch has the
+    CPU wait for the received-token count, and HybridEP without a per-rank capacity waits for the
+    dispatched count (Megatron-LM PR 6999): both after the permute-side set-up."""
+    if par.moe_token_dispatcher == "alltoall":
+        if par.moe_expert_capacity_factor is not None:
+            return None if par.moe_pad_expert_input_to_capacity else "router"
+        return "permute"
+    return "permute"
+
+
+def graphed_scopes(par, moe_model: bool, has_sync: bool) -> frozenset[str]:
+    """The scopes CUDA graphs capture: Megatron's --cuda-graph-scope under --cuda-graph-impl
+    transformer_engine or local (an empty scope list means the whole layer; a MoE layer's
+    dispatch and experts only without a host sync, which capture cannot hold); full_iteration
+    captures everything."""
+    impl = par.cuda_graph_impl
+    if impl == "none":
+        return frozenset()
+    if impl == "full_iteration":
+        return frozenset({"attn", "mlp", "moe_router", "moe"})
+    scopes = set(par.cuda_graph_scope) - {"moe_preprocess"}
+    if not scopes or "full_iteration" in scopes:
+        scopes = {"attn", "mlp", "moe_router"} | (set() if has_sync else {"moe"})
+    if "moe" in scopes:
+        scopes.add("moe_router")
+    if has_sync:
+        scopes.discard("moe")
+    if not moe_model:
+        scopes.discard("moe_router")
+    return frozenset(scopes)

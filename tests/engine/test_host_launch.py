@@ -1,0 +1,134 @@
+"""The host's launch work and its synchronisations (engine.host_launch), checked against
+timelines worked out by hand and against Megatron-LM's own rules for where it waits."""
+from dataclasses import replace
+
+import pytest
+
+from compute_profile.attaching import attach
+from engine import simulate
+from engine.host_launch import GRAPH_REPLAY_OPS, TE_MODULE_OPS, HostModel, graphed_scopes, sync_op
+from engine.passes import profile_pass
+from workload_gen.builder import build
+from workload_gen.core.model_presets import get_preset
+from workload_gen.core.parallel_config import ParallelConfig
+from workload_gen.core.records import ComputeOp, OpKind, Phase
+from workload_gen.core.system import HOST_OP_S, SYSTEMS, host_cpu
+
+US = 1e-6
+
+
+def _op(name: str, t: float) -> ComputeOp:
+    return ComputeOp(name, 0, Phase.FWD, OpKind.ELEMENTWISE, (1,), "bf16", 0.0, 0.0, t)
+
+
+def _no_coll(op):  # the passes below have no collectives
+    raise AssertionError(op)
+
+
+def test_a_host_bound_pass_runs_at_the_hosts_pace():
+    # three 1 us kernels, each 10 us to launch, the host starting with the GPU: kernel k
+    # starts when it is launched, at 10, 20 and 30 us; the GPU waited 10 + 9 + 9 us
+    ops = tuple(_op(f"k{i}", 1 * US) for i in range(3))
+    prof = profile_pass(ops, _no_coll, host=((10 * US,) * 3, (False,) * 3, True))
+    assert prof.duration == pytest.approx(31 * US)
+    assert prof.host_s == pytest.approx(28 * US)
+    assert prof.compute_s == pytest.approx(3 * US)
+    assert [r.start for r in prof.records] == pytest.approx([10 * US, 20 * US, 30 * US])
+
+
+def test_a_host_far_ahead_costs_nothing():
+    ops = tuple(_op(f"k{i}", 1 * US) for i in range(3))
+    prof = profile_pass(ops, _no_coll, host=((10 * US,) * 3, (False,) * 3, False))
+    assert prof.duration == pytest.approx(3 * US) and prof.host_s == 0.0
+
+
+def test_after_a_sync_the_gpu_waits_for_each_launch():
+    # A (100 us, the host then waits for its result), B (5 us), C (100 us), 10 us to launch
+    # each, the host far ahead at the start: A 0-100; the host resumes at 100, launches B at
+    # 110 (B 110-115) and C at 120 (C 120-220). The GPU waited 10 + 5 us.
+    ops = (_op("a", 100 * US), _op("b", 5 * US), _op("c", 100 * US))
+    prof = profile_pass(ops, _no_coll, host=((10 * US,) * 3, (True, False, False), False))
+    assert prof.duration == pytest.approx(220 * US)
+    assert prof.host_s == pytest.approx(15 * US)
+    # the same pass without the sync: the host stays ahead, nothing waits
+    free = profile_pass(ops, _no_coll, host=((10 * US,) * 3, (False,) * 3, False))
+    assert free.duration == pytest.approx(205 * US) and free.host_s == 0.0
+
+
+class _Par:
+    def __init__(self, **kw):
+        self.moe_token_dispatcher = kw.get("dispatcher", "alltoall")
+        self.moe_expert_capacity_factor = kw.get("cf")
+        self.moe_pad_expert_input_to_capacity = kw.get("pad", False)
+        self.cuda_graph_impl = kw.get("impl", "none")
+        self.cuda_graph_scope = kw.get("scope", ())
+
+
+def test_where_megatrons_dispatchers_wait_for_the_host():
+    # MoEAlltoAllTokenDispatcher.preprocess (Megatron-LM 0d8e0714): drop-and-pad has static
+    # sizes; a capacity factor alone syncs before permutation 1; dropless before the EP all-to-all
+    assert sync_op(_Par(cf=1.0, pad=True)) is None
+    assert sync_op(_Par(cf=1.0)) == "router"
+    assert sync_op(_Par()) == "permute"
+    assert sync_op(_Par(dispatcher="flex")) == "permute"  # DeepEP / HybridEP wait for the received count
+
+
+def test_graph_scopes_follow_megatron():
+    assert graphed_scopes(_Par(), True, True) == frozenset()
+    te = _Par(impl="transformer_engine", scope=("attn", "moe_router", "moe_preprocess"))
+    assert graphed_scopes(te, True, True) == {"attn", "moe_router"}
+    # no scope: the whole layer, but a MoE layer's dispatch only when nothing waits for the host
+    whole = _Par(impl="transformer_engine")
+    assert graphed_scopes(whole, True, True) == {"attn", "mlp", "moe_router"}
+    assert graphed_scopes(whole, True, False) == {"attn", "mlp", "moe_router", "moe"}
+    assert graphed_scopes(whole, False, False) == {"attn", "mlp", "moe"}
+
+
+def test_host_cpu_by_system():
+    assert host_cpu("gb200") == "grace" and host_cpu("h100-sxm") == "x86" and host_cpu("b200") == "x86"
+    # Transformer Engine issue 2053: torch Linear forward 13.48 us (DGX H100), 37.08 us (GB200)
+    assert HOST_OP_S == {"x86": 13.48e-6, "grace": 37.08e-6}
+    assert SYSTEMS["h100"].launch_op_s == 13.48e-6
+    assert replace(SYSTEMS["h100"], host_op_s=0.0).launch_op_s == 0.0
+
+
+def _qwen(**kw):
+    model = replace(get_preset("qwen3-30b-a3b"), num_layers=2)
+    base = dict(world_size=8, ep=8, global_batch=8, micro_batch=1, seq_length=1024)
+    par = ParallelConfig(**{**base, **kw})
+    return attach(build(model, par), "h100-sxm")[0]
+
+
+def test_graphing_the_attention_replaces_its_launches_by_one():
+    plain, graphed = _qwen(), _qwen(cuda_graph_impl="transformer_engine", cuda_graph_scope=("attn",))
+    op_s = SYSTEMS["h100"].launch_op_s
+    hp, hg = HostModel(plain, op_s), HostModel(graphed, op_s)
+    fwd = plain.stages[0].chunks[0].forward
+    cost_p, _, _ = hp.plan(0, fwd)
+    cost_g, _, _ = hg.plan(0, graphed.stages[0].chunks[0].forward)
+    attn = [i for i, op in enumerate(fwd) if getattr(op, "layer", -1) == 0 and op.name in
+            ("input_norm", "qkv", "q_norm", "k_norm", "rope", "core_attn", "proj", "attn_residual")]
+    # per layer, the captured attention costs one replay; qkv and proj are TE modules
+    assert sum(cost_g[i] for i in attn) == pytest.approx(GRAPH_REPLAY_OPS * hp.op_s)
+    assert sum(cost_p[i] for i in attn) == pytest.approx((3 * TE_MODULE_OPS + 5) * hp.op_s)
+    assert sum(cost_g) < sum(cost_p)
+
+
+def test_dropless_waits_for_the_host_and_drop_and_pad_does_not():
+    dropless = simulate(_qwen(), SYSTEMS["h100"], "analytical", timeline=False)
+    padded = simulate(_qwen(moe_expert_capacity_factor=1.0, moe_pad_expert_input_to_capacity=True),
+                      SYSTEMS["h100"], "analytical", timeline=False)
+    assert dropless.breakdown.host_s > 0
+    assert padded.breakdown.host_s == 0.0
+    b = dropless.breakdown
+    assert sum(b.as_dict().values()) == pytest.approx(dropless.iteration_time_s, rel=1e-9)
+
+
+def test_an_ideal_host_changes_nothing():
+    """host_op_s 0 (a system YAML may set it) removes every launch wait: the run is the one
+    without a host model."""
+    w = _qwen()
+    ideal = simulate(w, replace(SYSTEMS["h100"], host_op_s=0.0), "analytical", timeline=False)
+    real = simulate(w, SYSTEMS["h100"], "analytical", timeline=False)
+    assert ideal.breakdown.host_s == 0.0
+    assert real.iteration_time_s == pytest.approx(ideal.iteration_time_s + real.breakdown.host_s, rel=1e-6)
