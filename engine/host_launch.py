@@ -57,6 +57,9 @@ GRAPH_REPLAY_OPS = 1.0
 
 _GEMM_KINDS = (OpKind.GEMM, OpKind.ATTENTION)
 
+HostPlan = tuple[tuple[float, ...], tuple[bool, ...], bool]
+"""A pass's host plan: seconds per op, sync after op, starts synced (HostModel.plan)."""
+
 
 def _scope(op: ComputeOp, layer_part: str, moe_layer: bool) -> str:
     """The CUDA-graph scope name that would capture ``op`` (Megatron's --cuda-graph-scope)."""
@@ -88,55 +91,72 @@ class HostModel:
         self.graphed = graphed_scopes(par, experts > 0, self.sync_name is not None)
         self.model = model
         self.num_layers = model.num_layers if model is not None else 0
-        self._cache: dict[int, tuple[tuple[float, ...], tuple[bool, ...], bool]] = {}
+        self._cache: dict[int, HostPlan | None] = {}
+        self._units: dict[tuple[str, OpKind, Phase], float] = {}
+        """(op name, kind, phase) -> host seconds outside a graph (the same for every layer)."""
 
     def units(self, op: ComputeOp) -> float:
         """Eager-op equivalents the CPU spends on ``op`` outside any CUDA graph."""
         return op_units(op, self.local_experts, self.dispatcher)
 
-    def plan(self, key: int, ops: Sequence[Op]) -> tuple[tuple[float, ...], tuple[bool, ...], bool]:
-        """(host seconds per op, sync after op, starts synced) for one pass's ops, cached by ``key``.
+    def plan(self, key: int, ops: Sequence[Op]) -> HostPlan | None:
+        """(host seconds per op, sync after op, starts synced) for one pass's ops, cached by ``key``;
+        None when the host can never delay this pass (it starts far ahead and never syncs), so
+        the engine skips the host's clock.
 
         A pass starts synced (the host at the GPU's clock) when the schedule synchronises at pass
         boundaries or when its launch work exceeds its compute (the host cannot stay ahead)."""
-        got = self._cache.get(key)
-        if got is None:
+        try:
+            return self._cache[key]
+        except KeyError:
             got = self._cache[key] = self._build(ops)
-        return got
+            return got
 
-    def _build(self, ops: Sequence[Op]) -> tuple[tuple[float, ...], tuple[bool, ...], bool]:
+    def _build(self, ops: Sequence[Op]) -> HostPlan | None:
+        if self.op_s == 0.0:
+            return None
         costs: list[float] = []
         syncs: list[bool] = []
+        units = self._units
+        op_s, graphed, sync_name = self.op_s, self.graphed, self.sync_name
         part = "attn"
         layer = None
         last_scope: tuple[int, str, bool] | None = None
         host = gpu = 0.0
         for op in ops:
-            if isinstance(op, CollectiveOp):
-                costs.append(self.op_s)
+            if type(op) is not ComputeOp:
+                costs.append(op_s)
                 syncs.append(False)
                 last_scope = None
-                host += self.op_s
+                host += op_s
                 continue
-            if op.layer != layer:
-                layer, part = op.layer, "attn"
-            if op.name == "pre_mlp_norm":
-                part = "mlp"
             fwd = op.phase is Phase.FWD
-            moe = self._is_moe(op.layer)
-            scope = _scope(op, part, moe) if 0 <= op.layer < self.num_layers else ""
-            if scope and scope in self.graphed:
+            if graphed:
+                if op.layer != layer:
+                    layer, part = op.layer, "attn"
+                if op.name == "pre_mlp_norm":
+                    part = "mlp"
+                scope = _scope(op, part, self._is_moe(op.layer)) if 0 <= op.layer < self.num_layers else ""
+            else:
+                scope = ""
+            if scope and scope in graphed:
                 here = (op.layer, scope, fwd)
-                c = 0.0 if last_scope == here else GRAPH_REPLAY_OPS * self.op_s
+                c = 0.0 if last_scope == here else GRAPH_REPLAY_OPS * op_s
                 last_scope = here
             else:
-                c = self.units(op) * self.op_s
+                k = (op.name, op.kind, op.phase)
+                c = units.get(k)
+                if c is None:
+                    c = units[k] = self.units(op) * op_s
                 last_scope = None
             costs.append(c)
-            syncs.append(fwd and op.name == self.sync_name)
+            syncs.append(fwd and op.name == sync_name)
             host += c
             gpu += op.time_s or 0.0
-        return tuple(costs), tuple(syncs), self.boundary_sync or host > gpu
+        synced = self.boundary_sync or host > gpu
+        if not synced and not any(syncs):
+            return None
+        return tuple(costs), tuple(syncs), synced
 
     def _is_moe(self, layer: int) -> bool:
         return self.model is not None and self.model.is_moe and self.model.is_moe_layer(layer)

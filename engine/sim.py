@@ -243,7 +243,8 @@ class Simulator:
         cursor.spec = spec
         cursor.op_index = 0
         rank.host = plan = self.host.plan(id(spec), spec.ops)
-        rank.cpu = now if plan[2] else -INF
+        if plan is not None:
+            rank.cpu = now if plan[2] else -INF
         return True
 
     def _begin_tail(self, rank: RankState, now: float) -> bool:
