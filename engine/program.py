@@ -20,8 +20,8 @@ from dataclasses import field, replace
 
 from workload_gen.core.errors import ConfigError
 from workload_gen.core.record import record
-from workload_gen.core.records import (OUTPUT_LAYER_OP, CollectiveOp, CollKind, ComputeOp, Group, Op, OpKind, Phase,
-                                  Workload)
+from workload_gen.core.records import (MOE_COMBINE_OP, MOE_DISPATCH_OP, OUTPUT_LAYER_OP, CollectiveOp, CollKind,
+                                       ComputeOp, Group, Op, OpKind, Phase, Workload)
 
 INTRA_STAGE_GROUPS = frozenset({Group.TP, Group.CP, Group.EP, Group.ETP})
 """Groups whose members all sit in one pipeline stage, so they are symmetric there."""
@@ -101,6 +101,14 @@ HEAVY = frozenset({OpKind.GEMM, OpKind.GROUPED_GEMM, OpKind.ATTENTION})
 """Compute kinds a communication kernel can hide behind (TE comm-GEMM overlap, ring attention)."""
 
 
+_MOE_A2A = frozenset({MOE_DISPATCH_OP, MOE_COMBINE_OP})
+
+
+def _is_shared(op: Op) -> bool:
+    """A shared-expert op (workload_gen.layer_ops names them, and their TP collectives, shared_*)."""
+    return op.name.startswith("shared_")
+
+
 def overlap_anchors(ops: tuple[Op, ...]) -> tuple[tuple[int, ...], dict[int, tuple[int, ...]]]:
     """Which compute op each overlappable collective runs alongside.
 
@@ -112,6 +120,10 @@ def overlap_anchors(ops: tuple[Op, ...]) -> tuple[tuple[int, ...], dict[int, tup
     between compute ops X and Y: Y if Y is heavy (GEMM, grouped GEMM, attention), else X
     if X is heavy, else Y, else X. Next-anchored collectives must end before the op after
     Y starts; previous-anchored ones before the op after the run (Y) starts.
+
+    Exception, Megatron's --moe-shared-expert-overlap: an overlappable MoE all-to-all followed
+    by shared-expert ops (named ``shared_*``, their casts included) overlaps all of them, as the
+    shared experts' side stream does, and must end before the next other op starts.
     """
     n = len(ops)
     deadline = [-1] * n
@@ -126,6 +138,14 @@ def overlap_anchors(ops: tuple[Op, ...]) -> tuple[tuple[int, ...], dict[int, tup
         while j < n and isinstance(ops[j], CollectiveOp) and ops[j].overlappable:
             j += 1
         run = range(i, j)
+        if all(ops[k].name in _MOE_A2A for k in run) and j < n and _is_shared(ops[j]):
+            end = j
+            while end < n and _is_shared(ops[end]):
+                end += 1
+            for k in run:
+                deadline[k] = end
+            i = j
+            continue
         x = i - 1 if i > 0 and isinstance(ops[i - 1], ComputeOp) else None
         y = j if j < n and isinstance(ops[j], ComputeOp) else None
         heavy_y = y is not None and ops[y].kind in HEAVY

@@ -109,7 +109,7 @@ def layer_key(model: ModelConfig, par: ParallelConfig) -> LayerKey:
         recompute_mla_up_proj="mla_up_proj" in mods,
         recompute_moe="moe" in mods,
         recompute_layernorm="layernorm" in mods,
-        moe_flex_backend=par.flex_backend,
+        moe_flex_backend=par.flex_backend, moe_shared_expert_overlap=par.moe_shared_expert_overlap,
         moe_router_num_groups=par.moe_router_num_groups, moe_router_group_topk=par.moe_router_group_topk,
         moe_rank_load=rank_load_factor(model, par, par.routed_tokens),
     )

@@ -99,6 +99,9 @@ class LayerKey:
     """Selective recompute of the whole MoE layer (--recompute-modules moe)."""
     recompute_layernorm: bool = False
     """Selective recompute of the norms that are modules of their own (--recompute-modules layernorm)."""
+    moe_shared_expert_overlap: bool = False
+    """Megatron --moe-shared-expert-overlap: the shared experts run on a side stream under the
+    dispatch and combine all-to-alls (see moe_block)."""
     moe_flex_backend: str | None = None
     """The flex dispatcher's backend (ParallelConfig.flex_backend: deepep, hybridep, ncclep);
     None for the alltoall dispatcher (allgather runs as alltoall, with a warning)."""
@@ -555,9 +558,22 @@ class _Emitter:
         # work set the layer's pace (routed and sent stay the mean: what a rank sends)
         load = key.moe_rank_load
         a2a = round(a2a * load)
+        fs = m.moe_shared_expert_intermediate_size
+        mult = 2 if m.activation == "swiglu" else 1
+        # Megatron's --moe-shared-expert-overlap (token_dispatcher.py: the shared experts' fc1 and
+        # activation are issued on their own stream after the dispatch all-to-all, fc2 after the
+        # combine; autograd runs their backward on that stream too): the all-to-alls overlap the
+        # shared-expert ops that follow them (engine.program.overlap_anchors); Megatron allows it
+        # with the alltoall dispatcher only.
+        side = bool(fs) and key.moe_shared_expert_overlap and ep > 1 and not flex
         if ep > 1:
-            self.add([self.coll(MOE_DISPATCH_OP, FWD, CollKind.ALL_TO_ALL, Group.EP, ep, a2a)],
-                     [self.coll(MOE_DISPATCH_OP, BWD_I, CollKind.ALL_TO_ALL, Group.EP, ep, a2a)])
+            self.add([self.coll(MOE_DISPATCH_OP, FWD, CollKind.ALL_TO_ALL, Group.EP, ep, a2a, overlappable=side)],
+                     [self.coll(MOE_DISPATCH_OP, BWD_I, CollKind.ALL_TO_ALL, Group.EP, ep, a2a, overlappable=side)])
+        if side:
+            dispatch_block = len(self.blocks) - 1
+            self.linear("shared_fc1", self.T, h, mult * fs // key.tp, "col", bias=self._bias)
+            self.activation(f"shared_{m.activation}", self.T, fs // key.tp)
+            self._after_side_ops(dispatch_block)
         if etp > 1:
             self.add([self.coll("dispatch_ag", FWD, CollKind.ALL_GATHER, Group.ETP, etp, etp * a2a)],
                      [self.coll("dispatch_rs", BWD_I, CollKind.REDUCE_SCATTER, Group.ETP, etp, etp * a2a)])
@@ -568,7 +584,6 @@ class _Emitter:
             self._permute("permute", received, rows)
         elif not flex and ep > 1 and local_experts > 1:
             self._permute("sort_chunks", rows, rows)
-        mult = 2 if m.activation == "swiglu" else 1
         fe = m.expert_ffn // etp
         mg = rows / local_experts
         mg_shape = max(1, round(mg))
@@ -619,12 +634,15 @@ class _Emitter:
             self.add([self.coll("combine_rs", FWD, CollKind.REDUCE_SCATTER, Group.ETP, etp, etp * a2a)],
                      [self.coll("combine_ag", BWD_I, CollKind.ALL_GATHER, Group.ETP, etp, etp * a2a)])
         if ep > 1:
-            self.add([self.coll(MOE_COMBINE_OP, FWD, CollKind.ALL_TO_ALL, Group.EP, ep, a2a)],
-                     [self.coll(MOE_COMBINE_OP, BWD_I, CollKind.ALL_TO_ALL, Group.EP, ep, a2a)])
+            self.add([self.coll(MOE_COMBINE_OP, FWD, CollKind.ALL_TO_ALL, Group.EP, ep, a2a, overlappable=side)],
+                     [self.coll(MOE_COMBINE_OP, BWD_I, CollKind.ALL_TO_ALL, Group.EP, ep, a2a, overlappable=side)])
+        if side:
+            combine_block = len(self.blocks) - 1
+            self.linear("shared_fc2", self.T, fs // key.tp, h, "row", bias=self._bias)
+            self._after_side_ops(combine_block)
         if not flex:
             self._permute("unpermute", routed, T_sp)
-        fs = m.moe_shared_expert_intermediate_size
-        if fs:
+        if fs and not side:
             tp = key.tp
             start = len(self.fwd)
             self.linear("shared_fc1", self.T, h, mult * fs // tp, "col", bias=self._bias)
@@ -640,6 +658,12 @@ class _Emitter:
             # re-runs the norm when the backward reaches the MoE output.
             self._checkpoint([norm_op])
         self.residual("mlp_residual")
+
+    def _after_side_ops(self, block: int) -> None:
+        """Move the all-to-all's backward block (index ``block``) after the shared-expert blocks
+        added since, so that the backward list (blocks reversed) issues the all-to-all first and
+        runs the shared experts' backward beside it, as their side stream does."""
+        self.blocks.append(self.blocks.pop(block))
 
     def _permute(self, name: str, rows_in: int, rows_out: int) -> None:
         """Token (un)permutation of rows_in into rows_out rows of h (costs.permute);

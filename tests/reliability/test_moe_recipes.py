@@ -72,11 +72,9 @@ def test_what_each_recipe_waits_for_agrees_with_the_table_columns(outcomes):
             continue
         waits = " ".join(o.warnings)
         # modelled (issue 27): the flex dispatcher, the EP all-to-all overlap, delayed wgrad,
-        # the fp8 parameter gather, the gather beside the optimizer step and CUDA graphs (the
-        # host launch work they remove, engine.host_launch) never warn
+        # the fp8 parameter gather, the gather beside the optimizer step, CUDA graphs (the host
+        # launch work they remove, engine.host_launch) and the shared experts' side stream
         for flag in ("--moe-token-dispatcher-type", "--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute",
                      "--fp8-param-gather", "--overlap-param-gather-with-optimizer-step", "--moe-hybridep-num-sms",
-                     "--cuda-graph-impl", "--cuda-graph-scope"):
+                     "--cuda-graph-impl", "--cuda-graph-scope", "--moe-shared-expert-overlap"):
             assert flag not in waits, (o.recipe, flag)
-        # still left out: the shared-expert side stream
-        assert ("--moe-shared-expert-overlap" in waits) == (row["shared_expert_overlap"] == "1"), o.recipe

@@ -669,6 +669,14 @@ def check_against_model(model: ModelConfig, par: ParallelConfig) -> None:
                        else "dense_ffn_hidden_size", model.dense_ffn))
     if model.is_moe and model.moe_shared_expert_intermediate_size:
         widths.append(("moe_shared_expert_intermediate_size", model.moe_shared_expert_intermediate_size))
+        if par.moe_shared_expert_overlap:
+            # Megatron-Core TransformerConfig.__post_init__ (2edffadb): both refused with shared experts
+            if par.moe_token_dispatcher != "alltoall":
+                raise ConfigError("moe_shared_expert_overlap", True,
+                                  "only works with moe_token_dispatcher alltoall (Megatron requires it)")
+            if par.recompute == "selective" and "shared_experts" in par.recompute_modules:
+                raise ConfigError("moe_shared_expert_overlap", True,
+                                  "cannot be combined with recompute_modules shared_experts (Megatron requires it)")
     for name, width in widths:
         if width % par.tp:
             raise ConfigError("tp", par.tp, f"{name}={width} is not divisible by tp")

@@ -21,8 +21,6 @@ from workload_gen.core.errors import ConfigError
 
 UNMODELLED: tuple[tuple[str, str, object, str], ...] = (
     # (field, Megatron's flag, the value that changes nothing, the missing mechanism)
-    ("moe_shared_expert_overlap", "--moe-shared-expert-overlap", False,
-     "the shared experts run on a side stream under the token dispatch"),
     ("main_params_dtype", "--main-params-dtype", "fp32",
      "fp16 main weights with a per-tensor scale: TE FusedAdam's unscale and rescale passes around the kernel"),
     ("use_megatron_fsdp", "--use-megatron-fsdp", False,
