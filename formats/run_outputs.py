@@ -69,6 +69,19 @@ def coverage_dict(cov: Any) -> dict[str, Any] | None:
     return out
 
 
+def _fit_fields(memory: Any, capacity: int) -> dict[str, Any]:
+    """summary.json's fit: ``fits`` (every stage within the GPU, workload_gen.core.memory_fit),
+    the per-stage ``memory_margin_bytes`` (negative: short by that much) and what the rule adds
+    outside the allocator; ``fits`` is null without a memory estimate."""
+    from workload_gen.core.memory_fit import memory_fit
+
+    if not memory:
+        return {"fits": None}
+    fit = memory_fit(memory, capacity)
+    return {"fits": fit.fits, "memory_margin_bytes": list(fit.margins),
+            "memory_outside_allocator_bytes": fit.outside_allocator}
+
+
 def summary_dict(result: RunResult, *, coverage: Any = None, accounting: str = "event") -> dict[str, Any]:
     from workload_gen.core.metrics import headline
     from workload_gen.core.unmodelled import unmodelled
@@ -103,6 +116,7 @@ def summary_dict(result: RunResult, *, coverage: Any = None, accounting: str = "
             for m in result.memory
         ],
         "gpu_memory_bytes": spec.memory_bytes,
+        **_fit_fields(result.memory, spec.memory_bytes),
         "compute_coverage": coverage_dict(cov),
         "backend": result.backend,
         "accounting": accounting,

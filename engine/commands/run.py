@@ -71,6 +71,8 @@ def add_run_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--json", action="store_true", help="print summary.json to stdout instead of the table")
     add_profile(ap, help="compute profile database (compute-profile); default: estimates")
     add_quiet(ap, help="no progress lines on stderr (warnings and errors still print)")
+    ap.add_argument("--strict", action="store_true",
+                    help="exit with status 3 when the plan does not fit in GPU memory (it always prints a warning)")
     ap.add_argument("--gpu", metavar="NAME", help="GPU whose compute times to use; default the system's")
     ap.add_argument("--efficiency", metavar="YAML",
                     help="collective efficiency table (default network/data/efficiency.yaml); run-ns3 uses its "
@@ -260,6 +262,8 @@ def event_outputs(args: argparse.Namespace, result: Any,
     summary = summary_dict(result, accounting="simai" if simai else "event")
     if placeholders:
         summary["placeholders"] = placeholders
+        if "memory" in placeholders:  # no model in the file: its memory figures say nothing
+            summary["fits"] = None
     files: dict[str, str | bytes] = {}
     if args.out or args.json:  # rendered only for a reader
         files["summary.json"] = json.dumps(summary, indent=2) + "\n"
@@ -381,8 +385,9 @@ def summary_table(summary: dict[str, Any]) -> str:
         cap = summary.get("gpu_memory_bytes") or 0
         lines.append("peak memory per stage: allocated / reserved (GiB)" + (f", GPU has {cap / GIB:.1f}" if cap else "")
                      + ("  (placeholder: no model in the file)" if "memory" in ph else ""))
+        margins = summary.get("memory_margin_bytes") or ()
         for i, (a, r) in enumerate(zip(summary["peak_memory_bytes"], summary["reserved_memory_bytes"])):
-            over = "  DOES NOT FIT" if cap and r > cap else ""
+            over = f"  DOES NOT FIT (short by {-margins[i] / GIB:.2f})" if i < len(margins) and margins[i] < 0 else ""
             lines.append(f"  stage {i:<3d} {a / GIB:8.2f} / {r / GIB:8.2f}{over}")
     cov = summary.get("compute_coverage")
     if isinstance(cov, dict):
@@ -471,6 +476,8 @@ def _body(argv: list[str] | None, backend_name: str) -> int:
         summary, files = event_outputs(args, result, json.loads(workload.meta.get("placeholders") or "{}"))
         if args.profile:  # the table's hint to give a profile would be wrong
             summary.setdefault("config", {})["profile"] = args.profile
+        if summary.get("fits") is False:
+            warn_does_not_fit(result, prog)
     try:
         if args.out:
             out = Path(args.out)
@@ -486,7 +493,34 @@ def _body(argv: list[str] | None, backend_name: str) -> int:
         if net is not None:
             kind.finish(net, None if args.quiet else sys.stderr)
     inform(args, f"done in {time.perf_counter() - t0:.2f} s", prog)
+    if args.strict and summary.get("fits") is False:
+        return EXIT_DOES_NOT_FIT
     return 0
+
+
+EXIT_DOES_NOT_FIT = 3
+"""Exit status of a run whose plan does not fit in GPU memory, with --strict (2 is bad input)."""
+
+
+def warn_does_not_fit(result: Any, prog: str) -> None:
+    """One warning line on stderr (never silenced by -q): the stage short of memory, what it
+    needs against the GPU's capacity, and the changes verified to fit (engine.memory_fixes)."""
+    from engine.memory_fixes import verified_fixes
+    from workload_gen.core.memory_fit import memory_fit
+
+    cap = result.system.gpu_spec.memory_bytes
+    fit = memory_fit(result.memory, cap)
+    s = fit.worst_stage()
+    need = fit.needs[s]
+    msg = (f"does not fit: stage {s} needs {need / GIB:.2f} GiB ({(need - fit.outside_allocator) / GIB:.2f} reserved "
+           f"by the allocator + {fit.outside_allocator / GIB:.2f} CUDA context) of the GPU's {cap / GIB:.2f} GiB "
+           f"(short by {-fit.margins[s] / GIB:.2f} GiB)")
+    model = result.workload.model
+    fixes = verified_fixes(model, result.workload.parallel, cap) if model is not None else []
+    if fixes:
+        msg += "; fits with " + " or ".join(f"{flags} ({n / GIB:.1f} GiB)" for flags, n in fixes)
+    msg += "; `search` ranks the layouts that fit"
+    print(f"warning: {prog}: {msg}", file=sys.stderr, flush=True)
 
 
 def analytical_main(argv: list[str] | None = None) -> int:
