@@ -75,7 +75,7 @@ class AnalyticalBackend:
             return 0.0
         p = self.path(kind, group, shape, nbytes)
         moved = nbytes * algorithm_factor(kind, shape.n)
-        curve = IDEAL if (group, kind) in self.overrides else self.efficiency.curve(p.link)
+        curve = IDEAL if (group, kind) in self.overrides else self.efficiency.curve(p.link, kind.value)
         return p.latency_s + curve.transfer_time(moved, p.busbw)
 
     def collective_time(self, op: CollectiveOp, ranks: tuple[int, ...] | list[int]) -> float:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from network.busbw import Link
+from workload_gen.core.records import CollKind
 from workload_gen.core.errors import ConfigError
 from workload_gen.core.record import record
 from workload_gen.core.yaml_file import read_yaml_mapping
@@ -108,7 +109,14 @@ class EfficiencyTable:
     curves: dict[str, Curve] = field(hash=False)
     source: str = ""
 
-    def curve(self, link: Link) -> Curve:
+    def curve(self, link: Link, kind: str | None = None) -> Curve:
+        """The curve of ``link``, or of ``link.kind`` (e.g. ``nvlink.alltoall``) where the table
+        gives one for that collective kind (kernel measurements differ by kind: NCCL's all-to-all
+        on an NVSwitch reaches less of the bus than its ring all-gather)."""
+        if kind is not None:
+            got = self.curves.get(f"{link.value}.{kind}")
+            if got is not None:
+                return got
         return self.curves.get(link.value, IDEAL)
 
     @classmethod
@@ -126,9 +134,12 @@ def _curves(data: Any, where: str) -> dict[str, Curve]:
     if not isinstance(data, dict):
         raise ConfigError("efficiency", data, "expected a mapping link -> {peak_fraction, half_time_s}", where)
     out: dict[str, Curve] = {}
-    valid = ", ".join(link.value for link in Link)
+    valid = ", ".join(link.value for link in Link) + ", or LINK.KIND with KIND one of " + ", ".join(k.value for k in CollKind)
+    links = {lk.value for lk in Link}
+    kinds = {k.value for k in CollKind}
     for link, params in data.items():
-        if link not in {lk.value for lk in Link}:
+        base, _, kind = str(link).partition(".")
+        if base not in links or (kind and kind not in kinds):
             raise ConfigError("efficiency", link, f"unknown link; valid: {valid}", where)
         if not isinstance(params, dict) or set(params) - {"peak_fraction", "half_time_s"}:
             raise ConfigError(f"efficiency.{link}", params, "expected keys peak_fraction, half_time_s", where)
@@ -172,6 +183,9 @@ def load_efficiency(system_name: str, path: str | Path | None = None) -> Efficie
                           where)
     merged: dict[str, Curve] = dict(base)
     for link, params in raw_sys.items():
-        combined = {**(raw_default.get(link) or {}), **(params or {})}
+        # a per-kind curve starts from its link's (default, then this system's) fields
+        parent = str(link).partition(".")[0] if "." in str(link) else None
+        inherited = {**(raw_default.get(parent) or {}), **(raw_sys.get(parent) or {})} if parent else {}
+        combined = {**inherited, **(raw_default.get(link) or {}), **(params or {})}
         merged.update(_curves({link: combined}, where))
     return EfficiencyTable(merged, f"{where}:{system_name if system_name in systems else 'default'}")

@@ -10,9 +10,10 @@ import pytest
 from network.analytical import AnalyticalBackend
 from network.backend import Transfer
 from network.busbw_overrides import read_busbw_yaml
+from network.busbw import Link
 from network.efficiency import EfficiencyTable, load_efficiency
 from network.efficiency_fit import fit_nic_half_bytes, fit_nvlink, read_aicb_log, read_ratio_column
-from workload_gen.core.errors import FormatError
+from workload_gen.core.errors import ConfigError, FormatError
 from workload_gen.core.records import CollectiveOp, CollKind, Group, Phase
 from workload_gen.core.system import get_system
 
@@ -226,3 +227,34 @@ def test_nvls_tree_fill_runs_on_the_groups_own_rails_at_the_thinned_rate():
     flow = 512 * 1024
     fill = flow / (50e9 * 0.92 / 2) + 16 * flow / 360e9
     assert path.latency_s == pytest.approx(2 * 2e-6 + 2 * 1 * 5e-6 + fill, rel=1e-12)
+
+
+def test_b200_curves_are_simumax_kernel_fits_per_collective_kind():
+    """B200's NVLink peaks are the NCCL fits SimuMax measured on the node of the B200 training
+    rows (efficient_factor x 900 GiB/s, configs/system/b200_bf16_ceperm.json @ 4dcaae5):
+    all-gather 0.6735, all-to-all 0.5968, all-reduce (NVLS) 0.7424; the all-to-all has a curve
+    of its own, other kinds fall back to the link's."""
+    sysc = get_system("b200")
+    table = load_efficiency("b200")
+    gib900 = 900 * 2**30
+    assert table.curve(Link.NVLINK, "allgather").peak_fraction * sysc.nvlink_busbw == pytest.approx(
+        0.6735 * gib900, rel=2e-3)
+    assert table.curve(Link.NVLINK, "alltoall").peak_fraction * sysc.nvlink_busbw == pytest.approx(
+        0.5968 * gib900, rel=2e-3)
+    assert table.curve(Link.NVLS, "allreduce").peak_fraction * sysc.nvls_busbw == pytest.approx(
+        0.7424 * gib900, rel=2e-3)
+    assert table.curve(Link.NVLINK, "reducescatter") is table.curve(Link.NVLINK)
+    b = AnalyticalBackend(sysc, 8)
+    a2a = b.collective_time(op(CollKind.ALL_TO_ALL, Group.EP, 8), tuple(range(8)))
+    ag = b.collective_time(op(CollKind.ALL_GATHER, Group.TP, 8), tuple(range(8)))
+    nv = table.curve(Link.NVLINK, "alltoall")
+    assert a2a == pytest.approx(sysc.nvlink_latency_s + 7 / 8 * S / (sysc.nvlink_busbw * nv.peak_fraction)
+                                + nv.half_time_s, rel=1e-12)
+    assert a2a > ag * 0.99  # same bytes moved ((n-1)/n of S), lower peak
+
+
+def test_a_per_kind_curve_must_name_a_known_link_and_kind(tmp_path):
+    bad = tmp_path / "eff.yaml"
+    bad.write_text("default:\n  nvlink.alltoal: {peak_fraction: 0.8}\n")
+    with pytest.raises(ConfigError, match="unknown link; valid: nvlink, nvls, nic, or LINK.KIND"):
+        load_efficiency("h100", bad)
