@@ -242,7 +242,9 @@ def weight_bytes(workload: Workload, stage: int) -> float:
     the transpose TE's ``post_all_gather_processing`` keeps (before Blackwell), 1 + 1 B. MXFP8
     with ``--reuse-grad-buf-for-mxfp8-param-ag``: the ``MXFP8Tensor``'s own row- and
     column-wise data with one E8M0 scale per 32 values each, 2 * (1 + 1/32) B; its all-gather
-    buffer is a bf16 view of the gradient buffer (``shared_buffer``), nothing more. The other
+    buffer is a bf16 view of the gradient buffer (``shared_buffer``), nothing more. NVFP4 with
+    ``--fp4-param-gather``: the packed row-wise e2m1 bytes in the DDP's buffer and TE's
+    column-wise copy, each with its E4M3 scales, :data:`NVFP4_WEIGHT_COPY_BYTES`. The other
     parameters (norms, biases, router, embeddings, output layer) stay ``param_bytes``."""
     par = workload.parallel
     prog = workload.stages[stage]

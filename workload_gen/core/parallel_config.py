@@ -114,7 +114,8 @@ class ParallelConfig:
     """Run the first num_layers_at_start_in_bf16 and the last num_layers_at_end_in_bf16
     transformer layers (global layer numbers) in bf16 under fp8 or fp4 training (Megatron
     --first-last-layers-bf16; fp8_utils/fp4_utils get_*_context): their GEMMs are bf16 and
-    cast nothing. NVIDIA's NVFP4 recipe keeps ~15% of the layers in bf16 (arXiv 2509.25149)."""
+    cast nothing. The NVFP4 paper (arXiv 2509.25149) keeps some first and last blocks in bf16
+for stability; Megatron-Bridge's nemotron_3_super_bf16_with_nvfp4_mixed keeps the last 14."""
     num_layers_at_start_in_bf16: int = 1
     """Megatron --num-layers-at-start-in-bf16 (default 1); used only with first_last_layers_bf16."""
     num_layers_at_end_in_bf16: int = 1
