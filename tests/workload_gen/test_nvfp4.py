@@ -234,3 +234,15 @@ def test_fp8_bf16_layer_count_is_bounded_by_the_stage_as_megatron_asserts():
                          first_last_layers_bf16=True, num_layers_at_end_in_bf16=3)
     with pytest.raises(ConfigError, match="num_layers_at_end_in_bf16"):
         build(_dense(), par)
+
+
+def test_first_last_layers_bf16_acts_under_fp8_too():
+    """The same switch under fp8 (a non-delayed recipe): layers 0 and 3 build bf16 GEMMs and no
+    fp8 casts, layers 1 and 2 keep their 12 fp8 GEMMs."""
+    par = ParallelConfig(world_size=1, dtype="fp8", fp8_recipe="mxfp8", seq_length=128, global_batch=1,
+                         first_last_layers_bf16=True)
+    w = build(_dense(), par)
+    fp8 = [sum(1 for sec in ("fwd", "bwd") for op in comps(layer_ops(w, layer, sec))
+               if op.kind is OpKind.GEMM and op.dtype == "fp8") for layer in range(4)]
+    assert fp8 == [0, 12, 12, 0]
+    assert not [op for op in layer_ops(w, 0, "fwd") if op.name.endswith(".fp8_cast")]
