@@ -28,7 +28,9 @@ from pathlib import Path
 from compute_profile.db import ProfileDB, ProfileRow
 from compute_profile.estimator import EstimatorParams, explain, load_params
 from compute_profile.keys import NAMED_KINDS, key_variant, parse_shape, profile_phase, shape_key
+from workload_gen.core.errors import ConfigError
 from workload_gen.core.gpu_specs import GpuSpec, get_gpu
+from workload_gen.core.parallel_config import DTYPE_BYTES
 from workload_gen.core.record import record
 from workload_gen.core.records import ComputeOp, OpKind, TimeSource, Workload
 
@@ -213,6 +215,17 @@ def blockwise_params(params: EstimatorParams) -> EstimatorParams:
     return replace(params, gemm=replace(g, fp8_speedup=g.fp8_speedup * g.blockwise_fp8_rate))
 
 
+def check_dtype_on_gpu(dtype: str, gpu: str) -> None:
+    """Refuse, in one line, a training dtype whose GEMMs the GPU has no tensor cores for
+    (fp4 before Blackwell: NVFP4 needs SM 10.0+, TE docs): the first point where the GPU is
+    known, so a GPU-less gen-workload still builds the workload."""
+    spec = get_gpu(gpu)
+    if dtype == "fp4" and dtype not in spec.peak_flops:
+        valid = ", ".join(d for d in DTYPE_BYTES if d in spec.peak_flops)
+        raise ConfigError("dtype", dtype, f"NVFP4 training (--fp4-format e2m1) needs FP4 tensor cores (Blackwell); "
+                                          f"{spec.name} has none (valid on {spec.name}: {valid})")
+
+
 def attach(workload: Workload, gpu: str, db: ProfileDB | str | Path | None = None, *,
            params: EstimatorParams | None = None) -> tuple[Workload, Coverage]:
     """Return ``workload`` with a time and source on every compute op, and the coverage.
@@ -224,6 +237,7 @@ def attach(workload: Workload, gpu: str, db: ProfileDB | str | Path | None = Non
         db = opened = ProfileDB(db, create=False)
     try:
         par = workload.parallel
+        check_dtype_on_gpu(par.dtype, gpu)
         if par.dtype == "fp8" and par.fp8_recipe == "blockwise":
             params = blockwise_params(params if params is not None else load_params(get_gpu(gpu).name))
         resolver = TimeResolver(gpu, db, params)

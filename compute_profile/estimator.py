@@ -68,6 +68,9 @@ class GemmParams:
     fp8_speedup: float
     """FP8 GEMM FLOP/s over bf16 at the same shape (below the 2x of the datasheet peaks:
     cuBLAS 12.9 reports 1.25-1.75x on Hopper)."""
+    fp4_speedup: float
+    """NVFP4 GEMM FLOP/s over bf16 at the same shape, on GPUs with FP4 tensor cores
+    (Blackwell); a GPU without an "fp4" peak refuses fp4 training before this is read."""
     k_overhead: float
     fp8_k_overhead: float
     """The K-loop's fixed prologue/epilogue in K units for FP8 GEMMs: larger than bf16's,
@@ -177,6 +180,7 @@ def params_from_dict(gpu: str, raw: dict[str, Any], src: str = "estimator parame
             gemm=GemmParams(
                 max_efficiency=_positive(src, "gemm.max_efficiency", g["max_efficiency"], 1.0),
                 fp8_speedup=_positive(src, "gemm.fp8_speedup", g.get("fp8_speedup", 2.0), 2.0),
+                fp4_speedup=_positive(src, "gemm.fp4_speedup", g.get("fp4_speedup", 4.0), 4.0),
                 k_overhead=float(g["k_overhead"]),
                 fp8_k_overhead=float(g.get("fp8_k_overhead", g["k_overhead"])),
                 grouped_efficiency=_positive(src, "gemm.grouped_efficiency", g["grouped_efficiency"], 1.0),
@@ -489,6 +493,13 @@ def explain(op: ComputeOp, gpu: GpuSpec | str, params: EstimatorParams | None = 
         # not the datasheet's 2x (cuBLAS 12.9 on Hopper: 1.25-1.75x).
         spec.peak("fp8")
         peak = spec.peak("bf16") * p.gemm.fp8_speedup
+    elif op.dtype == "fp4":
+        # NVFP4 GEMMs: FP4 tensor cores required (spec.peak raises otherwise); the rate is the
+        # bf16 rate of the same shape times gemm.fp4_speedup. Blackwell applies the E4M3
+        # block scales in the MMA and accumulates in FP32 tensor memory, so the K loop's
+        # fixed part is bf16's (no fp8_k_overhead).
+        spec.peak("fp4")
+        peak = spec.peak("bf16") * p.gemm.fp4_speedup
     else:
         peak = spec.peak(op.dtype)
     if kind in (OpKind.GEMM, OpKind.GROUPED_GEMM):

@@ -162,6 +162,7 @@ from __future__ import annotations
 from typing import Literal
 
 from engine.schedules import SCHEDULES, default_schedule
+from workload_gen.costs import NVFP4_GEMM_IN_BYTES
 from workload_gen.core.errors import ConfigError
 from workload_gen.core.gpu_specs import get_gpu
 from workload_gen.core.model_config import ModelConfig
@@ -169,7 +170,7 @@ from workload_gen.core.moe_capacity import routed_copies
 from workload_gen.core.moe_dispatch import rank_hit_probability
 from workload_gen.core.moe_routing import rank_load_factor
 from workload_gen.core.optimizer_state import optimizer_state_bytes, precision_aware_dtypes
-from workload_gen.core.parallel_config import ParallelConfig
+from workload_gen.core.parallel_config import QUANTIZED_DTYPES, ParallelConfig
 from workload_gen.core.record import record
 from workload_gen.core.records import OUTPUT_LAYER_OP, ChunkProgram, Workload
 from workload_gen.core.run_result import MemoryEstimate
@@ -201,14 +202,33 @@ FP8_WEIGHT_COPY_BYTES = {
 """Bytes per linear-layer parameter of TE's cached fp8 weight (data + transpose)."""
 
 
-def fp8_weight_cache_bytes(workload: Workload, stage: int) -> float:
-    """Transformer Engine's cached fp8 weight copies on one rank of ``stage`` (0 unless fp8)."""
-    par = workload.parallel
-    if par.dtype != "fp8" or par.fp8_param_gather:
-        return 0.0
-    from workload_gen.core.params import stage_layer_params  # loaded only for fp8 workloads, which have a model
+NVFP4_WEIGHT_COPY_BYTES = 2 * NVFP4_GEMM_IN_BYTES
+"""Bytes per linear-layer parameter of TE's NVFP4 weight: row-wise and column-wise e2m1 data
+(0.5 B each) with one E4M3 scale per 16 values each (TE docs, NVFP4; the weights' 16x16
+blocks make the two copies numerically equal, not one): 2 * (0.5 + 1/16) = 1.125 B."""
 
-    return FP8_WEIGHT_COPY_BYTES[par.fp8_recipe] * stage_layer_params(workload.model, par, stage)
+
+def saved_gemm_input_bytes(par: ParallelConfig, e: int) -> float:
+    """Bytes per element of a linear layer's input as Transformer Engine saves it for the
+    backward: the fp8 copy (1 B), the NVFP4 column-wise copy the wgrad GEMM reads (0.5 B
+    and an E4M3 scale per 16), else the activation's ``e``. Layers kept in bf16
+    (first_last_layers_bf16) are counted as the others: the estimate is per layer kind."""
+    if par.dtype == "fp4":
+        return NVFP4_GEMM_IN_BYTES
+    return 1 if par.dtype == "fp8" else e
+
+
+def fp8_weight_cache_bytes(workload: Workload, stage: int) -> float:
+    """Transformer Engine's cached fp8 or NVFP4 weight copies on one rank of ``stage`` (0
+    unless fp8/fp4, or when the weights are themselves quantized: --fp8/fp4-param-gather),
+    over the weights it quantizes (layers kept in bf16 have none)."""
+    par = workload.parallel
+    if par.dtype not in QUANTIZED_DTYPES or par.fp8_param_gather or par.fp4_param_gather:
+        return 0.0
+    from workload_gen.builder import quantized_layer_params  # loaded only for fp8/fp4 workloads, which have a model
+
+    per = NVFP4_WEIGHT_COPY_BYTES if par.dtype == "fp4" else FP8_WEIGHT_COPY_BYTES[par.fp8_recipe]
+    return per * quantized_layer_params(workload.model, par, stage)
 
 
 def weight_bytes(workload: Workload, stage: int) -> float:
@@ -222,16 +242,19 @@ def weight_bytes(workload: Workload, stage: int) -> float:
     the transpose TE's ``post_all_gather_processing`` keeps (before Blackwell), 1 + 1 B. MXFP8
     with ``--reuse-grad-buf-for-mxfp8-param-ag``: the ``MXFP8Tensor``'s own row- and
     column-wise data with one E8M0 scale per 32 values each, 2 * (1 + 1/32) B; its all-gather
-    buffer is a bf16 view of the gradient buffer (``shared_buffer``), nothing more. The other
+    buffer is a bf16 view of the gradient buffer (``shared_buffer``), nothing more. NVFP4 with
+    ``--fp4-param-gather``: the packed row-wise e2m1 bytes in the DDP's buffer and TE's
+    column-wise copy, each with its E4M3 scales, :data:`NVFP4_WEIGHT_COPY_BYTES`. The other
     parameters (norms, biases, router, embeddings, output layer) stay ``param_bytes``."""
     par = workload.parallel
     prog = workload.stages[stage]
-    if not par.fp8_param_gather:
+    if not (par.fp8_param_gather or par.fp4_param_gather):
         return par.param_bytes * prog.params + fp8_weight_cache_bytes(workload, stage)
     from workload_gen.core.params import stage_fp8_params  # fp8 workloads have a model
 
     fp8 = sum(stage_fp8_params(workload.model, par, stage))
-    return par.param_bytes * (prog.params - fp8) + FP8_WEIGHT_COPY_BYTES[par.fp8_recipe] * fp8
+    per = NVFP4_WEIGHT_COPY_BYTES if par.fp4_param_gather else FP8_WEIGHT_COPY_BYTES[par.fp8_recipe]
+    return par.param_bytes * (prog.params - fp8) + per * fp8
 
 
 def _sm90_or_newer(gpu: str) -> bool:
@@ -480,7 +503,7 @@ def layer_activation_bytes(
 ) -> LayerActivation:
     attention = attention or par.attention_backend
     e = 4 if par.dtype == "fp32" else 2
-    g = 1 if par.dtype == "fp8" else e  # a GEMM input as Transformer Engine saves it
+    g = saved_gemm_input_bytes(par, e)  # a GEMM input as Transformer Engine saves it
     mask = 1 if dropout else 0
     t = par.tp
     s = par.seq_length // par.cp  # tokens of the sequence on this CP rank
@@ -513,7 +536,7 @@ def layer_activation_bytes(
         probs = (e + (mask + e if dropout else 0)) * a * s * s_kv * b / t
     else:
         probs = 4 * a * s * b / t  # fp32 log-sum-exp per query and head
-        if par.dtype == "fp8":
+        if par.dtype in QUANTIZED_DTYPES:
             probs += e * T * o_w / t  # the kernel's own bf16 output, beside the fp8 copy
         if par.cp > 1 and par.cp_comm == "all_gather":
             probs += e * T * o_w / t  # TE's KV all-gather CP also saves each step's output
@@ -536,8 +559,8 @@ def layer_activation_bytes(
         fs = model.moe_shared_expert_intermediate_size
         if fs:
             shared = e * T * fs * width / t + g * T * fs / t
-            if par.dtype == "fp8":
-                shared += T * h / sp_div  # the shared FC1's fp8 copy of its input
+            if par.dtype in QUANTIZED_DTYPES:
+                shared += saved_gemm_input_bytes(par, e) * T * h / sp_div  # the shared FC1's fp8 copy of its input
             if "shared_experts" in modules:  # checkpointed: only its input (the norm output) stays
                 mlp_re = max(mlp_re, shared)  # re-made and freed before the experts' backward
             else:
@@ -615,7 +638,7 @@ def _mtp_activation(workload: Workload, ch: ChunkProgram, acts: list[LayerActiva
     model, par = workload.model, workload.parallel
     L = model.num_layers
     e = 4 if par.dtype == "fp32" else 2
-    g = 1 if par.dtype == "fp8" else e
+    g = saved_gemm_input_bytes(par, e)
     row = par.seq_length // par.cp * par.micro_batch * model.hidden_size / (par.tp if par.sp else 1)
     depths = {op.layer for op in ch.forward if op.layer > L and op.name == MTP_OP_PREFIX + "eh_proj"}
     heads = {op.layer for op in ch.forward if op.layer > L and op.name == MTP_OP_PREFIX + OUTPUT_LAYER_OP}
@@ -689,7 +712,7 @@ def _temporary(workload: Workload, stage: int) -> float:
     """The largest transient buffer of one rank of ``stage`` (workspaces not included)."""
     model, par = workload.model, workload.parallel
     e = 4 if par.dtype == "fp32" else 2
-    g = 1 if par.dtype == "fp8" else e
+    g = saved_gemm_input_bytes(par, e)
     T = par.seq_length // par.cp * par.micro_batch
     h = model.hidden_size
     sp_div = par.tp if par.sp else 1

@@ -42,6 +42,7 @@ Data-parallel gradient sync (Megatron-Core DistributedDataParallel):
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from functools import lru_cache
 
 from workload_gen import costs
@@ -101,6 +102,7 @@ def layer_key(model: ModelConfig, par: ParallelConfig) -> LayerKey:
         account_for_embedding_in_pipeline_split=par.account_for_embedding_in_pipeline_split,
         account_for_loss_in_pipeline_split=par.account_for_loss_in_pipeline_split,
         overlap_p2p=par.vpp > 1 and par.overlap_p2p_comm, fp8_recipe=par.fp8_recipe,
+        bf16_first=par.bf16_layer_span[0], bf16_last=par.bf16_layer_span[1],
         attention_backend=par.attention_backend,
         moe_capacity_factor=par.moe_expert_capacity_factor, moe_pad_to_capacity=par.moe_pad_expert_input_to_capacity,
         recompute_moe_act="moe_act" in mods,
@@ -156,6 +158,10 @@ def _layer_kind(model: ModelConfig, key: LayerKey, layer: int) -> Templates:
     """The templates global layer ``layer`` is built from: dense or MoE, with its attention
     span if one binds (layer_span)."""
     moe = model.is_moe_layer(layer)
+    if (key.bf16_first or key.bf16_last) and (layer < key.bf16_first or layer >= model.num_layers - key.bf16_last):
+        # Megatron's --first-last-layers-bf16: get_fp8_context / get_fp4_context give these
+        # global layers no quantization context, so the layer is built as under bf16
+        key = replace(key, dtype="bf16", bf16_first=0, bf16_last=0)
     span = layer_span(model, key, layer)
     if span is not None:
         return _span_templates(model, key, span, moe)
@@ -347,7 +353,7 @@ def grad_buckets(model: ModelConfig, par: ParallelConfig, stage: int) -> list[tu
     Without it every bucket is bf16 (fifth field False)."""
     cap = par.bucket_elements if par.overlap_grad_reduce else None
     sizes = {Group.DP: par.dp * par.cp, Group.EDP: par.edp}
-    fp8 = par.fp8_param_gather
+    fp8 = par.fp8_param_gather or par.fp4_param_gather  # fp4 params are uint8 storage too
     out: list[tuple[int, Group, int, int, bool]] = []
     for c in reversed(range(par.vpp)):
         # (group, fp8?, the field holding the buffer's elements) over the rank's tensors as
@@ -452,9 +458,17 @@ def _iteration_ops(model: ModelConfig, par: ParallelConfig, stage: int) -> tuple
     if par.dtype == "fp8" and not fp8_params:
         # Transformer Engine casts each weight to fp8 (and its transpose) on the first
         # micro-batch of the step and caches it for the others: once per iteration.
-        linear_params = stage_layer_params(model, par, stage)
+        linear_params = quantized_layer_params(model, par, stage)
         flops, nbytes = costs.fp8_cast(linear_params, 1, par.fp8_recipe)
         ops.append(ComputeOp("fp8_weight_cast", -1, it, OpKind.ELEMENTWISE, (linear_params, 1), "bf16", flops, nbytes))
+    if par.dtype == "fp4":
+        # NVFP4: each weight is quantized once per step (16x16 blocks, row- and column-wise:
+        # costs.fp4_cast) and cached for the other micro-batches. With --fp4-param-gather
+        # the gathered weight is row-wise NVFP4 already and TE still makes its column-wise
+        # copy; the same traffic is counted for it (an upper bound: no bf16 read then).
+        linear_params = quantized_layer_params(model, par, stage)
+        ops.append(ComputeOp("fp4_weight_cast", -1, it, OpKind.ELEMENTWISE, (linear_params, 1), "bf16",
+                             *costs.fp4_cast(linear_params, 1)))
     ops.append(ComputeOp("step_overhead", -1, it, OpKind.OPTIMIZER, (0,), "fp32", 0.0, 0.0))
     if par.distributed_optimizer:
         order = sorted(range(len(flagged)), key=lambda j: (flagged[j][0], flagged[j][3]))
@@ -463,11 +477,30 @@ def _iteration_ops(model: ModelConfig, par: ParallelConfig, stage: int) -> tuple
             if sizes[g] == 1:
                 continue
             b = 1 if in_fp8 and per_tensor else par.param_bytes  # MXFP8 gathers bf16
+            if in_fp8 and par.fp4_param_gather:
+                b = costs.FP4_BYTES  # NVFP4: only the packed row-wise e2m1 bytes live in param_data
             ops.append(CollectiveOp(f"param_ag.{names[j]}", low, it, CollKind.ALL_GATHER, g, sizes[g],
                                     n * b, par.overlap_param_gather))
     if fp8_params:
         ops += _fp8_post_gather_ops(model, par, stage, flagged)
     return tuple(ops)
+
+
+def quantized_layer_params(model: ModelConfig, par: ParallelConfig, stage: int) -> int:
+    """The transformer-layer parameters of one rank of ``stage`` whose weights Transformer
+    Engine quantizes each step: :func:`stage_layer_params` less the layers
+    ``--first-last-layers-bf16`` keeps in bf16 (their share of the stage's layers: the
+    stage's layer parameters are spread evenly over its layers, which holds for uniform
+    layers and is the stage average otherwise)."""
+    held = stage_layer_params(model, par, stage)
+    first, last = par.bf16_layer_span
+    if not (first or last):
+        return held
+    layers = [layer for c in range(par.vpp) for layer in chunk_layers(model, par, stage, c)]
+    if not layers:
+        return held
+    kept = sum(1 for layer in layers if layer < first or layer >= model.num_layers - last)
+    return held * (len(layers) - kept) // len(layers)
 
 
 def _fp8_shard_cast_ops(model: ModelConfig, par: ParallelConfig, stage: int, local_fp8: int) -> list[Op]:

@@ -151,6 +151,48 @@ def fp8_cast(rows: int, cols: int, recipe: str) -> tuple[float, float]:
     return 3.0 * e, FP8_CAST_BYTES[recipe] * e
 
 
+FP4_BYTES = 0.5
+"""Bytes of one e2m1 element (1 sign, 2 exponent, 1 mantissa bit: TE docs, NVFP4 'Data Format')."""
+NVFP4_BLOCK = 16
+"""Elements per NVFP4 scale block: each block of 16 consecutive values shares one FP8 E4M3
+scale (1 B), and the tensor one FP32 scale (TE docs, features/low_precision_training/nvfp4;
+arXiv 2509.25149 sec. 2). Weights use 16x16 blocks (2D scaling, the recipe's default), which
+the GEMM still reads through the 1x16 scale layout; counted at one scale per 16 either way."""
+NVFP4_GEMM_IN_BYTES = FP4_BYTES + 1 / NVFP4_BLOCK
+"""Bytes per element an NVFP4 GEMM reads of each operand: the e2m1 value and its share of
+the E4M3 block scale (0.5 + 1/16 = 0.5625)."""
+FP4_CAST_BYTES = 2.0 + 2.0 + 2 * NVFP4_GEMM_IN_BYTES
+"""HBM bytes per element to quantize one bf16 GEMM input to NVFP4 (Transformer Engine's
+NVFP4BlockScaling, TE >= 2.7):
+- the per-tensor FP32 scale is current scaling, global_amax / (448 * 6), so the tensor's amax
+  must be known before any block is cast: one read pass first (2 B). For the wgrad operands
+  the amax is taken after the random Hadamard transform too; TE fuses the two amaxes into the
+  same pass (its hadamard_transform_amax kernel), and the RHT itself is 16x16 products done
+  on the fly in the cast (a 16-wide transform per block, compute the cast hides);
+- the cast reads the bf16 tensor again (2 B) and writes it twice in e2m1 with one E4M3 scale
+  per 16 values: row-wise for this GEMM, column-wise (transposed, with the RHT) for the wgrad
+  GEMM that reuses it: 2 * (0.5 + 1/16) B. Stochastic rounding (gradients) uses Blackwell's
+  hardware cvt.rs instruction in the same kernel: no extra traffic.
+Total 5.125 B per element, against FP8_CAST_BYTES' 4-6 B: NVFP4 saves write bytes but pays
+the amax pass like FP8's tensorwise recipe."""
+FP4_CAST_FLOPS = 5.0
+"""Nominal FLOPs per element of the NVFP4 cast (amax, block amax, scale, round, and the
+16-point Hadamard transform on the column-wise copy); memory-bound either way."""
+
+
+def fp4_cast(rows: int, cols: int) -> Cost:
+    """Quantize a [rows, cols] bf16 tensor for NVFP4 GEMMs: :data:`FP4_CAST_BYTES` per
+    element (amax pass, then row- and column-wise e2m1 with E4M3 scales)."""
+    e = rows * cols
+    return FP4_CAST_FLOPS * e, FP4_CAST_BYTES * e
+
+
+def quantize_cast(rows: int, cols: int, dtype: str, fp8_recipe: str) -> Cost:
+    """The cast of one bf16 GEMM input for the quantized training ``dtype`` (fp8 with its
+    recipe, or fp4's NVFP4): the one entry point layer_ops and the builder share."""
+    return fp4_cast(rows, cols) if dtype == "fp4" else fp8_cast(rows, cols, fp8_recipe)
+
+
 def attention_softmax_dropout(batch: int, heads: int, sq: int, skv: int, backward: bool) -> Cost:
     """The unfused attention's score handling around its two batched GEMMs, Megatron's fused
     scale-mask-softmax then dropout, per score element (bf16 scores, 1-byte dropout mask):

@@ -53,8 +53,14 @@ def flags_to_dict(values: Mapping[str, Any], base: Mapping[str, Any] | None = No
     layout = dict(data.get("parallel") or {})
     training = dict(data.get("training") or {})
     flags = {k[2:]: v for k, v in values.items() if k.startswith("p_") and v is not None}
-    if flags.pop("fp8", None) is not None:
+    fp8, fp4 = flags.pop("fp8", None), flags.pop("fp4", None)
+    if fp8 is not None and fp4 is not None:
+        # Megatron's validate_args: "--fp4-format and --fp8-format cannot be used simultaneously"
+        raise ConfigError("--fp4-format", fp4, "cannot be combined with --fp8-format (Megatron: choose one)")
+    if fp8 is not None:
         flags["dtype"] = "fp8"
+    if fp4 is not None:
+        flags["dtype"] = "fp4"
     if flags.get("moe_expert_capacity_factor", 0) < 0:
         flags["moe_expert_capacity_factor"] = None  # Megatron's TransformerConfig: a negative factor is dropless
     if flags.pop("moe_layer_recompute", None):

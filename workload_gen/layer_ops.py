@@ -45,6 +45,7 @@ from dataclasses import dataclass, field, replace
 from workload_gen import costs
 from workload_gen.core.errors import ConfigError
 from workload_gen.core.model_config import ModelConfig
+from workload_gen.core.parallel_config import QUANTIZED_DTYPES
 from workload_gen.core.moe_capacity import routed_copies
 from workload_gen.core.moe_dispatch import distinct_ranks
 from workload_gen.core.record import record
@@ -82,6 +83,10 @@ class LayerKey:
     overlap_p2p: bool = False
     """PP sends may overlap compute: interleaved schedule with overlap_p2p_comm."""
     fp8_recipe: str = "delayed"
+    bf16_first: int = 0
+    bf16_last: int = 0
+    """Global transformer layers kept in bf16 under fp8/fp4 (ParallelConfig.bf16_layer_span):
+    the builder builds those layers from this key with dtype bf16 (builder._layer_kind)."""
     attention_backend: str = "flash"
     moe_capacity_factor: float | None = None
     """Megatron --moe-expert-capacity-factor (None: dropless); see core.moe_capacity."""
@@ -184,17 +189,31 @@ class _Emitter:
         return "epilogue" if self.model.add_bias_linear else ""
 
     @property
-    def gemm_in_bytes(self) -> int:
+    def gemm_in_bytes(self) -> float:
+        """Bytes per element a quantized GEMM reads of each operand: fp8 1, NVFP4 the e2m1
+        value and its block-scale share (costs.NVFP4_GEMM_IN_BYTES); else the activation's."""
+        if self.key.dtype == "fp4":
+            return costs.NVFP4_GEMM_IN_BYTES
         return 1 if self.key.dtype == "fp8" else self.B
+
+    @property
+    def quantized(self) -> bool:
+        """Transformer Engine runs this layer's linear GEMMs in fp8 or fp4."""
+        return self.key.dtype in QUANTIZED_DTYPES
+
+    @property
+    def cast_suffix(self) -> str:
+        """The name suffix of a GEMM input's quantize kernel: '.fp8_cast' or '.fp4_cast'."""
+        return f".{self.key.dtype}_cast"
 
     # --- primitives --------------------------------------------------------------------
     def compute(self, name: str, phase: Phase, kind: OpKind, shape: tuple[int, ...], fb: tuple[float, float],
                 dtype: str | None = None) -> ComputeOp:
-        """A compute template. Under fp8 only the GEMMs run in fp8 (Transformer Engine);
-        everything else, attention included, stays in bf16."""
+        """A compute template. Under fp8 or fp4 only the GEMMs run quantized (Transformer
+        Engine); everything else, attention included, stays in bf16."""
         if dtype is None:
             dtype = self.key.dtype
-            if dtype == "fp8" and kind not in (OpKind.GEMM, OpKind.GROUPED_GEMM):
+            if dtype in QUANTIZED_DTYPES and kind not in (OpKind.GEMM, OpKind.GROUPED_GEMM):
                 dtype = "bf16"
         return ComputeOp(name, 0, phase, kind, shape, dtype, float(fb[0]), float(fb[1]))
 
@@ -272,24 +291,27 @@ class _Emitter:
         added to (the SP-local ones after a row-parallel reduce-scatter).
         """
         key, B = self.key, self.B
-        quantized = key.dtype == "fp8" and fp8
+        quantized = self.quantized and fp8
         bi = self.gemm_in_bytes if quantized else B
-        gemm_dtype = None if quantized else ("bf16" if key.dtype == "fp8" else None)
+        gemm_dtype = None if quantized else ("bf16" if self.quantized else None)
         tp_on = key.tp > 1 and mode != "local"
         fwd: list[Op] = []
         bwd: list[Op] = []
         # With --tp-comm-overlap under fp8, Transformer Engine's userbuffers gather the GEMM
         # input already quantized (the producer writes fp8 into the communication buffer),
         # so the SP all-gathers move 1-byte elements; NCCL's gathers (no overlap) stay bf16.
-        ag_b = bi if quantized and key.tp_comm_overlap else B
+        # Under fp4 Megatron registers the userbuffers unquantized (initialize.py: FP8 mode
+        # only with --fp8-format), so their gathers stay bf16.
+        ub_quantized = quantized and key.tp_comm_overlap and key.dtype == "fp8"
+        ag_b = bi if ub_quantized else B
         if tp_on and mode == "col" and key.sp:
             fwd.append(self.tp_coll(f"{name}_ag", FWD, CollKind.ALL_GATHER, m * k * ag_b))
         if quantized:
             # Transformer Engine quantizes each GEMM input: X here (row- and column-wise, the
             # latter for wgrad); in backward dY before dgrad (reused by wgrad). The weight's
             # casts happen once per iteration (builder: fp8_weight_cast).
-            fwd.append(self.compute(f"{name}.fp8_cast", FWD, OpKind.ELEMENTWISE, (m, k),
-                                    costs.fp8_cast(m, k, key.fp8_recipe), dtype="bf16"))
+            fwd.append(self.compute(f"{name}{self.cast_suffix}", FWD, OpKind.ELEMENTWISE, (m, k),
+                                    costs.quantize_cast(m, k, key.dtype, key.fp8_recipe), dtype="bf16"))
         fb = costs.gemm(m, n, k, bi, B)
         if bias:
             fb = (fb[0], fb[1] + n * B)
@@ -299,7 +321,7 @@ class _Emitter:
             # fp8 with userbuffers: the row-parallel GEMM writes its output into an fp8
             # buffer that is reduce-scattered in pipelined chunks (NeMo's FP8 overlap
             # configs set fp8_buf on proj_fprop and fc2_fprop), 1 byte per element
-            rs_b = 1 if quantized and key.tp_comm_overlap and key.sp else B
+            rs_b = 1 if ub_quantized and key.sp else B
             fwd.append(self.tp_coll(f"{name}_{'rs' if key.sp else 'ar'}", FWD, kind, m * n * rs_b))
         # Megatron-Core's column-parallel backward (LinearWithGradAccumulationAndAsync-
         # Communication) is asynchronous even without --tp-comm-overlap: the re-gather of X
@@ -313,8 +335,8 @@ class _Emitter:
             bwd.append(self.tp_coll(f"{name}_ag_bwd", BWD_I, CollKind.ALL_GATHER, nbytes, async_default=mode == "col"))
         dbias_write = n * B if bias == "epilogue" else 0
         if quantized:
-            cast = costs.fp8_cast(m, n, key.fp8_recipe)
-            bwd.append(self.compute(f"{name}.fp8_cast", BWD_I, OpKind.ELEMENTWISE, (m, n),
+            cast = costs.quantize_cast(m, n, key.dtype, key.fp8_recipe)
+            bwd.append(self.compute(f"{name}{self.cast_suffix}", BWD_I, OpKind.ELEMENTWISE, (m, n),
                                     (cast[0], cast[1] + dbias_write), dtype="bf16"))
         bwd.append(self.compute(name, BWD_I, OpKind.GEMM, (m, k, n), costs.gemm(m, k, n, bi, B), gemm_dtype))
         if tp_on and mode == "col":
@@ -428,7 +450,7 @@ class _Emitter:
             self.compute("attn_scores", BWD_W, OpKind.GROUPED_GEMM, (g, skv, d_qk, sq),
                          costs.grouped_gemm(g, skv, d_qk, sq, B, B)),
         ]
-        if self.key.dtype == "fp8":
+        if self.quantized:
             fwd = [replace(op, dtype="bf16") for op in fwd]
             bwd = [replace(op, dtype="bf16") for op in bwd]
         return fwd, bwd
@@ -602,13 +624,15 @@ class _Emitter:
             bwd = [self.compute(name, BWD_I, OpKind.GROUPED_GEMM, (local_experts, mg_shape, k_in, n_out),
                                 costs.grouped_gemm(local_experts, mg, k_in, n_out, bi, B)),
                    self.compute(name, BWD_W, OpKind.GROUPED_GEMM, (local_experts, k_in, n_out, mg_shape), wb)]
-            if key.dtype == "fp8":
+            if self.quantized:
                 # Transformer Engine's GroupedLinear quantizes its input (X) in forward and the
                 # incoming gradient (dY) before the dgrad, over all routed rows (split per expert)
-                fwd.insert(0, self.compute(f"{name}.fp8_cast", FWD, OpKind.ELEMENTWISE, (rows, k_in),
-                                           costs.fp8_cast(rows, k_in, key.fp8_recipe), dtype="bf16"))
-                bwd.insert(0, self.compute(f"{name}.fp8_cast", BWD_I, OpKind.ELEMENTWISE, (rows, n_out),
-                                           costs.fp8_cast(rows, n_out, key.fp8_recipe), dtype="bf16"))
+                fwd.insert(0, self.compute(f"{name}{self.cast_suffix}", FWD, OpKind.ELEMENTWISE, (rows, k_in),
+                                           costs.quantize_cast(rows, k_in, key.dtype, key.fp8_recipe),
+                                           dtype="bf16"))
+                bwd.insert(0, self.compute(f"{name}{self.cast_suffix}", BWD_I, OpKind.ELEMENTWISE, (rows, n_out),
+                                           costs.quantize_cast(rows, n_out, key.dtype, key.fp8_recipe),
+                                           dtype="bf16"))
             self.add(fwd, bwd)
             if act_after:
                 start = len(self.fwd)

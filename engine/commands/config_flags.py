@@ -89,6 +89,9 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--fp16", dest="p_dtype", action="store_const", const="fp16", help="dtype fp16 (Megatron)")
     g.add_argument("--fp8-format", dest="p_fp8", metavar="FORMAT",
                    help="Megatron FP8 training (dtype fp8); the format (e4m3, hybrid) does not change the timing")
+    g.add_argument("--fp4-format", dest="p_fp4", metavar="FORMAT", choices=("e2m1",),
+                   help="Megatron FP4 training (dtype fp4, recipe --fp4-recipe nvfp4): e2m1, the only format "
+                        "Megatron accepts")
     g.add_argument("--attention-backend", dest="p_attention_backend", type=_attention_backend,
                    metavar="flash|fused|auto|unfused|local",
                    help="Megatron's attention implementation: flash, fused and auto never materialise the "

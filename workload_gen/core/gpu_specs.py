@@ -29,7 +29,7 @@ class GpuSpec:
     name: str
     source: str
     peak_flops: dict[str, float] = field(hash=False)
-    """Dense peak per dtype: bf16, fp16, fp8, tf32, fp32."""
+    """Dense peak per dtype: bf16, fp16, fp8, fp4 (Blackwell's NVFP4), tf32, fp32."""
     hbm_bw: float
     """Bytes/s."""
     memory_bytes: int
@@ -118,9 +118,12 @@ GPUS: dict[str, GpuSpec] = {
     "b200": GpuSpec(
         name="b200",
         # NVIDIA HGX B200 datasheet (per GPU, dense): 2.25 PF bf16, 4.5 PF fp8, HBM3e 8 TB/s;
-        # 180 GB usable per GPU in DGX B200 (1,440 GB per 8 GPUs).
+        # 180 GB usable per GPU in DGX B200 (1,440 GB per 8 GPUs). FP4 (NVFP4) tensor core:
+        # the DGX B200 datasheet's 144 PFLOPS per 8 GPUs is with 2:4 sparsity (its fp8 line,
+        # 72 PF, is the sparse twin of the 4.5 PF dense above), so 144 / 8 / 2 = 9 PF dense.
         source="NVIDIA HGX/DGX B200 datasheets",
-        peak_flops={"bf16": 2250 * T, "fp16": 2250 * T, "fp8": 4500 * T, "tf32": 1100 * T, "fp32": 75 * T},
+        peak_flops={"bf16": 2250 * T, "fp16": 2250 * T, "fp8": 4500 * T, "fp4": 9000 * T, "tf32": 1100 * T,
+                    "fp32": 75 * T},
         hbm_bw=8000 * GB, sm_count=148, compute_capability=(10, 0),
         # torch: "NVIDIA B200 ... total_memory=182631MB" (MiB; public printouts give 182,631 and
         # 182,642); CUDA "Total Global Memory: 178.35 GB" (GiB, = 182,630 MiB:

@@ -54,7 +54,7 @@ def main_weight_bytes(optimizer: str, dtype: str) -> int:
     weights are the main weights). Sources in the module docstring."""
     if dtype == "fp32":
         return 0
-    if optimizer == "distributed_fused_adam" and dtype in ("bf16", "fp8"):
+    if optimizer == "distributed_fused_adam" and dtype in ("bf16", "fp8", "fp4"):
         return 2
     return FP32_BYTES
 
@@ -177,7 +177,7 @@ def precision_aware_state_bytes(dtype: str, pa: tuple[int, int, bool]) -> int:
     bf16 weights, fp32 moments: 2 + 4 + 4 = 10; bf16 moments: 2 + 2 + 2 = 6; fp8 tensorwise
     with bf16 moments (NVIDIA's DeepSeek-V3 recipes): 4 + 2 + 2 = 8."""
     m, v, te_master = pa
-    if te_master and dtype in ("bf16", "fp8"):
+    if te_master and dtype in ("bf16", "fp8", "fp4"):
         return REMAINDER_BYTES + m + v
     return FP32_BYTES + m + v
 
@@ -204,7 +204,7 @@ def precision_aware_step_bytes(dtype: str, pa: tuple[int, int, bool], grad_bytes
     moments = 2 * (m + v)
     if dtype == "fp32":
         return grad_bytes + 2 * FP32_BYTES + moments
-    if te_master and dtype in ("bf16", "fp8"):
+    if te_master and dtype in ("bf16", "fp8", "fp4"):
         return grad_bytes + 2 * param_bytes + 2 * REMAINDER_BYTES + moments
     if te_master:
         return grad_bytes + 2 * FP32_BYTES + moments + param_bytes

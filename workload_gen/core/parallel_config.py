@@ -15,8 +15,14 @@ from workload_gen.core.limits import MAX_MICROBATCHES, PARALLEL_FIELD_LIMITS, ch
 from workload_gen.core.model_config import ModelConfig, fields_dict
 from workload_gen.core.record import record
 
-Dtype = Literal["bf16", "fp16", "fp32", "fp8"]
-DTYPE_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1}
+Dtype = Literal["bf16", "fp16", "fp32", "fp8", "fp4"]
+DTYPE_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1, "fp4": 1}
+"""Bytes per element of each training dtype. fp8 and fp4 training keep bf16 weights and
+activations (``param_bytes`` is 2); their entry here is the whole-byte size the few
+dtype-sized conversions use (an e2m1 element is half a byte: workload_gen.costs.FP4_BYTES)."""
+QUANTIZED_DTYPES = ("fp8", "fp4")
+"""Training dtypes whose linear-layer GEMMs Transformer Engine runs quantized, around bf16
+weights and activations (Megatron --fp8-format / --fp4-format on top of --bf16)."""
 
 
 def _divisors(n: int) -> str:
@@ -26,12 +32,16 @@ def _divisors(n: int) -> str:
 
 
 FP8_RECIPES = ("delayed", "tensorwise", "mxfp8", "blockwise")
+FP4_RECIPES = ("nvfp4", "custom")
+"""Megatron's --fp4-recipe choices (TransformerConfig.fp4_recipe, the same at 2edffadb and
+HEAD): nvfp4 is Transformer Engine's NVFP4BlockScaling; custom loads a user's quantizer
+factory (--fp4-quantizer-factory), whose kernels are unknown and so refused."""
 RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts")
 """Megatron's --recompute-modules choices for transformer models (TransformerConfig; its
 Mamba/GDN-only modules are left out)."""
 RECIPE_BOOLS = ("moe_enable_deepep", "overlap_moe_expert_parallel_comm", "delay_wgrad_compute",
                 "moe_shared_expert_overlap", "moe_pad_expert_input_to_capacity", "moe_router_force_load_balancing",
-                "fp8_param_gather", "reuse_grad_buf_for_mxfp8_param_ag", "use_precision_aware_optimizer",
+                "fp8_param_gather", "fp4_param_gather", "reuse_grad_buf_for_mxfp8_param_ag", "use_precision_aware_optimizer",
                 "overlap_param_gather_with_optimizer_step", "use_megatron_fsdp")
 RECIPE_CHOICES: dict[str, tuple[str, ...]] = {
     "moe_token_dispatcher": ("alltoall", "allgather", "flex"),
@@ -88,6 +98,28 @@ class ParallelConfig:
     more pass over each tensor for its amax), mxfp8 (Blackwell's 1x32 block scales) or
     blockwise (DeepSeek-style 1x128/128x128 blocks). Sets the cast traffic of each FP8
     GEMM input (workload_gen.costs.FP8_CAST_BYTES)."""
+    fp4_recipe: Literal["nvfp4", "custom"] = "nvfp4"
+    """Transformer Engine's FP4 recipe when dtype is fp4 (Megatron --fp4-recipe, default
+    nvfp4; --fp4-format e2m1 sets dtype fp4): NVFP4BlockScaling, e2m1 values in 1x16 blocks
+    with an E4M3 scale each and one FP32 scale per tensor, 16x16 blocks for weights, a random
+    Hadamard transform on the wgrad inputs and stochastic rounding of gradients (TE docs,
+    features/low_precision_training/nvfp4; arXiv 2509.25149). Only the linear layers' GEMMs
+    run in FP4; attention, the embedding and the output layer stay bf16."""
+    fp4_param_gather: bool = False
+    """Keep the transformer layers' linear weights as NVFP4 tensors and all-gather them in
+    NVFP4 (Megatron --fp4-param-gather, TransformerConfig.fp4_param): modelled in
+    engine.memory (no bf16 copy) and the distributed optimizer's all-gather (0.5 B per
+    element); needs dtype fp4 (Megatron's assert)."""
+    first_last_layers_bf16: bool = False
+    """Run the first num_layers_at_start_in_bf16 and the last num_layers_at_end_in_bf16
+    transformer layers (global layer numbers) in bf16 under fp8 or fp4 training (Megatron
+    --first-last-layers-bf16; fp8_utils/fp4_utils get_*_context): their GEMMs are bf16 and
+    cast nothing. The NVFP4 paper (arXiv 2509.25149) keeps some first and last blocks in bf16
+for stability; Megatron-Bridge's nemotron_3_super_bf16_with_nvfp4_mixed keeps the last 14."""
+    num_layers_at_start_in_bf16: int = 1
+    """Megatron --num-layers-at-start-in-bf16 (default 1); used only with first_last_layers_bf16."""
+    num_layers_at_end_in_bf16: int = 1
+    """Megatron --num-layers-at-end-in-bf16 (default 1); used only with first_last_layers_bf16."""
     attention_backend: Literal["flash", "unfused"] = "flash"
     """flash: a fused kernel that never writes the s x s scores (Megatron --attention-backend
     flash, fused or auto; FlashAttention, cuDNN); unfused: scores and probabilities go
@@ -311,6 +343,7 @@ class ParallelConfig:
             raise ConfigError("recompute_method", self.recompute_method, f"valid: {', '.join(RECOMPUTE_METHODS)}")
         if self.fp8_recipe not in FP8_RECIPES:
             raise ConfigError("fp8_recipe", self.fp8_recipe, f"valid: {', '.join(FP8_RECIPES)}")
+        self._check_fp4()
         if self.attention_backend not in ("flash", "unfused"):
             raise ConfigError("attention_backend", self.attention_backend, "valid: flash, unfused")
         if self.optimizer not in OPTIMIZERS:
@@ -472,7 +505,7 @@ class ParallelConfig:
                               "(Megatron: 'only supported with distributed optimizer')")
         if self.optimizer != "adam":
             raise ConfigError("use_precision_aware_optimizer", True, "only supported with adam (Megatron)")
-        if self.main_grads_dtype != "fp32" and self.dtype not in ("bf16", "fp8"):
+        if self.main_grads_dtype != "fp32" and self.dtype not in ("bf16", "fp8", "fp4"):
             raise ConfigError("main_grads_dtype", self.main_grads_dtype,
                               "Megatron reads --main-grads-dtype only with --bf16 (bf16 or fp8 training)")
         if self.main_grads_dtype != "fp32" and self.grad_reduce_in_fp32:
@@ -542,6 +575,41 @@ class ParallelConfig:
         n = self.num_microbatches
         return n if self.wgrad_deferral_limit == 0 else min(self.wgrad_deferral_limit, n)
 
+    def _check_fp4(self) -> None:
+        """Megatron's FP4 and bf16-layer asserts (arguments.py validate_args and
+        TransformerConfig.__post_init__, the same at 2edffadb and HEAD), one line each."""
+        if self.fp4_recipe not in FP4_RECIPES:
+            raise ConfigError("fp4_recipe", self.fp4_recipe, f"valid: {', '.join(FP4_RECIPES)}")
+        if self.dtype == "fp4" and self.fp4_recipe == "custom":
+            raise ConfigError("fp4_recipe", "custom", "not modelled: a custom quantizer factory's kernels are "
+                                                      "unknown; valid: nvfp4")
+        for name in ("fp4_param_gather", "first_last_layers_bf16"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(name, getattr(self, name), "must be true or false")
+        if self.fp4_param_gather and self.dtype != "fp4":
+            raise ConfigError("fp4_param_gather", True, "must be used together with fp4 training "
+                                                        "(--fp4-format e2m1), as Megatron asserts")
+        if self.fp4_param_gather and self.first_last_layers_bf16:
+            raise ConfigError("fp4_param_gather", True, "not modelled with first_last_layers_bf16 (which weights "
+                                                        "stay bf16 in the gather buffers)")
+        for name in ("num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise ConfigError(name, v, "must be an integer >= 0")
+        if self.first_last_layers_bf16 and self.dtype == "fp8" and self.fp8_recipe == "delayed":
+            raise ConfigError("first_last_layers_bf16", True, "delayed scaling does not support first/last layers "
+                                                              "in bf16 (Megatron); use fp8_recipe tensorwise, mxfp8 "
+                                                              "or blockwise")
+
+    @property
+    def bf16_layer_span(self) -> tuple[int, int]:
+        """(first, last) global transformer layers kept in bf16 under fp8/fp4: layers below
+        ``first`` and from ``num_layers - last`` on (Megatron's get_fp8_context /
+        get_fp4_context); (0, 0) when none are (no quantized dtype, or the switch off)."""
+        if self.dtype not in QUANTIZED_DTYPES or not self.first_last_layers_bf16:
+            return 0, 0
+        return self.num_layers_at_start_in_bf16, self.num_layers_at_end_in_bf16
+
     @property
     def dtype_bytes(self) -> int:
         return DTYPE_BYTES[self.dtype]
@@ -552,13 +620,13 @@ class ParallelConfig:
         # Megatron leaves fp32 accumulation off for bf16 when --main-grads-dtype bf16
         # (arguments.py at d98e8a64); the DDP then allocates the grad buffer in bf16.
         fp32 = self.grad_reduce_in_fp32 if self.grad_reduce_in_fp32 is not None else (
-            self.dtype in ("bf16", "fp8", "fp32") and self.main_grads_dtype == "fp32")
+            self.dtype in ("bf16", "fp8", "fp4", "fp32") and self.main_grads_dtype == "fp32")
         return 4 if fp32 or self.dtype == "fp32" else 2
 
     @property
     def param_bytes(self) -> int:
-        """Bytes per model-weight element (fp8 training keeps bf16 weights)."""
-        return 2 if self.dtype == "fp8" else self.dtype_bytes
+        """Bytes per model-weight element (fp8 and fp4 training keep bf16 weights)."""
+        return 2 if self.dtype in QUANTIZED_DTYPES else self.dtype_bytes
 
     @property
     def bucket_elements(self) -> int:
@@ -653,6 +721,13 @@ def check_against_model(model: ModelConfig, par: ParallelConfig) -> None:
         per_chunk_min = model.num_layers // stages
     if model.vocab_size < par.tp:
         raise ConfigError("vocab_size", model.vocab_size, f"must be at least tp={par.tp}")
+    if par.dtype == "fp8" and par.first_last_layers_bf16:
+        # TransformerConfig.__post_init__ checks the counts under fp8 only (not under fp4)
+        most = model.num_layers // par.pp
+        for name in ("num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16"):
+            if getattr(par, name) > most:
+                raise ConfigError(name, getattr(par, name), f"must be between 0 and the layers per pipeline "
+                                                            f"stage ({most}), as Megatron asserts under fp8")
     if model.is_moe:
         if model.num_experts % par.ep:
             raise ConfigError(

@@ -87,9 +87,9 @@ def check_modelled(par: Any) -> None:
                 f"--recompute-modules moe {nested[0]}",
                 "a checkpoint nested in (or beside) the whole MoE layer's: which ops re-run twice"))
         for module in ("moe_act", "layernorm"):
-            if module in par.recompute_modules and par.dtype == "fp8":
+            if module in par.recompute_modules and par.dtype in ("fp8", "fp4"):
                 raise ConfigError("recompute_modules", list(par.recompute_modules), refusal(
-                    f"--recompute-modules {module} with fp8",
+                    f"--recompute-modules {module} with {par.dtype}",
                     "Transformer Engine then saves the next GEMM's bf16 input and re-quantizes it in the backward"))
 
 
