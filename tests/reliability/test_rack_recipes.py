@@ -54,6 +54,13 @@ def _flag_values(argv: list[str]) -> dict[str, str | None]:
     return out
 
 
+def _stages(layout: str) -> int:
+    """Stages in a Megatron-LM pipeline layout string ('|' between stages, '(...)*n' repeats)."""
+    while "(" in layout:
+        layout = re.sub(r"\(([^()]*)\)\*(\d+)", lambda m: m.group(1) * int(m.group(2)), layout)
+    return len(layout.split("|"))
+
+
 def test_each_flag_list_states_its_rows_layout_and_precision(rack, rows):
     check = script("check_recipes")
     folder = rack.MEASURED / "rack_recipes"
@@ -63,7 +70,12 @@ def test_each_flag_list_states_its_rows_layout_and_precision(rack, rows):
         flags = _flag_values(check.recipe_argv(path))
         assert flags["--tensor-model-parallel-size"] == r["tp"]
         assert flags["--pipeline-model-parallel-size"] == r["pp"]
-        assert flags.get("--num-virtual-stages-per-pipeline-rank", "1") == r["vp"]
+        layout = flags.get("--pipeline-model-parallel-layout")
+        if layout is None:
+            assert flags.get("--num-virtual-stages-per-pipeline-rank", "1") == r["vp"]
+        else:  # Megatron-LM derives VP from the layout: its stages over PP
+            assert "--num-virtual-stages-per-pipeline-rank" not in flags and layout == r["pp_layout"]
+            assert _stages(layout) == int(r["pp"]) * int(r["vp"]), (r["recipe_args"], layout)
         assert flags["--context-parallel-size"] == r["cp"]
         assert flags.get("--expert-model-parallel-size", "1") == r["ep"]
         assert flags["--micro-batch-size"] == r["mbs"]
