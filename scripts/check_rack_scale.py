@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     found = pairs(rows, outcomes)
     print(f"low-precision gains (NVFP4 / other, tokens/s), {len(found)} same-layout pairs:")
     for label, which, measured, predicted in found:
-        pred = f"{predicted:.3f}x" if predicted is not None else "not predicted"
+        pred = f"{predicted:.3f}x" if predicted is not None else "n/a (a run of the pair did not run)"
         print(f"  {label:45s} measured {measured:.3f}x, predicted {pred}  ({which})")
     reasons: dict[str, int] = {}
     for o in refused:
