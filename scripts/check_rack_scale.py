@@ -1,0 +1,150 @@
+"""Held-out check of NVIDIA's rack-scale runs (GB200 NVL72, GB300 NVL72, DGX-B300): each recipe as written.
+
+Each row of compute_profile/data/measured/megatron_bridge_rack_measured.csv is a measured
+Megatron-Bridge run (tokens/s/GPU from NVIDIA's performance summaries) whose full Megatron-LM
+flag list is in ``rack_recipes/<recipe>.args`` (sources and commits in the README beside them).
+As scripts/check_recipes.py does for the DGX-H100/B200 MoE rows, the flags go through the
+commands' own parser (plus ``--world-size`` from the row), the workload is built and simulated
+on the analytical backend at the shipped calibration, on the system preset the row's system
+column maps to (SYSTEMS below, the one place that mapping lives). The outcome is one of:
+
+- ``ran`` / ``warned``: predicted and measured step time (seconds) and the relative error
+  (``warned``: the recipe sets an option whose mechanism the simulator leaves out);
+- ``refused``: the simulator's one line (a flag it does not know, e.g. the fp4 flags, or a
+  system preset it does not have yet).
+
+A refusal is an outcome, not a failure: the script exits 0 whatever the simulator knows.
+Nothing here is fitted (issue 28: validation only).
+
+The summary gives |error| median / max and the signed median, overall and per system, and the
+low-precision gains: for every pair of runs of one model on one system in one release with the
+same layout (parallel sizes, micro and global batch) where one is NVFP4 and the other BF16,
+MXFP8 or FP8 current scaling, the measured and predicted throughput ratio NVFP4 / other.
+
+Usage: python scripts/check_rack_scale.py [--no-simulate]
+Units: seconds; gains are throughput ratios (tokens/s).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from check_recipes import MEASURED, Outcome, _parse, read_rows, recipe_argv  # noqa: E402
+
+TABLE = MEASURED / "megatron_bridge_rack_measured.csv"
+
+SYSTEMS = {"DGX-GB200": "gb200-nvl72", "DGX-GB300": "gb300-nvl72", "DGX-B300": "b300"}
+"""The measured table's system column -> the simulator's system preset (GB200/GB300: one NVL72
+rack, 72 GPUs in one NVLink domain; B300: an 8-GPU DGX node)."""
+
+PAIR_KEY = ("release", "model", "gpu", "gpus", "tp", "pp", "vp", "cp", "ep", "etp", "mbs", "gbs", "seq")
+"""Columns two runs share to count as the same layout in a precision pair."""
+
+
+def precision_label(row: dict[str, str]) -> str:
+    if row["precision"] == "fp4":
+        return "NVFP4"
+    if row["precision"] == "bf16":
+        return "BF16"
+    return {"mxfp8": "MXFP8", "tensorwise": "FP8-CS"}.get(row["fp8_recipe"], row["fp8_recipe"].upper())
+
+
+def check(row: dict[str, str], simulate: bool = True) -> Outcome:
+    """One measured run: parse, pick the system, build and (optionally) simulate its recipe."""
+    from engine.pipeline import run_workload
+    from workload_gen import build
+    from workload_gen.core.errors import TrainsimError
+    from workload_gen.core.system import load_system
+    from workload_gen.core.unmodelled import unmodelled
+    from workload_gen.flag_values import configs_from_flags
+
+    measured = float(row["step_time_s"])
+    args_path = MEASURED / row["recipe_args"]
+    name = args_path.stem
+    ns, usage_error = _parse([*recipe_argv(args_path), "--world-size", row["gpus"]])
+    if ns is None:
+        return Outcome(name, "refused", usage_error, measured)
+    try:
+        system = load_system(SYSTEMS[row["gpu"]])
+        model, par, _notes = configs_from_flags(vars(ns))
+        workload = build(model, par)
+    except TrainsimError as exc:
+        return Outcome(name, "refused", str(exc), measured)
+    blind = unmodelled(par)
+    status = "ran" if not blind else "warned"
+    if not simulate:
+        return Outcome(name, status, "", measured, warnings=blind)
+    result = run_workload(workload, system, attach=True, timeline=False)
+    return Outcome(name, status, "", measured, result.iteration_time_s, warnings=blind)
+
+
+def pairs(rows: list[dict[str, str]], outcomes: list[Outcome]) -> list[tuple[str, str, float, float | None]]:
+    """(label, other recipe -> NVFP4 recipe, measured gain, predicted gain or None) for every
+    NVFP4 run with a same-layout run in another precision (PAIR_KEY)."""
+    by_key: dict[tuple[str, ...], list[tuple[dict[str, str], Outcome]]] = {}
+    for row, o in zip(rows, outcomes):
+        by_key.setdefault(tuple(row[c] for c in PAIR_KEY), []).append((row, o))
+    found = []
+    for runs in by_key.values():
+        for fp4_row, fp4 in runs:
+            if precision_label(fp4_row) != "NVFP4":
+                continue
+            for row, o in runs:
+                if o is fp4 or precision_label(row) == "NVFP4":
+                    continue
+                measured = o.measured_s / fp4.measured_s  # equal tokens per step: step-time ratio = throughput ratio
+                predicted = (o.predicted_s / fp4.predicted_s
+                             if o.predicted_s is not None and fp4.predicted_s is not None else None)
+                label = f"{row['model']} {row['gpu']} {row['release']} {precision_label(row)}->NVFP4"
+                found.append((label, f"{o.recipe} -> {fp4.recipe}", measured, predicted))
+    return found
+
+
+def summary_line(label: str, errs: list[float]) -> str:
+    return (f"{label:18s} |error| median {statistics.median(map(abs, errs)):.1%}, max {max(map(abs, errs)):.1%}; "
+            f"signed median {statistics.median(errs):+.1%} ({len(errs)} runs)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--no-simulate", action="store_true",
+                    help="check each recipe is accepted or refused, without simulating")
+    args = ap.parse_args(argv)
+    rows = read_rows(TABLE)
+    outcomes = [check(row, simulate=not args.no_simulate) for row in rows]
+    for row, o in zip(rows, outcomes):
+        tail = (f"predicted {o.predicted_s:.3f} s, measured {o.measured_s:.3f} s, error {o.error:+.1%}"
+                if o.predicted_s is not None else o.reason or "accepted")
+        print(f"{o.recipe:50s} {SYSTEMS[row['gpu']]:12s} {o.status:8s} {tail}")
+    ran = [(row, o) for row, o in zip(rows, outcomes) if o.error is not None and math.isfinite(o.error)]
+    refused = [o for o in outcomes if o.status == "refused"]
+    print(f"\n{len(ran)} of {len(outcomes)} measured runs ran; {len(refused)} refused; "
+          "no parameter was fitted to any of them")
+    if ran:
+        print(summary_line("all that ran", [o.error for _, o in ran]))
+    for gpu, preset in SYSTEMS.items():
+        errs = [o.error for row, o in ran if row["gpu"] == gpu]
+        n = sum(row["gpu"] == gpu for row in rows)
+        if errs:
+            print(summary_line(preset, errs))
+        elif n:
+            print(f"{preset:18s} none of its {n} runs ran")
+    found = pairs(rows, outcomes)
+    print(f"low-precision gains (NVFP4 / other, tokens/s), {len(found)} same-layout pairs:")
+    for label, which, measured, predicted in found:
+        pred = f"{predicted:.3f}x" if predicted is not None else "n/a (a run of the pair did not run)"
+        print(f"  {label:45s} measured {measured:.3f}x, predicted {pred}  ({which})")
+    reasons: dict[str, int] = {}
+    for o in refused:
+        reasons[o.reason] = reasons.get(o.reason, 0) + 1
+    for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1]):
+        print(f"  refused ({n}): {reason}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
