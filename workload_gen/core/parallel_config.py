@@ -706,10 +706,10 @@ def check_against_model(model: ModelConfig, par: ParallelConfig) -> None:
                 f"num_layers={model.num_layers} plus the {'embedding and loss' if e and l else 'embedding' if e else 'loss'}"
                 f" slot{'s' if e and l else ''} = {slots} is not divisible by pp*vpp={par.pp}*{par.vpp}={stages}",
             )
+        # Megatron-LM accepts a first (last) virtual stage that holds only the embedding (loss)
+        # when those take a slot of their own (Llama 3.1 405B on 16 x 8 virtual stages, NVIDIA's
+        # GB200 recipe): per_chunk_min may be 0; it cannot go below (slots // stages >= 1).
         per_chunk_min = slots // stages - (max(e, l) if stages > 1 else e + l)
-        if per_chunk_min < 1:
-            raise ConfigError("pp", par.pp, f"the first or last virtual stage would hold no layer "
-                              f"({slots} slots over {stages} virtual stages); use fewer stages")
     elif model.num_layers % stages:
         raise ConfigError(
             "pp", par.pp,
