@@ -166,6 +166,14 @@ def _workload(args: argparse.Namespace):
     return build(model, par)
 
 
+def check_device(device: str) -> None:
+    """``--device``: auto, cpu, cuda or cuda:N (N a GPU index); anything else is one line."""
+    import re
+
+    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", device):
+        raise ConfigError("--device", device, "valid: auto, cpu, cuda, cuda:N (N a GPU index)")
+
+
 def _cmd_measure(args: argparse.Namespace) -> int:
     """Measure shape by shape into the database: each row is stored when its shape is done, so
     an interrupted run keeps what it measured, and a rerun skips the shapes the database
@@ -176,6 +184,15 @@ def _cmd_measure(args: argparse.Namespace) -> int:
     for name in ("repeats", "warmup"):
         if getattr(args, name) < (1 if name == "repeats" else 0):
             raise ConfigError(name, getattr(args, name), "must be >= 1" if name == "repeats" else "must be >= 0")
+    # checked up front: a negative limit used to measure every shape for minutes, and a bad
+    # device ended in torch's RuntimeError traceback after the workload was built
+    for name in ("max_ops", "optimizer_max_params", "threads"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise ConfigError("--" + name.replace("_", "-"), value, "must be a positive integer")
+    if args.max_gflop is not None and not args.max_gflop > 0:
+        raise ConfigError("--max-gflop", args.max_gflop, "must be a number > 0 (GFLOP)")
+    check_device(args.device)
     w = _workload(args)
     require_torch()  # before the database is created
     counts = [0, 0]  # inserted, replaced
