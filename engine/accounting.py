@@ -9,7 +9,8 @@ the streams. The writers (``formats.run_outputs``) receive the finished rows as
 What is conserved (tests/engine/test_timeline_records.py checks each on hand-made runs,
 tests/outputs/test_wait_attribution.py the spreading of waits):
 
-- per stage, the rows' ``compute_s`` add up to the stage's compute + optimizer time;
+- per stage, the rows' ``compute_s`` add up to the stage's compute + optimizer time (the
+  optimizer step's fixed host work, ``step_overhead``, is host time and in no row's compute);
 - over the run, the rows' ``waited_s`` add up to the exposed communication of every
   stage's breakdown (the engine charged each wait to one collective);
 - per row, ``exposed_comm_s <= comm_s``: :func:`spread_waits` moves a wait onto the
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.timeline import Block, Timeline
 from formats.run_outputs import LayerRow
-from workload_gen.core.records import ComputeOp
+from workload_gen.core.records import STEP_OVERHEAD_OP, ComputeOp
 from workload_gen.core.run_result import Interval, RunResult
 
 if TYPE_CHECKING:
@@ -178,7 +179,8 @@ def layer_sums(parts: Sequence[Block | Interval]) -> dict[tuple[int, int, str], 
             copied.add(key)
         r.instances.add((iv.microbatch, iv.chunk))
         if iv.stream == "compute":
-            r.compute_s += iv.end - iv.start
+            if iv.name != STEP_OVERHEAD_OP:  # host work, the breakdown's host part: the GPU is idle
+                r.compute_s += iv.end - iv.start
         else:
             r.comm_s += iv.end - iv.start
             r.waited_s += iv.exposed_s

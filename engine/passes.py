@@ -27,7 +27,8 @@ from operator import attrgetter
 from typing import Callable, NamedTuple
 
 from workload_gen.core.record import record
-from workload_gen.core.records import MOE_COMBINE_OP, MOE_DISPATCH_OP, CollectiveOp, CollKind, ComputeOp, Group, Op, OpKind
+from workload_gen.core.records import (MOE_COMBINE_OP, MOE_DISPATCH_OP, STEP_OVERHEAD_OP, CollectiveOp, CollKind, ComputeOp,
+                                       Group, Op, OpKind)
 
 
 class ProfileRecord(NamedTuple):
@@ -198,7 +199,9 @@ def profile_pass(
                 if syncs[i] and cpu < t + d:
                     cpu = t + d  # the host waits for this op's result
             records.append(_record(ProfileRecord, ("compute", op, t, t + d, 0.0)))
-            if op.kind is OpKind.OPTIMIZER:
+            if op.name == STEP_OVERHEAD_OP:  # fixed host work (not in passes today; the same rule as engine.sim)
+                host_wait += d
+            elif op.kind is OpKind.OPTIMIZER:
                 optimizer += d
             else:
                 compute += d

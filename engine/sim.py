@@ -61,7 +61,7 @@ from engine.schedules import SCHEDULES, Step
 from engine.sim_results import rank_breakdown, timeline_parts
 from engine.waits import block, unblock
 from network.backend import NetworkBackend
-from workload_gen.core.records import ComputeOp, OpKind, Workload
+from workload_gen.core.records import STEP_OVERHEAD_OP, ComputeOp, OpKind, Workload
 from workload_gen.core.run_result import Breakdown
 
 
@@ -336,7 +336,9 @@ class Simulator:
                             start = rank.cpu
                         if host[1][i] and rank.cpu < start + d:
                             rank.cpu = start + d  # the host waits for this op's result
-                    if op.kind is OpKind.OPTIMIZER:
+                    if op.name == STEP_OVERHEAD_OP:  # the optimizer step's fixed host work: the GPU waits
+                        rank.acc.host += d
+                    elif op.kind is OpKind.OPTIMIZER:
                         rank.acc.optimizer += d
                     else:
                         rank.acc.compute += d

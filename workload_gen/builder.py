@@ -76,6 +76,7 @@ from workload_gen.core.params import (
     total_params,
 )
 from workload_gen.core.records import (
+    STEP_OVERHEAD_OP,
     ChunkProgram,
     CollectiveOp,
     CollKind,
@@ -469,7 +470,7 @@ def _iteration_ops(model: ModelConfig, par: ParallelConfig, stage: int) -> tuple
         linear_params = quantized_layer_params(model, par, stage)
         ops.append(ComputeOp("fp4_weight_cast", -1, it, OpKind.ELEMENTWISE, (linear_params, 1), "bf16",
                              *costs.fp4_cast(linear_params, 1)))
-    ops.append(ComputeOp("step_overhead", -1, it, OpKind.OPTIMIZER, (0,), "fp32", 0.0, 0.0))
+    ops.append(ComputeOp(STEP_OVERHEAD_OP, -1, it, OpKind.OPTIMIZER, (0,), "fp32", 0.0, 0.0))
     if par.distributed_optimizer:
         order = sorted(range(len(flagged)), key=lambda j: (flagged[j][0], flagged[j][3]))
         for j in order:

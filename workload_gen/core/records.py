@@ -76,6 +76,9 @@ class TimeSource(StrEnum):
 
 
 OUTPUT_LAYER_OP = "output"
+STEP_OVERHEAD_OP = "step_overhead"
+"""The fixed host work of an optimizer step (compute_profile's ``step_overhead_s``): the GPU
+waits while the host runs it, so the engine charges it to the breakdown's ``host`` part."""
 """Name of the output layer's (LM head's) linear ops: its forward GEMM, input-gradient and
 weight-gradient GEMMs, and its TP collectives (``output_ag``, ``output_ag_bwd``, ...).
 The engine finds the weight gradient that Megatron's defer_embedding_wgrad_compute moves

@@ -50,8 +50,9 @@ class Breakdown:
     other_s: float = 0.0
     """Idle time not attributable to the pipeline bubble (waiting for other ranks)."""
     host_s: float = 0.0
-    """Time the GPU waited for the host to launch work: after a host synchronisation (MoE token
-    counts, 1F1B's batched p2p) or in a pass whose launch work exceeds its compute."""
+    """Time the GPU waited for the host: for kernel launches after a host synchronisation (MoE
+    token counts, 1F1B's batched p2p) or in a pass whose launch work exceeds its compute, and
+    the optimizer step's fixed host work (``step_overhead``)."""
 
     def as_dict(self) -> dict[str, float]:
         """Flat parts in a fixed order (compute, exposed_<group> for every group, bubble,
