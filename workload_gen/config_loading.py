@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import math
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -160,7 +160,9 @@ def _resolve_model(spec: object, source: str | None) -> ModelConfig:
             spec = {**hf_model.to_dict(), **spec}
     unknown = sorted((k for k in spec if k not in MODEL_KEYS), key=str)
     if unknown:
-        raise ConfigError(f"model.{unknown[0]}", spec[unknown[0]], f"unknown model field; valid: {', '.join(MODEL_KEYS)}", source)
+        hint = did_you_mean(str(unknown[0]), MODEL_KEYS + ("preset", "hf_config"))
+        raise ConfigError(f"model.{unknown[0]}", spec[unknown[0]],
+                          f"unknown model field{hint or '; valid: ' + ', '.join(MODEL_KEYS)}", source)
     values = {k: _coerce(ModelConfig, k, v, "model", source) for k, v in spec.items()}
     try:
         if preset is not None:
@@ -233,6 +235,15 @@ def _layout_vpp(kw: Mapping[str, Any], vstage: object, source: str | None) -> in
     return vpp
 
 
+def did_you_mean(name: str, valid: Sequence[str]) -> str:
+    """"; did you mean X?" for the closest valid name (difflib, as the commands' flag parser
+    does), or "" when none is close."""
+    import difflib
+
+    close = difflib.get_close_matches(name, list(valid), n=1, cutoff=0.75)
+    return f"; did you mean {close[0]}?" if close else ""
+
+
 def configs_from_dict(data: Mapping[str, Any] | None, source: str | None = None, *,
                       notes: list[str] | None = None) -> tuple[ModelConfig, ParallelConfig]:
     """Build and cross-check the two configs from the YAML-shaped dict described above.
@@ -246,7 +257,12 @@ def configs_from_dict(data: Mapping[str, Any] | None, source: str | None = None,
     unknown = sorted((k for k in data if k not in ("model", "parallel", "training") and k not in OTHER_SECTIONS),
                      key=str)
     if unknown:
-        raise ConfigError(unknown[0], "...", "unknown section; valid: model, parallel, training", source)
+        hf = {"architectures", "hidden_size", "num_hidden_layers", "model_type"} & set(map(str, data))
+        if hf:  # a Hugging Face config.json given where a run file belongs
+            raise ConfigError(unknown[0], "...", "this looks like a Hugging Face config.json (it has "
+                              f"{sorted(hf)[0]!r}); give it with --hf-config, not -c", source)
+        raise ConfigError(unknown[0], "...", "unknown section; valid: model, parallel, training"
+                          + did_you_mean(str(unknown[0]), ("model", "parallel", "training")), source)
     layout = _section(data, "parallel", source)
     training = _section(data, "training", source)
     if data.get("model") is None and not layout and not training:
@@ -262,7 +278,8 @@ def configs_from_dict(data: Mapping[str, Any] | None, source: str | None = None,
     for name, sec in (("parallel", layout), ("training", training)):
         for k, v in sec.items():
             if k not in valid:
-                raise ConfigError(f"{name}.{k}", v, f"unknown key; valid: {', '.join(valid)}", source)
+                hint = did_you_mean(str(k), valid)
+                raise ConfigError(f"{name}.{k}", v, f"unknown key{hint or '; valid: ' + ', '.join(valid)}", source)
             value = _coerce(ParallelConfig, k, v, name, source)
             if k in kw and kw[k] != value:
                 raise ConfigError(f"{name}.{k}", v, f"conflicts with parallel.{k}={kw[k]!r}", source)

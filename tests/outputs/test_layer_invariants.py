@@ -141,3 +141,16 @@ def test_endtoend_rows_of_an_event_run_add_up_to_its_header(run):
     expected |= {"embedding"} if crit == 0 else set()
     expected |= {f"layer_{L}"} if crit == par.pp - 1 else set()
     assert {r["name"] for r in rows} == expected
+
+
+def test_run_png_gives_each_meaning_its_own_colour():
+    """run.png draws phases, breakdown parts and communication groups in one figure: no two
+    meanings may share a colour (issue 29: backward and exposed pipeline time were both orange)."""
+    from formats.plots import _COMM_COLORS, _PART_COLORS, _PHASE_COLORS
+
+    phase = {v for k, v in _PHASE_COLORS.items() if k != "fwd"}  # forward shares compute's blue
+    colours = [*phase, *_PART_COLORS.values(), *_COMM_COLORS.values()]
+    assert _PHASE_COLORS["fwd"] == _PART_COLORS["compute"]
+    assert _PHASE_COLORS["iter"] == _PART_COLORS["optimizer"]  # the once-per-iteration work is the optimizer's
+    colours.remove(_PHASE_COLORS["iter"])
+    assert len(colours) == len(set(colours)), sorted(colours)

@@ -1,0 +1,35 @@
+"""Config mistakes name their fix (issue 29): a mistyped key gets "did you mean", and a
+Hugging Face config.json given to -c points to --hf-config."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from workload_gen.config_loading import configs_from_dict, did_you_mean
+from workload_gen.core.errors import ConfigError
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"model": "llama3-8b", "parallel": {"wrold_size": 8}}, "parallel.wrold_size=8 is invalid; unknown key; did you mean world_size?"),
+    ({"model": "llama3-8b", "training": {"global_bach": 8}}, "unknown key; did you mean global_batch?"),
+    ({"model": {"preset": "llama3-8b", "hiden_size": 4096}}, "unknown model field; did you mean hidden_size?"),
+    ({"model": "llama3-8b", "paralel": {"tp": 2}}, "unknown section; valid: model, parallel, training; did you mean parallel?"),
+])
+def test_a_typo_names_the_key_it_meant(data, message):
+    with pytest.raises(ConfigError, match=message.replace("?", r"\?").replace(".", r"\.")):
+        configs_from_dict(data, "run.yaml")
+
+
+def test_a_far_off_key_lists_the_valid_ones_instead():
+    with pytest.raises(ConfigError, match="unknown key; valid: world_size, tp"):
+        configs_from_dict({"model": "llama3-8b", "parallel": {"zzz": 1}})
+    assert did_you_mean("zzz", ("world_size", "tp")) == ""
+
+
+def test_an_hf_config_json_given_to_c_points_to_hf_config(tmp_path):
+    hf = {"architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "num_hidden_layers": 32, "vocab_size": 128256}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(hf))
+    with pytest.raises(ConfigError, match="looks like a Hugging Face config.json .*give it with --hf-config, not -c"):
+        configs_from_dict(hf, str(path))
