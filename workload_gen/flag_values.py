@@ -85,6 +85,28 @@ def flags_to_dict(values: Mapping[str, Any], base: Mapping[str, Any] | None = No
     return data
 
 
+def _vocab_from_tokenizer(data: dict[str, Any], values: Mapping[str, Any], notes: list[str]) -> None:
+    """A custom model without --vocab-size takes it from Megatron's tokenizer flags, as
+    Megatron does (workload_gen.tokenizer_vocab), and says so in a note; an unknown tokenizer
+    is refused with the fix named."""
+    from workload_gen.megatron_flags import ignored_dest
+    from workload_gen.tokenizer_vocab import tokenizer_vocab
+
+    model = data.get("model")
+    if not isinstance(model, dict) or "vocab_size" in model or model.get("preset") or model.get("hf_config"):
+        return
+    ttype, tmodel = values.get(ignored_dest("--tokenizer-type")), values.get(ignored_dest("--tokenizer-model"))
+    if ttype is None and tmodel is None:
+        return
+    got = tokenizer_vocab(ttype, tmodel)
+    if got is None:
+        flag = "--tokenizer-model" if tmodel else "--tokenizer-type"
+        raise ConfigError(flag, tmodel or ttype, "its vocabulary size is not known here; give --vocab-size N "
+                          "(the tokenizer's vocab_size, e.g. from its config.json)")
+    model["vocab_size"], origin = got
+    notes.append(f"note: vocab_size {got[0]} from {origin}")
+
+
 def configs_from_flags(values: Mapping[str, Any]) -> tuple[ModelConfig, ParallelConfig, list[str]]:
     """Configs from parsed flag values, and the lines the command should show (the ignored
     Megatron flags, Megatron's own warnings, a Hugging Face config's notes), in order."""
@@ -107,7 +129,9 @@ def configs_from_flags(values: Mapping[str, Any]) -> tuple[ModelConfig, Parallel
     has_flags = any(v is not None for k, v in values.items() if k.startswith(("m_", "p_")))
     where = path or hf_path
     source = (f"{where} + flags" if has_flags else str(where)) if where else None
-    model, par = configs_from_dict(flags_to_dict(values, base), source, notes=notes)
+    data = flags_to_dict(values, base)
+    _vocab_from_tokenizer(data, values, notes)
+    model, par = configs_from_dict(data, source, notes=notes)
     ignored = ignored_flags_given(values)
     if ignored:
         notes.insert(0, f"note: ignored Megatron-LM flags (they do not change the simulated iteration): "

@@ -125,8 +125,11 @@ def _attention_backend(text: str) -> str:
 
 def configs_from_args(args: argparse.Namespace) -> tuple[ModelConfig, ParallelConfig]:
     """Configs from a namespace filled by a parser that got :func:`add_config_arguments`;
-    the notes (ignored flags, Megatron's warnings) go to stderr, one line each."""
+    the notes (ignored flags, Megatron's warnings) go to stderr, one line each: ``note:``
+    lines are informational and -q silences them, ``warning:`` lines never are."""
     model, par, notes = configs_from_flags(vars(args))
+    quiet = getattr(args, "quiet", False)
     for line in notes:
-        print(line, file=sys.stderr)
+        if not (quiet and line.startswith("note:")):
+            print(line, file=sys.stderr)
     return model, par
