@@ -33,3 +33,17 @@ def test_an_hf_config_json_given_to_c_points_to_hf_config(tmp_path):
     path.write_text(json.dumps(hf))
     with pytest.raises(ConfigError, match="looks like a Hugging Face config.json .*give it with --hf-config, not -c"):
         configs_from_dict(hf, str(path))
+
+
+@pytest.mark.parametrize("tp", [3, 16])
+def test_the_valid_tp_list_holds_only_values_every_rule_accepts(tp):
+    """Llama-3 8B: 32 heads, 8 KV groups; --tp 3 used to list 16 and 32, which the KV-group rule
+    then refused. Every listed value must build."""
+    from workload_gen.builder import build
+
+    with pytest.raises(ConfigError, match="valid tp: 1, 2, 4, 8$") as exc:
+        configs_from_dict({"model": "llama3-8b", "parallel": {"tp": tp, "world_size": 48}})
+    listed = [int(x) for x in str(exc.value).rsplit("valid tp: ", 1)[1].split(", ")]
+    for ok in listed:
+        model, par = configs_from_dict({"model": "llama3-8b", "parallel": {"tp": ok, "world_size": 16, "sp": ok > 1}})
+        assert build(model, par).parallel.tp == ok

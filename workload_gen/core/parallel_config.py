@@ -6,6 +6,8 @@ Checks that involve only these fields run at construction; checks against the mo
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import fields
 from operator import attrgetter
 from typing import Literal
@@ -665,10 +667,13 @@ def pipeline_slots(num_layers: int, par: ParallelConfig) -> int:
 def check_against_model(model: ModelConfig, par: ParallelConfig) -> None:
     """Divisibility rules between the model and the layout; first failure wins."""
     heads, kv = model.num_attention_heads, model.kv_heads
+    # one list of valid tp for both rules (issue 29: --tp 3 listed 16 and 32, which the KV-group
+    # rule then refused): the divisors of the heads that also divide the KV groups
+    tp_unit = heads if model.multi_latent_attention else math.gcd(heads, kv)
     if heads % par.tp:
-        raise ConfigError("tp", par.tp, f"num_attention_heads={heads} is not divisible by tp; valid tp: {_divisors(heads)}")
+        raise ConfigError("tp", par.tp, f"num_attention_heads={heads} is not divisible by tp; valid tp: {_divisors(tp_unit)}")
     if not model.multi_latent_attention and kv % par.tp:
-        raise ConfigError("tp", par.tp, f"num_query_groups={kv} is not divisible by tp; valid tp: {_divisors(kv)}")
+        raise ConfigError("tp", par.tp, f"num_query_groups={kv} is not divisible by tp; valid tp: {_divisors(tp_unit)}")
     stages = par.pp * par.vpp
     first, last = par.first_stage_layers, par.last_stage_layers
     if par.pipeline_layout is not None:
