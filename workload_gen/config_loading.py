@@ -267,6 +267,12 @@ def configs_from_dict(data: Mapping[str, Any] | None, source: str | None = None,
     training = _section(data, "training", source)
     if data.get("model") is None and not layout and not training:
         layout, training = dict(DEFAULT_JOB["parallel"]), dict(DEFAULT_JOB["training"])
+    elif notes is not None and not layout and not training:
+        # only the model changed: the layout is ParallelConfig's bare defaults, not the default
+        # job's (issue 29: --model llama3-70b alone ran at TP 1 on 8 GPUs, needing 1.3 TB per GPU)
+        notes.append("note: only the model was given: no parallelism, data-parallel on 8 GPUs, "
+                     f"{ParallelConfig().seq_length}-token sequences (ParallelConfig's defaults, not the "
+                     "built-in default job's TP 2 with SP and 8192 tokens); give the layout, or run `search`")
     model = _resolve_model(data.get("model"), source)
 
     # Layout and training keys are documented in their own sections, but both sections map

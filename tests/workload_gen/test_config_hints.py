@@ -47,3 +47,13 @@ def test_the_valid_tp_list_holds_only_values_every_rule_accepts(tp):
     for ok in listed:
         model, par = configs_from_dict({"model": "llama3-8b", "parallel": {"tp": ok, "world_size": 16, "sp": ok > 1}})
         assert build(model, par).parallel.tp == ok
+
+
+def test_a_model_alone_names_the_fallback_layout():
+    notes: list[str] = []
+    _, par = configs_from_dict({"model": "llama3-70b"}, notes=notes)
+    assert par.tp == 1 and par.seq_length == 2048
+    assert any(n.startswith("note: only the model was given: no parallelism") for n in notes)
+    quiet: list[str] = []
+    configs_from_dict({"model": "llama3-70b", "parallel": {"tp": 8, "world_size": 8}}, notes=quiet)
+    assert not any("only the model was given" in n for n in quiet)
