@@ -319,7 +319,18 @@ def read_chrome_trace(path: str | Path) -> list[Interval]:
     """The intervals of a trace.json written by :func:`write_chrome_trace` (or compatible)."""
     p = str(path)
     try:
-        data = json.loads(Path(path).read_text())
+        raw = Path(path).read_bytes()
+        if raw[:2] == b"\x1f\x8b":  # gzipped (trace.json.gz): Perfetto and Kineto write these too
+            import gzip
+            import zlib
+
+            try:
+                raw = gzip.decompress(raw)
+            except (OSError, EOFError, zlib.error) as exc:
+                raise FormatError(p, None, f"not a readable gzip file ({exc})") from None
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise FormatError(p, None, f"not a JSON trace (not UTF-8 text: {exc.reason})") from None
     except json.JSONDecodeError as exc:
         raise FormatError(p, exc.lineno, f"not valid JSON: {exc.msg}") from None
     events = data.get("traceEvents") if isinstance(data, dict) else data

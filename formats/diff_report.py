@@ -25,7 +25,8 @@ def _row(label: str, r: Row) -> str:
 
 def render_text(d: TraceDiff) -> str:
     head = f"  {'':<28} {'predicted':>11} {'measured':>11} {'diff':>11} {'error':>8}"
-    lines = [f"predicted: {d.predicted_source}", f"measured:  {d.measured_source}", "",
+    lines = [f"predicted: {d.predicted_source}  (first argument)",
+             f"measured:  {d.measured_source}  (second argument)", "",
              "iteration time (ms)", head, _row("iteration", d.iteration), "",
              "per category (ms per iteration; compute and comm are sums of op durations)", head]
     lines += [_row(r.key, r) for r in d.categories]

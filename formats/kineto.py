@@ -98,9 +98,10 @@ def read_kineto(paths: str | Path | list[str | Path]) -> KinetoTrace:
         rank = _rank_of(data, f, i if len(files) > 1 else 0)
         rt = parse_rank(data, rank, str(f))
         if not rt.steps:
-            raise FormatError(str(f), None, "no ProfilerStep#N ranges (traceEvents holds no 'ProfilerStep#<n>' "
-                                            "event); profile with torch.profiler.schedule and call prof.step() "
-                                            "once per iteration")
+            if not rt.ops:
+                raise FormatError(str(f), None, "no ProfilerStep#N ranges and no ops to take as one iteration "
+                                                "(profile with torch.profiler and call prof.step() per iteration)")
+            rt = whole_trace_step(rt)
         ranks.append(rt)
     seen: set[int] = set()
     for rt in ranks:
@@ -108,6 +109,21 @@ def read_kineto(paths: str | Path | list[str | Path]) -> KinetoTrace:
             raise FormatError(rt.path, None, f"rank {rt.rank} appears twice among the trace files")
         seen.add(rt.rank)
     return KinetoTrace(tuple(sorted(ranks, key=lambda r: r.rank)))
+
+
+WHOLE_TRACE_STEP = 0
+"""The step number given to a trace without ProfilerStep#N markers (one iteration)."""
+
+
+def whole_trace_step(rt: RankTrace) -> RankTrace:
+    """A trace profiled with a plain ``with profile():`` has no ProfilerStep#N ranges: its
+    whole span, from the first op's start to the last op's end, is taken as one iteration
+    (``meta["whole_trace"]`` says so, and diff-trace prints it in one line)."""
+    start = min(o.start for o in rt.ops)
+    end = max(o.end for o in rt.ops)
+    ops = tuple(replace(o, step=WHOLE_TRACE_STEP, start=o.start - start, end=o.end - start) for o in rt.ops)
+    return replace(rt, steps=(Step(WHOLE_TRACE_STEP, 0.0, end - start),), ops=ops,
+                   meta={**rt.meta, "whole_trace": True})
 
 
 def _rank_of(data: dict, path: Path, default: int) -> int:

@@ -33,6 +33,8 @@ class Timeline:
     parallel: dict
     """Parallel sizes when known (from the simulated trace's header), else {}."""
     device: str = ""
+    whole_trace: bool = False
+    """A Kineto trace without ProfilerStep#N markers, taken whole as one iteration."""
 
     def compute(self) -> list[TraceOp]:
         return [o for o in self.ops if o.category != COMM]
@@ -177,26 +179,45 @@ def measured_timeline(trace: KinetoTrace, rank: int | None = None, step: int | N
             if len(cands) == 1:
                 o = replace(o, group=cands[0])
         ops.append(replace(o, start=o.start - st.start, end=o.end - st.start))
-    return Timeline(rt.path, "measured", st.dur, tuple(ops), rt.num_layers, dict(parallel or {}), rt.device)
+    return Timeline(rt.path, "measured", st.dur, tuple(ops), rt.num_layers, dict(parallel or {}), rt.device,
+                    whole_trace=bool(rt.meta.get("whole_trace")))
 
 
 def load_measured(path: str | Path | list, rank: int | None = None, step: int | None = None,
                   parallel: dict | None = None, stage: int | None = None) -> Timeline:
     """A Kineto trace (file, per-rank files, directory), or another trainsim trace.json
     (then ``stage`` picks its pipeline stage, as for the simulated side)."""
+    return load_any(path, rank, step, parallel, stage, side="measured")
+
+
+def load_any(path: str | Path | list, rank: int | None = None, step: int | None = None,
+             parallel: dict | None = None, stage: int | None = None, side: str = "measured") -> Timeline:
+    """Either kind of trace on either side of a diff: a trainsim run or trace.json (``.json`` or
+    ``.json.gz``; ``stage`` picks the stage) or a Kineto trace (``rank`` and ``step`` pick the
+    rank and the ProfilerStep; one without markers is one iteration), labelled ``side``."""
     paths = path if isinstance(path, list) else [path]
     first = Path(paths[0])
     if len(paths) == 1 and _is_trainsim(first):
-        tl = load_simulated(first, stage)
-        return replace(tl, side="measured")
-    return measured_timeline(read_kineto(path), rank, step, parallel)
+        return replace(load_simulated(first, stage), side=side)
+    return replace(measured_timeline(read_kineto(path), rank, step, parallel), side=side)
+
 
 
 def _is_trainsim(p: Path) -> bool:
     """A run directory, or a trace.json whose tail names trainsim as its producer (the
     writer puts otherData last; reading the tail avoids parsing a large file twice)."""
-    if p.is_dir():
-        return (p / "trace.json").exists() and not any(q.name.endswith(".json.gz") for q in p.iterdir())
+    if p.is_dir():  # a run directory: its trace.json says whether trainsim wrote it
+        return (p / "trace.json").is_file() and _is_trainsim(p / "trace.json")
+    if p.name.endswith(".json.gz"):
+        import gzip
+        import zlib
+
+        try:  # a gzip stream has no seekable tail: read it (gzipped traces are the small ones)
+            with gzip.open(p, "rb") as fh:
+                tail = fh.read()[-4096:].decode("utf-8", errors="replace")
+        except (OSError, EOFError, zlib.error):
+            return False
+        return '"producer":"trainsim"' in tail.replace(" ", "")
     if not p.name.endswith(".json"):
         return False
     with p.open("rb") as fh:

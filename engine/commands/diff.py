@@ -14,10 +14,12 @@ from workload_gen.core.errors import ConfigError
 def _trace_parser() -> argparse.ArgumentParser:
     ap = OneLineParser(
         prog="diff-trace",
-        description="Compare a simulated iteration (run-analytical output) with a measured one (PyTorch "
-                    "profiler/Kineto trace): iteration time, per-category totals, per-layer compute, the largest "
-                    "single-op mismatches, and a side-by-side timeline PNG.")
-    ap.add_argument("simulated", type=Path, help="run-analytical output directory, or its trace.json")
+        description="Compare two iterations, each simulated (run-analytical output) or measured (PyTorch "
+                    "profiler/Kineto trace, .json or .json.gz, with or without ProfilerStep markers): iteration "
+                    "time, per-category totals, per-layer compute, the largest single-op mismatches, and a "
+                    "side-by-side timeline PNG. Errors are first / second - 1.")
+    ap.add_argument("simulated", type=Path, help="the first side: a run-analytical output directory or its "
+                                                 "trace.json(.gz), or a Kineto trace")
     ap.add_argument("real", type=Path, nargs="+",
                     help="Kineto trace (.json or .json.gz), several per-rank files, a directory of them, "
                          "or another trainsim trace.json")
@@ -40,17 +42,21 @@ def diff_trace_main(argv: list[str] | None = None) -> int:
     def body() -> int:
         from formats.diff import diff_timelines
         from formats.diff_report import render_text, write_outputs
-        from formats.timeline import load_measured, load_simulated
+        from formats.timeline import load_any
 
         if args.fail_above is not None and not args.fail_above >= 0:
             raise ConfigError("--fail-above", args.fail_above, "must be a percentage >= 0")
         if args.top < 0:
             raise ConfigError("--top", args.top, "must be >= 0")
         inform(args, f"reading {args.simulated}")
-        pred = load_simulated(args.simulated, args.stage)
+        pred = load_any(args.simulated, args.rank, args.step, None, args.stage, side="first")
         inform(args, f"reading {', '.join(map(str, args.real))}")
         real = args.real if len(args.real) > 1 else args.real[0]
-        meas = load_measured(real, args.rank, args.step, pred.parallel, args.stage)
+        meas = load_any(real, args.rank, args.step, pred.parallel, args.stage, side="second")
+        for tl in (pred, meas):
+            if tl.whole_trace:  # said once, on stderr: it changes what "iteration" means
+                print(f"note: {tl.source} has no ProfilerStep#N markers: the whole trace is taken as one "
+                      f"iteration ({tl.iteration_s * 1e3:.3f} ms)", file=sys.stderr)
         d = diff_timelines(pred, meas, args.top)
         sys.stdout.write(render_text(d))
         if args.out is not None:
