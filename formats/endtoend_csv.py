@@ -37,6 +37,10 @@ LAYER_KEYS: tuple[str, ...] = (
 """Keys of a layer row dict, in column order; ``*_algbw``/``*_busbw`` are GB/s, the rest us."""
 TOTAL_KEYS: tuple[str, ...] = ("dp", "dp_ep", "tp", "ep", "pp", "bubble", "compute", "exposed", "total")
 UNITS_LINE = "# units: times in microseconds (us); algbw/busbw in GB/s with GB = 2^30 bytes; shares in % of Total time"
+EVENT_BUSBW_NOTE = ("busbw is 0 in this event-simulation file: a row mixes collectives of several kinds and group "
+                    "sizes, so no single bus factor applies; algbw is the row's bytes / wire time, and layers.csv "
+                    "has each row's bytes and times")
+"""The line an event run's EndToEnd.csv carries under its rows (its busbw columns are empty)."""
 
 
 def _cell(text: str) -> str:
@@ -51,6 +55,7 @@ def render_endtoend_csv(
     *,
     name: str = "trainsim",
     run_name: str = "trainsim",
+    notes: Sequence[str] = (),
 ) -> str:
     """The file text; see :func:`write_endtoend_csv` for the arguments."""
     unknown = set(totals_us) - set(TOTAL_KEYS)
@@ -76,6 +81,7 @@ def render_endtoend_csv(
             cells.append(f"{v:.2f}" if key.endswith(("algbw", "busbw")) else f"{v:.0f}")
         lines.append(",".join(cells))
     lines.append(UNITS_LINE)
+    lines += [f"# {n}" for n in notes]
     return "\n".join(lines) + "\n"
 
 

@@ -270,14 +270,15 @@ def event_outputs(args: argparse.Namespace, result: Any,
     if args.out:  # the file renderers load only when there are files to render
         from engine.accounting import endtoend_tables, layer_rows
         from formats.chrome_trace import trace_json
-        from formats.endtoend_csv import render_endtoend_csv
+        from formats.endtoend_csv import EVENT_BUSBW_NOTE, render_endtoend_csv
         from formats.run_outputs import layers_csv
 
         rows = layer_rows(result)  # once, for layers.csv and EndToEnd.csv
         totals, endtoend_rows = endtoend_tables(result, rows)
         files["layers.csv"] = layers_csv(rows)
         files["EndToEnd.csv"] = render_endtoend_csv(totals, endtoend_rows, name=result.workload.model.name,
-                                                    run_name="Analytical" if simai else "trainsim")
+                                                    run_name="Analytical" if simai else "trainsim",
+                                                    notes=() if simai else (EVENT_BUSBW_NOTE,))
         if result.intervals:
             files["trace.json"] = trace_json(result, _trace_microbatches(args))
         if not args.no_plot:

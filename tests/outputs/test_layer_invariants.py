@@ -154,3 +154,21 @@ def test_run_png_gives_each_meaning_its_own_colour():
     assert _PHASE_COLORS["iter"] == _PART_COLORS["optimizer"]  # the once-per-iteration work is the optimizer's
     colours.remove(_PHASE_COLORS["iter"])
     assert len(colours) == len(set(colours)), sorted(colours)
+
+
+def test_an_event_endtoend_csv_says_why_its_busbw_is_zero(tmp_path):
+    """Issue 29: EndToEnd.csv's busbw columns were always 0.00 without a word; the file now
+    carries the reason under its rows."""
+    import csv
+
+    from engine.commands.run import analytical_main
+    from formats.endtoend_csv import EVENT_BUSBW_NOTE
+
+    assert analytical_main(["--out", str(tmp_path / "r"), "--no-plot", "-q"]) == 0
+    text = (tmp_path / "r" / "EndToEnd.csv").read_text()
+    assert f"# {EVENT_BUSBW_NOTE}" in text.splitlines()
+    rows = list(csv.reader(line for line in text.splitlines()[2:] if not line.startswith("#")))
+    header, body = rows[0], rows[1:]
+    busbw = [i for i, h in enumerate(header) if h == "busbw"]
+    assert len(busbw) == 3 and body
+    assert all(float(r[i]) == 0.0 for r in body for i in busbw)
