@@ -85,7 +85,7 @@ def test_import_aiob_cli(tmp_path, capsys):
     (["measure", *TINY, "--repeats", "0"], "repeats"),
     (["show", "--profile", "/nonexistent/x.sqlite"], "x.sqlite"),
     (["import-trace", "/nonexistent/t.json", "--gpu", "h100"], "t.json"),
-    (["measure", "--model", "llama3-8b", "--tp", "3", "--max-ops", "0"], "tp"),
+    (["measure", "--model", "llama3-8b", "--tp", "3", "--max-ops", "1"], "tp"),
     (["coverage", *TINY, "--gpu", "tpu-v9"], "gpu"),
     (["measure", *TINY, "--gpu", "h100", "--device", "cpu"], "rows must be labelled cpu"),
     (["calibrate", "--data", "/nonexistent/real"], "--data='/nonexistent/real'"),

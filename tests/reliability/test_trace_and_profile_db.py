@@ -40,9 +40,12 @@ def _first_x(data: dict) -> int:
     (lambda d, i: d["traceEvents"][i].__setitem__("name", 5), r"\.name=5: must be a string"),
     (lambda d, i: d["traceEvents"][i]["args"].__setitem__("Input Dims", 7), r"\.args\['Input Dims'\]=7: must be a list"),
     (lambda d, i: d.__setitem__("traceEvents", []), r"traceEvents is empty"),
+    # a trace without ProfilerStep#N ranges is one iteration (issue 29; tests/trace/test_diff_any_two.py);
+    # only one with neither steps nor ops is refused
     (lambda d, i: d.__setitem__("traceEvents", [e for e in d["traceEvents"]
-                                                if not str(e.get("name", "")).startswith("ProfilerStep")]),
-     r"no ProfilerStep#N ranges"),
+                                                if e.get("ph") != "X" and not str(e.get("name", "")).startswith("ProfilerStep")]
+                                or [{"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "x"}}]),
+     r"no ProfilerStep#N ranges and no ops"),
 ])
 def test_malformed_trace_fields_are_one_line_format_errors(tmp_path, mutate, message):
     data = _trace()
