@@ -268,8 +268,8 @@ def domain_groups(par: ParallelConfig, domain: int) -> tuple[tuple[str, bool], .
     out = []
     for name, g in (("tp", Group.TP), ("cp", Group.CP), ("ep", Group.EP), ("etp", Group.ETP), ("dp", Group.DP),
                     ("pp", Group.PP)):
-        if group_size(par, g) <= 1:
-            continue
+        if group_size(par, g) <= 1 or (g is Group.ETP and par.ep == 1):
+            continue  # (expert TP of a layout without EP is the dense TP again)
         seen: set[int] = set()
         inside = True
         for r in range(par.world_size):
