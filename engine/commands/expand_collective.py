@@ -178,10 +178,9 @@ def _system(args) -> SystemConfig:
             raise ConfigError("gpus-per-node", g, "must be a positive integer")
         check_limit("gpus-per-node", g, "MAX_RANKS", "GPUs")
         if g != system.domain_gpus:
-            # a different node (= NVLink domain) size keeps the per-GPU NIC count of the preset (at
-            # most one NIC per GPU here); the flag sets the NVLink domain, so the node is the domain
-            system = replace(system, gpus_per_node=g, nvlink_domain=0,
-                             nics_per_node=min(max(1, system.domain_nics * g // system.domain_gpus), g))
+            # a different node size keeps the preset's NICs, at most one per GPU; the flag sets
+            # the NVLink domain (what the expander calls a node), so node = domain here
+            system = replace(system, gpus_per_node=g, nvlink_domain=0, nics_per_node=min(system.domain_nics, g))
     return system
 
 

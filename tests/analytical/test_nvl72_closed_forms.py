@@ -196,3 +196,15 @@ def test_system_dict_accepts_the_field_without_a_base():
     s = system_from_dict({"name": "x", "gpu": "gb200", "gpus_per_node": 4, "nvlink_domain": 8,
                           "nvlink_bw": 900e9, "nvlink_busbw": 720e9, "nics_per_node": 4, "nic_bw": 50e9})
     assert (s.domain_gpus, s.domain_nics) == (8, 8)
+
+
+def test_simai_server_is_the_nvlink_domain():
+    """SimAI_analytical splits NVLink from NIC traffic by its "server": on NVL72 the rack."""
+    from engine.simai_report import simai_cluster, simai_system
+
+    rack = get_system("gb200-nvl72")
+    c = simai_cluster(rack, 144)
+    assert (c.gpus_per_server, c.nics_per_server) == (72, 72)
+    assert simai_system(get_system("h100"), gpus_per_node=8) == replace(get_system("h100"), name="h100")
+    s = simai_system(rack, nics_per_node=36)  # SimAI's -nics counts per server = per domain
+    assert (s.gpus_per_node, s.domain_gpus, s.domain_nics) == (72, 72, 36)
