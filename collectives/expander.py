@@ -88,10 +88,10 @@ def plan_collective(op: CollKind | str, bytes: int, ranks: Sequence[int], placem
     nbytes = int(bytes)
     if nbytes < 0:
         raise ConfigError("bytes", bytes, "must be >= 0")
-    nics = system.nics_per_node if system is not None else placement.gpus_per_node
-    if system is not None and system.gpus_per_node != placement.gpus_per_node:
+    nics = system.domain_nics if system is not None else placement.gpus_per_node
+    if system is not None and system.domain_gpus != placement.gpus_per_node:
         raise ConfigError("gpus_per_node", placement.gpus_per_node,
-                          f"placement and system {system.name!r} ({system.gpus_per_node}) must agree")
+                          f"placement and system {system.name!r} ({system.domain_gpus} GPUs per NVLink domain) must agree")
     layout = GroupLayout.build(ranks, placement, nics)
     if op_name == "sendrecv" and layout.n != 2:
         raise ConfigError("ranks", list(ranks), "send/recv takes exactly (src, dst)")

@@ -117,7 +117,9 @@ def gpu_label_for_device(torch: Any, dev: Any) -> str:
     if getattr(dev, "type", str(dev)) != "cuda":
         return "cpu"
     name = torch.cuda.get_device_name(dev).lower()
-    for token, spec in (("h200", "h200"), ("h100", "h100-sxm"), ("h20", "h20"), ("b200", "b200"),
+    # "NVIDIA GB200" contains "b200": the Grace-Blackwell parts are matched first
+    for token, spec in (("gb200", "gb200"), ("gb300", "gb300"), ("b300", "b300"),
+                        ("h200", "h200"), ("h100", "h100-sxm"), ("h20", "h20"), ("b200", "b200"),
                         ("a100", "a100-sxm-80gb" if "pcie" not in name else "a100-pcie")):
         if token in name:
             return spec

@@ -46,14 +46,15 @@ def remote_node_copies(num_experts: int, topk: int, ep: int, nodes: int,
     return (nodes - 1) * rank_hit_probability(num_experts, topk, nodes, num_groups, group_topk)
 
 
-def hierarchical_dispatch(workload: Workload, gpus_per_node: int) -> Workload:
+def hierarchical_dispatch(workload: Workload, domain_gpus: int) -> Workload:
     """``workload`` with its flex dispatch/combine all-to-alls sized for node-level
     deduplication (module docstring); unchanged unless the flex dispatcher's EP group spans
-    nodes."""
+    nodes. ``domain_gpus``: GPUs per NVLink domain (SystemConfig.domain_gpus), the "node"
+    whose copies are deduplicated (72 on NVL72)."""
     par, model = workload.parallel, workload.model
     if model is None or par.ep <= 1 or par.flex_backend is None:
         return workload
-    shape = GroupShape.from_ranks(group_ranks(par, Group.EP, 0), gpus_per_node)
+    shape = GroupShape.from_ranks(group_ranks(par, Group.EP, 0), domain_gpus)
     n, nodes, k = shape.n, shape.nodes, shape.per_node
     if nodes <= 1 or k * nodes != n:
         return workload  # one node, or an uneven split: the rank-level count stands

@@ -101,10 +101,11 @@ def simai_cluster(system: SystemConfig, gpus: int, *, nvlink_busbw: float | None
     from engine.simai_accounting import SimaiCluster
 
     return SimaiCluster(
-        gpus=gpus, gpus_per_server=system.gpus_per_node,
+        # SimAI's "server" is the NVLink domain (its NVLink vs NIC split)
+        gpus=gpus, gpus_per_server=system.domain_gpus,
         nvlink_busbw=nvlink_busbw if nvlink_busbw is not None else system.nvlink_busbw / GIB,
         nic_busbw=nic_busbw if nic_busbw is not None else system.nic_busbw / GIB,
-        nics_per_server=system.nics_per_node, **overlaps,
+        nics_per_server=system.domain_nics, **overlaps,
     )
 
 
@@ -116,10 +117,11 @@ def simai_system(base: SystemConfig, *, gpus_per_node: int | None = None, nics_p
     from workload_gen.core.system import system_from_dict
 
     over: dict[str, Any] = {}
-    if gpus_per_node is not None:
-        over["gpus_per_node"] = gpus_per_node
-    if nics_per_node is not None:
-        over["nics_per_node"] = nics_per_node
+    if gpus_per_node is not None or nics_per_node is not None:
+        # SimAI's server is one NVLink domain: its counts replace the domain's (node = domain)
+        over["gpus_per_node"] = gpus_per_node if gpus_per_node is not None else base.domain_gpus
+        over["nics_per_node"] = nics_per_node if nics_per_node is not None else base.domain_nics
+        over["nvlink_domain"] = 0
     if nvlink_busbw is not None:
         over["nvlink_busbw"] = nvlink_busbw * GIB
         over["nvlink_bw"] = max(base.nvlink_bw, nvlink_busbw * GIB)

@@ -59,7 +59,7 @@ class AnalyticalBackend:
         for r in ranks:
             if not 0 <= r < self.world_size:
                 raise ConfigError("rank", r, f"must be in 0..{self.world_size - 1} (world size {self.world_size})")
-        return GroupShape.from_ranks(ranks, self.system.gpus_per_node)
+        return GroupShape.from_ranks(ranks, self.system.domain_gpus)
 
     def path(self, kind: CollKind, group: Group, shape: GroupShape, nbytes: float) -> CollectivePath:
         """Algorithm, fabric, busbw and latency, with a user override applied to busbw."""

@@ -59,11 +59,11 @@ def choose_algorithm(kind: CollKind, nbytes: float, shape: GroupShape, system: S
 def nic_share(system: SystemConfig, gpus: int) -> float:
     """Bytes/s of scale-out bandwidth available to ``gpus`` GPUs of one node.
 
-    Every GPU of a node runs its own copy of a symmetric group, so k GPUs own
-    k * nics_per_node / gpus_per_node NICs (one rail each on a DGX-style node);
+    Every GPU of an NVLink domain runs its own copy of a symmetric group, so k GPUs own
+    k * domain_nics / domain_gpus NICs (one rail each on a DGX-style node or an NVL72 rack);
     ``oversubscription`` divides it (the traffic is assumed to cross the thin tier).
     """
-    rails = gpus * system.nics_per_node / system.gpus_per_node
+    rails = gpus * system.domain_nics / system.domain_gpus
     return rails * system.nic_busbw / system.oversubscription
 
 
@@ -102,7 +102,7 @@ def collective_path(kind: CollKind, shape: GroupShape, system: SystemConfig, nby
         busbw, link = (system.nvls_busbw, Link.NVLS) if system.nvls_busbw < net else (net, Link.NIC)
         # the pipeline runs on the rails the group's k GPUs own (as nic_share counts them and
         # the expander's heads are), one NIC's rate per edge, thinned like the bandwidth term
-        heads = max(1, k * system.nics_per_node // system.gpus_per_node)
+        heads = max(1, k * system.domain_nics // system.domain_gpus)
         fill = nvls_tree_fill_s(nbytes, nodes, heads, system.nic_busbw / system.oversubscription,
                                 system.nvlink_busbw)
         return CollectivePath(algo, busbw, 2 * lat_nv + 2 * node_tree_height(nodes) * lat_net + fill, link)

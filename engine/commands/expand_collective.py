@@ -177,9 +177,10 @@ def _system(args) -> SystemConfig:
         if g < 1:
             raise ConfigError("gpus-per-node", g, "must be a positive integer")
         check_limit("gpus-per-node", g, "MAX_RANKS", "GPUs")
-        if g != system.gpus_per_node:
-            # a different node size keeps the per-GPU NIC count of the preset (at most one NIC per GPU here)
-            system = replace(system, gpus_per_node=g, nics_per_node=min(system.nics_per_node, g))
+        if g != system.domain_gpus:
+            # a different node size keeps the preset's NICs, at most one per GPU; the flag sets
+            # the NVLink domain (what the expander calls a node), so node = domain here
+            system = replace(system, gpus_per_node=g, nvlink_domain=0, nics_per_node=min(system.domain_nics, g))
     return system
 
 
@@ -214,7 +215,7 @@ def _single(args, system: SystemConfig, links: LinkModel) -> int:
         raise ConfigError("size/ranks", None, "--op needs --size and --ranks")
     nbytes = parse_size(args.size)
     ranks = parse_ranks(args.ranks)
-    gpn = system.gpus_per_node
+    gpn = system.domain_gpus
     placement = Placement(max(max(ranks) + 1, 1), gpn)
     placement = Placement(-(-placement.world_size // gpn) * gpn, gpn)
     _check_flows(args.op, nbytes, ranks, placement, args, system)
@@ -258,7 +259,7 @@ def _workload(args, system: SystemConfig, links: LinkModel) -> int:
         check_limit("gpus", args.gpus, "MAX_RANKS", "GPUs")
     w = read_workload(args.workload, gpus=args.gpus)
     check_limit("world_size", w.parallel.world_size, "MAX_RANKS", "GPUs")
-    gpn = system.gpus_per_node
+    gpn = system.domain_gpus
     placement = Placement(w.parallel.world_size, gpn)
     cache: dict[tuple, tuple[FlowGraph, Timing]] = {}
     print("id,stage,name,layer,phase,kind,group,ranks,size_bytes,algorithm,channels,flows,inter_node_bytes,time_s")

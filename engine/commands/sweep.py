@@ -164,7 +164,10 @@ def candidate_row(rank: int, c) -> dict:
            "embedding_loss_slots": p.account_for_embedding_in_pipeline_split,
            "micro_batch": p.micro_batch, "recompute": p.recompute,
            "iteration_time_s": c.iteration_time_s, "tokens_per_s": c.tokens_per_s, "mfu": c.mfu,
-           "reserved_memory_bytes": c.reserved_bytes}
+           "reserved_memory_bytes": c.reserved_bytes,
+           # the groups inside one NVLink domain (NVLink/NVLS bandwidth) and those across (NICs)
+           "nvlink_domain_groups": " ".join(n for n, ok in c.domain_groups if ok),
+           "cross_domain_groups": " ".join(n for n, ok in c.domain_groups if not ok)}
     row.update({f"breakdown_s.{k}": v for k, v in c.breakdown})
     return row
 
@@ -236,7 +239,7 @@ def search_main(argv: list[str] | None = None) -> int:
                   f"{c.reserved_bytes / 2**30:8.1f}  {costs}")
         if len(res.ranked) > 1:
             print()
-            print(explain(res.ranked[0], res.ranked[1]))
+            print(explain(res.ranked[0], res.ranked[1], system.domain_gpus))
         return 0
 
     return run_cli(body)

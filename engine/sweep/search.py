@@ -1,13 +1,16 @@
 """Strategy search: every valid layout for a model on N GPUs, pruned by memory, ranked by throughput.
 
 Enumeration (all combinations, then validated by the same constructors users hit):
-- tp: powers of two up to the node size (TP across nodes is never competitive);
+- tp: powers of two up to the NVLink domain (SystemConfig.domain_gpus: the node on DGX/HGX,
+  72 GPUs on an NVL72 rack; TP over the NICs is never competitive), Megatron's own checks
+  (heads, query groups) rejecting what does not divide;
   sequence parallelism on whenever tp > 1 (it only saves memory and traffic);
 - pp: divisors of the layer count; vpp: 1, 2, 4 where the layers divide; and where they do
   not, power-of-two pp x vpp that the layers plus the embedding and loss slots divide
   (Megatron's --account-for-embedding/loss-in-pipeline-split, NVIDIA's layout for Llama
   3.1 405B: 126 + 2 layers over pp 8 x vpp 8);
-- cp: 1, 2, 4, 8 (only > 1 for sequences of 8k and longer);
+- cp: powers of two up to 8, or up to a quarter of a larger NVLink domain (16 on NVL72, so
+  that tp x cp can still fill it), only > 1 for sequences of 8k and longer;
 - ep: divisors of the expert count (MoE only), and for each the expert tensor-parallel size
   etp = tp or, with tp > 1, etp = 1: Megatron-Core's MoE parallel folding, where the expert
   layers regroup the same ranks (etp x ep x edp per stage), so ep need not divide dp*cp,
@@ -50,6 +53,10 @@ class Candidate:
     mfu: float | None = None
     """None when the GPU has no peak for the dtype (workload_gen.core.metrics)."""
     breakdown: tuple[tuple[str, float], ...] = ()
+    domain_groups: tuple[tuple[str, bool], ...] = ()
+    """Per communication group of more than one rank (tp, cp, ep, etp, dp, pp): whether every
+    copy of it stays inside one NVLink domain (:func:`domain_groups`); inside, it runs at
+    NVLink/NVLS bandwidth, across domains over the NICs."""
 
     def label(self) -> str:
         p = self.parallel
@@ -109,10 +116,10 @@ def _needs_slots(layers: int, pp: int, vpp: int) -> bool:
 def enumerate_layouts(model: ModelConfig, base: ParallelConfig, system: SystemConfig) -> tuple[list[ParallelConfig], dict[str, int]]:
     """Valid layouts, and a count of rejection reasons (by the first word of the field)."""
     gpus = base.world_size
-    tps = [t for t in _pow2_upto(min(system.gpus_per_node, gpus))]
+    tps = [t for t in _pow2_upto(min(system.domain_gpus, gpus))]
     L = model.num_layers
     pps = [d for d in range(1, L + 3) if d <= gpus and (L % d == 0 or _needs_slots(L, d, 1))]
-    cps = [c for c in (1, 2, 4, 8) if c == 1 or base.seq_length >= 8192]
+    cps = [c for c in _pow2_upto(max(8, system.domain_gpus // 4)) if c == 1 or base.seq_length >= 8192]
     eps = [e for e in range(1, model.num_experts + 1) if model.num_experts % e == 0] if model.is_moe else [1]
     # expert TP: the base's (None = tp), and for MoE with tp > 1 also 1 (folded: EP replaces TP in the experts)
     etps: tuple[int | None, ...] = (base.etp, 1) if model.is_moe and base.etp is None else (base.etp,)
@@ -244,7 +251,45 @@ def _simulate(model: ModelConfig, par: ParallelConfig, system: SystemConfig, res
     except TrainsimError:
         return None
     h = headline(res)
-    return Candidate(par, reserved, h.iteration_time_s, h.tokens_per_s, h.mfu, tuple(res.breakdown.as_dict().items()))
+    return Candidate(par, reserved, h.iteration_time_s, h.tokens_per_s, h.mfu, tuple(res.breakdown.as_dict().items()),
+                     domain_groups(par, system.domain_gpus))
+
+
+def domain_groups(par: ParallelConfig, domain: int) -> tuple[tuple[str, bool], ...]:
+    """For each group of more than one rank (tp, cp, ep, etp, dp, pp, in that order): whether
+    every copy of it lies inside one NVLink domain of ``domain`` GPUs. Ranks fill domains in
+    order (rank r in domain r // domain, as Megatron's rank order and block placement give,
+    a partial last domain included), the same rule the backends' GroupShape uses; so this is
+    what decides NVLink/NVLS vs NIC bandwidth for the group, and why a tp x cp or ep group
+    that fits in 72 GPUs is cheap on NVL72."""
+    from workload_gen.core.placement import group_ranks, group_size
+    from workload_gen.core.records import Group
+
+    out = []
+    for name, g in (("tp", Group.TP), ("cp", Group.CP), ("ep", Group.EP), ("etp", Group.ETP), ("dp", Group.DP),
+                    ("pp", Group.PP)):
+        if group_size(par, g) <= 1 or (g is Group.ETP and par.ep == 1):
+            continue  # (expert TP of a layout without EP is the dense TP again)
+        seen: set[int] = set()
+        inside = True
+        for r in range(par.world_size):
+            if r in seen:
+                continue
+            ranks = group_ranks(par, g, r)
+            seen.update(ranks)
+            if min(ranks) // domain != max(ranks) // domain:
+                inside = False
+                break
+        out.append((name, inside))
+    return tuple(out)
+
+
+def domain_summary(c: Candidate, domain: int) -> str:
+    """One line: which of the layout's groups stay inside the NVLink domain and which cross it."""
+    inside = [n for n, ok in c.domain_groups if ok]
+    across = [n for n, ok in c.domain_groups if not ok]
+    return (f"inside the {domain}-GPU NVLink domain: {', '.join(inside) or 'none'}; "
+            f"across domains (NICs): {', '.join(across) or 'none'}")
 
 
 def search(model: ModelConfig, base: ParallelConfig, system: SystemConfig, *, progress=None,
@@ -362,8 +407,9 @@ def _result(kept: list[Candidate], valid: int, reasons: dict[str, int], over: in
         over_memory=over, simulated=len(kept), invalid_reasons=tuple(sorted(reasons.items())), pruned=pruned)
 
 
-def explain(best: Candidate, runner_up: Candidate) -> str:
-    """Why the best beats the runner-up: the breakdown parts that differ most."""
+def explain(best: Candidate, runner_up: Candidate, domain: int | None = None) -> str:
+    """Why the best beats the runner-up: the breakdown parts that differ most, and (given the
+    system's NVLink domain size) which groups of each stay inside the NVLink domain."""
     a, b = dict(best.breakdown), dict(runner_up.breakdown)
     diffs = sorted(((b.get(k, 0.0) - a.get(k, 0.0), k) for k in set(a) | set(b)), reverse=True)
     gain = runner_up.iteration_time_s - best.iteration_time_s
@@ -376,4 +422,7 @@ def explain(best: Candidate, runner_up: Candidate) -> str:
         lines.append(f"  {part:<14} {verb} {abs(delta) * 1e3:9.1f} ms  ({b.get(part, 0.0) * 1e3:.1f} -> {a.get(part, 0.0) * 1e3:.1f})")
     mem = (runner_up.reserved_bytes - best.reserved_bytes) / GIB
     lines.append(f"  memory: {best.reserved_bytes / GIB:.1f} GiB vs {runner_up.reserved_bytes / GIB:.1f} GiB ({-mem:+.1f} GiB)")
+    if domain is not None and (best.domain_groups or runner_up.domain_groups):
+        lines.append(f"  best:      {domain_summary(best, domain)}")
+        lines.append(f"  runner-up: {domain_summary(runner_up, domain)}")
     return "\n".join(lines)

@@ -79,7 +79,7 @@ class Ns3Backend:
     ) -> None:
         self.system = system
         self.world_size = world_size
-        self.placement = Placement(world_size, system.gpus_per_node)
+        self.placement = Placement(world_size, system.domain_gpus)  # a "node" is the NVLink domain
         self.params = params or TransportParams()
         self.fabric = fabric or build_fabric(system, world_size, topology, oversubscription=oversubscription,
                                              spines=spines, nodes_per_rack=nodes_per_rack, nvswitch=nvswitch)
@@ -103,7 +103,7 @@ class Ns3Backend:
         self._t_wall0 = time.perf_counter()
         self._cpu0 = time.process_time()
         self._t_last = self._t_wall0
-        gpn = system.gpus_per_node
+        gpn = system.domain_gpus
         self._host = np.array([self.fabric.host_of_rank(r) for r in range(world_size)], dtype=np.int64)
         self._gpn = gpn
 

@@ -103,9 +103,9 @@ class Ns3Kind:
         topo = options["topology"]
         if topo not in (None, *NAMED_TOPOLOGIES):
             fabric = read_simai_topology(Path(topo), nvswitch=options["nvswitch"])
-            if fabric.gpus_per_node != system.gpus_per_node:
+            if fabric.gpus_per_node != system.domain_gpus:
                 raise ConfigError("topology", topo, f"has {fabric.gpus_per_node} GPUs per server; the system has "
-                                  f"{system.gpus_per_node} (use a matching --system)")
+                                  f"{system.domain_gpus} per NVLink domain (use a matching --system)")
             if fabric.num_hosts < world_size:
                 raise ConfigError("topology", topo, f"has {fabric.num_hosts} GPUs; the workload needs {world_size}")
             topo = None

@@ -157,7 +157,8 @@ def build_fabric(
     over = system.oversubscription if oversubscription is None else float(oversubscription)
     if over < 1:
         raise ConfigError("oversubscription", over, "must be >= 1 (1 = non-blocking)")
-    gpn, nics = system.gpus_per_node, system.nics_per_node
+    # a "node" here is the NVLink domain (one NVL72 rack: 72 GPUs, their 72 NICs)
+    gpn, nics = system.domain_gpus, system.domain_nics
     if world_size < 1:
         raise ConfigError("world_size", world_size, "must be >= 1")
     nodes = -(-world_size // gpn)

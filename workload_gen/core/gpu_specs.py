@@ -29,14 +29,14 @@ class GpuSpec:
     name: str
     source: str
     peak_flops: dict[str, float] = field(hash=False)
-    """Dense peak per dtype: bf16, fp16, fp8, fp4 (Blackwell's NVFP4), tf32, fp32."""
+    """Dense peak per dtype: bf16, fp16, fp8, fp4 (Blackwell's NVFP4, on the parts that list it), tf32, fp32."""
     hbm_bw: float
     """Bytes/s."""
     memory_bytes: int
     sm_count: int
     compute_capability: tuple[int, int]
     """CUDA compute capability (major, minor), from NVIDIA's CUDA GPUs table: A100 8.0,
-    H100/H800/H200/H20 9.0, B200 10.0. NCCL picks its tuning tables by it (collectives.protocol)."""
+    H100/H800/H200/H20 9.0, B200/GB200 10.0, B300/GB300 10.3. NCCL picks its tuning tables by it (collectives.protocol)."""
 
     def peak(self, dtype: str) -> float:
         try:
@@ -130,6 +130,62 @@ GPUS: dict[str, GpuSpec] = {
         # github.com/pytorch/ao/pull/4002); nvidia-smi shows 183,359 MiB
         # (github.com/NVIDIA/TensorRT-LLM/issues/10278).
         memory_bytes=182_631 * MiB,
+    ),
+    "gb200": GpuSpec(
+        name="gb200",
+        # The B200 of GB200 NVL72, a 1,200 W part. NVIDIA GB200 NVL72 datasheet / product page, per
+        # GB200 superchip (1 Grace + 2 GPUs) WITH sparsity: FP4 40 PF, FP8 20 PF, FP16/BF16 10 PF,
+        # TF32 5 PF; halved for dense and per GPU: FP4 10 PF, FP8 5 PF, BF16 2.5 PF, TF32 1.25 PF.
+        # FP32 90 TF (glennklockwood.com/garden/processors/B200 tabulates the same datasheet per GPU
+        # at 1,200 W). HBM3e: 186 GB per GPU in the NVL72's 13.4 TB, at 8 TB/s (576 TB/s per 72).
+        # SMs: 152 (public run logs on "NVIDIA GB200 (152 SMs)", CUDA 13.0, 2026-08). Compute
+        # capability 10.0 (NVIDIA CUDA GPUs table: B200 and GB200 10.0; sm_100).
+        source="NVIDIA GB200 NVL72 datasheet (per superchip, sparse, halved per GPU); CUDA GPUs table",
+        peak_flops={"bf16": 2500 * T, "fp16": 2500 * T, "fp8": 5000 * T, "fp4": 10_000 * T, "tf32": 1250 * T,
+                    "fp32": 90 * T},
+        hbm_bw=8000 * GB, sm_count=152, compute_capability=(10, 0),
+        # No public CUDA totalGlobalMem printout was found. nvidia-smi shows 189,471 MiB ("NVIDIA
+        # GB200, 189471 MiB", TACC Vista run metadata and other public logs, drivers 580/590);
+        # the B200's driver reserve (nvidia-smi 183,359 - totalGlobalMem 182,631 = 728 MiB, see
+        # b200 above) is taken off: DERIVED, not a printout.
+        memory_bytes=(189_471 - 728) * MiB,
+    ),
+    "gb300": GpuSpec(
+        name="gb300",
+        # Blackwell Ultra in GB300 NVL72, 1,400 W. NVIDIA GB300 NVL72 datasheet / product page, per
+        # 72-GPU rack: FP4 1,440 PF sparse / 1,080 PF dense -> 15 PF dense per GPU; FP8 720 PF
+        # sparse -> 5 PF dense per GPU; FP16/BF16 360 PF sparse -> 2.5 PF; TF32 180 PF sparse ->
+        # 1.25 PF (each: the sparse figure halved, / 72). FP32 80 TF per GPU (the datasheet's
+        # 6 PF rack figure / 72 rounds to 83; Verda's per-GPU GB300 table gives 80). HBM3e 288 GB
+        # per GPU (20 TB per rack) at 8 TB/s (576 TB/s / 72). SMs: 152 (public kernel benchmarks
+        # "GB300, 152 SMs", sm_103a, 2026). Compute capability 10.3 (NVIDIA CUDA GPUs table:
+        # GB300 and B300 10.3; sm_103).
+        source="NVIDIA GB300 NVL72 datasheet (rack figures, sparse halved, / 72); CUDA GPUs table",
+        peak_flops={"bf16": 2500 * T, "fp16": 2500 * T, "fp8": 5000 * T, "fp4": 15_000 * T, "tf32": 1250 * T,
+                    "fp32": 80 * T},
+        hbm_bw=8000 * GB, sm_count=152, compute_capability=(10, 3),
+        # No public CUDA totalGlobalMem printout found; nvidia-smi shows 284,208 MiB ("NVIDIA
+        # GB300, 284208 MiB, 580.95.05" in public test data) less the B200's 728 MiB driver
+        # reserve: DERIVED.
+        memory_bytes=(284_208 - 728) * MiB,
+    ),
+    "b300": GpuSpec(
+        name="b300",
+        # Blackwell Ultra in HGX/DGX B300 ("NVIDIA B300 SXM6 AC"). NVIDIA HGX B300 datasheet, per
+        # 8 GPUs: FP4 144 PF sparse / 108 PF dense -> 13.5 PF dense per GPU; FP8 72 PF sparse ->
+        # 4.5 PF dense; FP16/BF16 36 PF sparse -> 2.25 PF; TF32 18 PF sparse -> 1.125 PF (sparse
+        # halved, / 8); FP32 75 TF per GPU. HBM3e 2.3 TB per 8 GPUs (288 GB each) at up to 8 TB/s.
+        # SMs: 148 (public audits on "NVIDIA B300 SXM6 AC (148 SMs, sm_103a)", CUDA 13, 2026).
+        # Compute capability 10.3 (NVIDIA CUDA GPUs table; a public torch profile prints
+        # "NVIDIA B300 SXM6 AC cc=(10, 3)").
+        source="NVIDIA HGX B300 / DGX B300 datasheets (per 8 GPUs, sparse halved); CUDA GPUs table",
+        peak_flops={"bf16": 2250 * T, "fp16": 2250 * T, "fp8": 4500 * T, "fp4": 13_500 * T, "tf32": 1125 * T,
+                    "fp32": 75 * T},
+        hbm_bw=8000 * GB, sm_count=148, compute_capability=(10, 3),
+        # No public CUDA totalGlobalMem printout found; nvidia-smi shows 275,040 MiB ("NVIDIA B300
+        # SXM6 AC, 275040 MiB, 580.95.05" in public test data) less the B200's 728 MiB driver
+        # reserve: DERIVED.
+        memory_bytes=(275_040 - 728) * MiB,
     ),
     "cpu": GpuSpec(
         name="cpu",

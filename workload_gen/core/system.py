@@ -44,14 +44,21 @@ class SystemConfig:
     gpu: str
     """Key into workload_gen.core.gpu_specs (e.g. h100-sxm)."""
     gpus_per_node: int = 8
+    """GPUs of one host node (what one OS image, its CPUs and its launcher own). On NVL72 racks
+    a compute tray: 4 GPUs, 2 Grace CPUs."""
+    nvlink_domain: int = 0
+    """GPUs reachable from each other over NVLink (one NVSwitch domain), a multiple of
+    ``gpus_per_node``; 0: the node (:attr:`domain_gpus`). 72 on GB200/GB300 NVL72, where 18
+    trays of 4 GPUs share the rack's NVLink switch trays. Every collective's "inside vs
+    across" question is asked of this domain, not of the host node."""
     nvlink_bw: float
     """Per-GPU NVLink bandwidth, one direction, bytes/s (vendor figure / 2)."""
     nvlink_busbw: float
-    """NCCL ring bus bandwidth achieved inside one node for large messages, bytes/s."""
+    """NCCL ring bus bandwidth achieved inside one NVLink domain for large messages, bytes/s."""
     nvls: bool = False
     """NVLink SHARP in the NVSwitch (Hopper and later): NCCL's NVLS algorithm."""
     nvls_busbw: float = 0.0
-    """NVLS all-reduce bus bandwidth inside one node, bytes/s (0 when no NVLS)."""
+    """NVLS all-reduce bus bandwidth inside one NVLink domain, bytes/s (0 when no NVLS)."""
     nics_per_node: int = 8
     nic_bw: float
     """Line rate of one NIC, one direction, bytes/s."""
@@ -77,6 +84,10 @@ class SystemConfig:
             v = getattr(self, name)
             if not isinstance(v, int) or v < 1:
                 raise ConfigError(name, v, "must be a positive integer")
+        d = self.nvlink_domain
+        if isinstance(d, bool) or not isinstance(d, int) or d < 0 or (d and d % self.gpus_per_node):
+            raise ConfigError("nvlink_domain", d, f"must be 0 (= the node) or a positive multiple of "
+                                                  f"gpus_per_node ({self.gpus_per_node}), e.g. 72 on NVL72")
         for name in ("nvlink_bw", "nvlink_busbw", "nvls_busbw", "nic_bw", "nic_efficiency", "oversubscription",
                      "nvlink_latency_s", "network_latency_s", "link_latency_s"):
             v = getattr(self, name)
@@ -109,6 +120,18 @@ class SystemConfig:
     def launch_op_s(self) -> float:
         """Seconds of one eager op on this system's host: host_op_s, else by host CPU."""
         return self.host_op_s if self.host_op_s is not None else HOST_OP_S[host_cpu(self.gpu)]
+
+    @property
+    def domain_gpus(self) -> int:
+        """GPUs per NVLink domain: the unit that network backends, placement shapes and the
+        collective algorithms call a "node" (``nvlink_domain``, or ``gpus_per_node`` when 0)."""
+        return self.nvlink_domain or self.gpus_per_node
+
+    @property
+    def domain_nics(self) -> int:
+        """Scale-out NICs per NVLink domain: every host node of the domain brings its own
+        (``nics_per_node`` x nodes per domain); 72 on NVL72 with one NIC per GPU."""
+        return self.nics_per_node * (self.domain_gpus // self.gpus_per_node)
 
     @property
     def nic_busbw(self) -> float:
@@ -174,6 +197,44 @@ SYSTEMS: dict[str, SystemConfig] = {
         source="NVIDIA DGX B200 datasheet",
         gpu="b200", nvlink_bw=900 * GBPS, nvlink_busbw=720 * GBPS, nvls=True, nvls_busbw=960 * GBPS,
         nics_per_node=8, nic_bw=400 * GBIT,
+    ),
+    "b300": SystemConfig(
+        name="b300",
+        # NVIDIA DGX B300 datasheet: 8x B300 (Blackwell Ultra), NVLink5 1.8 TB/s bidirectional per
+        # GPU (14.4 TB/s per system) through 2 NVSwitch chips; compute fabric 8x OSFP ports on
+        # ConnectX-8 VPI, up to 800 Gb/s each (one per GPU). Same NVLink 5 switch as DGX B200, so
+        # the b200 preset's busbw figures are taken (80% of 900 GB/s ring; NVLS 960 GB/s), no
+        # B300 nccl-tests figure having been found.
+        source="NVIDIA DGX B300 datasheet (8x B300, NVLink 5, 8x ConnectX-8 800 Gb/s); b200 preset's busbw",
+        gpu="b300", nvlink_bw=900 * GBPS, nvlink_busbw=720 * GBPS, nvls=True, nvls_busbw=960 * GBPS,
+        nics_per_node=8, nic_bw=800 * GBIT,
+    ),
+    "gb200-nvl72": SystemConfig(
+        name="gb200-nvl72",
+        # NVIDIA GB200 NVL72 datasheet: 72 B200 GPUs and 36 Grace CPUs in one NVLink domain, NVLink 5
+        # at 1.8 TB/s bidirectional per GPU (130 TB/s per rack) through 9 NVLink switch trays with
+        # NVLink SHARP; 18 compute trays of 2 GB200 superchips (4 GPUs, 2 Grace). Scale-out: NVIDIA
+        # DGX GB200 SuperPOD reference architecture, compute tray: four ConnectX-7 NDR 400 Gb/s NICs
+        # per 4-GPU tray (one per GPU). nvls_busbw: nccl-tests all_reduce_perf on one full NVL72
+        # rack (72 ranks, NVLS) reaches 839 GB/s busbw at 4 GiB and 835-847 GB/s at 4-8 GiB
+        # (coreweave/nccl-tests pull 43, 2025-02). nvlink_busbw (ring): 720 GB/s, the b200 and h100
+        # presets' 80% of the 900 GB/s link; nvbandwidth GPU-to-GPU copies on GB200 measure
+        # ~770 GB/s (Azure/AI-benchmarking-guide issue 7), so a ring cannot exceed that.
+        source="NVIDIA GB200 NVL72 datasheet; DGX GB200 SuperPOD RA (4x CX-7 400G per tray); "
+               "coreweave/nccl-tests#43 (72-GPU NVLS all-reduce 839 GB/s busbw)",
+        gpu="gb200", gpus_per_node=4, nvlink_domain=72, nvlink_bw=900 * GBPS, nvlink_busbw=720 * GBPS,
+        nvls=True, nvls_busbw=840 * GBPS, nics_per_node=4, nic_bw=400 * GBIT,
+    ),
+    "gb300-nvl72": SystemConfig(
+        name="gb300-nvl72",
+        # NVIDIA GB300 NVL72 datasheet: 72 Blackwell Ultra GPUs and 36 Grace CPUs, NVLink 5 at
+        # 1.8 TB/s bidirectional per GPU (130 TB/s per rack), the same NVLink switch trays as GB200
+        # NVL72; 18 compute trays of 4 GPUs and 2 Grace; 72 ConnectX-8 SuperNICs, 800 Gb/s each
+        # (one per GPU). No GB300 72-GPU nccl-tests figure was found: the NVLink domain's busbw
+        # figures are gb200-nvl72's (same NVLink 5 switch fabric).
+        source="NVIDIA GB300 NVL72 datasheet (72x ConnectX-8 800 Gb/s); NVLink busbw as gb200-nvl72",
+        gpu="gb300", gpus_per_node=4, nvlink_domain=72, nvlink_bw=900 * GBPS, nvlink_busbw=720 * GBPS,
+        nvls=True, nvls_busbw=840 * GBPS, nics_per_node=4, nic_bw=800 * GBIT,
     ),
 }
 
