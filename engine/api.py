@@ -57,6 +57,7 @@ def simulate(
         (engine.steady_timeline), when that is exact. None keeps every interval.
     """
     par = workload.parallel
+    system = system.for_job(par.world_size)  # on rack-scale systems, the job's NVLink domain
     if par.ep > 1 and par.flex_backend is not None:
         from engine.moe_traffic import hierarchical_dispatch  # MoE runs only
 

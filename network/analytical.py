@@ -43,7 +43,7 @@ class AnalyticalBackend:
     ) -> None:
         if world_size < 1:
             raise ConfigError("world_size", world_size, "must be a positive integer")
-        self.system = system
+        self.system = system.for_job(world_size)  # a rack-scale job's NVLink domain (its Slurm segment)
         self.world_size = world_size
         if isinstance(busbw_overrides, (str, Path)):
             busbw_overrides = read_busbw_yaml(busbw_overrides)

@@ -239,7 +239,7 @@ def search_main(argv: list[str] | None = None) -> int:
                   f"{c.reserved_bytes / 2**30:8.1f}  {costs}")
         if len(res.ranked) > 1:
             print()
-            print(explain(res.ranked[0], res.ranked[1], system.domain_gpus))
+            print(explain(res.ranked[0], res.ranked[1], system.for_job(res.ranked[0].parallel.world_size).domain_gpus))
         return 0
 
     return run_cli(body)

@@ -116,6 +116,7 @@ def _needs_slots(layers: int, pp: int, vpp: int) -> bool:
 def enumerate_layouts(model: ModelConfig, base: ParallelConfig, system: SystemConfig) -> tuple[list[ParallelConfig], dict[str, int]]:
     """Valid layouts, and a count of rejection reasons (by the first word of the field)."""
     gpus = base.world_size
+    system = system.for_job(gpus)  # on a rack-scale system, the job's NVLink domain (its Slurm segment)
     tps = [t for t in _pow2_upto(min(system.domain_gpus, gpus))]
     L = model.num_layers
     pps = [d for d in range(1, L + 3) if d <= gpus and (L % d == 0 or _needs_slots(L, d, 1))]
@@ -252,7 +253,7 @@ def _simulate(model: ModelConfig, par: ParallelConfig, system: SystemConfig, res
         return None
     h = headline(res)
     return Candidate(par, reserved, h.iteration_time_s, h.tokens_per_s, h.mfu, tuple(res.breakdown.as_dict().items()),
-                     domain_groups(par, system.domain_gpus))
+                     domain_groups(par, system.for_job(par.world_size).domain_gpus))
 
 
 def domain_groups(par: ParallelConfig, domain: int) -> tuple[tuple[str, bool], ...]:

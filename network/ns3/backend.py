@@ -77,6 +77,7 @@ class Ns3Backend:
         progress_every_s: float = 5.0,
         efficiency: EfficiencyTable | str | Path | None = None,
     ) -> None:
+        system = system.for_job(world_size)  # a rack-scale job's NVLink domain (its Slurm segment)
         self.system = system
         self.world_size = world_size
         self.placement = Placement(world_size, system.domain_gpus)  # a "node" is the NVLink domain

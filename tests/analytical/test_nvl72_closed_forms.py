@@ -172,16 +172,15 @@ def test_an_8_gpu_node_is_unchanged_by_an_explicit_domain():
             assert AnalyticalBackend(h100, 64).collective_time(o, ranks) == AnalyticalBackend(same, 64).collective_time(o, ranks)
 
 
-@pytest.mark.parametrize("world", [96, 128, 144])
-def test_ranks_fill_racks_in_order_with_a_partial_last_rack(world):
-    """Rank r is in rack r // 72 (Megatron's rank order, SLURM block placement); DP groups of
-    tp 8 put 9 ranks in each full rack and the rest in the last one."""
+@pytest.mark.parametrize("world, domain", [(96, 48), (128, 64), (144, 72)])
+def test_ranks_fill_the_jobs_racks_in_order(world, domain):
+    """Rank r is in domain r // (the job's segment: SystemConfig.for_job), Megatron's rank order
+    over block placement; a DP group of tp 8 has domain / 8 ranks in each rack."""
     be = AnalyticalBackend(get_system("gb200-nvl72"), world)
     dp = tuple(range(0, world, 8))
     shape = be.shape(dp)
-    full, rest = divmod(world, 72)
-    assert shape.nodes == full + (rest > 0)
-    assert shape.per_node == 9  # 72 / 8 ranks of the group per full rack
+    assert shape.nodes == world // domain
+    assert shape.per_node == domain // 8
     tp = be.shape(tuple(range(world - 8, world)))  # the last TP group sits in the last rack
     assert (tp.nodes, tp.per_node) == (1, 8)
 
@@ -208,3 +207,26 @@ def test_simai_server_is_the_nvlink_domain():
     assert simai_system(get_system("h100"), gpus_per_node=8) == replace(get_system("h100"), name="h100")
     s = simai_system(rack, nics_per_node=36)  # SimAI's -nics counts per server = per domain
     assert (s.gpus_per_node, s.domain_gpus, s.domain_nics) == (72, 72, 36)
+
+
+@pytest.mark.parametrize("world, domain", [(8, 8), (64, 64), (72, 72), (96, 48), (128, 64), (144, 72),
+                                           (256, 64), (512, 64), (1024, 64), (4608, 72)])
+def test_a_job_sees_the_racks_nvidias_launcher_asks_slurm_for(world, domain):
+    """Megatron-Bridge's launcher (executors.py at v0.4.0): --segment = nodes if <= 18, else the
+    largest divisor of the node count <= 18; the segment (4-GPU nodes) is the job's NVLink domain."""
+    from workload_gen.core.system import SYSTEMS
+
+    nodes = world // 4
+    seg = nodes if nodes <= 18 else max(d for d in range(1, 19) if nodes % d == 0)
+    assert seg * 4 == domain
+    assert SYSTEMS["gb200-nvl72"].for_job(world).domain_gpus == domain
+    assert SYSTEMS["h100"].for_job(world).domain_gpus == 8  # one-node domains never change
+
+
+def test_an_ep64_group_at_256_gpus_stays_inside_a_rack():
+    from network.analytical import AnalyticalBackend
+    from workload_gen.core.system import SYSTEMS
+
+    b = AnalyticalBackend(SYSTEMS["gb200-nvl72"], 256)
+    for start in (0, 64, 128, 192):
+        assert b.shape(tuple(range(start, start + 64))).nodes == 1

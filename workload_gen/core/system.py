@@ -127,6 +127,22 @@ class SystemConfig:
         collective algorithms call a "node" (``nvlink_domain``, or ``gpus_per_node`` when 0)."""
         return self.nvlink_domain or self.gpus_per_node
 
+    def for_job(self, world_size: int) -> SystemConfig:
+        """This system as a job of ``world_size`` GPUs sees it: on a rack-scale system (an NVLink
+        domain of several host nodes) the scheduler gives each domain a whole number of nodes of
+        the job, and that block is the job's NVLink domain. NVIDIA's launcher asks Slurm for
+        ``--segment`` = the job's nodes when they fit one domain, else the largest divisor of
+        the node count that does (Megatron-Bridge scripts/performance/utils/executors.py at
+        v0.4.0, for 4-GPU GB200/GB300 nodes): 256 GPUs on NVL72 run as 4 racks of 64, 144 as 2
+        of 72, 96 as 2 of 48. Elsewhere (the domain is one node) nothing changes."""
+        per = self.gpus_per_node
+        if self.domain_gpus <= per or world_size <= 0 or world_size % per:
+            return self
+        nodes, fit = world_size // per, self.domain_gpus // per
+        segment = nodes if nodes <= fit else max(d for d in range(1, fit + 1) if nodes % d == 0)
+        domain = segment * per
+        return self if domain == self.domain_gpus else replace(self, nvlink_domain=domain)
+
     @property
     def domain_nics(self) -> int:
         """Scale-out NICs per NVLink domain: every host node of the domain brings its own
