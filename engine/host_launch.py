@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from workload_gen.core.records import CollectiveOp, ComputeOp, Op, OpKind, Phase, Workload
+from workload_gen.core.records import ComputeOp, Op, OpKind, Phase, Workload
 
 TE_MODULE_OPS = 99.66 / 37.08
 """A Transformer Engine module call in eager ops (TE issue 2053, GB200 rows)."""

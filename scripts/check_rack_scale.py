@@ -33,7 +33,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from check_recipes import MEASURED, Outcome, _parse, read_rows, recipe_argv  # noqa: E402
+from check_recipes import MEASURED, Outcome, read_rows, run_recipe  # noqa: E402
 
 TABLE = MEASURED / "megatron_bridge_rack_measured.csv"
 
@@ -54,32 +54,8 @@ def precision_label(row: dict[str, str]) -> str:
 
 
 def check(row: dict[str, str], simulate: bool = True) -> Outcome:
-    """One measured run: parse, pick the system, build and (optionally) simulate its recipe."""
-    from engine.pipeline import run_workload
-    from workload_gen import build
-    from workload_gen.core.errors import TrainsimError
-    from workload_gen.core.system import load_system
-    from workload_gen.core.unmodelled import unmodelled
-    from workload_gen.flag_values import configs_from_flags
-
-    measured = float(row["step_time_s"])
-    args_path = MEASURED / row["recipe_args"]
-    name = args_path.stem
-    ns, usage_error = _parse([*recipe_argv(args_path), "--world-size", row["gpus"]])
-    if ns is None:
-        return Outcome(name, "refused", usage_error, measured)
-    try:
-        system = load_system(SYSTEMS[row["gpu"]])
-        model, par, _notes = configs_from_flags(vars(ns))
-        workload = build(model, par)
-    except TrainsimError as exc:
-        return Outcome(name, "refused", str(exc), measured)
-    blind = unmodelled(par)
-    status = "ran" if not blind else "warned"
-    if not simulate:
-        return Outcome(name, status, "", measured, warnings=blind)
-    result = run_workload(workload, system, attach=True, timeline=False)
-    return Outcome(name, status, "", measured, result.iteration_time_s, warnings=blind)
+    """One measured run: its recipe on the system its table column names (check_recipes' path)."""
+    return run_recipe(row, SYSTEMS[row["gpu"]], simulate)
 
 
 def pairs(rows: list[dict[str, str]], outcomes: list[Outcome]) -> list[tuple[str, str, float, float | None]]:

@@ -87,24 +87,33 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace | None, str]:
 def check(row: dict[str, str], simulate: bool = True) -> Outcome:
     """One measured run: parse, configure, build and (optionally) simulate its recipe as
     written; the options whose mechanism the simulator leaves out are its warnings."""
-    from engine.pipeline import run_workload
     from formats.measured_runs import BRIDGE_SYSTEMS
-    from workload_gen import build
-    from workload_gen.core.errors import TrainsimError
-    from workload_gen.core.unmodelled import unmodelled
-    from workload_gen.flag_values import configs_from_flags
 
     measured = float(row["step_time_s"])
     if not row["recipe_args"]:  # the table prints the run, but no public recipe gives its flags
         name = f"{row['release']}-{row['model']}-{row['gpu']}-{row['fp8_recipe'] or row['precision']}"
         return Outcome(name, "no recipe", "no public recipe gives this run's flags (table row only)", measured)
+    return run_recipe(row, BRIDGE_SYSTEMS[row["gpu"]], simulate)
+
+
+def run_recipe(row: dict[str, str], system: str, simulate: bool = True) -> Outcome:
+    """One row's flag list through the commands' parser, built, and (``simulate``) run on the
+    system preset ``system``: the path every held-out recipe check shares."""
+    from engine.pipeline import run_workload
+    from workload_gen import build
+    from workload_gen.core.errors import TrainsimError
+    from workload_gen.core.system import load_system
+    from workload_gen.core.unmodelled import unmodelled
+    from workload_gen.flag_values import configs_from_flags
+
+    measured = float(row["step_time_s"])
     args_path = MEASURED / row["recipe_args"]
     name = args_path.stem
-    argv = [*recipe_argv(args_path), "--world-size", row["gpus"]]
-    ns, usage_error = _parse(argv)
+    ns, usage_error = _parse([*recipe_argv(args_path), "--world-size", row["gpus"]])
     if ns is None:
         return Outcome(name, "refused", usage_error, measured)
     try:
+        sysc = load_system(system)
         model, par, _notes = configs_from_flags(vars(ns))
         workload = build(model, par)
     except TrainsimError as exc:
@@ -113,7 +122,7 @@ def check(row: dict[str, str], simulate: bool = True) -> Outcome:
     status = "ran" if not blind else "warned"
     if not simulate:
         return Outcome(name, status, "", measured, warnings=blind)
-    result = run_workload(workload, BRIDGE_SYSTEMS[row["gpu"]], attach=True, timeline=False)
+    result = run_workload(workload, sysc, attach=True, timeline=False)
     return Outcome(name, status, "", measured, result.iteration_time_s, warnings=blind)
 
 
