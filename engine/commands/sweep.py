@@ -148,6 +148,8 @@ def _search_parser() -> argparse.ArgumentParser:
                                    "(.csv or .parquet; same columns as --json's layouts)")
     p.add_argument("--json", action="store_true",
                    help="print the result as JSON on stdout instead of the table (counts and the top K layouts)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="local worker processes for the simulations (default: all cores), as sweep")
     add_quiet(p)
     return p
 
@@ -187,8 +189,15 @@ def search_main(argv: list[str] | None = None) -> int:
         if args.top_k < 1:
             raise ConfigError("--top-k", args.top_k, "must be a positive integer")
         out = check_table_path(Path(args.out), "--out") if args.out else None
+        if args.workers is not None and args.workers < 1:
+            raise ConfigError("--workers", args.workers, "must be a positive integer")
         model, base = configs_from_args(args)
         warn_unmodelled(base, "search")
+        # layout flags the user gave fix their axis (no flag is silently dropped)
+        from engine.sweep.search import LAYOUT_AXES, SWITCHES
+
+        given = {k[2:]: v for k, v in vars(args).items() if k.startswith("p_") and v is not None}
+        fixed = {k: getattr(base, k) for k in (*LAYOUT_AXES, *SWITCHES) if k in given}
         system = load_system(args.system)
         t0 = time.perf_counter()
         bar = Progress(None, "search", unit="layout", quiet=args.quiet)
@@ -202,7 +211,7 @@ def search_main(argv: list[str] | None = None) -> int:
 
             # without --out only the top K are shown: skip layouts that cannot reach them
             # (at least 2: the explanation compares the best with the runner-up)
-            res = search(model, base, system, progress=progress,
+            res = search(model, base, system, progress=progress, workers=args.workers, fixed=fixed,
                          top_k=None if out is not None else max(args.top_k, 2))
         capacity = system.gpu_spec.memory_bytes / 2**30
         if not args.quiet:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import bisect
 import itertools
 from concurrent.futures import FIRST_COMPLETED, wait
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -113,8 +114,24 @@ def _needs_slots(layers: int, pp: int, vpp: int) -> bool:
     return layers % v != 0 and (layers + 2) % v == 0 and pp & (pp - 1) == 0
 
 
-def enumerate_layouts(model: ModelConfig, base: ParallelConfig, system: SystemConfig) -> tuple[list[ParallelConfig], dict[str, int]]:
-    """Valid layouts, and a count of rejection reasons (by the first word of the field)."""
+LAYOUT_AXES = ("tp", "pp", "vpp", "cp", "ep", "etp", "micro_batch", "recompute")
+"""The axes search varies; a value given for one (fixed=) keeps it at that value."""
+SWITCHES = ("sp", "distributed_optimizer", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap")
+"""The switches search turns on for every layout (sp and tp_comm_overlap with TP); a value given
+for one (fixed=) is kept instead."""
+
+
+def enumerate_layouts(model: ModelConfig, base: ParallelConfig, system: SystemConfig,
+                      fixed: Mapping[str, Any] | None = None) -> tuple[list[ParallelConfig], dict[str, int]]:
+    """Valid layouts, and a count of rejection reasons (by the first word of the field).
+
+    ``fixed``: the axes (LAYOUT_AXES) and switches (SWITCHES) the user gave, kept at their
+    values instead of varied or switched on, so that no layout flag is silently dropped."""
+    fixed = dict(fixed or {})
+    unknown = sorted(set(fixed) - set(LAYOUT_AXES) - set(SWITCHES))
+    if unknown:
+        raise ConfigError(unknown[0], fixed[unknown[0]], f"search varies {', '.join(LAYOUT_AXES)}; "
+                          f"it keeps {', '.join(SWITCHES)} as given")
     gpus = base.world_size
     system = system.for_job(gpus)  # on a rack-scale system, the job's NVLink domain (its Slurm segment)
     tps = [t for t in _pow2_upto(min(system.domain_gpus, gpus))]
@@ -124,17 +141,23 @@ def enumerate_layouts(model: ModelConfig, base: ParallelConfig, system: SystemCo
     eps = [e for e in range(1, model.num_experts + 1) if model.num_experts % e == 0] if model.is_moe else [1]
     # expert TP: the base's (None = tp), and for MoE with tp > 1 also 1 (folded: EP replaces TP in the experts)
     etps: tuple[int | None, ...] = (base.etp, 1) if model.is_moe and base.etp is None else (base.etp,)
+    axes: dict[str, Any] = {"tp": tps, "pp": pps, "vpp": (1, 2, 4), "cp": cps, "ep": eps, "etp": etps,
+                            "micro_batch": (1, 2, 4), "recompute": ("none", "selective", "full")}
+    for name in LAYOUT_AXES:
+        if name in fixed:
+            axes[name] = (fixed[name],)
     valid: list[ParallelConfig] = []
     reasons: dict[str, int] = {}
-    for tp, pp, vpp, cp, ep, etp, mb, rc in itertools.product(tps, pps, (1, 2, 4), cps, eps, etps, (1, 2, 4),
-                                                               ("none", "selective", "full")):
-        if vpp > 1 and pp < 2 or etp == 1 and base.etp is None and tp == 1:
+    for tp, pp, vpp, cp, ep, etp, mb, rc in itertools.product(*(axes[a] for a in LAYOUT_AXES)):
+        if vpp > 1 and pp < 2 or etp == 1 and base.etp is None and tp == 1 and "etp" not in fixed:
             continue  # interleaving needs pp > 1; etp 1 at tp 1 is the etp = tp layout again
         slots = _needs_slots(L, pp, vpp)
+        on = {"sp": tp > 1, "distributed_optimizer": True, "overlap_grad_reduce": True,
+              "overlap_param_gather": True, "tp_comm_overlap": tp > 1}
+        on.update({k: fixed[k] for k in SWITCHES if k in fixed})
         try:
-            par = replace(base, tp=tp, sp=tp > 1, pp=pp, vpp=vpp, cp=cp, ep=ep, etp=etp, micro_batch=mb, recompute=rc,
-                          distributed_optimizer=True, overlap_grad_reduce=True, overlap_param_gather=True,
-                          tp_comm_overlap=tp > 1, account_for_embedding_in_pipeline_split=slots,
+            par = replace(base, tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep, etp=etp, micro_batch=mb, recompute=rc,
+                          **on, account_for_embedding_in_pipeline_split=slots,
                           account_for_loss_in_pipeline_split=slots)
             check_against_model(model, par)
         except ConfigError as exc:
@@ -294,7 +317,8 @@ def domain_summary(c: Candidate, domain: int) -> str:
 
 
 def search(model: ModelConfig, base: ParallelConfig, system: SystemConfig, *, progress=None,
-           workers: int | None = None, top_k: int | None = None) -> SearchResult:
+           workers: int | None = None, top_k: int | None = None,
+           fixed: Mapping[str, Any] | None = None) -> SearchResult:
     """Every valid layout, pruned by memory, simulated, ranked (best first).
 
     ``workers``: processes (the sweep's pool, engine.sweep.execute.local_pool; default all
@@ -310,7 +334,7 @@ def search(model: ModelConfig, base: ParallelConfig, system: SystemConfig, *, pr
 
     if top_k is not None and top_k < 1:
         raise ConfigError("top_k", top_k, "must be a positive integer")
-    layouts, reasons = enumerate_layouts(model, base, system)
+    layouts, reasons = enumerate_layouts(model, base, system, fixed)
     capacity = system.gpu_spec.memory_bytes
     gpu = system.gpu
     # Recomputation only adds work, so for one layout the lightest recompute that fits
