@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import signal
 import sys
@@ -29,6 +30,7 @@ def _sweep_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=64, help="points per task (default 64)")
     p.add_argument("--restart", action="store_true", help="ignore the journal of an earlier, interrupted run")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    _add_headroom(p)
     add_quiet(p, help="no progress bar and no informational lines on stderr (errors still print)")
     return p
 
@@ -68,12 +70,14 @@ def sweep_main(argv: list[str] | None = None) -> int:
         from engine.sweep.execute import journal_path, run_points
         from engine.sweep.grid import expand, load_spec
         from engine.sweep.point import evaluate_config
+        from workload_gen.core.memory_fit import check_headroom
         from engine.sweep.table import check_table_path, write_table
         from workload_gen.core.errors import ConfigError
 
         for flag, value in (("--workers", args.workers), ("--batch-size", args.batch_size)):
             if value is not None and value < 1:
                 raise ConfigError(flag, value, "must be a positive integer")
+        headroom = check_headroom(args.memory_headroom)
         spec = load_spec(args.spec, output=args.out)
         out = check_table_path(spec.output, "--out") if args.out else spec.output  # the spec's is checked
         if args.hf_config:
@@ -85,7 +89,8 @@ def sweep_main(argv: list[str] | None = None) -> int:
             journal.unlink()
         t0 = time.perf_counter()
         # The bar is drawn only where someone watches it (a terminal); a log gets the final line.
-        rows = run_points(points, evaluate_config, journal, workers=args.workers, use_ray=args.ray is not None,
+        evaluate = evaluate_config if not headroom else functools.partial(evaluate_config, headroom=headroom)
+        rows = run_points(points, evaluate, journal, workers=args.workers, use_ray=args.ray is not None,
                           ray_address=args.ray or None, batch_size=args.batch_size,
                           progress=not args.quiet)
         elapsed = time.perf_counter() - t0
@@ -150,8 +155,15 @@ def _search_parser() -> argparse.ArgumentParser:
                    help="print the result as JSON on stdout instead of the table (counts and the top K layouts)")
     p.add_argument("--workers", type=int, default=None,
                    help="local worker processes for the simulations (default: all cores), as sweep")
+    _add_headroom(p)
     add_quiet(p)
     return p
+
+
+def _add_headroom(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--memory-headroom", type=float, default=0.0, metavar="SHARE",
+                   help="keep this share of each GPU's memory free: a layout fits when its reserved peak plus "
+                        "the CUDA context stays within (1 - SHARE) of the capacity (default 0; e.g. 0.1)")
 
 
 def _pct(x: float | None) -> str:
@@ -182,6 +194,7 @@ def search_main(argv: list[str] | None = None) -> int:
 
         from engine.sweep.search import explain, search
         from engine.sweep.table import check_table_path
+        from workload_gen.core.memory_fit import allocator_budget, check_headroom
         from engine.commands.config_flags import configs_from_args
         from workload_gen.core.errors import ConfigError
         from workload_gen.core.system import load_system
@@ -191,6 +204,7 @@ def search_main(argv: list[str] | None = None) -> int:
         out = check_table_path(Path(args.out), "--out") if args.out else None
         if args.workers is not None and args.workers < 1:
             raise ConfigError("--workers", args.workers, "must be a positive integer")
+        headroom = check_headroom(args.memory_headroom)
         model, base = configs_from_args(args)
         warn_unmodelled(base, "search")
         # layout flags the user gave fix their axis (no flag is silently dropped)
@@ -211,12 +225,12 @@ def search_main(argv: list[str] | None = None) -> int:
 
             # without --out only the top K are shown: skip layouts that cannot reach them
             # (at least 2: the explanation compares the best with the runner-up)
-            res = search(model, base, system, progress=progress, workers=args.workers, fixed=fixed,
+            res = search(model, base, system, progress=progress, workers=args.workers, fixed=fixed, headroom=headroom,
                          top_k=None if out is not None else max(args.top_k, 2))
-        capacity = system.gpu_spec.memory_bytes / 2**30
+        capacity = allocator_budget(system.gpu_spec.memory_bytes, headroom) / 2**30
         if not args.quiet:
             print(f"search: {res.enumerated} layouts enumerated, {res.invalid} invalid, {res.over_memory} over "
-                  f"{capacity:.0f} GiB, {res.simulated} simulated"
+                  f"the {capacity:.1f} GiB the allocator may use, {res.simulated} simulated"
                   + (f" ({res.pruned} skipped: their compute alone is slower than the top {args.top_k})"
                      if res.pruned else "") + f" in {time.perf_counter() - t0:.1f} s",
                   file=sys.stderr)

@@ -36,10 +36,13 @@ def system_of(config: dict[str, Any]) -> SystemConfig:
     raise TrainsimError(f"system={spec!r} must be a preset name or a mapping of system fields")
 
 
-def evaluate_config(config: dict[str, Any]) -> dict[str, Any]:
-    """One row: status, reason, the resolved inputs, and every summary figure."""
+def evaluate_config(config: dict[str, Any], headroom: float = 0.0) -> dict[str, Any]:
+    """One row: status, reason, the resolved inputs, and every summary figure. A point whose
+    memory does not fit (workload_gen.core.memory_fit, keeping ``headroom`` of the GPU free)
+    is invalid with the reason."""
     from engine.pipeline import build_cached, run_workload
     from workload_gen.config_loading import configs_from_dict
+    from workload_gen.core.memory_fit import allocator_budget
     from workload_gen.core.metrics import headline
 
     row: dict[str, Any] = {"status": "ok", "reason": ""}
@@ -59,9 +62,12 @@ def evaluate_config(config: dict[str, Any]) -> dict[str, Any]:
         reserved = max(m.reserved_peak for m in memory)
         row.update(peak_memory_bytes=peak, reserved_memory_bytes=reserved, peak_memory_gib=peak / GIB)
         capacity = system.gpu_spec.memory_bytes
-        if reserved > capacity:
+        budget = allocator_budget(capacity, headroom)
+        if reserved > budget:
+            kept = f", {headroom:.0%} kept free" if headroom else ""
             row.update(status="invalid",
-                       reason=f"memory: reserved {reserved / GIB:.1f} GiB > {system.gpu} capacity {capacity / GIB:.1f} GiB")
+                       reason=f"memory: reserved {reserved / GIB:.1f} GiB > {budget / GIB:.1f} GiB the allocator may "
+                              f"use on {system.gpu} ({capacity / GIB:.1f} GiB less the CUDA context{kept})")
             return row
         result = run_workload(workload, system, timeline=False, attach=True, memory=memory)
     except TrainsimError as exc:

@@ -39,6 +39,7 @@ from typing import Any
 
 from engine.sweep.point import GIB
 from workload_gen.core.errors import ConfigError, TrainsimError
+from workload_gen.core.memory_fit import allocator_budget
 from workload_gen.core.model_config import ModelConfig
 from workload_gen.core.parallel_config import ParallelConfig, check_against_model
 from workload_gen.core.record import record
@@ -318,8 +319,11 @@ def domain_summary(c: Candidate, domain: int) -> str:
 
 def search(model: ModelConfig, base: ParallelConfig, system: SystemConfig, *, progress=None,
            workers: int | None = None, top_k: int | None = None,
-           fixed: Mapping[str, Any] | None = None) -> SearchResult:
+           fixed: Mapping[str, Any] | None = None, headroom: float = 0.0) -> SearchResult:
     """Every valid layout, pruned by memory, simulated, ranked (best first).
+
+    A layout fits by workload_gen.core.memory_fit's rule, keeping ``headroom`` (a share of the
+    GPU's memory) free; ``fixed`` keeps given axes and switches (:func:`enumerate_layouts`).
 
     ``workers``: processes (the sweep's pool, engine.sweep.execute.local_pool; default all
     cores, 1 runs here). ``top_k``: when given, only the layouts that can still be among the
@@ -335,7 +339,7 @@ def search(model: ModelConfig, base: ParallelConfig, system: SystemConfig, *, pr
     if top_k is not None and top_k < 1:
         raise ConfigError("top_k", top_k, "must be a positive integer")
     layouts, reasons = enumerate_layouts(model, base, system, fixed)
-    capacity = system.gpu_spec.memory_bytes
+    capacity = allocator_budget(system.gpu_spec.memory_bytes, headroom)  # what a stage may reserve
     gpu = system.gpu
     # Recomputation only adds work, so for one layout the lightest recompute that fits
     # dominates the heavier ones: none < selective < full.

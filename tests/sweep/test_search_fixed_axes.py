@@ -47,3 +47,33 @@ def test_a_given_switch_is_kept():
 def test_bad_workers_is_one_line(capsys):
     assert search_main([*BASE, "--workers", "0"]) == 2
     assert capsys.readouterr().err.startswith("error: --workers=0 is invalid; must be a positive integer")
+
+
+def test_memory_headroom_keeps_that_share_free(capsys):
+    """--memory-headroom 0.5: every layout search keeps reserves at most half the GPU less the
+    CUDA context (workload_gen.core.memory_fit.allocator_budget), and more layouts are pruned."""
+    from workload_gen.core.gpu_specs import get_gpu
+    from workload_gen.core.memory_fit import allocator_budget
+
+    flags = ["--model", "llama3-8b", "--world-size", "8", "--global-batch", "16", "--seq-length", "4096",
+             "--top-k", "50", "--json", "-q"]
+    assert search_main(flags) == 0
+    free = json.loads(capsys.readouterr().out)
+    assert search_main([*flags, "--memory-headroom", "0.5"]) == 0
+    tight = json.loads(capsys.readouterr().out)
+    budget = allocator_budget(get_gpu("h100-sxm").memory_bytes, 0.5)
+    assert tight["layouts"] and all(r["reserved_memory_bytes"] <= budget for r in tight["layouts"])
+    assert any(r["reserved_memory_bytes"] > budget for r in free["layouts"])
+    assert tight["over_memory"] > free["over_memory"]
+
+
+def test_a_sweep_point_over_the_headroom_is_invalid_with_its_reason():
+    from engine.sweep.point import evaluate_config
+
+    config = {"model": "llama3-8b", "parallel": {"world_size": 8, "tp": 2, "global_batch": 16, "seq_length": 4096,
+                                                  "distributed_optimizer": True}}
+    ok = evaluate_config(config)
+    assert ok["status"] == "ok"
+    share = 1 - ok["reserved_memory_bytes"] / (80 * 2**30) + 0.05  # leaves less than the point needs
+    tight = evaluate_config(config, headroom=min(share, 0.99))
+    assert tight["status"] == "invalid" and "kept free" in tight["reason"]

@@ -48,6 +48,24 @@ class MemoryFit:
         return min(range(len(self.margins)), key=lambda s: (self.margins[s], s))
 
 
+def allocator_budget(capacity: int, headroom: float = 0.0) -> int:
+    """The most the caching allocator may reserve on a GPU of ``capacity`` bytes under the rule
+    (search and sweep prune with it): the usable share less the CUDA context."""
+    return int(capacity * (1.0 - headroom)) - CUDA_CONTEXT_BYTES
+
+
+def check_headroom(headroom: float, flag: str = "--memory-headroom") -> float:
+    """A headroom share in [0, 1), or one ConfigError line."""
+    import math
+
+    from workload_gen.core.errors import ConfigError
+
+    if isinstance(headroom, bool) or not isinstance(headroom, (int, float)) or not math.isfinite(headroom) \
+            or not 0 <= headroom < 1:
+        raise ConfigError(flag, headroom, "must be a share of the GPU's memory in [0, 1), e.g. 0.1")
+    return float(headroom)
+
+
 def memory_fit(memory: Sequence[Any], capacity: int, headroom: float = 0.0) -> MemoryFit:
     """The fit of per-stage estimates ``memory`` (each with ``reserved_peak``) on a GPU of
     ``capacity`` bytes, keeping ``headroom`` (a share in [0, 1)) free."""
