@@ -29,6 +29,9 @@ def _sweep_parser() -> argparse.ArgumentParser:
                    help="run on Ray: no ADDRESS starts a local Ray instance, else connect to the head at ADDRESS")
     p.add_argument("--batch-size", type=int, default=64, help="points per task (default 64)")
     p.add_argument("--restart", action="store_true", help="ignore the journal of an earlier, interrupted run")
+    p.add_argument("--max-points", type=int, default=None, metavar="N",
+                   help="run at most N points (default 5,000 per worker, all cores unless --workers; Ray: no "
+                        "default limit); a bigger grid is refused before anything runs")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     _add_headroom(p)
     add_quiet(p, help="no progress bar and no informational lines on stderr (errors still print)")
@@ -83,6 +86,7 @@ def sweep_main(argv: list[str] | None = None) -> int:
         if args.hf_config:
             spec = _with_hf_model(spec, args.hf_config, args)
         points = expand(spec)
+        _check_point_budget(len(points), args)
         inform(args, f"sweep: {len(points)} points ({args.spec})")
         journal = journal_path(out)
         if args.restart and journal.exists():
@@ -158,6 +162,30 @@ def _search_parser() -> argparse.ArgumentParser:
     _add_headroom(p)
     add_quiet(p)
     return p
+
+
+def _check_point_budget(n: int, args: argparse.Namespace) -> None:
+    """Refuse a grid bigger than --max-points (default: DEFAULT_SWEEP_POINTS_PER_WORKER per local
+    worker) up front, with the figure and the flag."""
+    from engine.sweep.execute import worker_count
+    from workload_gen.core.errors import ConfigError
+    from workload_gen.core.limits import DEFAULT_SWEEP_POINTS_PER_WORKER
+
+    if args.max_points is not None:
+        if args.max_points < 1:
+            raise ConfigError("--max-points", args.max_points, "must be a positive integer")
+        limit, why = args.max_points, "--max-points"
+    elif args.ray is not None:
+        return
+    else:
+        workers = worker_count(args.workers)
+        limit = DEFAULT_SWEEP_POINTS_PER_WORKER * workers
+        why = f"{DEFAULT_SWEEP_POINTS_PER_WORKER:,} points per worker x {workers} worker{'s' * (workers > 1)}"
+    if n > limit:
+        raise ConfigError("grid", f"{n:,} points", f"more than {limit:,} ({why}); at 10-50 ms a point that is "
+                          f"about {n * 0.03 / max(1, limit // DEFAULT_SWEEP_POINTS_PER_WORKER) / 60:.0f} min: "
+                          f"give --max-points {n} (and more --workers or --ray) to run it, or make the grid smaller",
+                          args.spec)
 
 
 def _add_headroom(p: argparse.ArgumentParser) -> None:

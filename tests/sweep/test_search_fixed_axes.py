@@ -77,3 +77,20 @@ def test_a_sweep_point_over_the_headroom_is_invalid_with_its_reason():
     share = 1 - ok["reserved_memory_bytes"] / (80 * 2**30) + 0.05  # leaves less than the point needs
     tight = evaluate_config(config, headroom=min(share, 0.99))
     assert tight["status"] == "invalid" and "kept free" in tight["reason"]
+
+
+def test_a_sweep_bigger_than_its_point_budget_is_refused_up_front(tmp_path, capsys):
+    """10^5 points on one worker used to run on for an hour (issue 29); now one line, at once."""
+    from engine.commands.sweep import sweep_main
+
+    spec = tmp_path / "big.yaml"
+    spec.write_text("base:\n  model: gpt3-125m\n  system: h100\n  training: {seq_length: 512}\ngrid:\n"
+                    "  - product:\n      system.nic_bw: [" + ", ".join(f"{25e9 + i * 1e8:.1f}" for i in range(100))
+                    + "]\n      system.nvlink_bw: [" + ", ".join(f"{300e9 + i * 1e8:.1f}" for i in range(1000))
+                    + "]\noutput: big.csv\n")
+    assert sweep_main([str(spec), "--workers", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "100,000 points" in err and "--max-points 100000" in err
+    assert not (tmp_path / "big.csv").exists()
+    assert sweep_main([str(spec), "--workers", "1", "--max-points", "0"]) == 2
+    assert "--max-points=0 is invalid" in capsys.readouterr().err

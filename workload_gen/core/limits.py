@@ -62,6 +62,11 @@ MAX_SWEEP_POINTS = 1_000_000
 milliseconds at least: a million is hours on a large machine; the expansion itself keeps
 every point's config in memory."""
 
+DEFAULT_SWEEP_POINTS_PER_WORKER = 5_000
+"""Points a sweep runs per worker unless ``--max-points`` says more: at 10-50 ms a point,
+1-4 minutes of one core. A bigger grid is refused up front with the figure and the flag,
+instead of running for an hour on a laptop (issue 29: 10^5 points on one worker)."""
+
 MAX_EXPR_CHARS = 2_000
 """Characters of one sweep filter expression."""
 
