@@ -79,6 +79,27 @@ def check_output_path(path: str | os.PathLike[str], field: str = "output") -> No
     _check_nearest_is_directory(p.parents, field, path)
 
 
+def check_not_an_input(output: str | os.PathLike[str] | None, field: str,
+                       inputs: Iterable[tuple[str, str | os.PathLike[str] | None]]) -> None:
+    """Refuse an output file that is one of the command's own inputs (the same file, through
+    any path or symlink): writing it would destroy what the command reads. One-line
+    ConfigError naming both options."""
+    if output is None or str(output) == "-":
+        return
+    out = Path(output)
+    for name, given in inputs:
+        if given is None or str(given) == "-":
+            continue
+        src = Path(given)
+        try:
+            same = out.exists() and src.exists() and os.path.samefile(out, src)
+        except OSError:
+            same = False
+        if same or os.path.realpath(out) == os.path.realpath(src):
+            raise ConfigError(field, str(output), f"is the command's input {name} ({given}); writing it would "
+                              "destroy it: give another output path")
+
+
 def _check_nearest_is_directory(components: Iterable[Path], field: str, shown: object) -> None:
     """Of ``components`` (a path's parents, nearest first), the first that exists must be a
     directory; else a one-line ConfigError naming it. Missing ones are fine (created later)."""

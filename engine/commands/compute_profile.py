@@ -285,6 +285,9 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
+    from formats.output_paths import check_not_an_input
+
+    check_not_an_input(args.out, "-o", (("--profile", args.profile),))
     with ProfileDB(args.profile, create=False) as db:
         n = db.export_csv(args.out, gpu=args.gpu)
     inform(args, f"{args.out}: {n} rows")

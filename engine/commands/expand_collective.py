@@ -257,6 +257,9 @@ def _workload(args, system: SystemConfig, links: LinkModel) -> int:
         if args.gpus < 1:
             raise ConfigError("gpus", args.gpus, "must be a positive integer")
         check_limit("gpus", args.gpus, "MAX_RANKS", "GPUs")
+    from formats.output_paths import check_not_an_input
+
+    check_not_an_input(args.out, "-o", (("-w", args.workload),))
     w = read_workload(args.workload, gpus=args.gpus)
     check_limit("world_size", w.parallel.world_size, "MAX_RANKS", "GPUs")
     gpn = system.domain_gpus

@@ -82,8 +82,12 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
 
     def body() -> int:
+        from formats.output_paths import check_not_an_input
         from workload_gen.builder import build
 
+        check_not_an_input(args.out, "-o", (("-c", getattr(args, "config", None)),
+                                            ("--hf-config", getattr(args, "hf_config", None)),
+                                            ("--profile", getattr(args, "profile", None))))
         model, par = configs_from_args(args)
         if not 0 <= args.stage < par.pp:
             raise ConfigError("stage", args.stage, f"valid: 0..{par.pp - 1} (pp={par.pp})")

@@ -82,7 +82,14 @@ def _journal_line(key: str, row: Row) -> str:
 
 
 def _open_journal(path: Path):
-    """Open for appending, starting on a fresh line if the last one was torn."""
+    """Open for appending, starting on a fresh line if the last one was torn. A journal path
+    that is a symlink or not a regular file is refused: appending would write into whatever
+    it points at (issue 29: a journal linked to the sweep's spec)."""
+    from workload_gen.core.errors import ConfigError
+
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        raise ConfigError("journal", str(path), "is a symlink or not a regular file; the sweep appends its "
+                          "journal there: remove it, or give another --out")
     path.parent.mkdir(parents=True, exist_ok=True)
     torn = False
     if path.exists() and path.stat().st_size > 0:
