@@ -11,7 +11,9 @@ from workload_gen.core.yaml_file import read_yaml_mapping
 
 @pytest.mark.parametrize("text,value", [
     ("5.0e10", 5.0e10), ("5e10", 5e10), ("1E-6", 1e-6), ("-3e-2", -0.03), (".5", 0.5), ("1.5", 1.5),
-    ("400", 400), ("1_000", 1000),
+    ("400", 400), ("010", 10), ("0o10", 8), ("0x10", 16), ("-7", -7),
+    # YAML 1.2's core schema: an underscore makes text (YAML 1.1 read 1_000 as 1000)
+    ("1_000", "1_000"),
 ])
 def test_numbers_are_yaml_1_2(tmp_path, text, value):
     p = tmp_path / "x.yaml"
@@ -46,3 +48,11 @@ def test_non_utf8_is_one_line(tmp_path):
     p.write_bytes(b"nic_bw: \xff\xfe\n")
     with pytest.raises(FormatError, match="not UTF-8"):
         read_yaml_mapping(p, "v")
+
+
+def test_a_repeated_key_is_one_line_with_both_lines(tmp_path):
+    """YAML forbids a repeated key; PyYAML kept the last one silently (issue 29)."""
+    p = tmp_path / "x.yaml"
+    p.write_text("model: llama3-8b\nparallel: {tp: 2}\nparallel: {tp: 4}\n")
+    with pytest.raises(FormatError, match=r"x\.yaml:3: invalid YAML: key 'parallel' appears twice \(first on line 2\)"):
+        read_yaml_mapping(p, "sections")

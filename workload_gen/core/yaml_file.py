@@ -6,7 +6,9 @@ with the file, the line number and YAML's own complaint (a FormatError, exit cod
 
 Numbers follow YAML 1.2 (and JSON), not PyYAML's YAML 1.1 rules: ``5e10`` and ``1E-6``
 are floats, where YAML 1.1 wants a dot (``5.0e+10``) and reads ``5.0e10`` as a string, so
-every bandwidth written the way people write it used to be refused. JSON files are read
+every bandwidth written the way people write it used to be refused; ``010`` is ten (YAML
+1.1: eight) and ``1_000`` is text. A key repeated in one mapping is an error (YAML forbids
+it; PyYAML kept the last). JSON files are read
 by the same function (JSON is YAML 1.2). libyaml's C parser is used when PyYAML has it
 (about 10x faster on the shipped data files).
 """
@@ -32,9 +34,47 @@ def _loader() -> type:
     import yaml
 
     base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    loader = type("Yaml12NumbersLoader", (base,), {})
+    loader = type("Yaml12NumbersLoader", (base,), {"construct_mapping": _construct_unique_mapping})
+    # integers as YAML 1.2's core schema reads them: 010 is ten (YAML 1.1: eight), 0o10 is
+    # eight, 0x10 sixteen, and 1_000 is not a number (YAML 1.1 drops the underscore)
+    loader.yaml_implicit_resolvers = {
+        first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:int"]
+        for first, resolvers in base.yaml_implicit_resolvers.items()}
+    loader.add_implicit_resolver("tag:yaml.org,2002:int", _YAML12_INT, list("-+0123456789"))
+    loader.add_constructor("tag:yaml.org,2002:int", _construct_yaml12_int)
     loader.add_implicit_resolver("tag:yaml.org,2002:float", _YAML12_FLOAT, list("-+0123456789."))
     return loader
+
+
+_YAML12_INT = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
+"""YAML 1.2 core schema integers (decimal, 0o octal, 0x hex)."""
+
+
+def _construct_yaml12_int(loader: Any, node: Any) -> int:
+    text = loader.construct_scalar(node)
+    if text.startswith(("0o", "0x")):
+        return int(text[2:], 8 if text[1] == "o" else 16)
+    return int(text, 10)
+
+
+def _construct_unique_mapping(loader: Any, node: Any, deep: bool = False) -> dict:
+    """A mapping whose keys are unique: YAML forbids repeating a key, and PyYAML would keep
+    the last one silently (issue 29: a duplicated section overrode the first)."""
+    import yaml
+
+    seen: dict[Any, Any] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        try:
+            hash(key)
+        except TypeError:
+            continue  # unhashable keys fail in PyYAML's own construction, with its message
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                "while reading a mapping", node.start_mark, f"key {key!r} appears twice (first on line "
+                f"{seen[key].start_mark.line + 1})", key_node.start_mark)
+        seen[key] = key_node
+    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
 
 
 def read_text_file(path: str | Path, not_utf8_advice: str = "") -> str:
