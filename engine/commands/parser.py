@@ -23,6 +23,10 @@ def run_cli(body: Callable[[], int], *, exit_on_interrupt: bool = False) -> int:
     ``exit_on_interrupt``: after Ctrl-C leave the process right there (console scripts
     only), before the interrupted body's objects are freed: tearing down a loaded ns-3
     simulation takes half a second and is of no use to a process that is ending."""
+    if sys.stdout is None:
+        # stdout closed (`cmd >&-`): Python leaves sys.stdout None, where print() discards and
+        # sys.stdout.write raises AttributeError; discard the output as print() would (issue 29)
+        sys.stdout = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - lives as long as the process
     try:
         return body()
     except TrainsimError as exc:

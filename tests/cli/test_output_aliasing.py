@@ -52,3 +52,15 @@ def test_a_sweep_journal_that_is_a_symlink_is_refused(tmp_path, capsys):
     assert sweep_main([str(spec), "--workers", "1", "-q"]) == 2
     assert "is a symlink or not a regular file" in capsys.readouterr().err
     assert spec.read_text() == text
+
+
+@pytest.mark.parametrize("command", ["run-analytical -q --model gpt3-125m --world-size 1 --global-batch 1",
+                                     "gen-workload --model gpt3-125m --world-size 1 -q"])
+def test_a_closed_stdout_is_no_traceback(command):
+    """`cmd >&-` left sys.stdout None and ended in AttributeError (issue 29): the output is
+    discarded, as print() would, and the command succeeds."""
+    import subprocess
+
+    done = subprocess.run(["sh", "-c", f"{command} >&-"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
