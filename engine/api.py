@@ -119,6 +119,12 @@ def simulate(
 def _result(workload: Workload, system: SystemConfig, name: str, total: float, breakdowns: tuple[Breakdown, ...],
             ends: list[float], memory: tuple[MemoryEstimate, ...] | None, intervals: Any,
             extras: dict[str, Any]) -> RunResult:
+    from workload_gen.core.limits import MAX_SECONDS
+
+    if not 0 <= total <= MAX_SECONDS:  # never an inf, a NaN or an absurd figure in an output
+        raise ConfigError("iteration_time_s", total, f"the simulated iteration would take more than {MAX_SECONDS:.0e} "
+                          f"s (workload_gen/core/limits.py MAX_SECONDS) on {system.name}: check the system's "
+                          "bandwidths and latencies and the workload's times")
     # The critical stage is the bottleneck: the one busiest with its own work (compute,
     # exposed communication, optimizer), so that an unbalanced pipeline reports the stage
     # that sets the pace rather than a light stage that mostly waits for it. Equal loads

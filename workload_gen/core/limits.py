@@ -48,6 +48,12 @@ MAX_FLOPS = 1e21
 """FLOPs of one compute op (a zettaFLOP: about 20 minutes on a 1 PFLOP/s GPU, for one
 kernel). Larger values, and ``inf``, only come from corrupt files."""
 
+MIN_BANDWIDTH = 1e6
+"""Bytes/s: the slowest link a system may declare (1 MB/s). A denormal or tiny bandwidth made
+a collective take longer than any clock holds: the simulation deadlocked, or wrote Infinity."""
+MAX_BANDWIDTH = 1e16
+"""Bytes/s: the fastest link a system may declare (10 PB/s, far above any NVLink or NIC)."""
+
 MAX_SECONDS = 1e6
 """Time of one op (about 11.6 days), in seconds."""
 

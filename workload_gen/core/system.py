@@ -94,9 +94,26 @@ class SystemConfig:
             # NaN passes every comparison below and ends as NaN in summary.json; inf is no rate
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
                 raise ConfigError(name, v, "must be a finite number")
+        from workload_gen.core.limits import MAX_BANDWIDTH, MAX_SECONDS, MIN_BANDWIDTH
+
         for name in ("nvlink_bw", "nvlink_busbw", "nic_bw"):
             if getattr(self, name) <= 0:
                 raise ConfigError(name, getattr(self, name), "must be > 0 (bytes/s)")
+        for name in ("nvlink_bw", "nvlink_busbw", "nic_bw", "nvls_busbw"):
+            v = getattr(self, name)
+            if (v or name != "nvls_busbw") and not MIN_BANDWIDTH <= v <= MAX_BANDWIDTH:
+                raise ConfigError(name, v, f"must be between {MIN_BANDWIDTH:.0e} and {MAX_BANDWIDTH:.0e} bytes/s "
+                                  "(workload_gen/core/limits.py)")
+        for name in ("nvlink_latency_s", "network_latency_s", "link_latency_s"):
+            if getattr(self, name) > MAX_SECONDS:
+                raise ConfigError(name, getattr(self, name), f"must be at most {MAX_SECONDS:.0e} seconds")
+        if 0 < self.nic_efficiency <= 1 and self.oversubscription >= 1 \
+                and self.nic_bw * self.nic_efficiency / self.oversubscription < MIN_BANDWIDTH:
+            raise ConfigError("nic_efficiency" if self.oversubscription <= 1 else "oversubscription",
+                              self.nic_efficiency if self.oversubscription <= 1 else self.oversubscription,
+                              f"leaves a NIC nic_bw x nic_efficiency / oversubscription = "
+                              f"{self.nic_bw * self.nic_efficiency / self.oversubscription:.3g} bytes/s, under the "
+                              f"{MIN_BANDWIDTH:.0e} bytes/s limit (workload_gen/core/limits.py)")
         if self.host_op_s is not None and (isinstance(self.host_op_s, bool) or not isinstance(self.host_op_s, (int, float))
                                            or not math.isfinite(self.host_op_s) or self.host_op_s < 0):
             raise ConfigError("host_op_s", self.host_op_s, "must be a finite number >= 0 (seconds), or null")
