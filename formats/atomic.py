@@ -80,7 +80,7 @@ def _check_writable(target: Path, st: os.stat_result | None, field: str, shown: 
 def _mkstemp(target: Path, field: str, shown: object, via_link: bool) -> tuple[int, str]:
     """A temporary file beside ``target`` (same directory, so the rename is atomic)."""
     try:
-        return tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        return tempfile.mkstemp(prefix=f".{target.name[:64]}.", suffix=".tmp", dir=target.parent)
     except OSError as exc:
         what = f"is a symlink to {target}, which is not writable" if via_link else \
             f"cannot create a file in {target.parent}"

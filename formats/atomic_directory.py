@@ -232,7 +232,7 @@ def write_directory(out: str | os.PathLike[str], files: Mapping[str, str | bytes
     try:
         with signal_guard():
             try:
-                swap.new = tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmpdir", dir=target.parent)
+                swap.new = tempfile.mkdtemp(prefix=f".{target.name[:64]}.", suffix=".tmpdir", dir=target.parent)
             except OSError as exc:
                 raise ConfigError(field, str(out), f"cannot create a directory in {target.parent}: "
                                   f"{exc.strerror}") from None
@@ -245,7 +245,7 @@ def write_directory(out: str | os.PathLike[str], files: Mapping[str, str | bytes
             elif _exchange(swap.new, str(target)):
                 swap.old, swap.new = swap.new, None
             else:
-                swap.old = tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent)
+                swap.old = tempfile.mkdtemp(prefix=f".{target.name[:64]}.", suffix=".old", dir=target.parent)
                 os.rename(target, swap.old)  # over the empty placeholder
                 os.rename(swap.new, target)
                 swap.new = None

@@ -64,3 +64,23 @@ def test_a_closed_stdout_is_no_traceback(command):
     done = subprocess.run(["sh", "-c", f"{command} >&-"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_unbounded_or_special_config_files_are_refused_at_once(tmp_path, capsys):
+    """/dev/zero or a FIFO given as a config used to be read until memory ran out (issue 29)."""
+    from engine.commands.run import analytical_main
+
+    assert analytical_main(["--system", "/dev/zero", "-q"]) == 2
+    assert "/dev/zero: is not a regular file" in capsys.readouterr().err
+    fifo = tmp_path / "f.yaml"
+    os.mkfifo(fifo)
+    assert gen_main(["-c", str(fifo), "-q"]) == 2
+    assert "is not a regular file" in capsys.readouterr().err
+
+
+def test_a_250_character_output_name_is_written(tmp_path):
+    """Valid input refused (issue 29): the atomic writer's temporary name repeated the whole
+    target name and went past the file system's 255-byte limit."""
+    out = tmp_path / ("a" * 250 + ".txt")
+    assert gen_main(["--model", "gpt3-125m", "--world-size", "1", "-o", str(out), "-q"]) == 0
+    assert out.read_text().startswith("# trainsim workload")

@@ -48,6 +48,11 @@ MAX_FLOPS = 1e21
 """FLOPs of one compute op (a zettaFLOP: about 20 minutes on a 1 PFLOP/s GPU, for one
 kernel). Larger values, and ``inf``, only come from corrupt files."""
 
+MAX_TEXT_FILE_BYTES = 64 * 2**20
+"""Bytes of a YAML or JSON config file (run configs, systems, sweep specs, HF config.json):
+the largest shipped one is under 100 KiB; /dev/zero or a multi-GB file used to be read
+until memory ran out."""
+
 MIN_BANDWIDTH = 1e6
 """Bytes/s: the slowest link a system may declare (1 MB/s). A denormal or tiny bandwidth made
 a collective take longer than any clock holds: the simulation deadlocked, or wrote Infinity."""

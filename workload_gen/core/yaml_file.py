@@ -84,7 +84,18 @@ def read_text_file(path: str | Path, not_utf8_advice: str = "") -> str:
     Why a function: the YAML reader here and the Hugging Face ``config.json`` reader
     (``workload_gen.hf_config``) report these two failures in the same words.
     """
+    import os
+    import stat as stat_mod
+
+    from workload_gen.core.limits import MAX_TEXT_FILE_BYTES
+
     try:
+        st = os.stat(path)
+        if not stat_mod.S_ISREG(st.st_mode):  # /dev/zero, a FIFO: unbounded, read would never end
+            raise FormatError(str(path), None, "is not a regular file (a device, FIFO or directory); give a file")
+        if st.st_size > MAX_TEXT_FILE_BYTES:
+            raise FormatError(str(path), None, f"is {st.st_size:,} bytes, over the {MAX_TEXT_FILE_BYTES:,}-byte "
+                              "limit for a config file (workload_gen/core/limits.py MAX_TEXT_FILE_BYTES)")
         return Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise FormatError(str(path), None, f"not UTF-8 text (byte {exc.start}){not_utf8_advice}") from None
