@@ -128,6 +128,22 @@ def _check_spec_size(data: Any, source: str) -> None:
             todo.extend((v, depth + 1) for v in node)
 
 
+def _resolve_relative_paths(base: dict, base_dir: Path | None) -> dict:
+    """The base's file references (model.hf_config, a system YAML path) resolved against the
+    spec's directory, as its output is (issue 29: a relative hf_config was looked up in the
+    current directory)."""
+    if base_dir is None:
+        return base
+    out = dict(base)
+    model = out.get("model")
+    if isinstance(model, dict) and isinstance(model.get("hf_config"), str) and not Path(model["hf_config"]).is_absolute():
+        out["model"] = {**model, "hf_config": str(base_dir / model["hf_config"])}
+    system = out.get("system")
+    if isinstance(system, str) and system.endswith((".yaml", ".yml")) and not Path(system).is_absolute():
+        out["system"] = str(base_dir / system)
+    return out
+
+
 def spec_from_dict(data: Any, source: str = "<spec>", base_dir: Path | None = None,
                    confine_output: bool = True) -> SweepSpec:
     if not isinstance(data, dict):
@@ -140,6 +156,7 @@ def spec_from_dict(data: Any, source: str = "<spec>", base_dir: Path | None = No
     base = data.get("base") or {}
     if not isinstance(base, dict):
         raise ConfigError("base", base, "must be a mapping (the run config)", source)
+    base = _resolve_relative_paths(base, base_dir)
     raw_grid = data.get("grid") or []
     if isinstance(raw_grid, dict):
         raw_grid = [raw_grid]

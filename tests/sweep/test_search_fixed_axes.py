@@ -94,3 +94,21 @@ def test_a_sweep_bigger_than_its_point_budget_is_refused_up_front(tmp_path, caps
     assert not (tmp_path / "big.csv").exists()
     assert sweep_main([str(spec), "--workers", "1", "--max-points", "0"]) == 2
     assert "--max-points=0 is invalid" in capsys.readouterr().err
+
+
+def test_a_relative_hf_config_in_a_spec_is_the_specs_neighbour(tmp_path, monkeypatch):
+    """A spec's model.hf_config resolves against the spec's directory, as its output does
+    (issue 29: it was looked up in the current directory and every point failed)."""
+    from engine.commands.sweep import sweep_main
+
+    d = tmp_path / "specs"
+    d.mkdir()
+    (d / "m.json").write_text(json.dumps({
+        "model_type": "mistral", "num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 8,
+        "num_key_value_heads": 8, "intermediate_size": 1024, "vocab_size": 32000, "max_position_embeddings": 4096,
+        "tie_word_embeddings": False}))
+    (d / "s.yaml").write_text("base:\n  model: {hf_config: m.json}\n  system: h100\n  training: {seq_length: 512}\n"
+                              "grid:\n  - product:\n      parallel.tp: [1, 2]\noutput: out.csv\n")
+    monkeypatch.chdir(tmp_path)  # not the spec's directory
+    assert sweep_main([str(d / "s.yaml"), "--workers", "1", "-q", "--no-plots"]) == 0
+    assert (d / "out.csv").read_text().count(",ok,") == 2
