@@ -47,7 +47,7 @@ from typing import Any
 from workload_gen.core.errors import ConfigError, FormatError
 from workload_gen.core.model_config import ModelConfig, moe_layer_layout
 from workload_gen.core.model_presets import preset_equal_to
-from workload_gen.core.yaml_file import read_text_file
+from workload_gen.core.yaml_file import check_nesting, read_text_file
 
 LLAMA_LIKE = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gpt_oss", "llama4",
               "llama4_text")
@@ -119,10 +119,13 @@ class _Fields:
 
 def read_hf_json(path: str | Path) -> dict[str, Any]:
     text = read_text_file(path)
+    check_nesting(text, path)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise FormatError(str(path), exc.lineno, f"invalid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise FormatError(str(path), None, "nested too deeply to read") from None
     if not isinstance(data, dict):
         raise FormatError(str(path), 1, "expected a JSON object (a Hugging Face config.json)")
     return data

@@ -37,3 +37,18 @@ def test_an_absurd_iteration_is_refused_not_printed():
     slow = replace(SYSTEMS["h100"], nvlink_latency_s=1e5)
     with pytest.raises(ConfigError, match="iteration would take more than 1e\\+06 s"):
         simulate(w, slow, "analytical", timeline=False)
+
+
+@pytest.mark.parametrize("text", ['{"a":' * 100000 + "1" + "}" * 100000, "x: " + "[" * 5000 + "]" * 5000])
+def test_deep_nesting_is_one_line_not_a_crash(tmp_path, text):
+    """10^5 nested braces crashed libyaml's C parser (a segmentation fault) and raised
+    RecursionError in the JSON reader (issue 29)."""
+    from workload_gen.core.errors import FormatError
+    from workload_gen.core.yaml_file import read_yaml_mapping
+    from workload_gen.hf_config import read_hf_json
+
+    p = tmp_path / "deep.json"
+    p.write_text(text)
+    for read in (lambda: read_yaml_mapping(p, "x"), lambda: read_hf_json(p)):
+        with pytest.raises(FormatError, match="nested deeper than 512 levels"):
+            read()

@@ -103,6 +103,43 @@ def read_text_file(path: str | Path, not_utf8_advice: str = "") -> str:
         raise FormatError(str(path), None, f"cannot read: {exc.strerror or exc}") from None
 
 
+MAX_TEXT_NESTING = 512
+"""Brackets/braces open at once, or indentation columns, a config file may use: libyaml's C
+parser recurses per level and crashed the process (a segmentation fault) on 10^5 levels;
+Python's JSON reader raised RecursionError."""
+
+
+_NESTING_CHARS = re.compile(r"[\"'\[\]{}\n]")
+
+
+def check_nesting(text: str, path: str | Path) -> None:
+    """Refuse text nested deeper than MAX_TEXT_NESTING (flow brackets outside quotes, or
+    indentation) before a parser recurses into it: one FormatError line."""
+    depth = deepest = 0
+    quote = ""
+    for m in _NESTING_CHARS.finditer(text):  # only the characters that matter (10x faster than a loop)
+        ch = m.group()
+        if quote:
+            if ch == quote:
+                quote = ""
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > MAX_TEXT_NESTING:
+                    break
+        elif ch in "]}":
+            depth -= 1
+        elif ch == "\n":
+            quote = ""  # an unclosed quote ends with its line in the block styles that matter here
+    indent = max((len(line) - len(line.lstrip(" ")) for line in text.splitlines()), default=0)
+    if deepest > MAX_TEXT_NESTING or indent > 8 * MAX_TEXT_NESTING:
+        raise FormatError(str(path), None, f"nested deeper than {MAX_TEXT_NESTING} levels; no config needs that "
+                          "(workload_gen/core/yaml_file.py MAX_TEXT_NESTING)")
+
+
 def read_yaml_mapping(path: str | Path, expected: str) -> dict[str, Any]:
     """The mapping in ``path``; an empty file is an empty mapping.
 
@@ -111,6 +148,7 @@ def read_yaml_mapping(path: str | Path, expected: str) -> dict[str, Any]:
     import yaml  # local: keeps `import workload_gen` light
 
     text = read_text_file(path, "; save the file as UTF-8")
+    check_nesting(text, path)
     try:
         data = yaml.load(text, Loader=_loader())  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
