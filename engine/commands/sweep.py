@@ -236,10 +236,10 @@ def search_main(argv: list[str] | None = None) -> int:
         model, base = configs_from_args(args)
         warn_unmodelled(base, "search")
         # layout flags the user gave fix their axis (no flag is silently dropped)
-        from engine.sweep.search import LAYOUT_AXES, SWITCHES
+        from engine.sweep.search import LAYOUT_AXES, MOE_CHOICES, SWITCHES
 
         given = {k[2:]: v for k, v in vars(args).items() if k.startswith("p_") and v is not None}
-        fixed = {k: getattr(base, k) for k in (*LAYOUT_AXES, *SWITCHES) if k in given}
+        fixed = {k: getattr(base, k) for k in (*LAYOUT_AXES, *SWITCHES, *MOE_CHOICES) if k in given}
         system = load_system(args.system)
         t0 = time.perf_counter()
         bar = Progress(None, "search", unit="layout", quiet=args.quiet)

@@ -79,6 +79,10 @@ class Candidate:
             parts.append("sp")
         if p.recompute != "none":
             parts.append(f"rc-{p.recompute}")
+        if p.ep > 1 and p.moe_token_dispatcher == "flex":
+            parts.append(f"flex-{p.flex_backend}")
+        if p.ep > 1 and p.overlap_moe_expert_parallel_comm:
+            parts.append("a2a-overlap")
         return " ".join(parts)
 
 
@@ -118,6 +122,9 @@ def _needs_slots(layers: int, pp: int, vpp: int) -> bool:
 LAYOUT_AXES = ("tp", "pp", "vpp", "cp", "ep", "etp", "micro_batch", "recompute")
 """The axes search varies; a value given for one (fixed=) keeps it at that value."""
 SWITCHES = ("sp", "distributed_optimizer", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap")
+MOE_CHOICES = ("moe_token_dispatcher", "overlap_moe_expert_parallel_comm")
+"""For MoE layouts with EP > 1 search also tries the flex dispatcher with HybridEP and the EP
+all-to-all overlap, each where Megatron accepts it, unless the user gave the option (fixed=)."""
 """The switches search turns on for every layout (sp and tp_comm_overlap with TP); a value given
 for one (fixed=) is kept instead."""
 
@@ -129,7 +136,7 @@ def enumerate_layouts(model: ModelConfig, base: ParallelConfig, system: SystemCo
     ``fixed``: the axes (LAYOUT_AXES) and switches (SWITCHES) the user gave, kept at their
     values instead of varied or switched on, so that no layout flag is silently dropped."""
     fixed = dict(fixed or {})
-    unknown = sorted(set(fixed) - set(LAYOUT_AXES) - set(SWITCHES))
+    unknown = sorted(set(fixed) - set(LAYOUT_AXES) - set(SWITCHES) - set(MOE_CHOICES))
     if unknown:
         raise ConfigError(unknown[0], fixed[unknown[0]], f"search varies {', '.join(LAYOUT_AXES)}; "
                           f"it keeps {', '.join(SWITCHES)} as given")
@@ -165,7 +172,35 @@ def enumerate_layouts(model: ModelConfig, base: ParallelConfig, system: SystemCo
             reasons[exc.field] = reasons.get(exc.field, 0) + 1
             continue
         valid.append(par)
+        if model.is_moe and ep > 1:
+            valid += _moe_variants(model, par, fixed, reasons)
     return valid, reasons
+
+
+def _moe_variants(model: ModelConfig, par: ParallelConfig, fixed: Mapping[str, Any],
+                  reasons: dict[str, int]) -> list[ParallelConfig]:
+    """The layout with the flex dispatcher (HybridEP) and/or the EP all-to-all overlap, each
+    kept where ParallelConfig (Megatron's own rules) accepts it (MOE_CHOICES)."""
+    changes: list[dict[str, Any]] = []
+    flex = {"moe_token_dispatcher": "flex", "moe_flex_dispatcher_backend": "hybridep"}
+    try_flex = "moe_token_dispatcher" not in fixed and par.moe_token_dispatcher != "flex"
+    try_overlap = "overlap_moe_expert_parallel_comm" not in fixed and not par.overlap_moe_expert_parallel_comm
+    if try_flex:
+        changes.append(flex)
+    if try_overlap:
+        changes.append({"overlap_moe_expert_parallel_comm": True})
+        if try_flex:
+            changes.append({**flex, "overlap_moe_expert_parallel_comm": True})
+    out = []
+    for change in changes:
+        try:
+            v = replace(par, **change)
+            check_against_model(model, v)
+        except ConfigError as exc:
+            reasons[exc.field] = reasons.get(exc.field, 0) + 1
+            continue
+        out.append(v)
+    return out
 
 
 def _groups(layouts: list[ParallelConfig]) -> list[list[list[ParallelConfig]]]:

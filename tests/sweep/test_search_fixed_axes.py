@@ -112,3 +112,24 @@ def test_a_relative_hf_config_in_a_spec_is_the_specs_neighbour(tmp_path, monkeyp
     monkeypatch.chdir(tmp_path)  # not the spec's directory
     assert sweep_main([str(d / "s.yaml"), "--workers", "1", "-q", "--no-plots"]) == 0
     assert (d / "out.csv").read_text().count(",ok,") == 2
+
+
+def test_search_tries_the_moe_dispatcher_and_overlap_unless_given():
+    """For EP > 1 search also tries the flex dispatcher (HybridEP) and the EP all-to-all overlap
+    where Megatron accepts them (issue 27: it varied neither); a given option stays fixed."""
+    from engine.sweep.search import enumerate_layouts
+    from workload_gen.config_loading import configs_from_dict
+    from workload_gen.core.system import SYSTEMS
+
+    model, base = configs_from_dict({"model": {"preset": "qwen3-30b-a3b", "num_layers": 4},
+                                     "parallel": {"world_size": 16, "global_batch": 64, "seq_length": 4096}})
+    free, _ = enumerate_layouts(model, base, SYSTEMS["h100"])
+    moe = [p for p in free if p.ep > 1]
+    assert {(p.moe_token_dispatcher, p.overlap_moe_expert_parallel_comm) for p in moe} == {
+        ("alltoall", False), ("flex", False), ("alltoall", True), ("flex", True)}
+    # Megatron's rule: the overlap needs virtual stages with PP > 1; none violates it
+    assert all(p.pp == 1 or p.vpp > 1 for p in moe if p.overlap_moe_expert_parallel_comm)
+    assert all(p.ep > 1 or p.moe_token_dispatcher == "alltoall" for p in free)
+    kept, _ = enumerate_layouts(model, base, SYSTEMS["h100"], {"moe_token_dispatcher": "alltoall",
+                                                               "overlap_moe_expert_parallel_comm": False})
+    assert {(p.moe_token_dispatcher, p.overlap_moe_expert_parallel_comm) for p in kept} == {("alltoall", False)}
