@@ -23,6 +23,8 @@ with one line naming the file, the line and what would be valid:
 """
 from __future__ import annotations
 
+import re
+
 import os
 from pathlib import Path
 
@@ -61,10 +63,19 @@ _KNOWN_NO_COMM = ("NONE", "BROADCAST")
 collective prefix; anything else SimAI would also treat as none, silently)."""
 
 
+_ASCII_NUMBER = re.compile(r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+"""A header number as SimAI's C++ stream extraction reads one: ASCII digits, no underscores."""
+
+
 def _header_int(tokens: list[str], i: int, path: str, key: str) -> int:
     if i + 1 >= len(tokens):
         raise FormatError(path, 1, f"header key {key!r} has no value")
     tok = tokens[i + 1]
+    # ASCII digits only: Python's int() and float() also take '١٢' (non-ASCII digits) and '1_000',
+    # which SimAI's C++ reader does not (issue 29)
+    if not _ASCII_NUMBER.fullmatch(tok):
+        raise FormatError(path, 1, f"header key {key!r} has value {tok[:40]!r}; expected an integer "
+                          "(ASCII digits)")
     try:
         value: int | float = int(tok)
     except ValueError:
