@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from engine.host_launch import HostPlan
 from engine.program import PassSpec, StagePlan
 from engine.schedules import Step
 from workload_gen.core.records import CollectiveOp, Group
@@ -225,5 +226,5 @@ class RankState:
         """Of those, the flex dispatcher's kernels (their own, larger slow-down: engine.sim)."""
         self.cpu = 0.0
         """The host's clock: when it has launched the op before the next (engine.host_launch)."""
-        self.host: tuple[tuple[float, ...], tuple[bool, ...], bool] | None = None
+        self.host: HostPlan | None = None
         """The running pass's host plan (HostModel.plan), None in the tail or without a host model."""

@@ -82,7 +82,8 @@ class HostModel:
         self.op_s = op_s
         experts = model.num_experts if model is not None else 0
         self.local_experts = max(1, experts // par.ep) if experts else 1
-        self.dispatcher = (par.flex_backend or "flex") if par.moe_token_dispatcher == "flex" else par.moe_token_dispatcher
+        self.alltoall = par.moe_token_dispatcher == "alltoall"
+        """The alltoall dispatcher's preprocessing (else flex's lighter set-up) rides on the permute."""
         self.sync_name = sync_op(par) if experts else None
         self.boundary_sync = par.pp > 1 and (par.vpp == 1 or not par.overlap_p2p_comm)
         """Megatron's batched p2p calls torch.cuda.synchronize after every pipeline exchange
@@ -97,7 +98,7 @@ class HostModel:
 
     def units(self, op: ComputeOp) -> float:
         """Eager-op equivalents the CPU spends on ``op`` outside any CUDA graph."""
-        return op_units(op, self.local_experts, self.dispatcher)
+        return op_units(op, self.local_experts, self.alltoall)
 
     def plan(self, key: int, ops: Sequence[Op]) -> HostPlan | None:
         """(host seconds per op, sync after op, starts synced) for one pass's ops, cached by ``key``;
@@ -159,24 +160,21 @@ class HostModel:
         return tuple(costs), tuple(syncs), synced
 
     def _is_moe(self, layer: int) -> bool:
-        return self.model is not None and self.model.is_moe and self.model.is_moe_layer(layer)
+        return self.model is not None and self.model.is_moe_layer(layer)
 
 
-
-def op_units(op: ComputeOp, local_experts: int, dispatcher: str) -> float:
+def op_units(op: ComputeOp, local_experts: int, alltoall: bool) -> float:
     """Eager-op equivalents of ``op`` (module docstring's sources): a TE module call for a GEMM or
     attention op (one op for a weight-gradient GEMM, launched inside the module's backward), one
     per local expert more for a grouped GEMM, the dispatcher's preprocessing with the forward
     permute, and one op for any other kernel."""
-    if op.name.endswith(".fp8_cast"):
-        return 1.0
     wgrad = op.phase is Phase.BWD_WEIGHT
     if op.kind is OpKind.GROUPED_GEMM:
         return (0.0 if wgrad else TE_MODULE_OPS) + local_experts
     if op.kind in _GEMM_KINDS:
         return 1.0 if wgrad else TE_MODULE_OPS
     if op.kind is OpKind.PERMUTE and op.name == "permute" and op.phase is Phase.FWD:
-        return 1.0 + (ALLTOALL_PREPROCESS_OPS if dispatcher == "alltoall" else FLEX_PREPROCESS_OPS)
+        return 1.0 + (ALLTOALL_PREPROCESS_OPS if alltoall else FLEX_PREPROCESS_OPS)
     return 1.0
 
 

@@ -26,9 +26,9 @@ from __future__ import annotations
 from operator import attrgetter
 from typing import Callable, NamedTuple
 
+from engine.host_launch import HostPlan
 from workload_gen.core.record import record
-from workload_gen.core.records import (MOE_COMBINE_OP, MOE_DISPATCH_OP, STEP_OVERHEAD_OP, CollectiveOp, CollKind, ComputeOp,
-                                       Group, Op, OpKind)
+from workload_gen.core.records import MOE_COMBINE_OP, MOE_DISPATCH_OP, CollectiveOp, CollKind, ComputeOp, Group, Op, OpKind
 
 
 class ProfileRecord(NamedTuple):
@@ -122,7 +122,7 @@ def profile_pass(
     issue_with: dict[int, tuple[int, ...]] | None = None,
     slowdown: float = 0.0,
     flex_slowdown: float = 0.0,
-    host: tuple[tuple[float, ...], tuple[bool, ...], bool] | None = None,
+    host: HostPlan | None = None,
 ) -> PassProfile:
     """Run one pass alone, op by op, from time 0 (see the module docstring).
 
@@ -199,9 +199,7 @@ def profile_pass(
                 if syncs[i] and cpu < t + d:
                     cpu = t + d  # the host waits for this op's result
             records.append(_record(ProfileRecord, ("compute", op, t, t + d, 0.0)))
-            if op.name == STEP_OVERHEAD_OP:  # fixed host work (not in passes today; the same rule as engine.sim)
-                host_wait += d
-            elif op.kind is OpKind.OPTIMIZER:
+            if op.kind is OpKind.OPTIMIZER:  # (step_overhead, host time, is in the tail, never in a pass)
                 optimizer += d
             else:
                 compute += d
