@@ -41,14 +41,13 @@ def _candidates(par: Any) -> list[tuple[str, dict[str, Any]]]:
 
 def verified_fixes(model: Any, par: Any, capacity: int, headroom: float = 0.0) -> list[tuple[str, int]]:
     """Up to MAX_FIXES (flags, worst stage's need in bytes) that make ``model`` under ``par`` fit."""
-    from engine.memory import estimate_memory
-    from workload_gen.builder import build
+    from engine.pipeline import build_cached  # the search's memory pruning uses the same
 
     fixes: list[tuple[str, int]] = []
     for flags, change in _candidates(par):
         try:
             cand = replace(par, **change)
-            memory = estimate_memory(build(model, cand))
+            _, memory = build_cached(model, cand)
         except ConfigError:
             continue  # not a valid layout for this model and world size
         fit = memory_fit(memory, capacity, headroom)

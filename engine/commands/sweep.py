@@ -166,26 +166,24 @@ def _search_parser() -> argparse.ArgumentParser:
 
 def _check_point_budget(n: int, args: argparse.Namespace) -> None:
     """Refuse a grid bigger than --max-points (default: DEFAULT_SWEEP_POINTS_PER_WORKER per local
-    worker) up front, with the figure and the flag."""
+    worker; none on Ray) up front, with its size, a time estimate and the flag."""
     from engine.sweep.execute import worker_count
     from workload_gen.core.errors import ConfigError
     from workload_gen.core.limits import DEFAULT_SWEEP_POINTS_PER_WORKER
 
-    if args.max_points is not None:
-        if args.max_points < 1:
-            raise ConfigError("--max-points", args.max_points, "must be a positive integer")
-        limit, why = args.max_points, "--max-points"
-    elif args.ray is not None:
+    if args.max_points is not None and args.max_points < 1:
+        raise ConfigError("--max-points", args.max_points, "must be a positive integer")
+    if args.max_points is None and args.ray is not None:
         return
-    else:
-        workers = worker_count(args.workers)
-        limit = DEFAULT_SWEEP_POINTS_PER_WORKER * workers
-        why = f"{DEFAULT_SWEEP_POINTS_PER_WORKER:,} points per worker x {workers} worker{'s' * (workers > 1)}"
+    workers = worker_count(args.workers)
+    limit = args.max_points if args.max_points is not None else DEFAULT_SWEEP_POINTS_PER_WORKER * workers
     if n > limit:
+        why = "--max-points" if args.max_points is not None else \
+            f"{DEFAULT_SWEEP_POINTS_PER_WORKER:,} points per worker x {workers} worker{'s' * (workers > 1)}"
+        minutes = n * 0.03 / workers / 60  # 10-50 ms a point (docs/sweep.md)
         raise ConfigError("grid", f"{n:,} points", f"more than {limit:,} ({why}); at 10-50 ms a point that is "
-                          f"about {n * 0.03 / max(1, limit // DEFAULT_SWEEP_POINTS_PER_WORKER) / 60:.0f} min: "
-                          f"give --max-points {n} (and more --workers or --ray) to run it, or make the grid smaller",
-                          args.spec)
+                          f"about {minutes:.0f} min on {workers} worker{'s' * (workers > 1)}: give --max-points "
+                          f"{n} (and more --workers or --ray) to run it, or make the grid smaller", args.spec)
 
 
 def _add_headroom(p: argparse.ArgumentParser) -> None:
