@@ -27,13 +27,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from engine.passes import is_flex_kernel
-
 from workload_gen.core.errors import ConfigError
 from workload_gen.core.gpu_specs import get_gpu
 from workload_gen.core.moe_dispatch import rank_hit_probability
 from workload_gen.core.moe_routing import rank_load_factor
 from workload_gen.core.placement import GroupShape, group_ranks
 from workload_gen.core.records import CollectiveOp, Group, Workload
+
 
 def remote_node_copies(num_experts: int, topk: int, ep: int, nodes: int,
                        num_groups: int | None = None, group_topk: int | None = None) -> float:

@@ -43,6 +43,7 @@ from engine.commands.vocab import add_out, add_profile, add_quiet, inform, warn_
 from engine.simai_report import SIMAI_FILL_FLAGS
 from formats.simai_reader import is_simai_file
 from workload_gen.core.errors import ConfigError
+from workload_gen.core.system import SYSTEMS
 from workload_gen.core.units import GiB as GIB
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ def add_run_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("workload", nargs="?", metavar="WORKLOAD",
                     help="workload file: native (gen-workload) or SimAI/AICB text; omit to generate from flags")
     ap.add_argument("--system", default=DEFAULT_SYSTEM, metavar="NAME|YAML",
-                    help=f"system preset (a100, h100, h800, h200, h20, b200, b300, gb200-nvl72, gb300-nvl72) or YAML file; default {DEFAULT_SYSTEM}")
+                    help=f"system preset ({', '.join(SYSTEMS)}) or YAML file; default {DEFAULT_SYSTEM}")
     add_out(ap, metavar="DIR", help="output directory (created); without it only stdout")
     ap.add_argument("--json", action="store_true", help="print summary.json to stdout instead of the table")
     add_profile(ap, help="compute profile database (compute-profile); default: estimates")
