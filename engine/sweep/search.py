@@ -138,8 +138,8 @@ def enumerate_layouts(model: ModelConfig, base: ParallelConfig, system: SystemCo
     fixed = dict(fixed or {})
     unknown = sorted(set(fixed) - set(LAYOUT_AXES) - set(SWITCHES) - set(MOE_CHOICES))
     if unknown:
-        raise ConfigError(unknown[0], fixed[unknown[0]], f"search varies {', '.join(LAYOUT_AXES)}; "
-                          f"it keeps {', '.join(SWITCHES)} as given")
+        raise ConfigError(unknown[0], fixed[unknown[0]], f"search varies {', '.join(LAYOUT_AXES)} and, for MoE, "
+                          f"{', '.join(MOE_CHOICES)}; it keeps {', '.join(SWITCHES)} as given")
     gpus = base.world_size
     system = system.for_job(gpus)  # on a rack-scale system, the job's NVLink domain (its Slurm segment)
     tps = [t for t in _pow2_upto(min(system.domain_gpus, gpus))]
@@ -322,7 +322,7 @@ def domain_groups(par: ParallelConfig, domain: int) -> tuple[tuple[str, bool], .
     a partial last domain included), the same rule the backends' GroupShape uses; so this is
     what decides NVLink/NVLS vs NIC bandwidth for the group, and why a tp x cp or ep group
     that fits in 72 GPUs is cheap on NVL72."""
-    from workload_gen.core.placement import group_ranks, group_size
+    from workload_gen.core.placement import GroupShape, group_ranks, group_size
     from workload_gen.core.records import Group
 
     out = []
@@ -337,7 +337,7 @@ def domain_groups(par: ParallelConfig, domain: int) -> tuple[tuple[str, bool], .
                 continue
             ranks = group_ranks(par, g, r)
             seen.update(ranks)
-            if min(ranks) // domain != max(ranks) // domain:
+            if GroupShape.from_ranks(ranks, domain).nodes > 1:  # the backends' own shape of the group
                 inside = False
                 break
         out.append((name, inside))
