@@ -107,6 +107,15 @@ def _vocab_from_tokenizer(data: dict[str, Any], values: Mapping[str, Any], notes
     notes.append(f"note: vocab_size {got[0]} from {origin}")
 
 
+PARAM_GATHER_WITHOUT_GRAD_OVERLAP = (
+    "note: Megatron-LM's arguments.py refuses --overlap-param-gather without --overlap-grad-reduce; "
+    "Megatron-Core's DDP runs it (Megatron-Bridge's H100 DeepSeek-V3 recipe does): simulated as Megatron-Core "
+    "runs it, the gradient reduce-scatter after the last backward and the parameter all-gather under the "
+    "next forward")
+"""The one Megatron-LM argument check the flag path does not enforce: the simulator models
+Megatron-Core, and Megatron-Bridge builds this combination without Megatron-LM's CLI."""
+
+
 def configs_from_flags(values: Mapping[str, Any]) -> tuple[ModelConfig, ParallelConfig, list[str]]:
     """Configs from parsed flag values, and the lines the command should show (the ignored
     Megatron flags, Megatron's own warnings, a Hugging Face config's notes), in order."""
@@ -132,6 +141,8 @@ def configs_from_flags(values: Mapping[str, Any]) -> tuple[ModelConfig, Parallel
     data = flags_to_dict(values, base)
     _vocab_from_tokenizer(data, values, notes)
     model, par = configs_from_dict(data, source, notes=notes)
+    if par.overlap_param_gather and not par.overlap_grad_reduce:
+        notes.append(PARAM_GATHER_WITHOUT_GRAD_OVERLAP)
     ignored = ignored_flags_given(values)
     if ignored:
         notes.insert(0, f"note: ignored Megatron-LM flags (they do not change the simulated iteration): "

@@ -358,8 +358,6 @@ for stability; Megatron-Bridge's nemotron_3_super_bf16_with_nvfp4_mixed keeps th
             raise ConfigError("cp_comm", self.cp_comm, f"valid: {', '.join(CP_COMMS)}")
         if self.overlap_param_gather and not self.distributed_optimizer:
             raise ConfigError("overlap_param_gather", True, "needs the distributed optimizer (Megatron requires it)")
-        if self.overlap_param_gather and not self.overlap_grad_reduce:
-            raise ConfigError("overlap_param_gather", True, "needs overlap_grad_reduce (Megatron requires it)")
         if self.tp_comm_overlap and not self.sp:
             raise ConfigError("tp_comm_overlap", True, "needs sequence parallelism (Megatron overlaps TP comm only with sp)")
         if self.sp and self.tp == 1:
