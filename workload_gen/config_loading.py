@@ -265,6 +265,20 @@ def configs_from_dict(data: Mapping[str, Any] | None, source: str | None = None,
                           + did_you_mean(str(unknown[0]), ("model", "parallel", "training")), source)
     layout = _section(data, "parallel", source)
     training = _section(data, "training", source)
+    spec = data.get("model")
+    if (notes is not None and source is None and isinstance(spec, Mapping)
+            and not {"preset", "hf_config", "hidden_size"} & set(spec)):
+        # command-line model fields without a model (``--num-layers 4`` alone): they modify the
+        # default job's model, as the user of a default job means, instead of describing a
+        # custom model that lacks its shape
+        data["model"] = {"preset": DEFAULT_MODEL, **spec}
+        notes.append(f"note: no model given: the model fields given ({', '.join(sorted(map(str, spec)))}) modify {DEFAULT_MODEL}, "
+                     "the default job's model")
+        if not layout and not training:
+            layout, training = dict(DEFAULT_JOB["parallel"]), dict(DEFAULT_JOB["training"])
+    elif notes is not None and spec is None and (layout or training):
+        notes.append(f"note: no model given: {DEFAULT_MODEL}, with ParallelConfig's defaults for every setting "
+                     "not given (not the default job's)")
     if data.get("model") is None and not layout and not training:
         layout, training = dict(DEFAULT_JOB["parallel"]), dict(DEFAULT_JOB["training"])
     elif notes is not None and not layout and not training:

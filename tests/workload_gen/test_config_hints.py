@@ -57,3 +57,29 @@ def test_a_model_alone_names_the_fallback_layout():
     quiet: list[str] = []
     configs_from_dict({"model": "llama3-70b", "parallel": {"tp": 8, "world_size": 8}}, notes=quiet)
     assert not any("only the model was given" in n for n in quiet)
+
+
+def test_model_fields_alone_modify_the_default_jobs_model():
+    """`run-analytical --num-layers 1` shrinks the default job (Llama-3 8B, TP 2 with SP, 8192
+    tokens) instead of asking for a custom model's shape; a note says so. A YAML file (a
+    source) with the same partial model still describes a custom model and is refused."""
+    from workload_gen.config_loading import DEFAULT_JOB
+    from workload_gen.core.model_presets import get_preset
+
+    notes: list[str] = []
+    model, par = configs_from_dict({"model": {"num_layers": 1}}, notes=notes)
+    llama = get_preset("llama3-8b")
+    assert model.num_layers == 1 and model.hidden_size == llama.hidden_size and model.vocab_size == llama.vocab_size
+    assert (par.tp, par.sp, par.seq_length) == (DEFAULT_JOB["parallel"]["tp"], True,
+                                                DEFAULT_JOB["training"]["seq_length"])
+    assert sum(n.startswith("note: no model given: the model fields given (num_layers) modify llama3-8b")
+               for n in notes) == 1
+    with pytest.raises(ConfigError, match="required for a custom model"):
+        configs_from_dict({"model": {"num_layers": 1}}, "run.yaml", notes=[])
+
+
+def test_a_layout_alone_names_the_model_it_falls_back_to():
+    notes: list[str] = []
+    model, par = configs_from_dict({"parallel": {"tp": 4, "world_size": 8}}, notes=notes)
+    assert model.name == "llama3-8b" and par.tp == 4
+    assert any(n.startswith("note: no model given: llama3-8b, with ParallelConfig's defaults") for n in notes)
