@@ -61,7 +61,7 @@ def simulate(
     if par.ep > 1 and par.flex_backend is not None:
         from engine.moe_traffic import hierarchical_dispatch  # MoE runs only
 
-        workload = hierarchical_dispatch(workload, system.domain_gpus)
+        workload = hierarchical_dispatch(workload, system.domain_gpus, system.nic_efficiency)
     net = _resolve_backend(backend, system, par.world_size)
     name = net.name
     contention_free = net.contention_free

@@ -46,11 +46,61 @@ def remote_node_copies(num_experts: int, topk: int, ep: int, nodes: int,
     return (nodes - 1) * rank_hit_probability(num_experts, topk, nodes, num_groups, group_topk)
 
 
-def hierarchical_dispatch(workload: Workload, domain_gpus: int) -> Workload:
+FLEX_RDMA_GBPS: dict[str, dict[int, tuple[float, float]]] = {
+    "hybridep": {16: (54.47, 53.35), 32: (47.36, 52.53), 64: (41.24, 46.57)},
+    "deepep": {16: (43.0, 43.0), 32: (58.0, 57.0), 64: (51.0, 50.0)},
+}
+"""The flex kernels' published inter-node rates, EP ranks (8 GPUs per node, one ConnectX-7
+400 Gb/s NIC each) -> (dispatch, combine) GB/s, 4096 tokens of hidden 7168, top-8:
+
+- hybridep: H100, through the torch API that Megatron-Core calls, 16 SMs (its default;
+  Megatron's recipes give 16-32), BF16 dispatch, 8 local experts per rank, uniform routing
+  (deepseek-ai/DeepEP@41cad944 docs/README_Hybrid-EP.md, "H100 Platform" table);
+- deepep: DeepEP's normal kernels on H800, FP8 dispatch and BF16 combine, top-4 groups
+  (deepseek-ai/DeepEP@0297fc80 docs/legacy.md, "Normal kernels with NVLink and RDMA
+  forwarding").
+
+Both benchmarks count one RDMA token per (token, node holding one of its experts) *including
+the sender's own node* (HybridEP's tests/test_hybrid_ep.py count_rdma_send_from_routing_map:
+"we do not set the local node map to zeros", to align with DeepEP's count; both tables exceed
+the NIC's 50 GB/s at 4 nodes otherwise). By symmetry every node is hit with the same
+probability, so only (nodes - 1) / nodes of the counted bytes cross the fabric."""
+FLEX_LINE_RATE = 400e9 / 8
+"""The benchmarks' per-GPU NIC: ConnectX-7 400 Gb/s (DeepEP: "CX7 InfiniBand 400 Gb/s RDMA
+network card (~50 GB/s maximum bandwidth)"; DGX H100 datasheet)."""
+
+
+def flex_rdma_efficiency(backend: str, nodes: int) -> float:
+    """Fraction of the NIC's line rate that the flex dispatcher's RDMA traffic achieves with the
+    EP group over ``nodes`` nodes: from :data:`FLEX_RDMA_GBPS`, the mean of dispatch and combine
+    times (nodes - 1) / nodes over the line rate, log-linear in the node count between the
+    published 2, 4 and 8 nodes and held outside them. At 2 nodes HybridEP reaches 0.54 and
+    DeepEP 0.43, at 4-8 nodes 0.75-0.77 and 0.86-0.88: per-token work (GPU-initiated RDMA
+    writes, NVLink forwarding, the torch API's metadata) and not the wire bounds these kernels
+    on few nodes, where NCCL's all-to-all reaches ~0.9. Other GPUs and NICs take the same
+    fractions (the only inter-node tables published; stated in docs/engine.md)."""
+    import math
+
+    table = FLEX_RDMA_GBPS.get(backend, FLEX_RDMA_GBPS["hybridep"])
+    points = sorted((ranks // 8, (d + c) / 2 * 1e9 * (1 - 8 / ranks) / FLEX_LINE_RATE)
+                    for ranks, (d, c) in table.items())
+    if nodes <= points[0][0]:
+        return points[0][1]
+    for (n0, e0), (n1, e1) in zip(points, points[1:]):
+        if nodes <= n1:
+            w = (math.log2(nodes) - math.log2(n0)) / (math.log2(n1) - math.log2(n0))
+            return e0 + w * (e1 - e0)
+    return points[-1][1]
+
+
+def hierarchical_dispatch(workload: Workload, domain_gpus: int, nic_efficiency: float | None = None) -> Workload:
     """``workload`` with its flex dispatch/combine all-to-alls sized for node-level
     deduplication (module docstring); unchanged unless the flex dispatcher's EP group spans
     nodes. ``domain_gpus``: GPUs per NVLink domain (SystemConfig.domain_gpus), the "node"
-    whose copies are deduplicated (72 on NVL72)."""
+    whose copies are deduplicated (72 on NVL72). ``nic_efficiency``: the fraction of the NIC's
+    line rate the backend's all-to-all path assumes (SystemConfig.nic_efficiency); given, the
+    bytes are scaled by it over :func:`flex_rdma_efficiency` of the run's backend, so that the backend times the
+    RDMA volume at the kernels' published rate instead of NCCL's."""
     par, model = workload.parallel, workload.model
     if model is None or par.ep <= 1 or par.flex_backend is None:
         return workload
@@ -64,7 +114,8 @@ def hierarchical_dispatch(workload: Workload, domain_gpus: int) -> Workload:
     b = par.param_bytes
     # the busiest rank receives rank_load_factor x the mean, as the workload's own count does
     load = rank_load_factor(model, par, tokens)
-    nbytes = round(tokens * model.hidden_size * b * copies * n / (n - k) * load)
+    rate = 1.0 if nic_efficiency is None else nic_efficiency / flex_rdma_efficiency(par.flex_backend, nodes)
+    nbytes = round(tokens * model.hidden_size * b * copies * n / (n - k) * load * rate)
 
     def fix(ops):
         return tuple(replace(op, bytes=nbytes) if type(op) is CollectiveOp and is_flex_kernel(op) else op

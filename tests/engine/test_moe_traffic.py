@@ -70,3 +70,32 @@ def test_single_node_and_alltoall_are_unchanged():
     assert hierarchical_dispatch(one_node, 8) is one_node
     nccl = _qwen(dispatcher="alltoall")
     assert hierarchical_dispatch(nccl, 8) is nccl
+
+
+def test_flex_kernel_rates_are_the_published_tables_read_at_their_byte_count():
+    """HybridEP's H100 table (16 SMs, torch API) and DeepEP's H800 table count the sender's own
+    node as an RDMA destination, so (nodes - 1) / nodes of their bytes cross a 50 GB/s NIC:
+    by hand, HybridEP at EP 16 (2 nodes): (54.47 + 53.35) / 2 x 1/2 / 50 = 0.539; DeepEP at EP 32
+    (4 nodes): (58 + 57) / 2 x 3/4 / 50 = 0.8625; at EP 64 (8 nodes): (51 + 50) / 2 x 7/8 / 50."""
+    from engine.moe_traffic import flex_rdma_efficiency
+
+    assert flex_rdma_efficiency("hybridep", 2) == pytest.approx((54.47 + 53.35) / 2 / 2 / 50, rel=1e-12)
+    assert flex_rdma_efficiency("deepep", 4) == pytest.approx((58 + 57) / 2 * 0.75 / 50, rel=1e-12)
+    assert flex_rdma_efficiency("deepep", 8) == pytest.approx((51 + 50) / 2 * 0.875 / 50, rel=1e-12)
+    for backend in ("hybridep", "deepep"):
+        rates = [flex_rdma_efficiency(backend, n) for n in (1, 2, 3, 4, 5, 8, 16, 72)]
+        assert all(0 < r < 1 for r in rates)
+        assert rates == sorted(rates)  # more nodes, more of the wire: the published trend
+        assert flex_rdma_efficiency(backend, 3) < flex_rdma_efficiency(backend, 4)
+
+
+def test_the_backend_times_the_rdma_volume_at_the_kernels_rate():
+    """Given the NIC efficiency the all-to-all path assumes, the bytes grow by it over the
+    kernels' rate, so bytes / (line x nic_efficiency) = RDMA volume / (line x kernel rate)."""
+    from engine.moe_traffic import flex_rdma_efficiency
+
+    w = _qwen()
+    (plain,) = _a2a_bytes(hierarchical_dispatch(w, 8))
+    (timed,) = _a2a_bytes(hierarchical_dispatch(w, 8, nic_efficiency=0.92))
+    backend = w.parallel.flex_backend
+    assert timed / plain == pytest.approx(0.92 / flex_rdma_efficiency(backend, 2), rel=1e-6)
