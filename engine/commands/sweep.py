@@ -87,6 +87,10 @@ def sweep_main(argv: list[str] | None = None) -> int:
             spec = _with_hf_model(spec, args.hf_config, args)
         points = expand(spec)
         _check_point_budget(len(points), args)
+        if args.ray:
+            from engine.sweep.execute import check_ray_address
+
+            check_ray_address(args.ray)
         inform(args, f"sweep: {len(points)} points ({args.spec})")
         journal = journal_path(out)
         if args.restart and journal.exists():

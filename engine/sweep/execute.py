@@ -271,6 +271,33 @@ def _run_todo(todo: list[SweepPoint], evaluate: Evaluator, journal: Path, done: 
                         record(fut.result())
 
 
+RAY_CONNECT_TIMEOUT_S = 5.0
+"""How long ``--ray ADDRESS`` may take to accept a TCP connection before the sweep refuses it:
+ray.init itself retries an unreachable head for minutes (3.5 min seen here for a closed port)."""
+
+
+def check_ray_address(address: str | None, timeout_s: float = RAY_CONNECT_TIMEOUT_S) -> None:
+    """Refuse, in one line and before any point runs, a Ray address nothing answers at: a TCP
+    connection to HOST:PORT (``ray://HOST:PORT`` for Ray Client) must open within ``timeout_s``.
+    None, "" and "auto" (Ray finds or starts a cluster itself) are not probed."""
+    import socket
+
+    from workload_gen.core.errors import ConfigError
+
+    if not address or address == "auto":
+        return
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError("--ray", address, "expected HOST:PORT (e.g. 10.0.0.1:6379), ray://HOST:PORT or auto")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        why = "no answer" if isinstance(exc, TimeoutError) else (exc.strerror or type(exc).__name__)
+        raise ConfigError("--ray", address, f"nothing accepts a connection there within {timeout_s:g} s ({why}); "
+                          "start the cluster (ray start --head) or give --ray without an address to run "
+                          "Ray on this machine") from None
+
+
 def _run_ray(batches: list[list[tuple[str, dict[str, Any]]]], evaluate: Evaluator, record, address: str | None) -> None:
     """Ray is the distributed engine: one task per batch, results collected as they finish."""
     import ray  # optional dependency (the `ray` extra)
