@@ -23,6 +23,11 @@ def run_cli(body: Callable[[], int], *, exit_on_interrupt: bool = False) -> int:
     ``exit_on_interrupt``: after Ctrl-C leave the process right there (console scripts
     only), before the interrupted body's objects are freed: tearing down a loaded ns-3
     simulation takes half a second and is of no use to a process that is ending."""
+    # numpy (plots, the calibration's small fits) gains nothing from OpenBLAS's thread pool
+    # here, and the pool's per-thread buffers are what fails first under an address-space limit
+    # (`ulimit -v`: "OpenBLAS error: Memory allocation still failed", a native exit). Set
+    # before numpy loads; a user's own setting wins.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     if sys.stdout is None:
         # stdout closed (`cmd >&-`): Python leaves sys.stdout None, where print() discards and
         # sys.stdout.write raises AttributeError; discard the output as print() would (issue 29)
@@ -35,6 +40,12 @@ def run_cli(body: Callable[[], int], *, exit_on_interrupt: bool = False) -> int:
     except OSError as exc:  # unreadable input, disk full, file-size limit: the OS's own words
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except MemoryError:
+        # an address-space limit (ulimit -v) or a machine too small for the run; the limits
+        # checked up front (workload_gen/core/limits.py) bound what a valid input can ask for
+        print("error: out of memory: this run needs more memory than the process may use (raise `ulimit -v` "
+              "or the machine's memory, or shrink the job)", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
