@@ -50,6 +50,12 @@ opening fence (several may be stacked; blank lines between them are allowed):
 ``<!-- docs-test: exclusive -->``
     The block's commands measure time (a CPU trace that a later command compares): each runs
     with no other docs command beside it.
+``<!-- docs-test: measured-output -->``
+    The block's documented output holds figures measured on some machine (a real trace, a
+    timing): its lines must still be printed, with the same words, but their numbers are not
+    compared. Without it every figure a ``$`` block documents must match what the command
+    prints now, within 0.1% (``output_mismatch``), except single figures written ``~4.9``
+    (measured: a timing in an otherwise deterministic line).
 ``<!-- docs-test: retry: N -->``
     Run the whole block again, up to N more times, when one of its commands fails (a
     timing comparison that another process on a shared machine disturbed); the failed
@@ -101,6 +107,7 @@ PROMPT_LANGS = {"console", "shell-session"}
 MARKER = re.compile(r"<!--\s*docs-test:\s*(.*?)\s*-->")
 MARKER_KINDS = {
     "gpu", "slow", "ci-replace", "known-failure", "setup", "file", "same-as", "exclusive", "retry",
+    "measured-output",
 }
 FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([^`\s]*)")
 
@@ -629,12 +636,68 @@ def execute(ws: Workspace, step: Step) -> tuple[bool, str]:
         return False, f"known failure now passes ({reason}): remove the marker\n$ {command}"
     if rc != step.expect_rc:
         return False, f"$ {command}\nexit code {rc}, documented {step.expect_rc}\n{tail(out)}"
-    if step.expect_rc != 0:
-        documented = next((l.strip() for l in step.output if l.strip() and l.strip() != "..."), None)
-        if documented and documented not in out:
-            return False, f"$ {command}\ndocumented output line not printed: {documented!r}\ngot:\n{tail(out)}"
+    # numbers are compared only at the documented size (ci-replace shrinks the command) and
+    # unless the block says its figures are measured on the machine at hand
+    problem = output_mismatch(step.output, out, numbers=mode == "run" and not step.block.has("measured-output"))
+    if problem:
+        return False, f"$ {command}\n{problem}\ngot:\n{tail(out)}"
     details.append(f"exit {rc}")
     return True, "\n".join(details)
+
+
+NUMBER = re.compile(r"[-+]?\d[\d,]*\.?\d*")
+
+
+def _label(line: str) -> str:
+    """A printed line's identity: its words before the first figure (a ``~`` before it, the
+    documented mark of a measured figure, dropped), spaces normalised."""
+    m = NUMBER.search(line)
+    return " ".join((line[:m.start()] if m else line).removesuffix("~").split())
+
+
+def output_mismatch(documented: list[str], out: str, numbers: bool) -> str | None:
+    """Why the documented output lines of a command are not what it printed, or None. Each
+    documented line (``...`` elides) must be printed: a line without figures verbatim (spaces
+    normalised), a line with figures as a printed line with the same words before its first
+    figure and, when ``numbers``, the same figures within 0.1% (or 0.011 absolute, the last
+    digit of a 2-decimal print), so that no documented number drifts unnoticed (issue 29). A
+    figure written ``~4.9`` is measured on the machine at hand and not compared."""
+    printed = [" ".join(l.split()) for l in out.splitlines()]
+    by_label: dict[str, list[str]] = {}
+    for line in printed:
+        by_label.setdefault(_label(line), []).append(line)
+    for raw in documented:
+        line = " ".join(raw.split())
+        if not line or line == "...":
+            continue
+        want = NUMBER.findall(line)
+        if not want:
+            if not any(line in p for p in printed):
+                return f"documented output line not printed: {raw.strip()!r}"
+            continue
+        candidates = by_label.get(_label(line), [])
+        if not candidates:
+            return f"documented output line not printed: {raw.strip()!r}"
+        if not numbers:
+            continue
+
+        measured = [line[m.start() - 1:m.start()] == "~" for m in NUMBER.finditer(line)]
+
+        def close(got_line: str) -> bool:
+            got = NUMBER.findall(got_line)
+            if len(got) != len(want):
+                return False
+            for g, w, skip in zip(got, want, measured):
+                if skip:  # "~4.9 s": a figure measured on the machine at hand
+                    continue
+                gv, wv = float(g.replace(",", "")), float(w.replace(",", ""))
+                if abs(gv - wv) > max(1e-3 * abs(wv), 0.011):
+                    return False
+            return True
+
+        if not any(close(c) for c in candidates):
+            return f"documented figures drifted: {raw.strip()!r}, printed {candidates[0]!r}"
+    return None
 
 
 def run_python(ws: Workspace, step: Step) -> tuple[bool, str]:
