@@ -148,8 +148,11 @@ class PlanRunner:
             tokens = shlex.split(text.replace("\\\n", " "))
         except ValueError as exc:
             raise ConfigError("flags", text[:80], f"not shell words ({exc})") from None
-        start = next((i for i, t in enumerate(tokens) if t.startswith("--")), len(tokens))
-        with self._lock:  # a launch line's words before its first flag (torchrun, the script) are not flags
+        # A launch line's launcher and its flags (torchrun ... pretrain_gpt.py) come before
+        # Megatron's: read from after the script, else from the first flag.
+        scripts = [i for i, t in enumerate(tokens) if t.endswith(".py")]
+        start = scripts[-1] + 1 if scripts else next((i for i, t in enumerate(tokens) if t.startswith("-")), 0)
+        with self._lock:
             args = self._parser.parse_args(tokens[start:])
         plan = plan_from_values(vars(args))
         if getattr(args, "system", None) and "--system" in tokens:
@@ -175,7 +178,17 @@ class PlanRunner:
                 "simulated": res.simulated, "pruned": res.pruned,
                 "capacity_bytes": allocator_budget(system.gpu_spec.memory_bytes, 0.0),
                 "invalid_reasons": dict(res.invalid_reasons),
-                "layouts": [candidate_row(i, c) for i, c in enumerate(res.ranked[:SEARCH_TOP_K], 1)]}
+                "layouts": [{**candidate_row(i, c), "plan": _layout_plan(c.parallel)}
+                            for i, c in enumerate(res.ranked[:SEARCH_TOP_K], 1)]}
+
+
+def _layout_plan(par: Any) -> dict[str, Any]:
+    """The form fields of a searched layout: its axes and the switches search turned on (the
+    page loads exactly what was simulated; the expert layout and MoE dispatcher choices have
+    no form field yet and stay at their defaults)."""
+    plan = {k: getattr(par, k) for k in ("tp", "pp", "vpp", "cp", "ep", "micro_batch", "recompute", "sp",
+                                         "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap")}
+    return {**plan, "dist_opt": par.distributed_optimizer}
 
 
 class _ParserExit(TrainsimError):

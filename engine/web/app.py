@@ -105,7 +105,9 @@ def create_app(port: PlanPort, host: str = "127.0.0.1", listen_port: int = 8000)
         try:
             return JSONResponse(await run_in_threadpool(func, *args))
         except TrainsimError as exc:
-            return _error(str(exc) if str(exc).startswith("error:") else f"error: {exc}")
+            # the CLI's verdict on a well-formed request: an answer (200), not a failed request
+            # (which the browser would log as a console error on every half-typed plan)
+            return _error(str(exc) if str(exc).startswith("error:") else f"error: {exc}", 200)
         except RecursionError:
             return _error("error: input nested too deeply")
         except Exception as exc:  # a bug: one line for the page, the traceback for the server log

@@ -394,9 +394,7 @@ function renderSearch() {
   }));
   t.querySelectorAll("button.use").forEach((b) => b.addEventListener("click", () => {
     const r = searchRows.find((x) => String(x.rank) === b.dataset.rank);
-    const plan = {...readForm(), tp: r.tp, pp: r.pp, vpp: r.vpp, cp: r.cp, ep: r.ep, sp: r.sp,
-                  micro_batch: r.micro_batch, recompute: r.recompute};
-    fillForm(plan);
+    fillForm({...readForm(), ...r.plan});
     changed();
   }));
 }
@@ -419,6 +417,7 @@ async function main() {
     if (f) { hfText = await f.text(); $("f-hf").value = hfText; changed(); }
   });
   $("flags-fill").addEventListener("click", async () => {
+    setState("pending");
     const data = await api("/api/flags", {text: $("flags-text").value});
     if (data.error) { $("error").textContent = data.error; $("error").hidden = false; setState("error"); return; }
     fillForm({...readForm(), ...data.plan});

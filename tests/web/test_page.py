@@ -1,0 +1,153 @@
+"""The what-if page in a real headless Chromium: what a user sees equals what the CLI says.
+
+Units: the page's ``data-value`` attributes hold summary.json's numbers (seconds, tokens/s,
+TFLOP/s, fractions, bytes), compared exactly with ``run-analytical --json``.
+"""
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+import pytest
+
+from tests.web.conftest import cli, cli_summary
+
+PLAN = {"model": "llama3-8b", "num_layers": "4", "world_size": "8", "global_batch": "8", "seq_length": "2048",
+        "tp": "2", "sp": "1"}
+FLAGS = ["--model", "llama3-8b", "--num-layers", "4", "--world-size", "8", "--global-batch", "8",
+         "--seq-length", "2048", "--tp", "2", "--sp"]
+"""The plan above as the flags a user would type (written out here, not taken from the page)."""
+
+
+@pytest.fixture(scope="module")
+def page(browser, server):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    pg = context.new_page()
+    pg.errors = []  # every console error and uncaught exception of the whole module
+    pg.on("console", lambda m: pg.errors.append(m.text) if m.type == "error" else None)
+    pg.on("pageerror", lambda e: pg.errors.append(str(e)))
+    pg.goto(f"{server}?{urlencode(PLAN)}")
+    ready(pg)
+    yield pg
+    context.close()
+
+
+def ready(pg, state: str = "ready") -> None:
+    pg.wait_for_selector(f"body[data-state={state}]", timeout=30_000)
+
+
+def numbers(pg) -> dict[str, float]:
+    return {k: float(pg.get_attribute(f"#m-{k}", "data-value")) for k in ("step", "tps", "tflops", "mfu")}
+
+
+def test_numbers_equal_run_analytical_json(page):
+    want = cli_summary(*FLAGS)
+    got = numbers(page)
+    assert got == {"step": want["iteration_time_s"], "tps": want["tokens_per_s"],
+                   "tflops": want["tflops_per_gpu"], "mfu": want["mfu"]}
+    # the bar's parts are the critical stage's breakdown: they add up to the step time
+    parts = [float(v) for v in page.eval_on_selector_all("#breakdown > div", "els => els.map(e => e.dataset.value)")]
+    assert sum(parts) == pytest.approx(want["iteration_time_s"], rel=1e-9)
+    assert page.get_attribute("#fits", "data-fits") == str(want["fits"]).lower()
+    assert page.locator("#memory .memrow").count() == len(want["peak_memory_bytes"])
+    assert "estimated 100.0%" in page.text_content("#coverage")
+    # the export is the same plan as flags: run-analytical reads it back to the same number
+    exported = page.input_value("#x-cli").split()[1:]
+    assert cli_summary(*[a for a in exported if a != "--json"])["iteration_time_s"] == want["iteration_time_s"]
+    # the timeline holds the first micro-batches of rank 0's compute and TP streams
+    lanes = page.evaluate("current.answer.timeline.lanes")
+    assert lanes[:2] == ["rank 0 compute", "rank 0 tp"]
+
+
+def test_change_tp_changes_the_answer(page):
+    before = numbers(page)
+    page.select_option("#f-tp", "4")
+    ready(page)
+    after = numbers(page)
+    assert after["step"] != before["step"]
+    assert after["step"] == cli_summary(*[("4" if a == "2" and FLAGS[i - 1] == "--tp" else a)
+                                          for i, a in enumerate(FLAGS)])["iteration_time_s"]
+    assert "tp=4" in page.url  # the URL carries the plan
+    offered = page.eval_on_selector_all("#f-tp option", "els => els.map(e => e.value)")
+    assert offered == ["1", "2", "4", "8"]  # llama3-8b: 8 KV groups on 8 GPUs; 16 is not offered
+
+
+def test_invalid_choice_shows_the_cli_message(page):
+    page.fill("#f-global_batch", "7")  # 7 sequences over dp 2 (tp 4 on 8 GPUs): the library refuses it
+    ready(page, "error")
+    flags = [("7" if FLAGS[i - 1] == "--global-batch" else a) for i, a in enumerate(FLAGS)]
+    flags[flags.index("--tp") + 1] = "4"
+    done = cli("run-analytical", *flags, "--json", "-q")
+    assert done.returncode == 2
+    assert page.text_content("#error") == done.stderr.strip()
+    page.fill("#f-global_batch", "8")
+    ready(page)
+    assert page.is_hidden("#error")
+
+
+def test_pin_and_compare_two_plans(page):
+    page.select_option("#f-tp", "2")
+    ready(page)
+    tp2 = numbers(page)["step"]
+    page.click("#pin")
+    page.select_option("#f-tp", "8")
+    ready(page)
+    tp8 = numbers(page)["step"]
+    page.click("#pin")
+    page.select_option("#f-tp", "4")
+    ready(page)
+    tp4 = numbers(page)["step"]
+    row = page.locator("#compare tbody tr").first
+    cells = [float(c) for c in row.locator("td").evaluate_all("els => els.map(e => e.dataset.value)")]
+    assert cells == [tp4, tp2, tp8]
+    delta = row.locator("td[data-col='1'] .delta").text_content()
+    assert delta == f"{(tp2 - tp4) / tp4 * 100:+.1f}%"
+    assert "tp 2" in page.locator("#compare thead").text_content()
+
+
+def test_shared_link_reproduces_the_page(page, browser):
+    link, want = page.url, numbers(page)
+    other = browser.new_page()
+    other.goto(link)
+    ready(other)
+    assert numbers(other) == want
+    assert other.input_value("#f-tp") == page.input_value("#f-tp")
+    other.close()
+
+
+def test_megatron_flags_fill_the_form(page):
+    page.click("#paste-box summary")
+    page.fill("#flags-text", "torchrun --nproc-per-node 8 pretrain_gpt.py \\\n --tensor-model-parallel-size 8 "
+                             "--sequence-parallel --global-batch-size 16 --bf16 --fp8-format hybrid")
+    page.click("#flags-fill")
+    ready(page)
+    assert page.input_value("#f-tp") == "8"
+    assert page.input_value("#f-global_batch") == "16"
+    assert page.input_value("#f-dtype") == "fp8"
+    want = cli_summary(*[a for a in page.input_value("#x-megatron").split()])
+    assert numbers(page)["step"] == want["iteration_time_s"]
+
+
+def test_search_and_load_its_best_layout(page):
+    page.fill("#f-global_batch", "8")
+    ready(page)
+    page.click("#search-start")
+    page.wait_for_selector("#search-pane[data-state=done]", timeout=60_000)
+    rows = page.locator("#search-table tbody tr")
+    assert rows.count() >= 2
+    best = rows.first.locator("td").nth(1).text_content()  # e.g. "tp4 pp1 dp2 mb4 sp"
+    times = page.evaluate("searchRows.map(r => r.iteration_time_s)")
+    assert times == sorted(times)
+    page.click("#search-table th[data-key=iteration_time_s]")  # sort by step time, descending on a 2nd click
+    page.click("#search-table th[data-key=iteration_time_s]")
+    shown = page.evaluate("[...document.querySelectorAll('#search-table tbody tr td:nth-child(3)')].length")
+    assert shown == rows.count()
+    page.click("#search-table th[data-key=rank]")
+    rows.first.locator("button.use").click()
+    ready(page)
+    tp = best.split()[0].removeprefix("tp")
+    assert page.input_value("#f-tp") == tp
+    assert float(page.get_attribute("#m-step", "data-value")) == pytest.approx(times[0], rel=1e-12)
+
+
+def test_no_console_errors(page):
+    assert page.errors == []
