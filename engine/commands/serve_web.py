@@ -228,6 +228,7 @@ def serve(host: str, port: int, quiet: bool = False, ready: Callable[[str], None
         sock.close()
         raise ConfigError("--port", port, f"cannot listen on {host}:{port} ({exc.strerror}); give another --port "
                           "or 0 for a free one") from None
+    sock.listen(128)  # listening before the URL is printed: a client that reads it at once gets queued, not refused
     real_port = sock.getsockname()[1]
     with tempfile.TemporaryDirectory(prefix="trainsim-web-") as tmp:
         app = create_app(PlanRunner(Path(tmp)), host, real_port)
