@@ -161,7 +161,42 @@ class PlanRunner:
 
     def search(self, plan: Mapping[str, Any], progress: Callable[[int, int], None]) -> dict[str, Any]:
         """``search`` for the plan's model, system, world size, global batch and sequence length
-        (every layout axis free), in this process (one worker: cancellable through ``progress``)."""
+        (every layout axis free), in a child process: the search reports progress only once it
+        simulates, after an enumeration and memory phase that takes seconds on a big job, so a
+        cancel (``progress`` raising) ends the child instead of waiting for the next report."""
+        import multiprocessing
+        import queue
+
+        ctx = multiprocessing.get_context("spawn")  # the server runs threads: no fork
+        messages = ctx.Queue()
+        child = ctx.Process(target=_search_child, args=(dict(plan), str(self._workdir), messages),
+                            name="trainsim-web-search", daemon=True)
+        child.start()
+        last = (0, 0)
+        try:
+            while True:
+                try:
+                    kind, payload = messages.get(timeout=SEARCH_POLL_S)
+                except queue.Empty:
+                    if not child.is_alive():
+                        raise ConfigError("search", "the search process", "ended without an answer (out of "
+                                          "memory, or killed)") from None
+                    progress(*last)  # lets a cancel through while the child enumerates
+                    continue
+                if kind == "progress":
+                    last = payload
+                    progress(*payload)
+                elif kind == "error":
+                    raise _ParserExit(payload)
+                else:
+                    return payload
+        finally:
+            if child.is_alive():
+                child.terminate()
+            child.join(10)
+
+    def search_here(self, plan: Mapping[str, Any], progress: Callable[[int, int], None]) -> dict[str, Any]:
+        """The search itself, in this process (one worker)."""
         from engine.commands.sweep import candidate_row
         from engine.sweep.search import search
         from workload_gen.core.memory_fit import allocator_budget
@@ -189,6 +224,20 @@ def _layout_plan(par: Any) -> dict[str, Any]:
     plan = {k: getattr(par, k) for k in ("tp", "pp", "vpp", "cp", "ep", "micro_batch", "recompute", "sp",
                                          "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap")}
     return {**plan, "dist_opt": par.distributed_optimizer}
+
+
+SEARCH_POLL_S = 0.2
+"""How often the server looks at a running search between its reports: the delay of a cancel."""
+
+
+def _search_child(plan: dict[str, Any], workdir: str, messages: Any) -> None:
+    """A search process: its progress, then its answer or its one-line error, on ``messages``."""
+    try:
+        result = PlanRunner(Path(workdir)).search_here(plan, lambda done, total: messages.put(("progress", (done, total))))
+        messages.put(("result", result))
+    except TrainsimError as exc:
+        text = str(exc)
+        messages.put(("error", text if text.startswith("error:") else f"error: {text}"))
 
 
 class _ParserExit(TrainsimError):

@@ -74,7 +74,8 @@ class SearchRunner:
         except Cancelled:
             outcome = ("cancelled", None, None)
         except TrainsimError as exc:
-            outcome = ("failed", None, f"error: {exc}")
+            text = str(exc)
+            outcome = ("failed", None, text if text.startswith("error:") else f"error: {text}")
         except Exception as exc:  # a bug: one line on the page, the traceback on the server's stderr
             import traceback
 

@@ -9,7 +9,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from tests.web.conftest import cli, cli_summary
+from web_helpers import cli, cli_summary
 
 PLAN = {"model": "llama3-8b", "num_layers": "4", "world_size": "8", "global_batch": "8", "seq_length": "2048",
         "tp": "2", "sp": "1"}

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from engine.web.plan import megatron_argv, plan_argv, plan_yaml
-from tests.web.conftest import ROOT, cli, cli_summary, env
+from web_helpers import ROOT, cli, cli_summary, env
 from workload_gen.core.errors import ConfigError
 
 SMALL = {"model": "llama3-8b", "num_layers": "2", "world_size": "8", "global_batch": "8", "seq_length": "1024",
