@@ -159,3 +159,25 @@ def test_serve_web_cli_errors_and_imports():
                           timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_timeline_rows_read_from_the_compact_form_equal_the_intervals():
+    from engine.pipeline import run_workload
+    from engine.web.timeline import first_microbatches
+    from workload_gen import build
+    from workload_gen.config_loading import configs_from_dict
+
+    model, par = configs_from_dict({"model": {"preset": "llama3-8b", "num_layers": 4}, "parallel": {
+        "world_size": 16, "tp": 2, "pp": 2, "global_batch": 16, "seq_length": 1024}})
+    result = run_workload(build(model, par), "h100", timeline=True)
+    fast = first_microbatches(result.intervals, 2)  # Blocks read directly
+    slow = first_microbatches(tuple(result.intervals), 2)  # Interval objects
+    assert fast == slow
+    assert fast["lanes"][0] == "rank 0 compute" and len(fast["rows"]) > 0
+    kept = [iv for iv in result.intervals if 0 <= iv.microbatch < 2]
+    assert len(fast["rows"]) == len(kept)
+    # one op at a time on a compute stream: the kept compute intervals of a rank never overlap
+    for lane, name in enumerate(fast["lanes"]):
+        if name.endswith("compute"):
+            spans = sorted((s, e) for ln, s, e, _ in fast["rows"] if ln == lane)
+            assert all(a[1] <= b[0] + 1e-9 for a, b in zip(spans, spans[1:]))

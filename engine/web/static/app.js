@@ -17,6 +17,7 @@ const COLORS = {compute: "#4e79a7", exposed_tp: "#f28e2b", exposed_cp: "#edc948"
                 exposed_etp: "#ff9da7", exposed_dp: "#e15759", exposed_edp: "#9c755f", exposed_pp: "#76b7b2",
                 exposed_emb: "#bab0ac", bubble: "#d4d4d4", optimizer: "#59a14f", host: "#8cd17d", other: "#86bcb6"};
 const HF = "__hf__";
+const TYPING_PAUSE_MS = 150;  // about one keystroke gap of a fast typist: no request per digit
 
 let hfText = "";
 let seq = 0;
@@ -99,11 +100,13 @@ function urlOf(plan) {
 }
 
 // ---- evaluation ------------------------------------------------------------------------------
-function changed() {
+function changed(ev, now = false) {
   $("hf-box").hidden = $("f-model").value !== HF;
   setState("pending");
   clearTimeout(timer);
-  timer = setTimeout(evaluate, 120);
+  // a pick (select, checkbox) asks at once; typing waits for a pause of TYPING_PAUSE_MS
+  const picked = ev && ev.target && (ev.target.tagName === "SELECT" || ev.target.type === "checkbox");
+  timer = setTimeout(evaluate, picked || now ? 0 : TYPING_PAUSE_MS);
 }
 
 async function evaluate() {
@@ -232,7 +235,7 @@ function drawTimeline() {
   tl.lanes.forEach((name, i) => g.fillText(name, 4, AXIS_H + i * LANE_H + 15));
   g.save();
   g.beginPath(); g.rect(LABEL_W, 0, W, cssH); g.clip();
-  for (const [lane, s, e, , cat] of tl.rows) {
+  for (const [lane, s, e, cat] of tl.rows) {
     if (e < t0 || s > t1) continue;
     const a = x(s), b = Math.max(x(e), a + 0.5);
     g.fillStyle = colorOf(cat);
@@ -332,7 +335,7 @@ function renderCompare() {
     pins.splice(Number(b.dataset.i), 1); renderCompare();
   }));
   t.querySelectorAll(".load").forEach((b) => b.addEventListener("click", () => {
-    fillForm(pins[Number(b.dataset.i)].plan); changed();
+    fillForm(pins[Number(b.dataset.i)].plan); changed(null, true);
   }));
 }
 
@@ -395,7 +398,7 @@ function renderSearch() {
   t.querySelectorAll("button.use").forEach((b) => b.addEventListener("click", () => {
     const r = searchRows.find((x) => String(x.rank) === b.dataset.rank);
     fillForm({...readForm(), ...r.plan});
-    changed();
+    changed(null, true);
   }));
 }
 
@@ -421,7 +424,7 @@ async function main() {
     const data = await api("/api/flags", {text: $("flags-text").value});
     if (data.error) { $("error").textContent = data.error; $("error").hidden = false; setState("error"); return; }
     fillForm({...readForm(), ...data.plan});
-    changed();
+    changed(null, true);
   });
   $("pin").addEventListener("click", () => { if (current) { pins.push(current); renderCompare(); } });
   $("copy-link").addEventListener("click", async () => {
