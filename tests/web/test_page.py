@@ -5,11 +5,14 @@ TFLOP/s, fractions, bytes), compared exactly with ``run-analytical --json``.
 """
 from __future__ import annotations
 
+import csv
+import subprocess
+import sys
 from urllib.parse import urlencode
 
 import pytest
 
-from web_helpers import cli, cli_summary
+from web_helpers import ROOT, cli, cli_summary, env
 
 PLAN = {"model": "llama3-8b", "num_layers": "4", "world_size": "8", "global_batch": "8", "seq_length": "2048",
         "tp": "2", "sp": "1"}
@@ -147,6 +150,32 @@ def test_search_and_load_its_best_layout(page):
     tp = best.split()[0].removeprefix("tp")
     assert page.input_value("#f-tp") == tp
     assert float(page.get_attribute("#m-step", "data-value")) == pytest.approx(times[0], rel=1e-12)
+
+
+def test_sweep_csv_is_plotted_against_a_metric(page, tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("base:\n  model: {preset: llama3-8b, num_layers: 2}\n  system: h100\n"
+                    "  parallel: {world_size: 8}\n  training: {global_batch: 8, seq_length: 1024}\n"
+                    "grid:\n  - product:\n      parallel.tp: [1, 2, 4, 8, 16]\n      parallel.pp: [1, 2]\n"
+                    "output: sweep.csv\n")
+    sweep = "import sys; from engine.commands.sweep import sweep_main; sys.exit(sweep_main(sys.argv[1:]))"
+    done = subprocess.run([sys.executable, "-c", sweep, str(spec), "--workers", "1", "-q", "--no-plots"], cwd=ROOT, env=env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    with open(tmp_path / "sweep.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    page.set_input_files("#sweep-file", str(tmp_path / "sweep.csv"))
+    page.select_option("#sweep-x", "parallel.tp")
+    page.select_option("#sweep-y", "parallel.pp")
+    page.select_option("#sweep-metric", "tokens_per_s")
+    for r in rows:  # one point per cell here: each cell is its point's number, or says why it is invalid
+        cell = page.locator(f"#sweep-table td[data-x='{r['parallel.tp']}'][data-y='{r['parallel.pp']}']")
+        if r["status"] == "ok":
+            assert float(cell.get_attribute("data-value")) == float(r["tokens_per_s"])
+        else:
+            assert cell.get_attribute("class") == "invalid" and cell.get_attribute("title") == r["reason"]
+    invalid = [r for r in rows if r["status"] != "ok"]
+    assert invalid  # tp 16 on 8 GPUs
+    assert page.locator("#sweep-table td.invalid").count() == len(invalid)
 
 
 def test_no_console_errors(page):

@@ -26,6 +26,11 @@ let pins = [];           // [{plan, answer}]
 let view = null;         // timeline zoom window [t0, t1] in seconds, null = whole
 let timer = null;
 
+// text from a URL, a CSV or the server goes into HTML only escaped (a shared link is input)
+function esc(v) {
+  return String(v).replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
+}
+
 function setState(s) { document.body.dataset.state = s; }
 
 function fmtTime(s) { return s < 1 ? `${(s * 1e3).toFixed(1)} ms` : `${s.toFixed(3)} s`; }
@@ -315,7 +320,7 @@ function renderCompare() {
     `<th>${c.name}${i ? ` <button class="unpin" data-i="${i - 1}" title="remove">x</button>` +
       ` <button class="load" data-i="${i - 1}" title="load into the form">load</button>` : ""}</th>`).join("") +
     "</tr><tr><td class=\"muted\">differs in</td>" + cols.map((c, i) =>
-    `<td class="muted small">${i ? planLabel(c.entry.plan, current.plan) : planLabel(c.entry.plan)}</td>`).join("") +
+    `<td class="muted small">${esc(i ? planLabel(c.entry.plan, current.plan) : planLabel(c.entry.plan))}</td>`).join("") +
     "</tr></thead><tbody>";
   for (const [name, get, fmt, better] of COMPARE_ROWS) {
     const base = get(current.answer.summary);
@@ -389,7 +394,7 @@ function renderSearch() {
   t.innerHTML = "<thead><tr>" + SEARCH_COLS.map(([k, n]) =>
     `<th data-key="${k}" class="sortable">${n}${k === key ? (dir > 0 ? " ▲" : " ▼") : ""}</th>`).join("") +
     "<th></th></tr></thead><tbody>" + rows.map((r) => "<tr>" + SEARCH_COLS.map(([k]) =>
-      `<td>${fmt[k] ? fmt[k](r[k]) : r[k]}</td>`).join("") +
+      `<td>${esc(fmt[k] ? fmt[k](r[k]) : r[k])}</td>`).join("") +
       `<td><button class="use" data-rank="${r.rank}">load</button></td></tr>`).join("") + "</tbody>";
   t.querySelectorAll("th.sortable").forEach((th) => th.addEventListener("click", () => {
     searchSort = {key: th.dataset.key, dir: th.dataset.key === key ? -dir : 1};
@@ -400,6 +405,102 @@ function renderSearch() {
     fillForm({...readForm(), ...r.plan});
     changed(null, true);
   }));
+}
+
+// ---- sweep results (a sweep's CSV, read here in the browser) ----------------------------------
+let sweep = null;  // {columns, rows}
+
+function parseCsv(text) {
+  // RFC 4180: quoted fields may hold commas, quotes ("") and newlines (sweep's reasons do)
+  const rows = [];
+  let row = [], field = "", quoted = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (quoted) {
+      if (c === '"' && text[i + 1] === '"') { field += '"'; i++; }
+      else if (c === '"') quoted = false;
+      else field += c;
+    } else if (c === '"') quoted = true;
+    else if (c === ",") { row.push(field); field = ""; }
+    else if (c === "\n" || c === "\r") {
+      if (c === "\r" && text[i + 1] === "\n") i++;
+      row.push(field); field = "";
+      if (row.length > 1 || row[0] !== "") rows.push(row);
+      row = [];
+    } else field += c;
+  }
+  if (field !== "" || row.length) { row.push(field); rows.push(row); }
+  const [columns, ...body] = rows;
+  return {columns, rows: body.map((r) => Object.fromEntries(columns.map((c, i) => [c, r[i] ?? ""])))};
+}
+
+function lowerIsBetter(metric) { return /_s$|_bytes$|^breakdown_s/.test(metric); }
+
+function openSweep(text) {
+  sweep = parseCsv(text);
+  const cols = sweep.columns;
+  const numeric = cols.filter((c) => sweep.rows.some((r) => r[c] !== "" && !Number.isNaN(Number(r[c]))));
+  const metrics = numeric.filter((c) => /^(iteration_time_s|tokens_per_s|tflops_per_gpu|mfu|peak_memory_bytes|reserved_memory_bytes|breakdown_s\.)/.test(c));
+  // the axes: columns that vary and are not results
+  const axes = cols.filter((c) => !metrics.includes(c) && !/^(status|reason|coverage\.)/.test(c) &&
+    new Set(sweep.rows.map((r) => r[c])).size > 1);
+  setOptions($("sweep-x"), axes);
+  setOptions($("sweep-y"), axes);
+  setOptions($("sweep-metric"), metrics);
+  if (axes.length > 1) $("sweep-y").value = axes[1];
+  if (metrics.includes("tokens_per_s")) $("sweep-metric").value = "tokens_per_s";
+  drawSweep();
+}
+
+function sortValues(values) {
+  const nums = values.every((v) => v !== "" && !Number.isNaN(Number(v)));
+  return [...values].sort((a, b) => (nums ? Number(a) - Number(b) : a.localeCompare(b)));
+}
+
+function drawSweep() {
+  if (!sweep) return;
+  const x = $("sweep-x").value, y = $("sweep-y").value, m = $("sweep-metric").value;
+  const xs = sortValues([...new Set(sweep.rows.map((r) => r[x]))]);
+  const ys = sortValues([...new Set(sweep.rows.map((r) => r[y]))]);
+  const low = lowerIsBetter(m);
+  const cells = new Map();  // "x|y" -> {best, reason}
+  for (const r of sweep.rows) {
+    const key = `${r[x]}|${r[y]}`;
+    const cell = cells.get(key) || {best: null, reason: "", points: 0};
+    cell.points++;
+    const v = Number(r[m]);
+    if (r.status === "ok" && r[m] !== "" && !Number.isNaN(v)) {
+      if (cell.best === null || (low ? v < cell.best : v > cell.best)) cell.best = v;
+    } else if (!cell.reason) cell.reason = r.reason || r.status;
+    cells.set(key, cell);
+  }
+  const vals = [...cells.values()].map((c) => c.best).filter((v) => v !== null);
+  const lo = Math.min(...vals), hi = Math.max(...vals);
+  const fmt = (v) => (m === "mfu" ? fmtPct(v) : m.endsWith("_bytes") ? fmtGiB(v) : m.endsWith("_s") || m.startsWith("breakdown_s") ?
+    fmtTime(v) : fmtNum(v, v < 100 ? 2 : 0));
+  let html = `<thead><tr><th>${esc(y)} \\ ${esc(x)}</th>` + xs.map((v) => `<th>${esc(v)}</th>`).join("") +
+    "</tr></thead><tbody>";
+  for (const yv of ys) {
+    html += `<tr><th>${esc(yv)}</th>`;
+    for (const xv of xs) {
+      const c = cells.get(`${xv}|${yv}`);
+      if (!c) { html += "<td class=\"none\"></td>"; continue; }
+      if (c.best === null) {
+        html += `<td class="invalid" data-x="${esc(xv)}" data-y="${esc(yv)}" title="${esc(c.reason || "invalid")}">` +
+          "invalid</td>";
+        continue;
+      }
+      const t = hi > lo ? (c.best - lo) / (hi - lo) : 1;
+      const good = low ? 1 - t : t;  // green is better
+      const bg = `hsl(${Math.round(good * 120)}, 55%, ${88 - 18 * good}%)`;
+      html += `<td data-x="${esc(xv)}" data-y="${esc(yv)}" data-value="${c.best}" style="background:${bg}"` +
+        ` title="${c.points} point(s)">${fmt(c.best)}</td>`;
+    }
+    html += "</tr>";
+  }
+  $("sweep-table").innerHTML = html + "</tbody>";
+  const ok = sweep.rows.filter((r) => r.status === "ok").length;
+  $("sweep-info").textContent = `${sweep.rows.length} points, ${ok} ok; ${m}: ${low ? "lower" : "higher"} is better`;
 }
 
 // ---- start -----------------------------------------------------------------------------------
@@ -435,6 +536,11 @@ async function main() {
   $("search-start").addEventListener("click", searchStart);
   $("search-cancel").addEventListener("click", () => api("/api/search", undefined, "DELETE"));
   setupTimeline();
+  $("sweep-file").addEventListener("change", async () => {
+    const f = $("sweep-file").files[0];
+    if (f) openSweep(await f.text());
+  });
+  for (const id of ["sweep-x", "sweep-y", "sweep-metric"]) $(id).addEventListener("change", drawSweep);
   const s = await api("/api/search");
   if (s.state === "running") { $("search-start").disabled = true; $("search-cancel").disabled = false; pollSearch(); }
   await evaluate();
