@@ -52,24 +52,31 @@ class PlanRunner:
         self._lock = threading.Lock()  # argparse's parser is shared; its parse is quick
 
     # -- reading a plan -------------------------------------------------------------------
-    def _hf_path(self, plan: Mapping[str, Any]) -> str | None:
-        text = plan.get("hf_config")
-        if text in (None, ""):
-            return None
-        if not isinstance(text, str) or len(text) > HF_MAX_CHARS:
-            raise ConfigError("hf_config", f"{len(str(text))} characters", f"a config.json's text of at most "
-                              f"{HF_MAX_CHARS} characters")
-        digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-        path = self._workdir / digest / "config.json"
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
-        return str(path)
+    def _files(self, plan: Mapping[str, Any]) -> dict[str, str]:
+        """The plan's pasted texts (a Hugging Face config.json, a system YAML) written to files,
+        one per content, so the CLI reads them by path as it reads a user's."""
+        from engine.web.plan import FILE_KEYS, HF_CONFIG_KEY
+
+        paths = {}
+        for key in FILE_KEYS:
+            text = plan.get(key)
+            if text in (None, ""):
+                continue
+            if not isinstance(text, str) or len(text) > HF_MAX_CHARS:
+                raise ConfigError(key, f"{len(str(text))} characters", f"a file's text of at most {HF_MAX_CHARS} "
+                                  "characters")
+            digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+            path = self._workdir / digest / ("config.json" if key == HF_CONFIG_KEY else "system.yaml")
+            if not path.exists():
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text, encoding="utf-8")
+            paths[key] = str(path)
+        return paths
 
     def _args(self, plan: Mapping[str, Any], extra: tuple[str, ...] = ()) -> tuple[list[str], argparse.Namespace]:
         from engine.web.plan import plan_argv
 
-        argv = plan_argv(plan, self._hf_path(plan))
+        argv = plan_argv(plan, self._files(plan))
         with self._lock:
             return argv, self._parser.parse_args([*argv, *extra])
 
@@ -203,7 +210,8 @@ class PlanRunner:
         from workload_gen.core.system import load_system
         from workload_gen.flag_values import configs_from_flags
 
-        keep = ("model", "hf_config", "system", "num_layers", "world_size", "global_batch", "seq_length", "dtype")
+        keep = ("model", "hf_config", "system", "system_yaml", "num_layers", "world_size", "global_batch", "seq_length",
+                "dtype")
         _, args = self._args({k: v for k, v in plan.items() if k in keep})
         model, base, _ = configs_from_flags(vars(args))
         system = load_system(args.system)

@@ -67,6 +67,10 @@ MAX_VALUE_CHARS = 64
 
 HF_CONFIG_KEY = "hf_config"
 """The plan key holding a pasted/uploaded Hugging Face config.json's text (instead of ``model``)."""
+SYSTEM_YAML_KEY = "system_yaml"
+"""The plan key holding a pasted/uploaded system YAML's text (instead of ``system``)."""
+FILE_KEYS = (HF_CONFIG_KEY, SYSTEM_YAML_KEY)
+"""Plan keys whose text the server writes to a file and passes by path, as a user would."""
 
 
 def _text(key: str, value: Any) -> str:
@@ -86,20 +90,24 @@ def _switch(key: str, value: Any) -> bool:
     raise ConfigError(key, value, "must be true or false")
 
 
-def plan_argv(plan: Mapping[str, Any], hf_path: str | None = None) -> list[str]:
+def plan_argv(plan: Mapping[str, Any], files: Mapping[str, str] | None = None) -> list[str]:
     """The run-analytical flags of ``plan`` (empty fields are left to the CLI's defaults).
 
-    ``hf_path``: where the plan's Hugging Face config was written; it replaces ``--model``."""
+    ``files``: where the plan's pasted texts were written, by key (FILE_KEYS): a Hugging Face
+    config replaces ``--model`` (``--hf-config PATH``), a system YAML ``--system``."""
     if not isinstance(plan, Mapping):
         raise ConfigError("plan", plan, "must be a JSON object of form fields")
-    unknown = sorted(set(plan) - set(BY_KEY) - {HF_CONFIG_KEY})
+    unknown = sorted(set(plan) - set(BY_KEY) - set(FILE_KEYS))
     if unknown:
-        raise ConfigError("plan", unknown[0], f"unknown field; valid: {', '.join(BY_KEY)}, {HF_CONFIG_KEY}")
+        raise ConfigError("plan", unknown[0], f"unknown field; valid: {', '.join([*BY_KEY, *FILE_KEYS])}")
+    files = files or {}
     argv: list[str] = []
     for f in FIELDS:
         value = plan.get(f.key)
-        if f.key == "model" and hf_path is not None:
-            argv += ["--hf-config", hf_path]
+        if f.key == "model" and HF_CONFIG_KEY in files:
+            argv += ["--hf-config", files[HF_CONFIG_KEY]]
+        elif f.key == "system" and SYSTEM_YAML_KEY in files:
+            argv += ["--system", files[SYSTEM_YAML_KEY]]
         elif f.kind == "switch":
             if _switch(f.key, value):
                 argv.append(f.flag)
@@ -153,7 +161,8 @@ def plan_yaml(plan: Mapping[str, Any]) -> str:
         elif value not in (None, ""):
             sections[section_of(field)][field] = _number(value)
     doc = {"model": model if len(model) > 1 else model["preset"], **{k: v for k, v in sections.items() if v}}
-    header = f"# run-analytical -c this.yaml --system {plan.get('system') or 'h100'}\n"
+    system = "YOUR_SYSTEM.yaml" if plan.get(SYSTEM_YAML_KEY) else plan.get("system") or "h100"
+    header = f"# run-analytical -c this.yaml --system {system}\n"
     return header + yaml.safe_dump(doc, sort_keys=False)
 
 

@@ -178,5 +178,30 @@ def test_sweep_csv_is_plotted_against_a_metric(page, tmp_path):
     assert page.locator("#sweep-table td.invalid").count() == len(invalid)
 
 
+def test_uploaded_hf_config_and_pasted_system_yaml(page, tmp_path):
+    hf = tmp_path / "config.json"
+    hf.write_text('{"model_type": "llama", "hidden_size": 1024, "intermediate_size": 2816, "num_hidden_layers": 2, '
+                  '"num_attention_heads": 16, "num_key_value_heads": 4, "vocab_size": 32000}')
+    system = tmp_path / "my_cluster.yaml"
+    system.write_text("base: h100\nnics_per_node: 4\nnic_bw: 5.0e10\n")
+    page.select_option("#f-model", "__hf__")
+    page.set_input_files("#hf-file", str(hf))
+    page.fill("#f-num_layers", "")
+    page.select_option("#f-system", "__yaml__")
+    page.fill("#f-sys", system.read_text())
+    ready(page)
+    flags = ["--hf-config", str(hf), "--system", str(system), "--world-size", page.input_value("#f-world_size"),
+             "--global-batch", page.input_value("#f-global_batch"), "--micro-batch", page.input_value("#f-micro_batch"),
+             "--seq-length", page.input_value("#f-seq_length"), "--tp", page.input_value("#f-tp"),
+             "--pp", page.input_value("#f-pp"), "--dtype", page.input_value("#f-dtype")]
+    flags += [f for f, on in (("--sp", "#f-sp"), ("--dist-opt", "#f-dist_opt"), ("--overlap-grad-reduce",
+              "#f-overlap_grad_reduce"), ("--overlap-param-gather", "#f-overlap_param_gather"),
+              ("--tp-comm-overlap", "#f-tp_comm_overlap")) if page.is_checked(on)]
+    assert numbers(page)["step"] == cli_summary(*flags)["iteration_time_s"]
+    page.select_option("#f-model", "llama3-8b")
+    page.select_option("#f-system", "h100")
+    ready(page)
+
+
 def test_no_console_errors(page):
     assert page.errors == []

@@ -126,6 +126,20 @@ def test_exports_read_back_to_the_same_run(server, tmp_path):
                                         "sp": True, "dist_opt": True, "recompute": "selective", "dtype": "fp8"}
 
 
+def test_system_yaml_pasted(server, tmp_path):
+    text = "base: h100\nnics_per_node: 4\nnic_bw: 5.0e10\n"
+    plan = {k: v for k, v in SMALL.items() if k != "system"}
+    got = evaluate(server, {**plan, "world_size": "16", "global_batch": "16", "system_yaml": text})
+    (tmp_path / "my_cluster.yaml").write_text(text)
+    want = cli_summary("--system", str(tmp_path / "my_cluster.yaml"), *plan_argv({**plan, "world_size": "16",
+                                                                                  "global_batch": "16"}))
+    assert got["summary"]["iteration_time_s"] == want["iteration_time_s"]
+    assert got["summary"]["iteration_time_s"] != evaluate(server, {**plan, "world_size": "16", "global_batch": "16"})[
+        "summary"]["iteration_time_s"]  # half the NICs, slower DP across the two nodes
+    bad = evaluate(server, {**plan, "system_yaml": "base: h100\nnic_bw: fast\n"})
+    assert bad["error"].startswith("error: ") and "nic_bw" in bad["error"]
+
+
 def test_hf_config_pasted(server, tmp_path):
     hf = {"model_type": "llama", "hidden_size": 1024, "intermediate_size": 2816, "num_hidden_layers": 2,
           "num_attention_heads": 16, "num_key_value_heads": 4, "vocab_size": 32000,

@@ -20,6 +20,8 @@ const HF = "__hf__";
 const TYPING_PAUSE_MS = 150;  // about one keystroke gap of a fast typist: no request per digit
 
 let hfText = "";
+let sysText = "";
+const SYS = "__yaml__";
 let seq = 0;
 let current = null;      // {plan, answer} of the last good evaluation
 let pins = [];           // [{plan, answer}]
@@ -53,6 +55,7 @@ function readForm() {
   for (const k of TEXT_FIELDS) plan[k] = $(`f-${k}`).value.trim();
   for (const k of SWITCHES) plan[k] = $(`f-${k}`).checked;
   if (plan.model === HF) { delete plan.model; plan.hf_config = hfText; }
+  if (plan.system === SYS) { delete plan.system; plan.system_yaml = sysText; }
   return plan;
 }
 
@@ -78,6 +81,7 @@ function ensureOption(select, value) {
 function fillForm(plan) {
   const p = {...DEFAULT_PLAN, ...plan};
   if (p.hf_config) { hfText = p.hf_config; $("f-hf").value = hfText; p.model = HF; }
+  if (p.system_yaml) { sysText = p.system_yaml; $("f-sys").value = sysText; p.system = SYS; }
   for (const k of TEXT_FIELDS) {
     const el = $(`f-${k}`);
     if (el.tagName === "SELECT") ensureOption(el, p[k]);
@@ -85,12 +89,13 @@ function fillForm(plan) {
   }
   for (const k of SWITCHES) $(`f-${k}`).checked = p[k] === true || p[k] === "true";
   $("hf-box").hidden = $("f-model").value !== HF;
+  $("sys-box").hidden = $("f-system").value !== SYS;
 }
 
 function planFromUrl() {
   const q = new URLSearchParams(location.search);
   const plan = {};
-  for (const k of [...TEXT_FIELDS, "hf_config"]) if (q.has(k)) plan[k] = q.get(k);
+  for (const k of [...TEXT_FIELDS, "hf_config", "system_yaml"]) if (q.has(k)) plan[k] = q.get(k);
   for (const k of SWITCHES) if (q.has(k)) plan[k] = q.get(k) === "1" || q.get(k) === "true";
   return plan;
 }
@@ -107,6 +112,7 @@ function urlOf(plan) {
 // ---- evaluation ------------------------------------------------------------------------------
 function changed(ev, now = false) {
   $("hf-box").hidden = $("f-model").value !== HF;
+  $("sys-box").hidden = $("f-system").value !== SYS;
   setState("pending");
   clearTimeout(timer);
   // a pick (select, checkbox) asks at once; typing waits for a pause of TYPING_PAUSE_MS
@@ -508,7 +514,7 @@ async function main() {
   setState("loading");
   const meta = await api("/api/meta");
   setOptions($("f-model"), [...meta.models, HF], [...meta.models, "Hugging Face config.json…"]);
-  setOptions($("f-system"), meta.systems);
+  setOptions($("f-system"), [...meta.systems, SYS], [...meta.systems, "system YAML…"]);
   setOptions($("f-dtype"), meta.dtypes);
   setOptions($("f-recompute"), meta.recomputes);
   for (const a of AXES) setOptions($(`f-${a}`), ["1"]);
@@ -516,6 +522,11 @@ async function main() {
   $("plan").addEventListener("input", changed);
   $("plan").addEventListener("change", changed);
   $("f-hf").addEventListener("input", () => { hfText = $("f-hf").value; changed(); });
+  $("f-sys").addEventListener("input", () => { sysText = $("f-sys").value; changed(); });
+  $("sys-file").addEventListener("change", async () => {
+    const f = $("sys-file").files[0];
+    if (f) { sysText = await f.text(); $("f-sys").value = sysText; changed(null, true); }
+  });
   $("hf-file").addEventListener("change", async () => {
     const f = $("hf-file").files[0];
     if (f) { hfText = await f.text(); $("f-hf").value = hfText; changed(); }
