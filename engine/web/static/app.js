@@ -512,7 +512,7 @@ function drawSweep() {
 // ---- start -----------------------------------------------------------------------------------
 async function main() {
   setState("loading");
-  const meta = await api("/api/meta");
+  const [meta, running] = await Promise.all([api("/api/meta"), api("/api/search")]);
   setOptions($("f-model"), [...meta.models, HF], [...meta.models, "Hugging Face config.json…"]);
   setOptions($("f-system"), [...meta.systems, SYS], [...meta.systems, "system YAML…"]);
   setOptions($("f-dtype"), meta.dtypes);
@@ -552,8 +552,7 @@ async function main() {
     if (f) openSweep(await f.text());
   });
   for (const id of ["sweep-x", "sweep-y", "sweep-metric"]) $(id).addEventListener("change", drawSweep);
-  const s = await api("/api/search");
-  if (s.state === "running") { $("search-start").disabled = true; $("search-cancel").disabled = false; pollSearch(); }
+  if (running.state === "running") { $("search-start").disabled = true; $("search-cancel").disabled = false; pollSearch(); }
   await evaluate();
 }
 
