@@ -549,6 +549,29 @@ def check_pip(argv: list[str]) -> tuple[bool, str]:
     return True, f"installed as pinned: {', '.join(seen)}"
 
 
+def and_parts(text: str) -> list[str]:
+    """The commands of ``A && B && ...`` at the top level: an ``&&`` inside parentheses or
+    quotes stays in its part (``(command -v x || (apt-get update && apt-get install x)) && ...``)."""
+    parts, depth, quote, start, i = [], 0, "", 0, 0
+    while i < len(text):
+        c = text[i]
+        if quote:
+            quote = "" if c == quote else quote
+        elif c in "'\"":
+            quote = c
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == "&" and text.startswith("&&", i) and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 2
+            i += 1
+        i += 1
+    parts.append(text[start:].strip())
+    return parts
+
+
 def ci_entry_lines() -> list[str]:
     path = REPO / ".ci" / "run"
     return [l.strip() for l in path.read_text().splitlines()] if path.exists() else []
@@ -576,7 +599,7 @@ def execute(ws: Workspace, step: Step) -> tuple[bool, str]:
         return False, f"`{step.text}` is not a command of {other} (same-as marker)"
     if mode == "install":
         details = []
-        for part in (p.strip() for p in step.text.split("&&")):
+        for part in and_parts(step.text):
             argv = shlex.split(part, comments=True)
             if argv[:2] == ["pip", "install"]:
                 ok, detail = check_pip(argv)
@@ -922,6 +945,14 @@ echo gone
     assert ok and "stopped" in detail and time.monotonic() - t0 < 60  # stopped, not waited for
     ok, detail = execute(ws, steps[1])
     assert not ok and "exited (0) before printing 'serving on'" in detail
+
+
+def test_and_parts_keep_a_subshell_whole():
+    line = ("(command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)) && "
+            "pip install torch==2.13.0 -e '.[test]' && python -m pytest -q")
+    assert and_parts(line) == ["(command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq "
+                               "chromium))", "pip install torch==2.13.0 -e '.[test]'", "python -m pytest -q"]
+    assert and_parts("echo 'a && b' && true") == ["echo 'a && b'", "true"]
 
 
 def test_pip_lines_are_checked_not_run():
