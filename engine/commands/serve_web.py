@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.commands.parser import OneLineParser, run_cli
+from engine.commands.vocab import add_quiet
 from workload_gen.core.errors import ConfigError, TrainsimError
 
 TIMELINE_MICROBATCHES = 4
@@ -264,7 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--host", default="127.0.0.1", metavar="ADDR",
                     help="address to listen on (default 127.0.0.1: this machine only)")
     ap.add_argument("--port", type=int, default=8765, metavar="N", help="TCP port (default 8765; 0 picks a free one)")
-    ap.add_argument("-q", "--quiet", action="store_true", help="no request log on stderr")
+    add_quiet(ap, help="no request log on stderr (errors still print)")
     return ap
 
 
