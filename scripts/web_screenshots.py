@@ -6,7 +6,9 @@ Starts ``serve-web --port 0`` from this checkout, opens a plan in the real headl
 (Debian's chromium on PATH), pins it, pins it again in FP8, changes TP, runs a layout search,
 loads its best layout, and writes one PNG per pane plus the whole page:
 
-  web_page.png  web_plan.png  web_answer.png  web_compare.png  web_search.png
+  web_page.png  web_plan.png  web_answer.png  web_compare.png  web_search.png  web_sweep.png
+
+(the sweep pane shows a TP x PP sweep of the same job, run with `sweep` first)
 
 Usage: python scripts/web_screenshots.py [--out docs] [--model llama3-70b --gpus 64 --batch 64 --seq 8192]
 (the tests run it with a small model into a temporary folder; they never rewrite docs/).
@@ -18,13 +20,16 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
-PANES = {"plan": "#plan-pane", "answer": "#answer-pane", "compare": "#compare-pane", "search": "#search-pane"}
+PANES = {"plan": "#plan-pane", "answer": "#answer-pane", "compare": "#compare-pane", "search": "#search-pane",
+         "sweep": "#sweep-pane"}
+SWEEP = "import sys; from engine.commands.sweep import sweep_main; sys.exit(sweep_main(sys.argv[1:]))"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,6 +45,17 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    layers = f", num_layers: {args.layers}" if args.layers else ""
+    sweep_dir = Path(tempfile.mkdtemp(prefix="web_screenshots_"))
+    spec = sweep_dir / "spec.yaml"
+    spec.write_text(f"base:\n  model: {{preset: {args.model}{layers}}}\n  system: h100\n"
+                    f"  parallel: {{world_size: {args.gpus}}}\n"
+                    f"  training: {{global_batch: {args.batch}, seq_length: {args.seq}, sp: true, "
+                    "distributed_optimizer: true}\n"
+                    "grid:\n  - product:\n      parallel.tp: [1, 2, 4, 8]\n      parallel.pp: [1, 2, 4, 8]\n"
+                    "output: sweep_tp_pp.csv\n")
+    subprocess.run([sys.executable, "-c", SWEEP, str(spec), "--workers", "1", "-q", "--no-plots"], cwd=ROOT,
+                   env=env, check=True)
     proc = subprocess.Popen([sys.executable, "-m", "engine.commands.serve_web", "--port", "0", "-q"], cwd=ROOT,
                             env=env, stdout=subprocess.PIPE, text=True)
     try:
@@ -66,6 +82,9 @@ def main(argv: list[str] | None = None) -> int:
             page.wait_for_selector("#search-pane[data-state=done]", timeout=600_000)
             page.locator("#search-table button.use").first.click()  # the best layout becomes the plan
             page.wait_for_selector(ready, timeout=60_000)
+            page.set_input_files("#sweep-file", str(sweep_dir / "sweep_tp_pp.csv"))
+            page.select_option("#sweep-x", "parallel.tp")
+            page.select_option("#sweep-y", "parallel.pp")
             page.click("#export-box summary")
             page.click("#paste-box summary")
             page.fill("#flags-text", "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 2 "
@@ -79,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         proc.terminate()
         proc.wait(10)
+        shutil.rmtree(sweep_dir, ignore_errors=True)
     for name in ("page", *PANES):
         print(args.out / f"web_{name}.png")
     return 0

@@ -173,6 +173,13 @@ def test_sweep_csv_is_plotted_against_a_metric(page, tmp_path):
             assert float(cell.get_attribute("data-value")) == float(r["tokens_per_s"])
         else:
             assert cell.get_attribute("class") == "invalid" and cell.get_attribute("title") == r["reason"]
+    assert page.text_content("#sweep-info").endswith("tokens_per_s: higher is better")
+    best = max((r for r in rows if r["status"] == "ok"), key=lambda r: float(r["tokens_per_s"]))
+    cell = page.locator(f"#sweep-table td[data-x='{best['parallel.tp']}'][data-y='{best['parallel.pp']}']")
+    assert "hsl(120," in cell.get_attribute("style")  # the best point is the greenest
+    page.select_option("#sweep-metric", "iteration_time_s")
+    assert page.text_content("#sweep-info").endswith("iteration_time_s: lower is better")
+    assert "hsl(120," in cell.get_attribute("style")  # fastest = most tokens/s: still the greenest
     invalid = [r for r in rows if r["status"] != "ok"]
     assert invalid  # tp 16 on 8 GPUs
     assert page.locator("#sweep-table td.invalid").count() == len(invalid)

@@ -23,7 +23,8 @@ def test_screenshot_script_writes_each_pane(tmp_path):
                           cwd=ROOT, env=env(), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     sizes = {p.stem: png_size(p.read_bytes()) for p in tmp_path.glob("*.png")}
-    assert set(sizes) == {"web_page", "web_plan", "web_answer", "web_compare", "web_search"}
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix != ".png") == []  # its sweep files are gone
+    assert set(sizes) == {"web_page", "web_plan", "web_answer", "web_compare", "web_search", "web_sweep"}
     page_w, page_h = sizes["web_page"]
     assert page_w == 1440
     for name, (w, h) in sizes.items():  # each pane is a part of the page, not an empty picture

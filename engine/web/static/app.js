@@ -440,7 +440,8 @@ function parseCsv(text) {
   return {columns, rows: body.map((r) => Object.fromEntries(columns.map((c, i) => [c, r[i] ?? ""])))};
 }
 
-function lowerIsBetter(metric) { return /_s$|_bytes$|^breakdown_s/.test(metric); }
+function isTime(metric) { return metric === "iteration_time_s" || metric.startsWith("breakdown_s."); }
+function lowerIsBetter(metric) { return isTime(metric) || metric.endsWith("_bytes"); }
 
 function openSweep(text) {
   sweep = parseCsv(text);
@@ -482,8 +483,8 @@ function drawSweep() {
   }
   const vals = [...cells.values()].map((c) => c.best).filter((v) => v !== null);
   const lo = Math.min(...vals), hi = Math.max(...vals);
-  const fmt = (v) => (m === "mfu" ? fmtPct(v) : m.endsWith("_bytes") ? fmtGiB(v) : m.endsWith("_s") || m.startsWith("breakdown_s") ?
-    fmtTime(v) : fmtNum(v, v < 100 ? 2 : 0));
+  const fmt = (v) => (m === "mfu" ? fmtPct(v) : m.endsWith("_bytes") ? fmtGiB(v) : isTime(m) ? fmtTime(v) :
+    fmtNum(v, v < 100 ? 2 : 0));
   let html = `<thead><tr><th>${esc(y)} \\ ${esc(x)}</th>` + xs.map((v) => `<th>${esc(v)}</th>`).join("") +
     "</tr></thead><tbody>";
   for (const yv of ys) {
