@@ -97,13 +97,14 @@ class PlanRunner:
     def evaluate(self, plan: Mapping[str, Any]) -> dict[str, Any]:
         """run-analytical --json for the plan, step by step as engine.commands.run._body does
         for a generated workload (the tests compare the two summaries)."""
-        from engine.commands.run import backend_options, event_outputs, reject_simai_flags
+        from engine.commands.run import backend_options, does_not_fit_warning, event_outputs, reject_simai_flags
         from engine.pipeline import run_workload
         from engine.web.plan import megatron_argv, plan_yaml
         from engine.web.timeline import first_microbatches
         from network.registry import backend_kind
         from workload_gen import build
         from workload_gen.core.system import load_system
+        from workload_gen.core.unmodelled import unmodelled
         from workload_gen.flag_values import configs_from_flags
 
         argv, args = self._args(plan, ("--json",))
@@ -118,6 +119,10 @@ class PlanRunner:
         result.extras.update(kind.report(net))
         summary_text = event_outputs(args, result, {})[1]["summary.json"]
         kind.finish(net, None)
+        # the warnings run-analytical prints on stderr for this plan, in its words
+        notes = [*notes, *(f"warning: run-analytical: {line}" for line in unmodelled(workload.parallel))]
+        if json.loads(summary_text).get("fits") is False:
+            notes.append(does_not_fit_warning(result, "run-analytical"))
         # The drawing only: a second run keeping the intervals of the first micro-batches
         # (the summary above is the CLI's, computed without a timeline as --json does).
         drawn = run_workload(result.workload, system, timeline=True, backend=kind.from_options(

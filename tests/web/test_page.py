@@ -6,6 +6,7 @@ TFLOP/s, fractions, bytes), compared exactly with ``run-analytical --json``.
 from __future__ import annotations
 
 import csv
+import json
 import subprocess
 import sys
 from urllib.parse import urlencode
@@ -85,6 +86,25 @@ def test_invalid_choice_shows_the_cli_message(page):
     page.fill("#f-global_batch", "8")
     ready(page)
     assert page.is_hidden("#error")
+
+
+def test_a_plan_that_does_not_fit_says_so_in_the_clis_words(page):
+    flags = ["--model", "llama3-8b", "--world-size", "8", "--global-batch", "8", "--seq-length", "4096"]
+    page.goto(f"{page.url.split('?')[0]}?model=llama3-8b&world_size=8&global_batch=8&seq_length=4096&tp=1&sp=0")
+    ready(page)
+    done = cli("run-analytical", *flags, "--json", "-q")
+    assert done.returncode == 0
+    warning = [ln for ln in done.stderr.splitlines() if "does not fit" in ln]
+    assert len(warning) == 1
+    assert page.text_content("#notes .warn") == warning[0]
+    assert page.get_attribute("#fits", "data-fits") == "false"
+    short = -min(json.loads(done.stdout)["memory_margin_bytes"]) / 2**30
+    assert page.text_content("#fits").startswith(f"DOES NOT FIT: short by {short:.2f} GiB")
+    assert page.locator("#memory .fill.over").count() == 1
+    page.goto(f"{page.url.split('?')[0]}?{urlencode(PLAN)}")
+    ready(page)
+    page.select_option("#f-tp", "4")
+    ready(page)
 
 
 def test_pin_and_compare_two_plans(page):

@@ -167,7 +167,12 @@ function renderAnswer(data) {
   metric("m-tps", s.tokens_per_s, fmtNum(s.tokens_per_s));
   metric("m-tflops", s.tflops_per_gpu, s.tflops_per_gpu === null ? "-" : fmtNum(s.tflops_per_gpu, 1));
   metric("m-mfu", s.mfu, s.mfu === null ? "-" : fmtPct(s.mfu));
-  $("notes").textContent = data.notes.join(" ");
+  $("notes").replaceChildren(...data.notes.map((line) => {
+    const d = document.createElement("div");
+    d.textContent = line;
+    d.className = line.startsWith("warning:") ? "warn" : "";
+    return d;
+  }));
   // the breakdown bar: shares of the iteration on the critical stage
   const total = s.iteration_time_s;
   const parts = Object.entries(s.breakdown_s).filter(([, v]) => v > 0);
