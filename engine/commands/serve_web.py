@@ -77,9 +77,10 @@ class PlanRunner:
     def _args(self, plan: Mapping[str, Any], extra: tuple[str, ...] = ()) -> tuple[list[str], argparse.Namespace]:
         from engine.web.plan import plan_argv
 
-        argv = plan_argv(plan, self._files(plan))
+        files = self._files(plan)
         with self._lock:
-            return argv, self._parser.parse_args([*argv, *extra])
+            args = self._parser.parse_args([*plan_argv(plan, files, attached=True), *extra])
+        return plan_argv(plan, files), args
 
     # -- the port -------------------------------------------------------------------------
     def meta(self) -> dict[str, Any]:

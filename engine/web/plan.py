@@ -7,7 +7,7 @@ The plan is the page's form as data, and its one meaning is the run-analytical c
 line it turns into (:func:`plan_argv`): the server runs exactly that argv through the
 CLI's own parser and code path, so nothing here checks whether a layout is valid (the
 library's messages say that). Here a value is only checked to be a scalar of a sane
-length, so that no request can smuggle a second flag into the argv.
+length; the server joins each value to its flag (``--tp=4``), so no value can become a flag.
 """
 from __future__ import annotations
 
@@ -77,8 +77,8 @@ def _text(key: str, value: Any) -> str:
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise ConfigError(key, value, "must be a number or a name")
     text = str(value).strip()
-    if len(text) > MAX_VALUE_CHARS or not text or text.startswith("-") or any(c.isspace() for c in text):
-        raise ConfigError(key, value, f"must be one word of at most {MAX_VALUE_CHARS} characters, not a flag")
+    if len(text) > MAX_VALUE_CHARS:
+        raise ConfigError(key, value, f"at most {MAX_VALUE_CHARS} characters (a count or a name)")
     return text
 
 
@@ -90,11 +90,14 @@ def _switch(key: str, value: Any) -> bool:
     raise ConfigError(key, value, "must be true or false")
 
 
-def plan_argv(plan: Mapping[str, Any], files: Mapping[str, str] | None = None) -> list[str]:
+def plan_argv(plan: Mapping[str, Any], files: Mapping[str, str] | None = None, *, attached: bool = False) -> list[str]:
     """The run-analytical flags of ``plan`` (empty fields are left to the CLI's defaults).
 
     ``files``: where the plan's pasted texts were written, by key (FILE_KEYS): a Hugging Face
-    config replaces ``--model`` (``--hf-config PATH``), a system YAML ``--system``."""
+    config replaces ``--model`` (``--hf-config PATH``), a system YAML ``--system``.
+    ``attached``: each value joined to its flag (``--tp=4``), as the server parses them: a
+    value is then one argument whatever it holds (``-1``, ``4 --out x``), so no value can
+    become a flag, and the parser's message about it is the one it gives the user typing it."""
     if not isinstance(plan, Mapping):
         raise ConfigError("plan", plan, "must be a JSON object of form fields")
     unknown = sorted(set(plan) - set(BY_KEY) - set(FILE_KEYS))
@@ -102,17 +105,21 @@ def plan_argv(plan: Mapping[str, Any], files: Mapping[str, str] | None = None) -
         raise ConfigError("plan", unknown[0], f"unknown field; valid: {', '.join([*BY_KEY, *FILE_KEYS])}")
     files = files or {}
     argv: list[str] = []
+
+    def add(flag: str, text: str) -> None:
+        argv.extend([f"{flag}={text}"] if attached else [flag, text])
+
     for f in FIELDS:
         value = plan.get(f.key)
         if f.key == "model" and HF_CONFIG_KEY in files:
-            argv += ["--hf-config", files[HF_CONFIG_KEY]]
+            add("--hf-config", files[HF_CONFIG_KEY])
         elif f.key == "system" and SYSTEM_YAML_KEY in files:
-            argv += ["--system", files[SYSTEM_YAML_KEY]]
+            add("--system", files[SYSTEM_YAML_KEY])
         elif f.kind == "switch":
             if _switch(f.key, value):
                 argv.append(f.flag)
         elif value not in (None, ""):
-            argv += [f.flag, _text(f.key, value)]
+            add(f.flag, _text(f.key, value))
     return argv
 
 

@@ -67,10 +67,11 @@ def test_malformed_requests_are_one_line_400s(server):
     # a huge upload is refused by its declared size, before it is read
     status, text = request(server, "POST", "/api/evaluate", b"x" * (2 << 20))
     assert status == 400 and "at most 1048576 bytes" in json.loads(text)["error"]
-    # a flag smuggled into a value never reaches the parser as a flag
+    # a flag smuggled into a value never reaches the parser as a flag: the value is refused whole
     got = evaluate(server, {**SMALL, "tp": "2 --out /tmp/x"})
-    assert got == {"error": "error: tp='2 --out /tmp/x' is invalid; must be one word of at most 64 characters, "
-                            "not a flag"}
+    assert got == {"error": cli_error(*plan_argv({**SMALL, "tp": "2 --out /tmp/x"}, attached=True))}
+    assert "invalid int value: '2 --out /tmp/x'" in got["error"]
+    assert evaluate(server, {**SMALL, "tp": "-1"}) == {"error": cli_error(*plan_argv({**SMALL, "tp": "-1"}))}
 
 
 def test_host_and_origin_are_checked(server):
@@ -157,8 +158,9 @@ def test_hf_config_pasted(server, tmp_path):
 def test_plan_values_are_words_not_flags():
     with pytest.raises(ConfigError, match="unknown field"):
         plan_argv({"out": "/tmp/x"})
-    with pytest.raises(ConfigError, match="not a flag"):
-        plan_argv({"model": "--help"})
+    with pytest.raises(ConfigError, match="at most 64 characters"):
+        plan_argv({"model": "x" * 65})
+    assert plan_argv({"model": "--help"}, attached=True) == ["--model=--help"]  # a value, not the flag
     assert plan_argv({"tp": 4, "sp": False, "pp": ""}) == ["--tp", "4"]
 
 
