@@ -62,6 +62,22 @@ def test_numbers_equal_run_analytical_json(page):
     assert lanes[:2] == ["rank 0 compute", "rank 0 tp"]
 
 
+def test_the_timeline_zooms_pans_and_resets(page):
+    end = page.evaluate("current.answer.timeline.end_s")
+    box = page.locator("#timeline").bounding_box()
+    page.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + box["height"] / 2)
+    page.mouse.wheel(0, -300)  # zoom in around the pointer
+    t0, t1 = page.evaluate("view")
+    assert 0 < t1 - t0 < end and t0 > 0
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.4, box["y"] + box["height"] / 2)
+    page.mouse.up()
+    p0, p1 = page.evaluate("view")
+    assert p1 - p0 == pytest.approx(t1 - t0) and p0 > t0  # dragged left: later times come into view
+    page.dblclick("#timeline")
+    assert page.evaluate("view") is None
+
+
 def test_change_tp_changes_the_answer(page):
     before = numbers(page)
     page.select_option("#f-tp", "4")
