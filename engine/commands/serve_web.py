@@ -248,7 +248,10 @@ SEARCH_POLL_S = 0.2
 def _search_child(plan: dict[str, Any], workdir: str, messages: Any) -> None:
     """A search process: its progress, then its answer or its one-line error, on ``messages``."""
     try:
-        result = PlanRunner(Path(workdir)).search_here(plan, lambda done, total: messages.put(("progress", (done, total))))
+        def progress(done: int, total: int) -> None:
+            messages.put(("progress", (done, total)))
+
+        result = PlanRunner(Path(workdir)).search_here(plan, progress)
         messages.put(("result", result))
     except TrainsimError as exc:
         text = str(exc)

@@ -151,7 +151,8 @@ def create_app(port: PlanPort, host: str = "127.0.0.1", listen_port: int = 8000)
     async def no_icon(request: Request) -> Response:
         return Response(status_code=204)  # the browser asks for one; the page has none
 
-    routes = [Route("/", page), Route("/static/{name}", static_file), Route("/favicon.ico", no_icon), Route("/api/meta", meta),
+    routes = [Route("/", page), Route("/static/{name}", static_file), Route("/favicon.ico", no_icon),
+              Route("/api/meta", meta),
               Route("/api/evaluate", evaluate, methods=["POST"]), Route("/api/flags", flags, methods=["POST"]),
               Route("/api/search", search, methods=["GET", "POST", "DELETE"])]
 

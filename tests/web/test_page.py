@@ -195,7 +195,8 @@ def test_sweep_csv_is_plotted_against_a_metric(page, tmp_path):
                     "grid:\n  - product:\n      parallel.tp: [1, 2, 4, 8, 16]\n      parallel.pp: [1, 2]\n"
                     "output: sweep.csv\n")
     sweep = "import sys; from engine.commands.sweep import sweep_main; sys.exit(sweep_main(sys.argv[1:]))"
-    done = subprocess.run([sys.executable, "-c", sweep, str(spec), "--workers", "1", "-q", "--no-plots"], cwd=ROOT, env=env(), capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-c", sweep, str(spec), "--workers", "1", "-q", "--no-plots"], cwd=ROOT,
+                          env=env(), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     with open(tmp_path / "sweep.csv", newline="") as f:
         rows = list(csv.DictReader(f))

@@ -17,7 +17,8 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 
 def env() -> dict[str, str]:
     """This checkout first on the path, so the server and the CLI both run the code under test."""
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return {**os.environ, "PYTHONPATH": path}
 
 
 def cli(command: str, *args: str) -> subprocess.CompletedProcess:
