@@ -87,11 +87,11 @@ class PlanRunner:
         from engine.web.plan import FIELDS
         from workload_gen.config_loading import DEFAULT_MODEL
         from workload_gen.core.model_presets import PRESETS
-        from workload_gen.core.parallel_config import DTYPE_BYTES, RECOMPUTES
+        from workload_gen.core.parallel_config import DTYPE_BYTES, FP8_RECIPES, RECOMPUTES
         from workload_gen.core.system import SYSTEMS
 
         return {"models": list(PRESETS), "systems": list(SYSTEMS), "dtypes": [d for d in DTYPE_BYTES if d != "fp4"],
-                "recomputes": list(RECOMPUTES), "default_model": DEFAULT_MODEL,
+                "recomputes": list(RECOMPUTES), "fp8_recipes": list(FP8_RECIPES), "default_model": DEFAULT_MODEL,
                 "fields": [{"key": f.key, "flag": f.flag, "kind": f.kind} for f in FIELDS],
                 "timeline_microbatches": TIMELINE_MICROBATCHES}
 
@@ -218,7 +218,7 @@ class PlanRunner:
         from workload_gen.flag_values import configs_from_flags
 
         keep = ("model", "hf_config", "system", "system_yaml", "num_layers", "world_size", "global_batch", "seq_length",
-                "dtype")
+                "dtype", "fp8_recipe")
         _, args = self._args({k: v for k, v in plan.items() if k in keep})
         model, base, _ = configs_from_flags(vars(args))
         system = load_system(args.system)

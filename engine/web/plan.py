@@ -44,6 +44,7 @@ FIELDS: tuple[Field, ...] = (
     Field("ep", "--ep", "--expert-model-parallel-size", "text"),
     Field("recompute", "--recompute", "--recompute-granularity", "text"),
     Field("dtype", "--dtype", None, "text"),
+    Field("fp8_recipe", "--fp8-recipe", "--fp8-recipe", "text"),
     Field("sp", "--sp", "--sequence-parallel", "switch"),
     Field("dist_opt", "--dist-opt", "--use-distributed-optimizer", "switch"),
     Field("overlap_grad_reduce", "--overlap-grad-reduce", "--overlap-grad-reduce", "switch"),
@@ -57,7 +58,7 @@ BY_KEY = {f.key: f for f in FIELDS}
 PARSED_DEST = {"model": "model", "num_layers": "m_num_layers", "world_size": "p_world_size",
                "global_batch": "p_global_batch", "micro_batch": "p_micro_batch", "seq_length": "p_seq_length",
                "tp": "p_tp", "pp": "p_pp", "vpp": "p_vpp", "cp": "p_cp", "ep": "p_ep", "recompute": "p_recompute",
-               "dtype": "p_dtype", "sp": "p_sp", "dist_opt": "p_distributed_optimizer",
+               "dtype": "p_dtype", "fp8_recipe": "p_fp8_recipe", "sp": "p_sp", "dist_opt": "p_distributed_optimizer",
                "overlap_grad_reduce": "p_overlap_grad_reduce", "overlap_param_gather": "p_overlap_param_gather",
                "tp_comm_overlap": "p_tp_comm_overlap"}
 """Plan key -> the dest the config parser (engine/commands/config_flags.py) stores it under."""

@@ -116,7 +116,7 @@ def test_one_search_at_a_time_and_cancel(server):
 
 
 def test_exports_read_back_to_the_same_run(server, tmp_path):
-    plan = {**SMALL, "sp": True, "dist_opt": True, "recompute": "selective", "dtype": "fp8"}
+    plan = {**SMALL, "sp": True, "dist_opt": True, "recompute": "selective", "dtype": "fp8", "fp8_recipe": "tensorwise"}
     want = evaluate(server, plan)["summary"]["iteration_time_s"]
     assert want == cli_summary(*plan_argv(plan))["iteration_time_s"]
     assert cli_summary(*megatron_argv(plan))["iteration_time_s"] == want
@@ -124,7 +124,9 @@ def test_exports_read_back_to_the_same_run(server, tmp_path):
     assert cli_summary("-c", str(tmp_path / "plan.yaml"))["iteration_time_s"] == want
     status, text = request(server, "POST", "/api/flags", json.dumps({"text": " ".join(megatron_argv(plan))}))
     assert json.loads(text)["plan"] == {**{k: int(v) if v.isdigit() else v for k, v in SMALL.items()},
-                                        "sp": True, "dist_opt": True, "recompute": "selective", "dtype": "fp8"}
+                                        "sp": True, "dist_opt": True, "recompute": "selective", "dtype": "fp8",
+                                        "fp8_recipe": "tensorwise"}
+    assert want != evaluate(server, {**plan, "fp8_recipe": "delayed"})["summary"]["iteration_time_s"]
 
 
 def test_system_yaml_pasted(server, tmp_path):

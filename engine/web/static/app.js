@@ -7,11 +7,11 @@ const $ = (id) => document.getElementById(id);
 const GIB = 2 ** 30;
 const AXES = ["tp", "pp", "vpp", "cp", "ep"];
 const TEXT_FIELDS = ["model", "system", "num_layers", "world_size", "global_batch", "micro_batch", "seq_length",
-                     ...AXES, "dtype", "recompute"];
+                     ...AXES, "dtype", "fp8_recipe", "recompute"];
 const SWITCHES = ["sp", "dist_opt", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap"];
 const DEFAULT_PLAN = {model: "llama3-8b", system: "h100", num_layers: "", world_size: "8", global_batch: "8",
                       micro_batch: "1", seq_length: "8192", tp: "2", pp: "1", vpp: "1", cp: "1", ep: "1",
-                      dtype: "bf16", recompute: "none", sp: true, dist_opt: false, overlap_grad_reduce: false,
+                      dtype: "bf16", fp8_recipe: "delayed", recompute: "none", sp: true, dist_opt: false, overlap_grad_reduce: false,
                       overlap_param_gather: false, tp_comm_overlap: false};
 const COLORS = {compute: "#4e79a7", exposed_tp: "#f28e2b", exposed_cp: "#edc948", exposed_ep: "#b07aa1",
                 exposed_etp: "#ff9da7", exposed_dp: "#e15759", exposed_edp: "#9c755f", exposed_pp: "#76b7b2",
@@ -56,6 +56,7 @@ function readForm() {
   for (const k of SWITCHES) plan[k] = $(`f-${k}`).checked;
   if (plan.model === HF) { delete plan.model; plan.hf_config = hfText; }
   if (plan.system === SYS) { delete plan.system; plan.system_yaml = sysText; }
+  if (plan.dtype !== "fp8") delete plan.fp8_recipe;  // the recipe of FP8 training only
   return plan;
 }
 
@@ -90,6 +91,7 @@ function fillForm(plan) {
   for (const k of SWITCHES) $(`f-${k}`).checked = p[k] === true || p[k] === "true";
   $("hf-box").hidden = $("f-model").value !== HF;
   $("sys-box").hidden = $("f-system").value !== SYS;
+  $("recipe-box").hidden = $("f-dtype").value !== "fp8";
 }
 
 function planFromUrl() {
@@ -113,6 +115,7 @@ function urlOf(plan) {
 function changed(ev, now = false) {
   $("hf-box").hidden = $("f-model").value !== HF;
   $("sys-box").hidden = $("f-system").value !== SYS;
+  $("recipe-box").hidden = $("f-dtype").value !== "fp8";
   setState("pending");
   clearTimeout(timer);
   // a pick (select, checkbox) asks at once; typing waits for a pause of TYPING_PAUSE_MS
@@ -523,6 +526,7 @@ async function main() {
   setOptions($("f-system"), [...meta.systems, SYS], [...meta.systems, "system YAML…"]);
   setOptions($("f-dtype"), meta.dtypes);
   setOptions($("f-recompute"), meta.recomputes);
+  setOptions($("f-fp8_recipe"), meta.fp8_recipes);
   for (const a of AXES) setOptions($(`f-${a}`), ["1"]);
   fillForm(planFromUrl());
   $("plan").addEventListener("input", changed);
