@@ -37,6 +37,8 @@ VALID_CHOICES = {"tp": (1, 2, 4, 8, 16, 32, 64), "pp": (1, 2, 3, 4, 6, 8, 12, 16
 plan (the same check the CLI runs), so these only bound the list's length."""
 
 SEARCH_TOP_K = 10
+"""Layouts the page's search table holds: search's own default shows 5 (--top-k); the page has
+room for twice that, and the search prunes to it (top_k), so more would cost time."""
 HF_MAX_CHARS = 256 * 1024
 """A Hugging Face config.json is a few KB; 256 KB is far beyond any real one."""
 
