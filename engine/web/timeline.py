@@ -16,8 +16,8 @@ MAX_ROWS = 20_000
 Llama 3 70B on 4 pipeline stages (4 micro-batches) holds 11,620."""
 
 
-def _rows(intervals: Iterable[Any], keep: Any) -> Iterator[tuple[int, str, float, float, str]]:
-    """(rank, stream, start, end, category) of the kept micro-batches.
+def _rows(intervals: Iterable[Any], keep: Any) -> Iterator[tuple[int, str, float, float, str, str, int]]:
+    """(rank, stream, start, end, category, op name, micro-batch) of the kept micro-batches.
 
     An engine.timeline.Timeline is read in its compact form: a memoised pass (Block) is its
     profile's records shifted by the pass's offset, so no Interval object is built (building
@@ -29,30 +29,32 @@ def _rows(intervals: Iterable[Any], keep: Any) -> Iterator[tuple[int, str, float
     for p in parts:
         if type(p) is Block:
             if keep(p.microbatch):
-                off, rank = p.offset, p.rank
+                off, rank, mb = p.offset, p.rank, p.microbatch
                 for stream, op, s, e, _ in p.profile.records:  # engine.passes.ProfileRecord
-                    yield rank, stream, s + off, e + off, op.kind._value_ if stream == "compute" else stream
+                    yield rank, stream, s + off, e + off, op.kind._value_ if stream == "compute" else stream, op.name, mb
         elif keep(p.microbatch):
-            yield p.rank, p.stream, p.start, p.end, p.category
+            yield p.rank, p.stream, p.start, p.end, p.category, p.name, p.microbatch
 
 
 def first_microbatches(intervals: Iterable[Any], microbatches: int) -> dict[str, Any]:
-    """Rows ``[lane, start_s, end_s, category]`` with the lane names; the window ends where
-    the last kept interval ends."""
+    """Rows ``[lane, start_s, end_s, category, name_index, microbatch]`` with the lane names and
+    the op names (each once: a layer's ops repeat in every pass); the window ends where the
+    last kept interval ends."""
     lanes: dict[tuple[int, str], int] = {}
+    names: dict[str, int] = {}
     rows: list[list[Any]] = []
     truncated = False
-    for rank, stream, start, end, category in _rows(intervals, lambda mb: 0 <= mb < microbatches):
+    for rank, stream, start, end, category, name, mb in _rows(intervals, lambda mb: 0 <= mb < microbatches):
         if len(rows) >= MAX_ROWS:
             truncated = True
             break
         lane = lanes.setdefault((rank, stream), len(lanes))
         # times to the nanosecond: the drawing needs no more, and the JSON is a third shorter
-        rows.append([lane, round(start, 9), round(end, 9), category])
+        rows.append([lane, round(start, 9), round(end, 9), category, names.setdefault(name, len(names)), mb])
     order = sorted(lanes, key=lambda k: (k[0], k[1] != "compute", k[1]))
     remap = {lanes[k]: i for i, k in enumerate(order)}
     for r in rows:
         r[0] = remap[r[0]]
-    return {"lanes": [f"rank {rank} {stream}" for rank, stream in order], "rows": rows,
+    return {"lanes": [f"rank {rank} {stream}" for rank, stream in order], "names": list(names), "rows": rows,
             "microbatches": microbatches, "truncated": truncated,
             "end_s": max((r[2] for r in rows), default=0.0)}

@@ -76,6 +76,13 @@ def test_the_timeline_zooms_pans_and_resets(page):
     assert p1 - p0 == pytest.approx(t1 - t0) and p0 > t0  # dragged left: later times come into view
     page.dblclick("#timeline")
     assert page.evaluate("view") is None
+    # hovering an op names it: the longest op of rank 0's compute lane, at its middle
+    lane, s, e, cat, name, mb = page.evaluate(
+        "current.answer.timeline.rows.filter(r => r[0] === 0).sort((a, b) => (b[2] - b[1]) - (a[2] - a[1]))[0]")
+    x = 110 + (s + e) / 2 / end * (box["width"] - 110 - 4)  # app.js's LABEL_W, the plot's width
+    page.mouse.move(box["x"] + x, box["y"] + 18 + 11)  # AXIS_H + half a lane
+    names = page.evaluate("current.answer.timeline.names")
+    assert page.text_content("#tl-tip").startswith(f"rank 0 compute: {names[name]} ({cat}), micro-batch {mb}, ")
 
 
 def test_change_tp_changes_the_answer(page):

@@ -197,5 +197,5 @@ def test_timeline_rows_read_from_the_compact_form_equal_the_intervals():
     # one op at a time on a compute stream: the kept compute intervals of a rank never overlap
     for lane, name in enumerate(fast["lanes"]):
         if name.endswith("compute"):
-            spans = sorted((s, e) for ln, s, e, _ in fast["rows"] if ln == lane)
+            spans = sorted((s, e) for ln, s, e, *_ in fast["rows"] if ln == lane)
             assert all(a[1] <= b[0] + 1e-9 for a, b in zip(spans, spans[1:]))

@@ -306,6 +306,16 @@ function setupTimeline() {
     drawTimeline();
   });
   c.addEventListener("dblclick", () => { view = null; drawTimeline(); });
+  c.addEventListener("mousemove", (ev) => {  // what is under the pointer, below the canvas
+    if (!current || drag) return;
+    const tl = current.answer.timeline;
+    const [t0, t1] = span();
+    const lane = Math.floor((ev.offsetY - AXIS_H) / LANE_H);
+    const t = t0 + ((ev.offsetX - LABEL_W) / (c.clientWidth - LABEL_W - 4)) * (t1 - t0);
+    const hit = tl.rows.find(([l, s, e]) => l === lane && s <= t && t <= e);
+    $("tl-tip").textContent = hit ? `${tl.lanes[lane]}: ${tl.names[hit[4]]} (${hit[3]}), micro-batch ${hit[5]}, ` +
+      `${fmtTime(hit[2] - hit[1])} from ${fmtTime(hit[1])}` : "\u00a0";
+  });
   window.addEventListener("resize", drawTimeline);
 }
 
