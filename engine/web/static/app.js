@@ -330,7 +330,9 @@ const COMPARE_ROWS = [
 ];
 
 function planLabel(plan, other) {
-  const keys = [...TEXT_FIELDS, ...SWITCHES].filter((k) => String(plan[k]) !== String(other ? other[k] : undefined));
+  // fields the plan sets (an FP8 recipe only with fp8) that differ from the other plan's
+  const keys = [...TEXT_FIELDS, ...SWITCHES].filter((k) => plan[k] !== undefined &&
+    String(plan[k]) !== String(other ? other[k] : undefined));
   const pick = other ? keys : ["model", "tp", "pp", "cp", "ep"];
   return pick.map((k) => `${k} ${plan[k] === true ? "on" : plan[k] === false ? "off" : plan[k]}`).join(", ") || "same plan";
 }
