@@ -195,6 +195,21 @@ def test_search_and_load_its_best_layout(page):
     assert float(page.get_attribute("#m-step", "data-value")) == pytest.approx(times[0], rel=1e-12)
 
 
+def test_a_search_is_cancelled_from_the_page(page):
+    big = {"model": "llama3-70b", "world_size": "1024", "global_batch": "1024", "seq_length": "8192", "tp": "8"}
+    page.goto(f"{page.url.split('?')[0]}?{urlencode(big)}")
+    ready(page)
+    page.click("#search-start")
+    page.wait_for_selector("#search-pane[data-state=running]", timeout=30_000)
+    assert page.is_disabled("#search-start") and page.is_enabled("#search-cancel")
+    page.click("#search-cancel")
+    page.wait_for_selector("#search-pane[data-state=cancelled]", timeout=60_000)
+    assert page.text_content("#search-status") == "cancelled"
+    assert page.is_enabled("#search-start")
+    page.goto(f"{page.url.split('?')[0]}?{urlencode(PLAN)}")
+    ready(page)
+
+
 def test_sweep_csv_is_plotted_against_a_metric(page, tmp_path):
     spec = tmp_path / "spec.yaml"
     spec.write_text("base:\n  model: {preset: llama3-8b, num_layers: 2}\n  system: h100\n"
