@@ -16,6 +16,7 @@ the page with the traceback only on the server's stderr.
 """
 from __future__ import annotations
 
+import ipaddress
 import json
 import traceback
 from collections.abc import Mapping
@@ -48,13 +49,45 @@ class BadRequest(Exception):
     """A request the page should not have sent (its one line goes back with status 400)."""
 
 
-def allowed_hosts(host: str, port: int) -> frozenset[str]:
-    """The Host header values the server answers: the address it listens on, and the
-    loopback names when that is a loopback address."""
-    names = {host if ":" not in host else f"[{host}]"}
-    if host in ("127.0.0.1", "localhost", "::1"):
-        names.update(LOCAL_NAMES)
-    return frozenset(f"{n}:{port}" for n in names)
+class HostCheck:
+    """Which Host header values the server answers (and so which Origins it takes).
+
+    Bound to one address: that address, and the loopback names when it is a loopback
+    address. Bound to every interface (0.0.0.0, ::), which the user asks for to share the
+    page: any IP literal on the port, and this machine's own names. A DNS-rebinding page
+    reaches the server under its attacker's domain name, which is never accepted."""
+
+    def __init__(self, host: str, port: int) -> None:
+        import socket
+
+        self.port = port
+        names = {host if ":" not in host else f"[{host}]"}
+        if host in ("127.0.0.1", "localhost", "::1"):
+            names.update(LOCAL_NAMES)
+        self.exact = frozenset(f"{n}:{port}" for n in names)
+        self.wildcard = host in ("0.0.0.0", "::", "")
+        self.machine = frozenset({"localhost", socket.gethostname().lower(), socket.getfqdn().lower()})
+
+    def host(self, value: str | None) -> bool:
+        if value is None:
+            return False
+        if value.lower() in self.exact:
+            return True
+        name, _, port = value.rpartition(":")
+        if not self.wildcard or port != str(self.port):
+            return False
+        try:
+            ipaddress.ip_address(name.strip("[]"))
+            return True
+        except ValueError:
+            return name.lower() in self.machine
+
+    def origin(self, value: str) -> bool:
+        return value.startswith("http://") and self.host(value[len("http://"):])
+
+    def describe(self) -> str:
+        return ", ".join(sorted(self.exact)) + (f", or any address of this machine on port {self.port}"
+                                                 if self.wildcard else "")
 
 
 def _static_files() -> dict[str, tuple[bytes, str]]:
@@ -97,8 +130,7 @@ def _plan_of(body: Any) -> Mapping[str, Any]:
 def create_app(port: PlanPort, host: str = "127.0.0.1", listen_port: int = 8000) -> Starlette:
     """The app for a server listening on ``host:listen_port`` (the Host/Origin checks use them)."""
     static = _static_files()
-    hosts = allowed_hosts(host, listen_port)
-    origins = frozenset(f"http://{h}" for h in hosts)
+    check = HostCheck(host, listen_port)
     searches = SearchRunner(port.search)
 
     async def call(func, *args) -> JSONResponse:
@@ -160,7 +192,7 @@ def create_app(port: PlanPort, host: str = "127.0.0.1", listen_port: int = 8000)
         return _error(str(exc))
 
     app = Starlette(routes=routes, exception_handlers={BadRequest: bad_request},
-                    middleware=[Middleware(HostOriginGuard, hosts=hosts, origins=origins)])
+                    middleware=[Middleware(HostOriginGuard, check=check)])
     app.state.searches = searches
     return app
 
@@ -169,18 +201,19 @@ class HostOriginGuard:
     """ASGI middleware run before routing: refuse (403, one line) a request whose Host is
     not this server or whose Origin, when a browser sends one, is another site."""
 
-    def __init__(self, app: Any, hosts: frozenset[str], origins: frozenset[str]) -> None:
-        self.app, self.hosts, self.origins = app, hosts, origins
+    def __init__(self, app: Any, check: HostCheck) -> None:
+        self.app, self.check = app, check
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
             host, origin = headers.get("host"), headers.get("origin")
             reason = None
-            if host not in self.hosts:
-                reason = f"error: Host {host!r} is not this server (valid: {', '.join(sorted(self.hosts))})"
-            elif origin is not None and origin not in self.origins:
-                reason = f"error: Origin {origin!r} may not use this server (valid: {', '.join(sorted(self.origins))})"
+            if not self.check.host(host):
+                reason = f"error: Host {host!r} is not this server (valid: {self.check.describe()})"
+            elif origin is not None and not self.check.origin(origin):
+                reason = (f"error: Origin {origin!r} may not use this server "
+                          f"(valid: http:// and {self.check.describe()})")
             if reason:
                 await _error(reason, 403)(scope, receive, send)
                 return

@@ -87,6 +87,19 @@ def test_host_and_origin_are_checked(server):
                    headers={"Origin": f"http://127.0.0.1:{port}"})[0] == 200
 
 
+def test_host_rules_loopback_and_every_interface():
+    from engine.web.app import HostCheck
+
+    loop = HostCheck("127.0.0.1", 8000)
+    assert all(loop.host(h) for h in ("127.0.0.1:8000", "localhost:8000", "[::1]:8000", "LOCALHOST:8000"))
+    assert not any(loop.host(h) for h in ("192.168.1.5:8000", "evil.example:8000", "127.0.0.1:8001", None))
+    assert loop.origin("http://localhost:8000") and not loop.origin("https://localhost:8000")
+    shared = HostCheck("0.0.0.0", 8000)  # --host 0.0.0.0: reachable by address, never by a foreign name
+    assert shared.host("192.168.1.5:8000") and shared.host("[fe80::1]:8000") and shared.host("localhost:8000")
+    assert not shared.host("evil.example:8000") and not shared.host("192.168.1.5:9999")
+    assert shared.origin("http://10.0.0.7:8000") and not shared.origin("http://rebind.evil.example:8000")
+
+
 def test_only_its_own_static_files(server):
     assert request(server, "GET", "/static/app.js")[0] == 200
     for path in ("/static/../app.py", "/static/..%2fapp.py", "/static/%2e%2e%2f%2e%2e%2fpyproject.toml",
