@@ -39,7 +39,7 @@ MAX_BODY_BYTES = 1 << 20
 about 2 KB; anything bigger is not a plan."""
 
 STATIC_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
-                ".css": "text/css; charset=utf-8", ".txt": "text/plain; charset=utf-8"}
+                ".css": "text/css; charset=utf-8"}
 """The static folder's file kinds and their content types; no other file is served."""
 
 LOCAL_NAMES = ("127.0.0.1", "localhost", "[::1]")
