@@ -44,6 +44,13 @@ STATIC_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; ch
 
 LOCAL_NAMES = ("127.0.0.1", "localhost", "[::1]")
 
+PAGE_HEADERS = {
+    # the page loads scripts, styles and data from this server only (it works offline, and an
+    # injected tag could load nothing), and no other site may frame it
+    "Content-Security-Policy": "default-src 'self'; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+}
+
 
 class BadRequest(Exception):
     """A request the page should not have sent (its one line goes back with status 400)."""
@@ -148,14 +155,14 @@ def create_app(port: PlanPort, host: str = "127.0.0.1", listen_port: int = 8000)
 
     async def page(request: Request) -> Response:
         body, kind = static["index.html"]
-        return Response(body, media_type=kind, headers={"Cache-Control": "no-store"})
+        return Response(body, media_type=kind, headers={"Cache-Control": "no-store", **PAGE_HEADERS})
 
     async def static_file(request: Request) -> Response:
         name = request.path_params["name"]
         if name not in static:
             return Response("not found\n", status_code=404, media_type="text/plain")
         body, kind = static[name]
-        return Response(body, media_type=kind)
+        return Response(body, media_type=kind, headers={"X-Content-Type-Options": "nosniff"})
 
     async def meta(request: Request) -> JSONResponse:
         return await call(port.meta)

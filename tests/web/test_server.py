@@ -102,6 +102,13 @@ def test_host_rules_loopback_and_every_interface():
 
 def test_only_its_own_static_files(server):
     assert request(server, "GET", "/static/app.js")[0] == 200
+    u = urlsplit(server)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+    conn.request("GET", "/")
+    res = conn.getresponse()
+    assert "default-src 'self'" in res.getheader("Content-Security-Policy")  # nothing loads from elsewhere
+    assert b"http://" not in res.read() and b"https://" not in request(server, "GET", "/static/app.js")[1].encode()
+    conn.close()
     for path in ("/static/../app.py", "/static/..%2fapp.py", "/static/%2e%2e%2f%2e%2e%2fpyproject.toml",
                  "/static/__init__.py", "/../../pyproject.toml", "/static//etc/passwd"):
         status, text = request(server, "GET", path)

@@ -541,6 +541,7 @@ async function main() {
   setOptions($("f-fp8_recipe"), meta.fp8_recipes);
   for (const a of AXES) setOptions($(`f-${a}`), ["1"]);
   fillForm(planFromUrl());
+  $("plan").addEventListener("submit", (ev) => ev.preventDefault());  // Enter in a field: no reload
   $("plan").addEventListener("input", changed);
   $("plan").addEventListener("change", changed);
   $("f-hf").addEventListener("input", () => { hfText = $("f-hf").value; changed(); });
