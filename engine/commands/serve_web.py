@@ -32,7 +32,7 @@ TIMELINE_MICROBATCHES = 4
 the steady 1F1B pattern after it."""
 
 VALID_CHOICES = {"tp": (1, 2, 4, 8, 16, 32, 64), "pp": (1, 2, 3, 4, 6, 8, 12, 16, 32), "vpp": (1, 2, 3, 4, 5, 6, 8),
-                 "cp": (1, 2, 4, 8, 16), "ep": (1, 2, 4, 8, 16, 32, 64, 128, 256)}
+                 "cp": (1, 2, 4, 8, 16), "ep": (1, 2, 4, 8, 16, 32, 64, 128, 256), "etp": (1, 2, 4, 8, 16, 32, 64)}
 """Candidate values of each layout axis the page offers; the library keeps those valid for the
 plan (the same check the CLI runs), so these only bound the list's length."""
 
@@ -235,12 +235,12 @@ class PlanRunner:
 
 
 def _layout_plan(par: Any) -> dict[str, Any]:
-    """The form fields of a searched layout: its axes and the switches search turned on (the
-    page loads exactly what was simulated; the expert layout and MoE dispatcher choices have
-    no form field yet and stay at their defaults)."""
+    """The form fields of a searched layout: its axes (the expert layout included) and the
+    switches search turned on, so the page loads what was simulated (the MoE dispatcher
+    choices search also tries have no form field yet and stay at their defaults)."""
     plan = {k: getattr(par, k) for k in ("tp", "pp", "vpp", "cp", "ep", "micro_batch", "recompute", "sp",
                                          "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap")}
-    return {**plan, "dist_opt": par.distributed_optimizer}
+    return {**plan, "etp": "" if par.etp is None else par.etp, "dist_opt": par.distributed_optimizer}
 
 
 SEARCH_POLL_S = 0.2

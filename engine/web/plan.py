@@ -42,6 +42,7 @@ FIELDS: tuple[Field, ...] = (
     Field("vpp", "--vpp", "--num-virtual-stages-per-pipeline-rank", "text"),
     Field("cp", "--cp", "--context-parallel-size", "text"),
     Field("ep", "--ep", "--expert-model-parallel-size", "text"),
+    Field("etp", "--etp", "--expert-tensor-parallel-size", "text"),
     Field("recompute", "--recompute", "--recompute-granularity", "text"),
     Field("dtype", "--dtype", None, "text"),
     Field("fp8_recipe", "--fp8-recipe", "--fp8-recipe", "text"),
@@ -57,7 +58,8 @@ field's short name; the flags are those of workload_gen/megatron_flags.py."""
 BY_KEY = {f.key: f for f in FIELDS}
 PARSED_DEST = {"model": "model", "num_layers": "m_num_layers", "world_size": "p_world_size",
                "global_batch": "p_global_batch", "micro_batch": "p_micro_batch", "seq_length": "p_seq_length",
-               "tp": "p_tp", "pp": "p_pp", "vpp": "p_vpp", "cp": "p_cp", "ep": "p_ep", "recompute": "p_recompute",
+               "tp": "p_tp", "pp": "p_pp", "vpp": "p_vpp", "cp": "p_cp", "ep": "p_ep", "etp": "p_etp",
+               "recompute": "p_recompute",
                "dtype": "p_dtype", "fp8_recipe": "p_fp8_recipe", "sp": "p_sp", "dist_opt": "p_distributed_optimizer",
                "overlap_grad_reduce": "p_overlap_grad_reduce", "overlap_param_gather": "p_overlap_param_gather",
                "tp_comm_overlap": "p_tp_comm_overlap"}

@@ -130,6 +130,25 @@ def test_a_plan_that_does_not_fit_says_so_in_the_clis_words(page):
     ready(page)
 
 
+def test_expert_tp_is_offered_for_moe_models_only(page):
+    assert page.is_hidden("#etp-box")  # llama3-8b: no experts
+    moe = {"model": "mixtral-8x7b", "num_layers": "2", "world_size": "16", "global_batch": "16", "seq_length": "1024",
+           "tp": "2", "sp": "1", "ep": "8", "etp": "1"}
+    page.goto(f"{page.url.split('?')[0]}?{urlencode(moe)}")
+    ready(page)
+    assert page.is_visible("#etp-box") and page.input_value("#f-etp") == "1"
+    flags = ["--model", "mixtral-8x7b", "--num-layers", "2", "--world-size", "16", "--global-batch", "16",
+             "--seq-length", "1024", "--tp", "2", "--sp", "--ep", "8"]
+    assert numbers(page)["step"] == cli_summary(*flags, "--etp", "1")["iteration_time_s"]
+    page.select_option("#f-etp", "")  # = TP
+    ready(page)
+    assert numbers(page)["step"] == cli_summary(*flags)["iteration_time_s"]
+    page.goto(f"{page.url.split('?')[0]}?{urlencode(PLAN)}")
+    ready(page)
+    page.select_option("#f-tp", "4")
+    ready(page)
+
+
 def test_pin_and_compare_two_plans(page):
     page.select_option("#f-tp", "2")
     ready(page)

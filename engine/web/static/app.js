@@ -5,12 +5,12 @@
 
 const $ = (id) => document.getElementById(id);
 const GIB = 2 ** 30;
-const AXES = ["tp", "pp", "vpp", "cp", "ep"];
+const AXES = ["tp", "pp", "vpp", "cp", "ep", "etp"];
 const TEXT_FIELDS = ["model", "system", "num_layers", "world_size", "global_batch", "micro_batch", "seq_length",
                      ...AXES, "dtype", "fp8_recipe", "recompute"];
 const SWITCHES = ["sp", "dist_opt", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap"];
 const DEFAULT_PLAN = {model: "llama3-8b", system: "h100", num_layers: "", world_size: "8", global_batch: "8",
-                      micro_batch: "1", seq_length: "8192", tp: "2", pp: "1", vpp: "1", cp: "1", ep: "1",
+                      micro_batch: "1", seq_length: "8192", tp: "2", pp: "1", vpp: "1", cp: "1", ep: "1", etp: "",
                       dtype: "bf16", fp8_recipe: "delayed", recompute: "none", sp: true, dist_opt: false, overlap_grad_reduce: false,
                       overlap_param_gather: false, tp_comm_overlap: false};
 const COLORS = {compute: "#4e79a7", exposed_tp: "#f28e2b", exposed_cp: "#edc948", exposed_ep: "#b07aa1",
@@ -140,19 +140,25 @@ async function evaluate() {
   $("error").hidden = true;
   document.querySelector("#answer-pane").classList.remove("stale");
   current = {plan, answer: data};
-  renderChoices(data.choices, plan);
+  renderChoices(data.choices, plan, (data.summary.config.model.num_experts || 0) > 0);
   renderAnswer(data);
   renderCompare();
   setState("ready");
 }
 
-function renderChoices(choices, plan) {
+function renderChoices(choices, plan, moe) {
+  $("etp-box").hidden = !moe && !plan.etp;  // the expert layout matters for MoE models only
   for (const axis of AXES) {
     const ok = choices[axis].filter((c) => c.error === null).map((c) => String(c.value));
     if (plan[axis] && !ok.includes(String(plan[axis]))) ok.push(String(plan[axis]));
     ok.sort((a, b) => Number(a) - Number(b));
-    setOptions($(`f-${axis}`), ok);
-    $(`f-${axis}`).value = String(plan[axis] || "1");
+    if (axis === "etp") {
+      setOptions($("f-etp"), ["", ...ok], ["= TP", ...ok]);
+      $("f-etp").value = String(plan.etp || "");
+    } else {
+      setOptions($(`f-${axis}`), ok);
+      $(`f-${axis}`).value = String(plan[axis] || "1");
+    }
     const bad = choices[axis].filter((c) => c.error !== null);
     $(`f-${axis}`).title = bad.length ? `not offered:\n${bad.map((c) => `${c.value}: ${c.error}`).join("\n")}` : "";
   }
@@ -539,7 +545,7 @@ async function main() {
   setOptions($("f-dtype"), meta.dtypes);
   setOptions($("f-recompute"), meta.recomputes);
   setOptions($("f-fp8_recipe"), meta.fp8_recipes);
-  for (const a of AXES) setOptions($(`f-${a}`), ["1"]);
+  for (const a of AXES) setOptions($(`f-${a}`), a === "etp" ? [""] : ["1"], a === "etp" ? ["= TP"] : undefined);
   fillForm(planFromUrl());
   $("plan").addEventListener("submit", (ev) => ev.preventDefault());  // Enter in a field: no reload
   $("plan").addEventListener("input", changed);
