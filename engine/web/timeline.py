@@ -31,7 +31,8 @@ def _rows(intervals: Iterable[Any], keep: Any) -> Iterator[tuple[int, str, float
             if keep(p.microbatch):
                 off, rank, mb = p.offset, p.rank, p.microbatch
                 for stream, op, s, e, _ in p.profile.records:  # engine.passes.ProfileRecord
-                    yield rank, stream, s + off, e + off, op.kind._value_ if stream == "compute" else stream, op.name, mb
+                    kind = op.kind._value_ if stream == "compute" else stream
+                    yield rank, stream, s + off, e + off, kind, op.name, mb
         elif keep(p.microbatch):
             yield p.rank, p.stream, p.start, p.end, p.category, p.name, p.microbatch
 
