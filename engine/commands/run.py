@@ -507,6 +507,11 @@ EXIT_DOES_NOT_FIT = 3
 def warn_does_not_fit(result: Any, prog: str) -> None:
     """One warning line on stderr (never silenced by -q): the stage short of memory, what it
     needs against the GPU's capacity, and the changes verified to fit (engine.memory_fixes)."""
+    print(does_not_fit_warning(result, prog), file=sys.stderr, flush=True)
+
+
+def does_not_fit_warning(result: Any, prog: str) -> str:
+    """:func:`warn_does_not_fit`'s line (serve-web shows it on the page)."""
     from engine.memory_fixes import verified_fixes
     from workload_gen.core.memory_fit import memory_fit
 
@@ -522,7 +527,7 @@ def warn_does_not_fit(result: Any, prog: str) -> None:
     if fixes:
         msg += "; fits with " + " or ".join(f"{flags} ({n / GIB:.1f} GiB)" for flags, n in fixes)
     msg += "; `search` ranks the layouts that fit"
-    print(f"warning: {prog}: {msg}", file=sys.stderr, flush=True)
+    return f"warning: {prog}: {msg}"
 
 
 def analytical_main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""One CLI vocabulary over the nine console commands (engine/commands/vocab.py):
+"""One CLI vocabulary over the ten console commands (engine/commands/vocab.py):
 -o/--out, --profile, --algorithm, -q/--quiet and --version mean the same everywhere, and the
 old spellings (--output, --db, --algo) still work as deprecated aliases with one note."""
 from __future__ import annotations
@@ -23,12 +23,13 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     from engine.commands.sweep import _search_parser, _sweep_parser
     from engine.commands.diff import _trace_parser, _workload_parser
     from engine.commands.gen_workload import build_parser as workload_parser
+    from engine.commands.serve_web import build_parser as web_parser
 
     out = {
         "gen-workload": workload_parser(), "expand-collective": collective_parser(),
         "run-analytical": run_parser("analytical"), "run-ns3": run_parser("ns3"),
         "diff-trace": _trace_parser(), "diff-workload": _workload_parser(),
-        "sweep": _sweep_parser(), "search": _search_parser(),
+        "sweep": _sweep_parser(), "search": _search_parser(), "serve-web": web_parser(),
     }
     for name, sub in subcommands(profile_parser()).items():
         out[f"compute-profile {name}"] = sub
@@ -42,7 +43,7 @@ def _options(p: argparse.ArgumentParser) -> dict[str, argparse.Action]:
     return {o: a for a in p._actions for o in a.option_strings}
 
 
-def test_the_table_covers_the_nine_console_commands():
+def test_the_table_covers_the_ten_console_commands():
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
     assert {name.split()[0] for name in PARSERS} == set(scripts)
 
@@ -102,14 +103,16 @@ def _main(command: str):
     from engine.commands.sweep import search_main, sweep_main
     from engine.commands.diff import diff_trace_main, diff_workload_main
     from engine.commands.gen_workload import main as workload_main
+    from engine.commands.serve_web import main as web_main
 
     return {"gen-workload": workload_main, "compute-profile": profile_main, "expand-collective": collective_main,
             "run-analytical": analytical_main, "run-ns3": ns3_main, "diff-trace": diff_trace_main,
-            "diff-workload": diff_workload_main, "sweep": sweep_main, "search": search_main}[command]
+            "diff-workload": diff_workload_main, "sweep": sweep_main, "search": search_main,
+            "serve-web": web_main}[command]
 
 
 @pytest.mark.parametrize("command", ["gen-workload", "compute-profile", "expand-collective", "run-analytical",
-                                     "run-ns3", "diff-trace", "diff-workload", "sweep", "search"])
+                                     "run-ns3", "diff-trace", "diff-workload", "sweep", "search", "serve-web"])
 def test_version_in_process(command, capsys):
     from engine.commands.parser import package_version
 

@@ -56,6 +56,11 @@ opening fence (several may be stacked; blank lines between them are allowed):
     compared. Without it every figure a ``$`` block documents must match what the command
     prints now, within 0.1% (``output_mismatch``), except single figures written ``~4.9``
     (measured: a timing in an otherwise deterministic line).
+``<!-- docs-test: long-running: TEXT -->``
+    The block's command is a server that runs until stopped (``serve-web``): it is started in
+    its own process group, passes once its output shows TEXT (within a minute) and, when that
+    output names an ``http://`` URL, the URL answers 200; then it is stopped. A command that
+    exits first, or never prints TEXT, fails.
 ``<!-- docs-test: retry: N -->``
     Run the whole block again, up to N more times, when one of its commands fails (a
     timing comparison that another process on a shared machine disturbed); the failed
@@ -108,7 +113,9 @@ MARKER = re.compile(r"<!--\s*docs-test:\s*(.*?)\s*-->")
 MARKER_KINDS = {
     "gpu", "slow", "ci-replace", "known-failure", "setup", "file", "same-as", "exclusive", "retry",
     "measured-output",
+    "long-running",
 }
+LONG_RUNNING_WAIT_S = 60
 FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([^`\s]*)")
 
 
@@ -177,6 +184,8 @@ class Step:
             return "run" if FULL and docker_available() else "static"
         if b.has("known-failure"):
             return "known-failure"
+        if b.has("long-running"):
+            return "long-running"
         if (b.has("gpu") and not (FULL and gpu_available())) or (b.has("slow") and not FULL):
             if not b.has("ci-replace"):
                 return "help-only"
@@ -547,6 +556,29 @@ def check_pip(argv: list[str]) -> tuple[bool, str]:
     return True, f"installed as pinned: {', '.join(seen)}"
 
 
+def and_parts(text: str) -> list[str]:
+    """The commands of ``A && B && ...`` at the top level: an ``&&`` inside parentheses or
+    quotes stays in its part (``(command -v x || (apt-get update && apt-get install x)) && ...``)."""
+    parts, depth, quote, start, i = [], 0, "", 0, 0
+    while i < len(text):
+        c = text[i]
+        if quote:
+            quote = "" if c == quote else quote
+        elif c in "'\"":
+            quote = c
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == "&" and text.startswith("&&", i) and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 2
+            i += 1
+        i += 1
+    parts.append(text[start:].strip())
+    return parts
+
+
 def ci_entry_lines() -> list[str]:
     path = REPO / ".ci" / "run"
     return [l.strip() for l in path.read_text().splitlines()] if path.exists() else []
@@ -574,7 +606,7 @@ def execute(ws: Workspace, step: Step) -> tuple[bool, str]:
         return False, f"`{step.text}` is not a command of {other} (same-as marker)"
     if mode == "install":
         details = []
-        for part in (p.strip() for p in step.text.split("&&")):
+        for part in and_parts(step.text):
             argv = shlex.split(part, comments=True)
             if argv[:2] == ["pip", "install"]:
                 ok, detail = check_pip(argv)
@@ -619,6 +651,8 @@ def execute(ws: Workspace, step: Step) -> tuple[bool, str]:
             else:
                 return False, f"unexpected part in a docker block: {shlex.join(part)}"
         return True, "\n".join(details)
+    if mode == "long-running":
+        return run_server(ws, step.command(), step.block.args("long-running")[0])
     details = []
     if mode in ("help-only", "ci-size"):
         ok, detail = help_check(ws, first_simple_command(step.text))
@@ -698,6 +732,46 @@ def output_mismatch(documented: list[str], out: str, numbers: bool) -> str | Non
         if not any(close(c) for c in candidates):
             return f"documented figures drifted: {raw.strip()!r}, printed {candidates[0]!r}"
     return None
+
+
+def run_server(ws: Workspace, command: str, ready: str) -> tuple[bool, str]:
+    """A long-running command (a server): start it, wait for ``ready`` in its output, fetch
+    the URL it printed (if any), stop its process group; (passed, detail)."""
+    import queue
+    import urllib.request
+
+    proc = subprocess.Popen(["bash", "-c", command], cwd=ws.dir, env=ws.env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+                            start_new_session=True)
+    LIVE.add(proc)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(l) for l in proc.stdout] + [lines.put(None)], daemon=True).start()
+    out: list[str] = []
+    try:
+        deadline = time.monotonic() + LONG_RUNNING_WAIT_S
+        while True:
+            try:
+                line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                return False, f"$ {command}\nno {ready!r} within {LONG_RUNNING_WAIT_S} s:\n{tail(''.join(out))}"
+            if line is None:
+                return False, f"$ {command}\nexited ({proc.wait()}) before printing {ready!r}:\n{tail(''.join(out))}"
+            out.append(line)
+            if ready in line:
+                break
+        url = re.search(r"http://\S+", line)
+        if url:
+            with urllib.request.urlopen(url.group(0).rstrip(".,)"), timeout=30) as res:
+                if res.status != 200:
+                    return False, f"$ {command}\n{url.group(0)} answered {res.status}"
+        return True, f"started; printed {line.strip()!r}" + (f"; {url.group(0)} answered 200" if url else "") + "; stopped"
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=10)
+        except (ProcessLookupError, PermissionError, subprocess.TimeoutExpired):
+            stop_process(proc)
+        LIVE.discard(proc)
 
 
 def run_python(ws: Workspace, step: Step) -> tuple[bool, str]:
@@ -912,6 +986,38 @@ def test_retry_runs_the_whole_block_again(tmp_path_factory, monkeypatch):
             RESULTS.pop(step.id, None)
 
 
+def test_long_running_blocks_start_answer_and_stop(tmp_path):
+    page = """\
+<!-- docs-test: long-running: serving on -->
+```bash
+python -c 'import time; print("serving on", flush=True); time.sleep(600)'
+```
+
+<!-- docs-test: long-running: serving on -->
+```bash
+echo gone
+```
+"""
+    blocks, problems = parse_blocks("srv.md", page)
+    assert not problems
+    steps = [s for b in blocks for s in split_commands(b)]
+    assert [s.mode for s in steps] == ["long-running", "long-running"]
+    ws = Workspace("README.md", tmp_path)
+    t0 = time.monotonic()
+    ok, detail = execute(ws, steps[0])
+    assert ok and "stopped" in detail and time.monotonic() - t0 < 60  # stopped, not waited for
+    ok, detail = execute(ws, steps[1])
+    assert not ok and "exited (0) before printing 'serving on'" in detail
+
+
+def test_and_parts_keep_a_subshell_whole():
+    line = ("(command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)) && "
+            "pip install torch==2.13.0 -e '.[test]' && python -m pytest -q")
+    assert and_parts(line) == ["(command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq "
+                               "chromium))", "pip install torch==2.13.0 -e '.[test]'", "python -m pytest -q"]
+    assert and_parts("echo 'a && b' && true") == ["echo 'a && b'", "true"]
+
+
 def test_pip_lines_are_checked_not_run():
     ok, detail = check_pip(["pip", "install", "-e", ".[no-such-extra]"])
     assert not ok and "no-such-extra" in detail
@@ -956,6 +1062,8 @@ def inventory_lines() -> list[str]:
                 why = "pip lines checked against the installed environment"
             elif s.mode == "static":
                 why = "Dockerfile checked, image command checked for argument parsing"
+            elif s.mode == "long-running":
+                why = "a server: started, checked to answer, stopped"
             lines.append(f"  {s.id:28s} [{s.mode}] {why}")
     return lines
 

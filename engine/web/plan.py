@@ -1,0 +1,194 @@
+"""A page plan (a flat JSON object) <-> run-analytical flags, Megatron-LM flags and run YAML.
+
+Units: the plan's fields are the CLI's (counts, tokens, a dtype name); nothing here has a
+time or a size in bytes.
+
+The plan is the page's form as data, and its one meaning is the run-analytical command
+line it turns into (:func:`plan_argv`): the server runs exactly that argv through the
+CLI's own parser and code path, so nothing here checks whether a layout is valid (the
+library's messages say that). Here a value is only checked to be a scalar of a sane
+length; the server joins each value to its flag (``--tp=4``), so no value can become a flag.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from workload_gen.core.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Field:
+    """One form field: its plan key, its run-analytical flag and its Megatron-LM spelling
+    (None: Megatron has no such flag; trainsim's own flag is exported instead)."""
+
+    key: str
+    flag: str
+    megatron: str | None
+    kind: str  # "text" (a value), "switch" (a flag present when true)
+
+
+FIELDS: tuple[Field, ...] = (
+    Field("model", "--model", None, "text"),
+    Field("system", "--system", None, "text"),
+    Field("num_layers", "--num-layers", "--num-layers", "text"),
+    Field("world_size", "--world-size", None, "text"),
+    Field("global_batch", "--global-batch", "--global-batch-size", "text"),
+    Field("micro_batch", "--micro-batch", "--micro-batch-size", "text"),
+    Field("seq_length", "--seq-length", "--seq-length", "text"),
+    Field("tp", "--tp", "--tensor-model-parallel-size", "text"),
+    Field("pp", "--pp", "--pipeline-model-parallel-size", "text"),
+    Field("vpp", "--vpp", "--num-virtual-stages-per-pipeline-rank", "text"),
+    Field("cp", "--cp", "--context-parallel-size", "text"),
+    Field("ep", "--ep", "--expert-model-parallel-size", "text"),
+    Field("etp", "--etp", "--expert-tensor-parallel-size", "text"),
+    Field("recompute", "--recompute", "--recompute-granularity", "text"),
+    Field("dtype", "--dtype", None, "text"),
+    Field("fp8_recipe", "--fp8-recipe", "--fp8-recipe", "text"),
+    Field("sp", "--sp", "--sequence-parallel", "switch"),
+    Field("dist_opt", "--dist-opt", "--use-distributed-optimizer", "switch"),
+    Field("overlap_grad_reduce", "--overlap-grad-reduce", "--overlap-grad-reduce", "switch"),
+    Field("overlap_param_gather", "--overlap-param-gather", "--overlap-param-gather", "switch"),
+    Field("tp_comm_overlap", "--tp-comm-overlap", "--tp-comm-overlap", "switch"),
+)
+"""The form, in the order its flags are written. Each key is the ParallelConfig/ModelConfig
+field's short name; the flags are those of workload_gen/megatron_flags.py."""
+
+BY_KEY = {f.key: f for f in FIELDS}
+PARSED_DEST = {"model": "model", "num_layers": "m_num_layers", "world_size": "p_world_size",
+               "global_batch": "p_global_batch", "micro_batch": "p_micro_batch", "seq_length": "p_seq_length",
+               "tp": "p_tp", "pp": "p_pp", "vpp": "p_vpp", "cp": "p_cp", "ep": "p_ep", "etp": "p_etp",
+               "recompute": "p_recompute",
+               "dtype": "p_dtype", "fp8_recipe": "p_fp8_recipe", "sp": "p_sp", "dist_opt": "p_distributed_optimizer",
+               "overlap_grad_reduce": "p_overlap_grad_reduce", "overlap_param_gather": "p_overlap_param_gather",
+               "tp_comm_overlap": "p_tp_comm_overlap"}
+"""Plan key -> the dest the config parser (engine/commands/config_flags.py) stores it under."""
+
+MAX_VALUE_CHARS = 64
+"""A form value longer than this is no preset name or count (the longest preset name is 18)."""
+
+HF_CONFIG_KEY = "hf_config"
+"""The plan key holding a pasted/uploaded Hugging Face config.json's text (instead of ``model``)."""
+SYSTEM_YAML_KEY = "system_yaml"
+"""The plan key holding a pasted/uploaded system YAML's text (instead of ``system``)."""
+FILE_KEYS = (HF_CONFIG_KEY, SYSTEM_YAML_KEY)
+"""Plan keys whose text the server writes to a file and passes by path, as a user would."""
+
+
+def _text(key: str, value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise ConfigError(key, value, "must be a number or a name")
+    text = str(value).strip()
+    if len(text) > MAX_VALUE_CHARS:
+        raise ConfigError(key, value, f"at most {MAX_VALUE_CHARS} characters (a count or a name)")
+    return text
+
+
+def _switch(key: str, value: Any) -> bool:
+    if value in (True, "true", "1", 1, "on"):
+        return True
+    if value in (False, "false", "0", 0, "off", "", None):
+        return False
+    raise ConfigError(key, value, "must be true or false")
+
+
+def plan_argv(plan: Mapping[str, Any], files: Mapping[str, str] | None = None, *, attached: bool = False) -> list[str]:
+    """The run-analytical flags of ``plan`` (empty fields are left to the CLI's defaults).
+
+    ``files``: where the plan's pasted texts were written, by key (FILE_KEYS): a Hugging Face
+    config replaces ``--model`` (``--hf-config PATH``), a system YAML ``--system``.
+    ``attached``: each value joined to its flag (``--tp=4``), as the server parses them: a
+    value is then one argument whatever it holds (``-1``, ``4 --out x``), so no value can
+    become a flag, and the parser's message about it is the one it gives the user typing it."""
+    if not isinstance(plan, Mapping):
+        raise ConfigError("plan", plan, "must be a JSON object of form fields")
+    unknown = sorted(set(plan) - set(BY_KEY) - set(FILE_KEYS))
+    if unknown:
+        raise ConfigError("plan", unknown[0], f"unknown field; valid: {', '.join([*BY_KEY, *FILE_KEYS])}")
+    files = files or {}
+    argv: list[str] = []
+
+    def add(flag: str, text: str) -> None:
+        argv.extend([f"{flag}={text}"] if attached else [flag, text])
+
+    for f in FIELDS:
+        value = plan.get(f.key)
+        if f.key == "model" and HF_CONFIG_KEY in files:
+            add("--hf-config", files[HF_CONFIG_KEY])
+        elif f.key == "system" and SYSTEM_YAML_KEY in files:
+            add("--system", files[SYSTEM_YAML_KEY])
+        elif f.kind == "switch":
+            if _switch(f.key, value):
+                argv.append(f.flag)
+        elif value not in (None, ""):
+            add(f.flag, _text(f.key, value))
+    return argv
+
+
+def megatron_argv(plan: Mapping[str, Any]) -> list[str]:
+    """The plan as Megatron-LM's flags (what a launch script says), plus trainsim's own
+    ``--model``/``--world-size``/``--system`` where Megatron has none; the config parser of
+    every command reads them back (the page's "paste Megatron flags")."""
+    argv: list[str] = []
+    for f in FIELDS:
+        value = plan.get(f.key)
+        if f.kind == "switch":
+            if _switch(f.key, value):
+                argv.append(f.megatron or f.flag)
+        elif value in (None, ""):
+            continue
+        elif f.key == "dtype":
+            text = _text(f.key, value)
+            argv += {"bf16": ["--bf16"], "fp16": ["--fp16"], "fp8": ["--bf16", "--fp8-format", "hybrid"]}.get(
+                text, [f.flag, text])
+        elif f.key == "recompute" and value == "none":
+            continue  # Megatron: no --recompute-granularity is no recompute
+        else:
+            argv += [f.megatron or f.flag, _text(f.key, value)]
+    return argv
+
+
+def plan_yaml(plan: Mapping[str, Any]) -> str:
+    """The plan as a run YAML (``run-analytical -c FILE``; sections as workload_gen.config_loading
+    reads them): the model preset with its overrides, and the parallel/training fields."""
+    import yaml
+
+    from workload_gen.config_loading import section_of
+
+    model: dict[str, Any] = {"preset": plan.get("model") or None}
+    if plan.get("num_layers") not in (None, ""):
+        model["num_layers"] = _number(plan["num_layers"])
+    sections: dict[str, dict[str, Any]] = {"parallel": {}, "training": {}}
+    for f in FIELDS:
+        if f.key in ("model", "system", "num_layers"):
+            continue
+        value = plan.get(f.key)
+        field = PARSED_DEST[f.key][2:]
+        if f.kind == "switch":
+            if _switch(f.key, value):
+                sections[section_of(field)][field] = True
+        elif value not in (None, ""):
+            sections[section_of(field)][field] = _number(value)
+    doc = {"model": model if len(model) > 1 else model["preset"], **{k: v for k, v in sections.items() if v}}
+    system = "YOUR_SYSTEM.yaml" if plan.get(SYSTEM_YAML_KEY) else plan.get("system") or "h100"
+    header = f"# run-analytical -c this.yaml --system {system}\n"
+    return header + yaml.safe_dump(doc, sort_keys=False)
+
+
+def _number(value: Any) -> Any:
+    text = str(value)
+    return int(text) if text.isdigit() else text
+
+
+def plan_from_values(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The plan of a namespace the config parser filled (pasted flags): only the fields the
+    flags set; dtype fp8 from Megatron's ``--fp8-format``."""
+    plan: dict[str, Any] = {}
+    for key, dest in PARSED_DEST.items():
+        value = values.get(dest)
+        if value is not None:
+            plan[key] = value
+    if values.get("p_fp8") is not None:
+        plan["dtype"] = "fp8"
+    return plan
