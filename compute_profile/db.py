@@ -108,12 +108,18 @@ class ProfileRow:
             if value is not None and not (_is_number(value) and math.isfinite(value) and value >= 0):
                 raise ConfigError(name, value, "must be empty or a finite number >= 0", where)
         if self.repeats is not None and not (isinstance(self.repeats, int) and not isinstance(self.repeats, bool)
-                                             and self.repeats >= 1):
-            raise ConfigError("repeats", self.repeats, "must be empty or an integer >= 1", where)
+                                             and 1 <= self.repeats <= SQLITE_MAX_INT):
+            raise ConfigError("repeats", self.repeats, f"must be empty or an integer from 1 to {SQLITE_MAX_INT:,} "
+                              "(SQLite's largest INTEGER)", where)
         for name in ("gpu", "kind", "shape_key", "dtype", "phase", "source", "torch_version", "cuda_version",
                      "device_name", "date", "note"):
             if not isinstance(getattr(self, name), str):
                 raise ConfigError(name, getattr(self, name), "must be text", where)
+
+
+SQLITE_MAX_INT = 2**63 - 1
+"""SQLite stores INTEGER in 8 signed bytes (sqlite.org/datatype3.html); a larger Python int
+cannot be written (OverflowError), so a row carrying one is refused when it is read."""
 
 
 def _is_number(value: object) -> bool:

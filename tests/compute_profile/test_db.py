@@ -92,6 +92,24 @@ def test_csv_errors_name_file_line_and_column(tmp_path):
         read_csv_rows(bad)
 
 
+@pytest.mark.parametrize("repeats, ok", [(2**63 - 1, True), (2**63, False), (10**23, False)])
+def test_an_integer_sqlite_cannot_store_is_refused_when_read(tmp_path, repeats, ok):
+    """SQLite's INTEGER is 8 signed bytes: 2**63 - 1 round-trips, one more was an
+    OverflowError traceback at write time (issue 29); now the CSV line is refused."""
+    src = tmp_path / "big.csv"
+    src.write_text("gpu,kind,shape_key,dtype,phase,time_s,source,repeats\n"
+                   f"h100,gemm,1x1x1,bf16,fwd,1e-3,measured,{repeats}\n")
+    if not ok:
+        with pytest.raises(FormatError, match=f"big.csv:2: repeats={repeats} is invalid; must be empty or an integer"):
+            read_csv_rows(src)
+        return
+    db = ProfileDB(tmp_path / "big.sqlite")
+    db.import_csv(src)
+    out = tmp_path / "out.csv"
+    db.export_csv(out)
+    assert read_csv_rows(out)[0].repeats == repeats
+
+
 def test_not_a_database_and_missing_file(tmp_path):
     junk = tmp_path / "junk.sqlite"
     junk.write_bytes(b"this is not sqlite at all" * 100)
