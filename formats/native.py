@@ -33,7 +33,8 @@ from pathlib import Path
 
 from formats.atomic import atomic_write
 from workload_gen.core.errors import ConfigError, FormatError
-from workload_gen.core.limits import MAX_LAYERS, MAX_NESTING, PARALLEL_FIELD_LIMITS, check_limit, nesting_depth
+from workload_gen.core.limits import (LIMITS, MAX_BYTES, MAX_DIM, MAX_FLOPS, MAX_LAYERS, MAX_NESTING,
+                                     PARALLEL_FIELD_LIMITS, check_limit, nesting_depth)
 from workload_gen.core.model_config import ModelConfig
 from workload_gen.core.parallel_config import DTYPE_BYTES, ParallelConfig
 from workload_gen.core.records import (
@@ -83,13 +84,30 @@ def _layers_text(layers: tuple[int, ...]) -> str:
     return ",".join(parts)
 
 
+def _unwritable(stage: int, op: Op, field: str, value: float, limit_name: str, unit: str) -> ConfigError:
+    """Why ``op`` cannot be written: a value past a limit the reader enforces, so the file could
+    not be read back (issue 29: a 16,000-layer model's optimizer shape was written, then refused)."""
+    limit = LIMITS[limit_name]
+    return ConfigError(f"stage {stage} op {op.name} {field}", f"{value:,.0f}",
+                       f"exceeds {limit:,.0f} {unit} (workload_gen/core/limits.py {limit_name}), the most a workload "
+                       "file holds and its reader accepts; shrink the model or split it over more stages (pp)")
+
+
 def _record(stage: int, chunk: int, section: str, op: Op) -> str:
     if type(op) is ComputeOp:
+        if op.shape and max(op.shape) > MAX_DIM:
+            raise _unwritable(stage, op, "shape entry", max(op.shape), "MAX_DIM", "elements")
+        if op.flops > MAX_FLOPS or op.bytes > MAX_BYTES:
+            big = ("flops", op.flops, "MAX_FLOPS", "FLOP") if op.flops > MAX_FLOPS else \
+                ("bytes", op.bytes, "MAX_BYTES", "bytes")
+            raise _unwritable(stage, op, *big)
         return "\t".join((
             str(stage), str(chunk), section, "compute", op.name, str(op.layer), op.phase.value, op.kind.value,
             "x".join(map(str, op.shape)), op.dtype, _num(op.flops), _num(op.bytes),
             "-" if op.time_s is None else repr(float(op.time_s)), op.source.value or "-", "-", "-", "-", "-",
         ))
+    if op.bytes > MAX_BYTES:
+        raise _unwritable(stage, op, "bytes", op.bytes, "MAX_BYTES", "bytes")
     return "\t".join((
         str(stage), str(chunk), section, "collective", op.name, str(op.layer), op.phase.value, op.kind.value,
         "-", "-", "-", str(op.bytes), "-", "-", op.group.value, str(op.group_size),
@@ -201,6 +219,8 @@ def _q(value: object) -> str:
 class _Reader:
     def __init__(self, path: str) -> None:
         self.path = path
+        self._protos: dict[tuple[str, ...], tuple[type, str, tuple]] = {}
+        """Checked record parts by their text (``_op``): a file repeats them layer after layer."""
 
     def fail(self, line: int | None, msg: str) -> FormatError:
         return FormatError(self.path, line, msg)
@@ -442,14 +462,34 @@ class _Reader:
             raise self.fail(line, f"group_size={size} exceeds world_size={par.world_size}")
 
     def _op(self, line: int, raw: str, par: ParallelConfig) -> tuple[int, int, str, Op]:
+        """One record. Its fields other than stage, chunk, section and layer repeat across
+        layers and micro-batch programs, so they are checked and parsed once per distinct
+        combination (:meth:`_proto`) and the op is built from the cached parts: the reader
+        streams a 10^6-record file at a few hundred thousand records per second."""
         f = raw.split("\t")
-        if len(f) != len(COLUMNS):
+        if len(f) != _NCOLS:
             raise self.fail(line, f"expected {len(COLUMNS)} tab-separated columns, found {len(f)}")
         try:
             stage, chunk, layer = int(f[0]), int(f[1]), int(f[5])
-            section = f[2]
-            if section not in ("fwd", "bwd", "iter"):
-                raise ValueError(f"section {_q(section)} (valid: fwd, bwd, iter)")
+        except ValueError as exc:
+            raise self.fail(line, f"bad record: {str(exc)[:200]}") from None
+        section = f[2]
+        if section not in _SECTIONS:
+            raise self.fail(line, f"bad record: section {_q(section)} (valid: fwd, bwd, iter)")
+        if not -1 <= layer <= MAX_LAYERS:
+            raise self.fail(line, f"layer={layer}: must be -1 (embedding), a layer index or the head "
+                                  f"(at most {MAX_LAYERS:,}, workload_gen/core/limits.py MAX_LAYERS)")
+        key = (f[3], f[4], f[6], f[7], f[8], f[9], f[10], f[11], f[12], f[13], f[14], f[15], f[16], f[17])
+        proto = self._protos.get(key)
+        if proto is None:
+            proto = self._protos[key] = self._proto(line, f, par)
+        cls, name, rest = proto
+        return stage, chunk, section, cls(name, layer, *rest)
+
+    def _proto(self, line: int, f: list[str], par: ParallelConfig) -> tuple[type, str, tuple]:
+        """The checked parts of a record other than its place and layer: (op class, name, the
+        constructor's arguments after the layer)."""
+        try:
             phase = Phase(f[6])
             if f[3] not in ("compute", "collective"):
                 raise ValueError(f"type {_q(f[3])} (valid: compute, collective)")
@@ -462,9 +502,6 @@ class _Reader:
                     raise ValueError(f"overlappable {_q(f[16])} (valid: 0, 1)")
         except ValueError as exc:
             raise self.fail(line, f"bad record: {str(exc)[:200]}") from None
-        if not -1 <= layer <= MAX_LAYERS:
-            raise self.fail(line, f"layer={layer}: must be -1 (embedding), a layer index or the head "
-                                  f"(at most {MAX_LAYERS:,}, workload_gen/core/limits.py MAX_LAYERS)")
         if not f[4]:
             raise self.fail(line, "name is empty")
         if f[3] == "compute":
@@ -477,21 +514,23 @@ class _Reader:
             if (time_s is None) != (source is TimeSource.NONE):
                 raise self.fail(line, f"time_s={f[12]} and source={_q(f[13])}: a time needs its source and "
                                       "a source its time")
-            op: Op = ComputeOp(
-                f[4], layer, phase, kind, self._shape(line, kind, f[8]), f[9],
+            return ComputeOp, f[4], (
+                phase, kind, self._shape(line, kind, f[8]), f[9],
                 self._number(line, "flops", f[10], "MAX_FLOPS", "FLOP"),
                 self._number(line, "bytes", f[11], "MAX_BYTES", "bytes"), time_s, source,
             )
-        else:
-            assert isinstance(kind, CollKind)
-            size = self._count(line, "group_size", f[15], 1, "MAX_RANKS", "ranks")
-            self._group_size(line, group, size, par)
-            peer = self._count(line, "peer", f[17], -1, "MAX_RANKS", "ranks")
-            if peer > 1:
-                raise self.fail(line, f"peer={peer}: valid -1 (upstream), 0, 1 (downstream)")
-            op = CollectiveOp(f[4], layer, phase, kind, group, size,
-                              self._count(line, "bytes", f[11], 0, "MAX_BYTES", "bytes"), f[16] == "1", peer)
-        return stage, chunk, section, op
+        assert isinstance(kind, CollKind)
+        size = self._count(line, "group_size", f[15], 1, "MAX_RANKS", "ranks")
+        self._group_size(line, group, size, par)
+        peer = self._count(line, "peer", f[17], -1, "MAX_RANKS", "ranks")
+        if peer > 1:
+            raise self.fail(line, f"peer={peer}: valid -1 (upstream), 0, 1 (downstream)")
+        return CollectiveOp, f[4], (phase, kind, group, size,
+                                    self._count(line, "bytes", f[11], 0, "MAX_BYTES", "bytes"), f[16] == "1", peer)
+
+
+_NCOLS = len(COLUMNS)
+_SECTIONS = frozenset(("fwd", "bwd", "iter"))
 
 
 def read_native(path: str | os.PathLike[str]) -> Workload:
