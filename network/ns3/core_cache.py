@@ -128,7 +128,7 @@ def dependency_closure(library_dir: Path, roots: tuple[str, ...], prefix: str) -
     file that exists in the directory), as the ns-3 wheel's own loader does; a string that
     is not a dependency but names a library there would only add a needless link."""
     needs: dict[str, list[str]] = {}
-    pattern = re.compile(rb"\x00(" + re.escape(prefix.encode()) + rb"[\w.+-]*?\.so)\x00")
+    pattern = re.compile(rb"\x00(" + re.escape(prefix.encode()) + rb"[\w.+-]*?\.so)(?=\x00)")  # NULs shared by neighbours
     todo = list(roots)
     while todo:
         name = todo.pop()
@@ -241,8 +241,6 @@ def cached_library(tools: Toolchain, root: Path, *,
         lib = valid_entry(entry, key)  # another process may have built it while we waited
         if lib is not None:
             return CachedCore(lib, built=False)
-        if entry.exists():
-            _discard(entry)  # present but invalid: corrupted or partial
         if on_build is not None:
             on_build(entry)
         t0 = time.perf_counter()
@@ -257,14 +255,29 @@ def cached_library(tools: Toolchain, root: Path, *,
                         "build_s": round(time.perf_counter() - t0, 2)}
             (tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=1) + "\n")
             os.chmod(tmp, 0o755)  # mkdtemp made it private; other users may share the cache (Docker)
-            with contextlib.suppress(OSError):  # another builder published first: theirs is checked below
-                os.rename(tmp, entry)
+            _publish(tmp, entry, key)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         lib = valid_entry(entry, key)
         if lib is None:
             raise CoreCacheError(f"the compiled core in {entry} does not verify after publishing")
         return CachedCore(lib, built=True, build_s=time.perf_counter() - t0)
+
+
+def _publish(tmp: Path, entry: Path, key: str) -> None:
+    """Renames the finished ``tmp`` to ``entry``. A valid entry already there (another
+    builder won) is kept; an invalid one (corrupted, partial) is moved aside first. Only
+    an invalid entry is ever removed, so a library another process loaded stays put."""
+    try:
+        os.rename(tmp, entry)
+        return
+    except OSError:
+        pass
+    if valid_entry(entry, key) is not None:
+        return
+    _discard(entry)
+    with contextlib.suppress(OSError):  # lost a race without a lock: the caller checks what is there
+        os.rename(tmp, entry)
 
 
 def _compile(tools: Toolchain, out: Path) -> None:
