@@ -72,9 +72,14 @@ def _load(progress: TextIO | None, prog: str) -> Any:
         import cppyy
     install = ns3_install()
     tools = toolchain(install)
+    bars: list[Any] = []
     try:
-        core = core_cache.cached_library(tools, core_cache.cache_root(),
-                                         on_build=lambda entry: _announce(progress, prog, entry))
+        try:
+            core = core_cache.cached_library(tools, core_cache.cache_root(),
+                                             on_build=lambda entry: bars.append(_announce(progress, prog, entry)))
+        finally:
+            for bar in bars:
+                bar.close()
         with _quiet_fd2():
             cppyy.add_include_path(str(_HERE))
             cppyy.include(_API)
@@ -97,10 +102,15 @@ def _load(progress: TextIO | None, prog: str) -> Any:
     return cppyy.gbl
 
 
-def _announce(progress: TextIO | None, prog: str, entry: Path) -> None:
+def _announce(progress: TextIO | None, prog: str, entry: Path) -> Any:
+    """The one line saying that the core compiles now, and on a terminal a ticking elapsed
+    time under it (the project's Progress; nothing in a pipe or log)."""
+    from workload_gen.core.progress import Progress
+
     if progress is not None:
         print(f"[{prog}] compiling trainsim's ns-3 core once for this installation into {entry} "
               "(10-30 s; later runs load it in under a second)", file=progress, flush=True)
+    return Progress(None, f"[{prog}] compiling", unit="s", quiet=progress is None, stream=progress)
 
 
 class Ns3Install:
