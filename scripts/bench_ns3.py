@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     from network.ns3 import runtime
 
     runtime.load(sys.stderr)
-    print(f"ns-3 core loaded ({runtime.how_loaded()}): {time.perf_counter() - t:.1f} s (once per process)")
+    print(f"ns-3 core loaded ({runtime.how_loaded()}): {time.perf_counter() - t:.1f} s, once per process")
 
     from engine import simulate
     from engine.pipeline import attach_compute

@@ -32,7 +32,8 @@ EXAMPLE = ["--model", "gpt3-1.3b", "--num-layers", "1", "--tp", "8", "--world-si
 def timed_run(python: str, cache: Path, out: Path, checkout: Path = ROOT) -> tuple[float, float, str]:
     """(wall s, CPU s, stderr) of one run-ns3 process of ``checkout``'s code."""
     env = dict(os.environ, XDG_CACHE_HOME=str(cache), PYTHONPATH=str(checkout))
-    code = f"from engine.commands.run import ns3_entry; import sys; sys.argv[1:] = {[*EXAMPLE, '--out', str(out)]!r}; ns3_entry()"
+    argv = [*EXAMPLE, "--out", str(out)]
+    code = f"from engine.commands.run import ns3_entry; import sys; sys.argv[1:] = {argv!r}; ns3_entry()"
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     r = subprocess.run([python, "-c", code], cwd=out.parent, env=env, capture_output=True, text=True)

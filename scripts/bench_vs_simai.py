@@ -179,8 +179,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'SimAI_analytical, log to ' + mode:36s} {statistics.median(v):8.3f} {min(v):8.3f} {max(v):8.3f}")
     for name in commands:
         v = ours[name]
-        print(f"{name:36s} {statistics.median(v):8.3f} {min(v):8.3f} {max(v):8.3f}   "
-              f"{statistics.median(ratios[(name, 'pipe')]):22.2f} {statistics.median(ratios[(name, '/dev/null')]):26.2f}")
+        pipe, null = (statistics.median(ratios[(name, m)]) for m in modes)
+        print(f"{name:36s} {statistics.median(v):8.3f} {min(v):8.3f} {max(v):8.3f}   {pipe:22.2f} {null:26.2f}")
     ours_total = next((ln.split()[2] for ln in table.decode().splitlines() if ln.startswith("iteration time")), "?")
     print(f"same work: SimAI's total {int(simai_total):,} us; trainsim --accounting simai {ours_total} s")
     return 0

@@ -128,7 +128,8 @@ def dependency_closure(library_dir: Path, roots: tuple[str, ...], prefix: str) -
     file that exists in the directory), as the ns-3 wheel's own loader does; a string that
     is not a dependency but names a library there would only add a needless link."""
     needs: dict[str, list[str]] = {}
-    pattern = re.compile(rb"\x00(" + re.escape(prefix.encode()) + rb"[\w.+-]*?\.so)(?=\x00)")  # NULs shared by neighbours
+    # the closing NUL is a lookahead: neighbouring strings share it
+    pattern = re.compile(rb"\x00(" + re.escape(prefix.encode()) + rb"[\w.+-]*?\.so)(?=\x00)")
     todo = list(roots)
     while todo:
         name = todo.pop()
