@@ -9,9 +9,9 @@ tsim.cpp and the ns-3 headers it includes, 1.5 s of code generation at the first
 C++ compiler is loaded with ``dlopen`` in milliseconds, and Python then needs only the
 declarations of ``tsim_api.h`` (no ns-3 header), which cppyy parses in ~0.2 s.
 
-An entry is a directory named by a key: the hash of the ns-3 wheel's version and library
-directory, the cppyy version, the compiler's identity, the compile flags and every byte of
-the core's sources. A changed source, a new wheel or compiler is a new key, so a stale
+An entry is a directory named by a key: the hash of the ns-3 wheel's version, library
+directory and libraries (name, size, modification time), the cppyy version, the compiler's
+identity, the compile flags and every byte of the core's sources. A changed source, a new wheel or compiler is a new key, so a stale
 library is never loaded. Inside: ``libtsim.so`` and ``manifest.json`` (the key's inputs
 and the library's SHA-256). An entry whose library does not match its manifest (a
 truncated copy, a disk error) is moved aside and rebuilt.
@@ -86,7 +86,8 @@ class Toolchain:
             put(flag)
         put(str(self.library_dir))
         for lib in self.libraries:
-            put(lib)
+            st = (self.library_dir / lib).stat()  # a wheel reinstalled in place under the same version
+            put(f"{lib} {st.st_size} {st.st_mtime_ns}")
         for d in self.include_dirs:
             put(str(d))
         for src in sorted(self.sources, key=lambda p: p.name):
