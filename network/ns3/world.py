@@ -1,8 +1,9 @@
 """One ns-3 simulation: a :class:`Fabric` instantiated with a transport; flows in, times out.
 
-The boundary with C++ (``Sim`` in network/ns3/tsim_api.h, the handle on tsim.cpp's ``World``,
-which includes the tsim_*.h parts) is crossed per collective (a whole flow graph as numpy arrays), per clock advance
-and per bulk read of results, never per packet or per flow.
+The boundary with C++ (``Sim`` in network/ns3/tsim_api.h, the handle on tsim.cpp's
+``World``, which includes the tsim_*.h parts) is crossed per collective (a whole flow graph
+as numpy arrays), per clock advance and per bulk read of results, never per packet or per
+flow.
 """
 from __future__ import annotations
 
