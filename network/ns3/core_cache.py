@@ -258,6 +258,8 @@ def cached_library(tools: Toolchain, root: Path, *,
             (tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=1) + "\n")
             os.chmod(tmp, 0o755)  # mkdtemp made it private; other users may share the cache (Docker)
             _publish(tmp, entry, key)
+        except OSError as exc:  # a full disk, a directory that stopped being writable
+            raise CoreCacheError(f"writing the compiled core into {root} failed ({exc.strerror or exc})") from None
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         lib = valid_entry(entry, key)

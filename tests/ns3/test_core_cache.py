@@ -123,6 +123,21 @@ def test_unusable_cache_or_compiler_is_one_reason(src, tmp_path):
     assert not [p for p in (tmp_path / "c2").iterdir() if p.is_dir()]  # no half-built entry
 
 
+def test_a_cache_that_fills_up_is_one_reason_and_leaves_nothing(src, tmp_path):
+    """Files limited to 4 KiB (RLIMIT_FSIZE, as a nearly full disk would stop them): the
+    build fails with one CoreCacheError line (the caller then compiles in memory) and leaves
+    no temporary directory."""
+    root = tmp_path / "cache"
+    code = ("import resource, signal; from pathlib import Path; "
+            "signal.signal(signal.SIGXFSZ, signal.SIG_IGN); resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096)); "
+            "from network.ns3.core_cache import CoreCacheError, Toolchain, cached_library; "
+            f"t = Toolchain((Path({str(src)!r}),), (), Path({str(src.parent)!r}), (), 'c++', (('test', '1'),))\n"
+            f"try:\n    cached_library(t, Path({str(root)!r}))\nexcept CoreCacheError as e:\n    print('refused:', e)")
+    r = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.startswith("refused:") and r.stdout.count("\n") == 1, r.stdout + r.stderr
+    assert not [p for p in root.iterdir() if p.is_dir()]
+
 def test_ns3_libraries_are_linked_with_their_dependencies_first():
     """The closure of the modules tsim.cpp includes, in an order dlopen-by-path accepts:
     from the wheel's ELF headers (readelf -d): internet needs bridge, traffic-control,
