@@ -12,7 +12,7 @@ declarations of ``tsim_api.h`` (no ns-3 header), which cppyy parses in ~0.2 s.
 An entry is a directory named by a key: the hash of the ns-3 wheel's version, library
 directory and libraries (name, size, modification time), the cppyy version, the compiler's
 identity, the compile flags and every byte of the core's sources. A changed source, a new wheel or compiler is a new key, so a stale
-library is never loaded. Inside: ``libtsim.so`` and ``manifest.json`` (the key's inputs
+library is never loaded. Inside: ``libtsim-<key>.so`` and ``manifest.json`` (the key's inputs
 and the library's SHA-256). An entry whose library does not match its manifest (a
 truncated copy, a disk error) is moved aside and rebuilt.
 
@@ -47,7 +47,13 @@ cppyy's JIT uses by default (cppyy_backend/loader.py: EXTRA_CLING_ARGS '-O2 -mar
 No -march=native: the Docker image ships a library built on one machine and run on another,
 where instructions of the build CPU could be missing (SIGILL)."""
 
-LIBRARY_NAME = "libtsim.so"
+def library_name(key: str) -> str:
+    """The library's file name: unique per key, because Cling resolves a declared function
+    by searching the loaded libraries, and two loaded files of one name (a stale build and
+    this one, or a test's) could answer for each other."""
+    return f"libtsim-{key[:24]}.so"
+
+
 MANIFEST_NAME = "manifest.json"
 
 
@@ -178,7 +184,7 @@ def valid_entry(entry: Path, key: str) -> Path | None:
     what the manifest recorded; None otherwise (missing, partial or corrupted)."""
     try:
         manifest = json.loads((entry / MANIFEST_NAME).read_text())
-        lib = entry / LIBRARY_NAME
+        lib = entry / library_name(key)
         if manifest.get("key") != key or manifest.get("sha256") != file_sha256(lib):
             return None
         return lib
@@ -251,9 +257,10 @@ def cached_library(tools: Toolchain, root: Path, *,
         except OSError as exc:
             raise CoreCacheError(f"cache directory {root} is not writable ({exc.strerror or exc})") from None
         try:
-            _compile(tools, tmp / LIBRARY_NAME)
-            manifest = {"key": key, "sha256": file_sha256(tmp / LIBRARY_NAME),
-                        "versions": dict(tools.versions), "command": tools.command(Path(LIBRARY_NAME)),
+            lib_tmp = tmp / library_name(key)
+            _compile(tools, lib_tmp)
+            manifest = {"key": key, "sha256": file_sha256(lib_tmp),
+                        "versions": dict(tools.versions), "command": tools.command(Path(lib_tmp.name)),
                         "build_s": round(time.perf_counter() - t0, 2)}
             (tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=1) + "\n")
             os.chmod(tmp, 0o755)  # mkdtemp made it private; other users may share the cache (Docker)
