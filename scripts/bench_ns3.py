@@ -4,7 +4,8 @@ Two cases from issue 6: (1) a whole small iteration (GPT-1.3B, 4 layers, 16 H100
 2 nodes, TP 8 inside each node, DP 2 across) through the engine, every rank simulated;
 (2) one all-reduce of 1 GiB over 128 H100 GPUs (16 nodes, rail fabric). "GB" counts bytes
 that crossed the packet network (fabric GB) and, separately, all bytes including NVLink
-(the fluid model, which is nearly free). The ns-3 import/JIT (10-40 s) is reported apart.
+(the fluid model, which is nearly free). Loading the ns-3 core (under a second from the
+cache, network/ns3/runtime.py; 10-15 s when it compiles) is reported apart.
 
 ``--dp N [N ...]`` runs issue 15's case instead: a 128 MiB data-parallel all-reduce over N
 H100 GPUs on a non-blocking fat-tree, with run-analytical's time beside it (the ratio),
@@ -42,8 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     t = time.perf_counter()
     from network.ns3 import runtime
 
-    runtime.load()
-    print(f"ns-3 import + tsim.cpp JIT: {time.perf_counter() - t:.1f} s (once per process)")
+    runtime.load(sys.stderr)
+    print(f"ns-3 core loaded ({runtime.how_loaded()}): {time.perf_counter() - t:.1f} s, once per process")
 
     from engine import simulate
     from engine.pipeline import attach_compute

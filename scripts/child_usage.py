@@ -20,17 +20,21 @@ class ChildUsage:
     stdout: bytes
 
 
-def run_child(cmd: list[str], *, cwd: Path | str | None = None, env: dict[str, str] | None = None) -> ChildUsage:
+def run_child(cmd: list[str], *, cwd: Path | str | None = None, env: dict[str, str] | None = None,
+              stdout_devnull: bool = False) -> ChildUsage:
     """Run ``cmd`` to completion and account for it alone (os.wait4's rusage of that child).
-    stdout is read before waiting, as a terminal would take it; stderr goes to a temporary
-    file, so neither pipe can fill and stall the child. A non-zero exit ends the bench with
-    the child's last stderr lines."""
+    stdout is read before waiting, as a terminal would take it (``stdout_devnull``: sent to
+    /dev/null instead, where writes cost the child almost nothing; ``stdout`` is then b"");
+    stderr goes to a temporary file, so neither pipe can fill and stall the child. A non-zero
+    exit ends the bench with the child's last stderr lines."""
     with tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=err)
-        assert proc.stdout is not None
-        out = proc.stdout.read()
-        proc.stdout.close()
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL if stdout_devnull else subprocess.PIPE,
+                                stderr=err)
+        out = b""
+        if proc.stdout is not None:
+            out = proc.stdout.read()
+            proc.stdout.close()
         _pid, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)

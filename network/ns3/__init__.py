@@ -2,8 +2,10 @@
 
 Public surface: :class:`Ns3Backend` (an engine NetworkBackend), :func:`build_fabric` and
 :func:`read_simai_topology` (topologies), :class:`TransportParams` (DCQCN/DCTCP knobs),
-and ``NS3``, the registered backend kind behind ``run-ns3`` (network/ns3/kind.py). Importing this package does not import
-ns-3; the first :class:`Ns3Backend` does (10-40 s of cppyy JIT, once per process).
+and ``NS3``, the registered backend kind behind ``run-ns3`` (network/ns3/kind.py).
+Importing this package does not import ns-3; the first :class:`Ns3Backend` does (under a
+second with trainsim's C++ core compiled and cached, network/ns3/runtime.py; the first run
+of an installation compiles it).
 See docs/ns3.md.
 """
 from __future__ import annotations

@@ -26,6 +26,7 @@ from network.analytical import AnalyticalBackend
 from network.backend import Completion, Transfer
 from network.busbw import Link
 from network.efficiency import EfficiencyTable
+from network.ns3 import runtime
 from network.ns3.params import TransportParams
 from network.ns3.topology import Fabric, build_fabric
 from network.ns3.world import SWITCH_END, PacketNetwork
@@ -273,4 +274,5 @@ class Ns3Backend:
             "transport": self.params.transport,
             "mtu": self.params.mtu,
             "topology": self.fabric.description,
+            "ns3_core": runtime.how_loaded(),
         }

@@ -109,8 +109,9 @@ class Ns3Kind:
             if fabric.num_hosts < world_size:
                 raise ConfigError("topology", topo, f"has {fabric.num_hosts} GPUs; the workload needs {world_size}")
             topo = None
-        if progress is not None:
-            print("[run-ns3] loading ns-3 (10-40 s of cppyy JIT on first use)", file=progress, flush=True)
+        from network.ns3 import runtime
+
+        runtime.load(progress, "run-ns3")  # says so when it compiles the core (once per installation)
         backend = self.create(system, world_size, fabric=fabric, topology=topo, spines=options["spines"],
                               nodes_per_rack=options["nodes_per_rack"],
                               params=transport_params(options),

@@ -1,6 +1,7 @@
 // trainsim's packet-level network core, compiled at run time by cppyy against ns-3 3.44
 // (network/ns3/runtime.py). This is the file the loader compiles: it includes the other
-// parts and defines World, which orchestrates them and is all Python sees.
+// parts and defines World, which orchestrates them, and Sim (tsim_api.h), the handle on
+// a World that is all Python sees.
 //
 // Why C++: the Python/ns-3 boundary is expensive (a cppyy call costs microseconds, and
 // ns.MakeCallback on Python functions does not work), so everything that happens per
@@ -28,6 +29,7 @@
 //   tsim.cpp        World: flow bookkeeping (dependency graph, transfers), clock, results
 //
 // Units: seconds (double) at the API, bits/s for rates, bytes for sizes.
+#include "tsim_api.h"
 #include "tsim_common.h"
 #include "tsim_fabric.h"
 #include "tsim_nvlink.h"
@@ -497,5 +499,215 @@ class World : public FlowEvents
         return fabric.ipDrops;
     }
 };
+
+// ---------------- Sim: the boundary Python sees (tsim_api.h), forwarding to World
+Sim::Sim()
+    : world_(new World())
+{
+}
+
+Sim::~Sim()
+{
+    delete world_;
+}
+
+Params&
+Sim::P()
+{
+    return world_->P;
+}
+
+void
+Sim::Init(uint32_t nHosts, uint32_t nSwitches, uint32_t gpn, uint32_t servers)
+{
+    world_->Init(nHosts, nSwitches, gpn, servers);
+}
+
+uint32_t
+Sim::AddLink(uint32_t a, uint32_t b, double bps, double delay, double kminBytes, double kmaxBytes, double pmax)
+{
+    return world_->AddLink(a, b, bps, delay, kminBytes, kmaxBytes, pmax);
+}
+
+void
+Sim::SetLinkErrorRate(uint32_t link, double rate)
+{
+    world_->fabric.SetLinkErrorRate(link, rate);
+}
+
+void
+Sim::SetNextHopsBulk(uint32_t node, const int32_t* ptr, const uint32_t* ifs)
+{
+    world_->SetNextHopsBulk(node, ptr, ifs);
+}
+
+void
+Sim::Start()
+{
+    world_->Start();
+}
+
+int32_t
+Sim::AddTransfer(int32_t transferId,
+                 size_t n,
+                 const uint32_t* src,
+                 const uint32_t* dst,
+                 const double* bytes,
+                 const int32_t* parPtr,
+                 const int32_t* parIdx,
+                 const uint8_t* fluidFlag,
+                 double startDelay)
+{
+    return world_->AddTransfer(transferId, n, src, dst, bytes, parPtr, parIdx, fluidFlag, startDelay);
+}
+
+void
+Sim::RunUntil(double t)
+{
+    world_->RunUntil(t);
+}
+
+bool
+Sim::Yielded() const
+{
+    return world_->yielded;
+}
+
+void
+Sim::SetStopOnTransfer(bool stop)
+{
+    world_->stopOnTransfer = stop;
+}
+
+double
+Sim::YieldBudgetS() const
+{
+    return world_->yieldBudgetS;
+}
+
+void
+Sim::SetYieldBudgetS(double seconds)
+{
+    world_->yieldBudgetS = seconds;
+}
+
+uint64_t
+Sim::Yields() const
+{
+    return world_->yields;
+}
+
+uint64_t
+Sim::WallChecks() const
+{
+    return world_->wallChecks;
+}
+
+double
+Sim::Now() const
+{
+    return world_->Now();
+}
+
+uint64_t
+Sim::EventCount() const
+{
+    return world_->EventCount();
+}
+
+double
+Sim::LowerBoundNextCompletion() const
+{
+    return world_->LowerBoundNextCompletion();
+}
+
+size_t
+Sim::PendingTransfers() const
+{
+    return world_->PendingTransfers();
+}
+
+size_t
+Sim::NumDone() const
+{
+    return world_->NumDone();
+}
+
+int32_t
+Sim::DoneId(size_t i) const
+{
+    return world_->DoneId(i);
+}
+
+double
+Sim::DoneTime(size_t i) const
+{
+    return world_->DoneTime(i);
+}
+
+void
+Sim::ConsumeDone()
+{
+    world_->ConsumeDone();
+}
+
+uint64_t
+Sim::FlowsDone() const
+{
+    return world_->flowsDone;
+}
+
+uint64_t
+Sim::BytesDone() const
+{
+    return world_->bytesDone;
+}
+
+uint64_t
+Sim::NetBytesDone() const
+{
+    return world_->netBytesDone;
+}
+
+uint64_t
+Sim::IpDrops() const
+{
+    return world_->IpDrops();
+}
+
+void
+Sim::FlowTable(std::vector<double>& out) const
+{
+    world_->FlowTable(out);
+}
+
+void
+Sim::LinkTable(std::vector<double>& out) const
+{
+    world_->LinkTable(out);
+}
+
+void
+Sim::FlowReceived(std::vector<double>& out) const
+{
+    out.clear();
+    out.reserve(world_->flows.all.size());
+    for (const Flow& f : world_->flows.all)
+    {
+        out.push_back(double(f.rcvd));
+    }
+}
+
+const RdmaTotals&
+Sim::Rdma() const
+{
+    return world_->rdma.totals;
+}
+
+void
+DestroySimulator()
+{
+    Simulator::Destroy();
+}
 
 } // namespace tsim

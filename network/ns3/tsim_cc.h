@@ -34,16 +34,6 @@ struct QpState
     uint64_t sndUna{0};  // bytes acknowledged (reliable mode)
 };
 
-// Totals over every queue pair of a run (read by tests and reports as RdmaTransport::totals).
-struct RdmaTotals
-{
-    uint64_t retxBytes{0};     // payload bytes sent again after a NACK or timeout
-    uint64_t timeouts{0};      // go-back-N rewinds by timeout
-    uint64_t nacksReceived{0};
-    uint64_t oooDropped{0};    // data packets the receivers discarded (out of order)
-    uint64_t cuts{0};          // DCQCN rate cuts
-};
-
 // What the rest of the model must know about a run's congestion control, fixed for the
 // run (each congestion control's static Traits(Params) says it).
 struct CcTraits

@@ -1,8 +1,9 @@
 """One ns-3 simulation: a :class:`Fabric` instantiated with a transport; flows in, times out.
 
-The boundary with C++ (``World`` in network/ns3/tsim.cpp, which includes the tsim_*.h
-parts) is crossed per collective (a whole flow graph as numpy arrays), per clock advance
-and per bulk read of results, never per packet or per flow.
+The boundary with C++ (``Sim`` in network/ns3/tsim_api.h, the handle on tsim.cpp's
+``World``, which includes the tsim_*.h parts) is crossed per collective (a whole flow graph
+as numpy arrays), per clock advance and per bulk read of results, never per packet or per
+flow.
 """
 from __future__ import annotations
 
@@ -60,11 +61,11 @@ class PacketNetwork:
                  nvlink_latency_s: float, num_gpus: int) -> None:
         g = runtime.load()
         self._g = g
-        g.ns3.Simulator.Destroy()
+        g.tsim.DestroySimulator()
         self.fabric = fabric
         self.params = params
-        w = g.tsim.World()
-        P = w.P
+        w = g.tsim.Sim()
+        P = w.P()
         P.transport = 0 if params.transport == "rdma" else 1
         P.mtu = params.mtu
         P.nvlinkBps = float(nvlink_bps)
@@ -95,7 +96,7 @@ class PacketNetwork:
             kmin, kmax, pmax = params.thresholds(ln.rate_bps)
             i = w.AddLink(ln.a, ln.b, ln.rate_bps, ln.delay_s, kmin, kmax, pmax)
             if getattr(ln, "error_rate", 0.0) > 0:
-                w.fabric.SetLinkErrorRate(i, float(ln.error_rate))
+                w.SetLinkErrorRate(i, float(ln.error_rate))
         for node, per_dst in enumerate(fabric.next_hops()):
             if not any(per_dst):
                 continue
@@ -144,24 +145,24 @@ class PacketNetwork:
         it again: between calls Python runs, so Ctrl-C ends a long run within a fraction of
         a second instead of when the whole interval has been simulated."""
         w = self._w
-        w.stopOnTransfer = stop_on_transfer
+        w.SetStopOnTransfer(bool(stop_on_transfer))
         w.RunUntil(float(t))
-        while w.yielded:
+        while w.Yielded():
             w.RunUntil(float(t))
 
     @property
     def yield_budget_s(self) -> float:
         """Wall seconds ns-3 runs before handing control back to Python (see run_until)."""
-        return float(self._w.yieldBudgetS)
+        return float(self._w.YieldBudgetS())
 
     @yield_budget_s.setter
     def yield_budget_s(self, value: float) -> None:
-        self._w.yieldBudgetS = float(value)
+        self._w.SetYieldBudgetS(float(value))
 
     @property
     def yields(self) -> int:
         """How often ns-3 handed control back before reaching a run_until's end."""
-        return int(self._w.yields)
+        return int(self._w.Yields())
 
     def take_done(self) -> list[tuple[int, float]]:
         """Transfers completed since the last call: (engine transfer id, time s)."""
@@ -178,11 +179,11 @@ class PacketNetwork:
 
     @property
     def flows_done(self) -> int:
-        return int(self._w.flowsDone)
+        return int(self._w.FlowsDone())
 
     @property
     def net_bytes_done(self) -> int:
-        return int(self._w.netBytesDone)
+        return int(self._w.NetBytesDone())
 
     @property
     def ip_drops(self) -> int:
@@ -199,11 +200,11 @@ class PacketNetwork:
     def wall_checks(self) -> int:
         """Of :attr:`events`, the wall-clock checks (see run_until): how many depends on
         how fast the machine ran, not on what was simulated."""
-        return int(self._w.wallChecks)
+        return int(self._w.WallChecks())
 
     @property
     def bytes_done(self) -> int:
-        return int(self._w.bytesDone)
+        return int(self._w.BytesDone())
 
     # ---------------------------------------------------------------- results
     def _read(self, method: str, cols: int) -> np.ndarray:
@@ -215,6 +216,17 @@ class PacketNetwork:
         view = vec.data()
         view.reshape((n,))
         return np.frombuffer(view, dtype=np.float64, count=n).copy().reshape(-1, cols)
+
+    def received_bytes(self) -> np.ndarray:
+        """Bytes delivered so far per flow, by global flow id (network flows; 0 for NVLink)."""
+        return self._read("FlowReceived", 1).reshape(-1)
+
+    def rdma_totals(self) -> dict[str, int]:
+        """The RDMA transport's totals: payload bytes resent, go-back-N timeouts, NACKs
+        received, out-of-order packets dropped, DCQCN rate cuts."""
+        t = self._w.Rdma()
+        return {"retx_bytes": int(t.retxBytes), "timeouts": int(t.timeouts), "nacks_received": int(t.nacksReceived),
+                "ooo_dropped": int(t.oooDropped), "cuts": int(t.cuts)}
 
     def flow_table(self) -> np.ndarray:
         """Per flow: src, dst, bytes, start_s, finish_s, fluid (1.0 for NVLink flows)."""
@@ -233,4 +245,4 @@ class PacketNetwork:
 
     def close(self) -> None:
         """Free ns-3's state (the next PacketNetwork would do it too)."""
-        self._g.ns3.Simulator.Destroy()
+        self._g.tsim.DestroySimulator()

@@ -75,7 +75,8 @@ otherwise the Dockerfile must exist and the command run inside the image is chec
 argument parsing against the local install.
 
 Size and time. By default (CI size) the gpu and slow blocks run shrunk: the whole file costs
-about 175 s of CPU, half of it four ns-3 start-ups (cppyy compiling ns-3's headers, ~20 s each),
+about 175 s of CPU (measured when each of its four ns-3 start-ups JIT-compiled ns-3's headers, ~20 s
+each; they now load trainsim's cached core in under a second, docs/ns3.md "Start-up"),
 and pages run side by side (TRAINSIM_DOCS_JOBS commands at a time, default the CPU count):
 under 2 minutes on 2 idle cores, 3.5 minutes on a 2-core machine at load 5.
 Full size: ``TRAINSIM_DOCS_FULL=1 python -m pytest -q -p no:cacheprovider tests/docs`` runs every

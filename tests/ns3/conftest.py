@@ -1,5 +1,6 @@
-"""One ns-3 import for the whole session: ``from ns import ns`` plus compiling tsim.cpp
-costs 10-40 s, and C++ classes can be defined only once per process."""
+"""One ns-3 load for the whole session: C++ classes can be defined only once per process.
+From the user's cache it takes under a second; the first session of an installation
+compiles the core (10-15 s, network/ns3/runtime.py)."""
 from __future__ import annotations
 
 import pytest

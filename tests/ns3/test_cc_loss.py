@@ -26,10 +26,9 @@ def one_flow(err: float, cc: str = "dcqcn"):
     while net.pending_transfers():
         net.run_until(net.now + 1.0)
     finish = float(net.flow_table()[0, 4])
-    w = net._w
-    tot = w.rdma.totals
-    out = dict(finish=finish, rcvd=int(w.flows.all[0].rcvd), retx=int(tot.retxBytes), nacks_rx=int(tot.nacksReceived),
-               timeouts=int(tot.timeouts), reps=net.link_reports())
+    tot = net.rdma_totals()
+    out = dict(finish=finish, rcvd=int(net.received_bytes()[0]), retx=tot["retx_bytes"], nacks_rx=tot["nacks_received"],
+               timeouts=tot["timeouts"], reps=net.link_reports())
     net.close()
     return out
 
