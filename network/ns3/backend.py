@@ -105,6 +105,8 @@ class Ns3Backend:
         self._t_wall0 = time.perf_counter()
         self._cpu0 = time.process_time()
         self._t_last = self._t_wall0
+        self._last_state: tuple[float, int, int] | None = None
+        """(simulated time, flows done, collectives in flight) of the last progress line."""
         gpn = system.domain_gpus
         self._host = np.array([self.fabric.host_of_rank(r) for r in range(world_size)], dtype=np.int64)
         self._gpn = gpn
@@ -208,8 +210,12 @@ class Ns3Backend:
         now = time.perf_counter()
         if not force and now - self._t_last < self._progress_every:
             return
-        self._t_last = now
         n = self.net
+        state = (n.now, n.flows_done, self._inflight)
+        if force and state == self._last_state:
+            return  # nothing simulated since the last line: stats() asked again (run-ns3 printed it twice)
+        self._t_last = now
+        self._last_state = state
         print(f"[run-ns3] simulated {n.now * 1e3:.3f} ms in {now - self._t_wall0:.1f} s wall; "
               f"flows done {n.flows_done:,}, {n.net_bytes_done / 1e9:.3f} GB through the fabric, "
               f"{self._inflight} collectives in flight", file=self._progress, flush=True)

@@ -36,6 +36,9 @@ def test_small_iteration_agrees_with_run_analytical(ns3_runtime, tmp_path, capsy
     assert max(float(r["utilisation"]) for r in links) <= 1.0
     err = capsys.readouterr().err
     assert "[run-ns3] simulated" in err and "flows done" in err
+    # the final progress line once, not again after the summary (issue 29)
+    final = [ln for ln in err.splitlines() if ln.startswith("[run-ns3] simulated ") and "0 collectives in flight" in ln]
+    assert len(final) == 1, final
 
 
 def test_bad_topology_file_is_one_line_and_exit_2(tmp_path, capsys):
