@@ -30,15 +30,23 @@ def _timed(fn, repeat: int) -> tuple[float, object]:
 
 
 def _workload(records: int):
-    """A Llama-3 8B shape with as many layers as ``records`` needs (about 36 records per layer),
-    PP 8 so that no stage's optimizer shape passes the format's limits."""
+    """Qwen3-30B-A3B's shape (MoE, EP 8, full recompute: the most records per layer) with as
+    many layers as ``records`` needs, PP 8 so that no stage's optimizer shape passes the
+    format's limits; at most MAX_LAYERS layers (about 1.1 million records)."""
     from workload_gen import build
+    from workload_gen.core.limits import MAX_LAYERS
     from workload_gen.core.model_presets import get_preset
     from workload_gen.core.parallel_config import ParallelConfig
 
-    layers = max(8, -(-records // 36) // 8 * 8)
-    model = replace(get_preset("llama3-8b"), num_layers=layers)
-    return build(model, ParallelConfig(world_size=64, tp=2, pp=8, sp=True, global_batch=64, seq_length=4096))
+    par = ParallelConfig(world_size=64, pp=8, ep=8, recompute="full", global_batch=64, seq_length=4096)
+
+    def built(layers: int):
+        return build(replace(get_preset("qwen3-30b-a3b"), num_layers=layers), par)
+
+    sample = built(64)
+    per_layer = sum(len(c.forward) + len(c.backward) for s in sample.stages for c in s.chunks) / 64
+    layers = min(MAX_LAYERS, max(8, -(-int(records / per_layer) // 8) * 8))
+    return built(layers)
 
 
 def main(argv: list[str] | None = None) -> int:
