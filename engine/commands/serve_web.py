@@ -173,7 +173,25 @@ class PlanRunner:
         plan = plan_from_values(vars(args))
         if getattr(args, "system", None) and "--system" in tokens:
             plan["system"] = args.system
-        return {"plan": plan}
+        return {"plan": plan, "not_on_form": self._not_on_form(args)}
+
+    def _not_on_form(self, args) -> list[str]:
+        """The pasted flags that change the simulated iteration but have no field on the page:
+        named, so that none is dropped silently (issue 29); the CLI still reads them."""
+        from engine.web.plan import PARSED_DEST
+        from workload_gen.megatron_flags import IGNORED_MEGATRON_FLAGS, ignored_dest
+
+        kept = set(PARSED_DEST.values()) | {"p_fp8", "system", "config", "hf_config"}
+        ignored = {ignored_dest(f) for f in IGNORED_MEGATRON_FLAGS}  # they change nothing (the CLI's note)
+        out = []
+        for action in self._parser._actions:
+            dest = action.dest
+            if dest in kept or dest in ignored or not action.option_strings or dest in ("help", "version"):
+                continue
+            value = getattr(args, dest, None)
+            if value is not None and value != action.default and value is not False:
+                out.append(max(action.option_strings, key=len))
+        return sorted(set(out))
 
     def search(self, plan: Mapping[str, Any], progress: Callable[[int, int], None]) -> dict[str, Any]:
         """``search`` for the plan's model, system, world size, global batch and sequence length

@@ -190,6 +190,12 @@ def test_megatron_flags_fill_the_form(page):
     assert page.input_value("#f-dtype") == "fp8"
     want = cli_summary(*[a for a in page.input_value("#x-megatron").split()])
     assert numbers(page)["step"] == want["iteration_time_s"]
+    assert page.is_hidden("#flags-note")
+    page.fill("#flags-text", "--tensor-model-parallel-size 2 --moe-router-topk 2 --num-experts 8")
+    page.click("#flags-fill")
+    ready(page)
+    assert page.is_visible("#flags-note")
+    assert "--num-experts" in page.inner_text("#flags-note") and "--moe-router-topk" in page.inner_text("#flags-note")
 
 
 def test_search_and_load_its_best_layout(page):

@@ -565,6 +565,10 @@ async function main() {
     const data = await api("/api/flags", {text: $("flags-text").value});
     if (data.error) { $("error").textContent = data.error; $("error").hidden = false; setState("error"); return; }
     fillForm({...readForm(), ...data.plan});
+    const missing = data.not_on_form || [];
+    $("flags-note").textContent = missing.length
+      ? "not on the form, so not in this plan (run-analytical reads them): " + missing.join(", ") : "";
+    $("flags-note").hidden = !missing.length;
     changed(null, true);
   });
   $("pin").addEventListener("click", () => { if (current) { pins.push(current); renderCompare(); } });
