@@ -89,11 +89,13 @@ class PlanRunner:
         from engine.web.plan import FIELDS
         from workload_gen.config_loading import DEFAULT_MODEL
         from workload_gen.core.model_presets import PRESETS
-        from workload_gen.core.parallel_config import DTYPE_BYTES, FP8_RECIPES, RECOMPUTES
+        from workload_gen.core.parallel_config import DTYPE_BYTES, FP8_RECIPES, RECIPE_CHOICES, RECOMPUTES
         from workload_gen.core.system import SYSTEMS
 
         return {"models": list(PRESETS), "systems": list(SYSTEMS), "dtypes": [d for d in DTYPE_BYTES if d != "fp4"],
                 "recomputes": list(RECOMPUTES), "fp8_recipes": list(FP8_RECIPES), "default_model": DEFAULT_MODEL,
+                "dispatchers": list(RECIPE_CHOICES["moe_token_dispatcher"]),
+                "flex_backends": list(RECIPE_CHOICES["moe_flex_dispatcher_backend"]),
                 "fields": [{"key": f.key, "flag": f.flag, "kind": f.kind} for f in FIELDS],
                 "timeline_microbatches": TIMELINE_MICROBATCHES}
 
@@ -253,11 +255,16 @@ class PlanRunner:
 
 
 def _layout_plan(par: Any) -> dict[str, Any]:
-    """The form fields of a searched layout: its axes (the expert layout included) and the
-    switches search turned on, so the page loads what was simulated (the MoE dispatcher
-    choices search also tries have no form field yet and stay at their defaults)."""
+    """The form fields of a searched layout: its axes (the expert layout included), the
+    switches search turned on and, for an MoE model, the dispatcher and EP overlap it chose,
+    so the page loads what was simulated."""
     plan = {k: getattr(par, k) for k in ("tp", "pp", "vpp", "cp", "ep", "micro_batch", "recompute", "sp",
                                          "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap")}
+    if par.ep > 1:
+        plan.update(moe_token_dispatcher=par.moe_token_dispatcher,
+                    overlap_moe_expert_parallel_comm=par.overlap_moe_expert_parallel_comm)
+        if par.moe_token_dispatcher == "flex":
+            plan["moe_flex_dispatcher_backend"] = par.moe_flex_dispatcher_backend
     return {**plan, "etp": "" if par.etp is None else par.etp, "dist_opt": par.distributed_optimizer}
 
 

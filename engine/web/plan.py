@@ -51,6 +51,10 @@ FIELDS: tuple[Field, ...] = (
     Field("overlap_grad_reduce", "--overlap-grad-reduce", "--overlap-grad-reduce", "switch"),
     Field("overlap_param_gather", "--overlap-param-gather", "--overlap-param-gather", "switch"),
     Field("tp_comm_overlap", "--tp-comm-overlap", "--tp-comm-overlap", "switch"),
+    Field("moe_token_dispatcher", "--moe-token-dispatcher-type", "--moe-token-dispatcher-type", "text"),
+    Field("moe_flex_dispatcher_backend", "--moe-flex-dispatcher-backend", "--moe-flex-dispatcher-backend", "text"),
+    Field("overlap_moe_expert_parallel_comm", "--overlap-moe-expert-parallel-comm",
+          "--overlap-moe-expert-parallel-comm", "switch"),
 )
 """The form, in the order its flags are written. Each key is the ParallelConfig/ModelConfig
 field's short name; the flags are those of workload_gen/megatron_flags.py."""
@@ -62,7 +66,9 @@ PARSED_DEST = {"model": "model", "num_layers": "m_num_layers", "world_size": "p_
                "recompute": "p_recompute",
                "dtype": "p_dtype", "fp8_recipe": "p_fp8_recipe", "sp": "p_sp", "dist_opt": "p_distributed_optimizer",
                "overlap_grad_reduce": "p_overlap_grad_reduce", "overlap_param_gather": "p_overlap_param_gather",
-               "tp_comm_overlap": "p_tp_comm_overlap"}
+               "tp_comm_overlap": "p_tp_comm_overlap", "moe_token_dispatcher": "p_moe_token_dispatcher",
+               "moe_flex_dispatcher_backend": "p_moe_flex_dispatcher_backend",
+               "overlap_moe_expert_parallel_comm": "p_overlap_moe_expert_parallel_comm"}
 """Plan key -> the dest the config parser (engine/commands/config_flags.py) stores it under."""
 
 MAX_VALUE_CHARS = 64

@@ -143,6 +143,19 @@ def test_expert_tp_is_offered_for_moe_models_only(page):
     page.select_option("#f-etp", "")  # = TP
     ready(page)
     assert numbers(page)["step"] == cli_summary(*flags)["iteration_time_s"]
+    # the dispatcher and the EP overlap: the flex backend is offered only with flex
+    assert page.is_visible("#moe-box") and page.is_hidden("#flex-box")
+    page.select_option("#f-moe_token_dispatcher", "flex")
+    ready(page)
+    assert page.is_visible("#flex-box")
+    page.select_option("#f-moe_flex_dispatcher_backend", "hybridep")
+    ready(page)
+    page.check("#f-overlap_moe_expert_parallel_comm")
+    ready(page)
+    moe_flags = [*flags, "--moe-token-dispatcher-type", "flex", "--moe-flex-dispatcher-backend", "hybridep",
+                 "--overlap-moe-expert-parallel-comm"]
+    assert numbers(page)["step"] == cli_summary(*moe_flags)["iteration_time_s"]
+    assert numbers(page)["step"] != cli_summary(*flags)["iteration_time_s"]
     page.goto(f"{page.url.split('?')[0]}?{urlencode(PLAN)}")
     ready(page)
     page.select_option("#f-tp", "4")

@@ -222,14 +222,14 @@ def test_timeline_rows_read_from_the_compact_form_equal_the_intervals():
 
 
 def test_pasted_flags_without_a_field_are_named_not_dropped(server):
-    """Megatron flags the form has no field for (the MoE dispatcher, a capacity factor) are
+    """Megatron flags the form has no field for (the experts, a capacity factor) are
     listed back, so the page never drops one silently (issue 29); ignored flags (--lr) change
     nothing and are not listed; the fields the form has are filled."""
-    text = ("--tensor-model-parallel-size 2 --num-experts 8 --moe-token-dispatcher-type alltoall "
+    text = ("--tensor-model-parallel-size 2 --num-experts 8 --moe-router-topk 2 "
             "--moe-expert-capacity-factor 1.25 --lr 3e-4")
     status, body = request(server, "POST", "/api/flags", json.dumps({"text": text}))
     got = json.loads(body)
     assert got["plan"]["tp"] == 2
-    assert got["not_on_form"] == ["--moe-expert-capacity-factor", "--moe-token-dispatcher-type", "--num-experts"]
+    assert got["not_on_form"] == ["--moe-expert-capacity-factor", "--moe-router-topk", "--num-experts"]
     status, body = request(server, "POST", "/api/flags", json.dumps({"text": "--tensor-model-parallel-size 2"}))
     assert json.loads(body)["not_on_form"] == []

@@ -7,12 +7,15 @@ const $ = (id) => document.getElementById(id);
 const GIB = 2 ** 30;
 const AXES = ["tp", "pp", "vpp", "cp", "ep", "etp"];
 const TEXT_FIELDS = ["model", "system", "num_layers", "world_size", "global_batch", "micro_batch", "seq_length",
-                     ...AXES, "dtype", "fp8_recipe", "recompute"];
-const SWITCHES = ["sp", "dist_opt", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap"];
+                     ...AXES, "dtype", "fp8_recipe", "recompute", "moe_token_dispatcher",
+                     "moe_flex_dispatcher_backend"];
+const SWITCHES = ["sp", "dist_opt", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap",
+                  "overlap_moe_expert_parallel_comm"];
 const DEFAULT_PLAN = {model: "llama3-8b", system: "h100", num_layers: "", world_size: "8", global_batch: "8",
                       micro_batch: "1", seq_length: "8192", tp: "2", pp: "1", vpp: "1", cp: "1", ep: "1", etp: "",
                       dtype: "bf16", fp8_recipe: "delayed", recompute: "none", sp: true, dist_opt: false, overlap_grad_reduce: false,
-                      overlap_param_gather: false, tp_comm_overlap: false};
+                      overlap_param_gather: false, tp_comm_overlap: false, moe_token_dispatcher: "",
+                      moe_flex_dispatcher_backend: "", overlap_moe_expert_parallel_comm: false};
 const COLORS = {compute: "#4e79a7", exposed_tp: "#f28e2b", exposed_cp: "#edc948", exposed_ep: "#b07aa1",
                 exposed_etp: "#ff9da7", exposed_dp: "#e15759", exposed_edp: "#9c755f", exposed_pp: "#76b7b2",
                 exposed_emb: "#bab0ac", bubble: "#d4d4d4", optimizer: "#59a14f", host: "#8cd17d", other: "#86bcb6"};
@@ -57,6 +60,7 @@ function readForm() {
   if (plan.model === HF) { delete plan.model; plan.hf_config = hfText; }
   if (plan.system === SYS) { delete plan.system; plan.system_yaml = sysText; }
   if (plan.dtype !== "fp8") delete plan.fp8_recipe;  // the recipe of FP8 training only
+  if (plan.moe_token_dispatcher !== "flex") delete plan.moe_flex_dispatcher_backend;  // read by flex only
   return plan;
 }
 
@@ -92,6 +96,7 @@ function fillForm(plan) {
   $("hf-box").hidden = $("f-model").value !== HF;
   $("sys-box").hidden = $("f-system").value !== SYS;
   $("recipe-box").hidden = $("f-dtype").value !== "fp8";
+  $("flex-box").hidden = $("f-moe_token_dispatcher").value !== "flex";
 }
 
 function planFromUrl() {
@@ -148,6 +153,8 @@ async function evaluate() {
 
 function renderChoices(choices, plan, moe) {
   $("etp-box").hidden = !moe && !plan.etp;  // the expert layout matters for MoE models only
+  $("moe-box").hidden = !moe && !plan.moe_token_dispatcher && !plan.overlap_moe_expert_parallel_comm;
+  $("flex-box").hidden = plan.moe_token_dispatcher !== "flex";
   for (const axis of AXES) {
     const ok = choices[axis].filter((c) => c.error === null).map((c) => String(c.value));
     if (plan[axis] && !ok.includes(String(plan[axis]))) ok.push(String(plan[axis]));
@@ -545,6 +552,9 @@ async function main() {
   setOptions($("f-dtype"), meta.dtypes);
   setOptions($("f-recompute"), meta.recomputes);
   setOptions($("f-fp8_recipe"), meta.fp8_recipes);
+  setOptions($("f-moe_token_dispatcher"), ["", ...meta.dispatchers], ["default (alltoall)", ...meta.dispatchers]);
+  setOptions($("f-moe_flex_dispatcher_backend"), ["", ...meta.flex_backends],
+             ["default (deepep)", ...meta.flex_backends]);
   for (const a of AXES) setOptions($(`f-${a}`), a === "etp" ? [""] : ["1"], a === "etp" ? ["= TP"] : undefined);
   fillForm(planFromUrl());
   $("plan").addEventListener("submit", (ev) => ev.preventDefault());  // Enter in a field: no reload
