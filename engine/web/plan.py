@@ -51,6 +51,9 @@ FIELDS: tuple[Field, ...] = (
     Field("overlap_grad_reduce", "--overlap-grad-reduce", "--overlap-grad-reduce", "switch"),
     Field("overlap_param_gather", "--overlap-param-gather", "--overlap-param-gather", "switch"),
     Field("tp_comm_overlap", "--tp-comm-overlap", "--tp-comm-overlap", "switch"),
+    Field("first_stage_layers", "--first-stage-layers", "--decoder-first-pipeline-num-layers", "text"),
+    Field("last_stage_layers", "--last-stage-layers", "--decoder-last-pipeline-num-layers", "text"),
+    Field("pipeline_layout", "--pp-layout", "--pipeline-model-parallel-layout", "text"),
     Field("moe_token_dispatcher", "--moe-token-dispatcher-type", "--moe-token-dispatcher-type", "text"),
     Field("moe_flex_dispatcher_backend", "--moe-flex-dispatcher-backend", "--moe-flex-dispatcher-backend", "text"),
     Field("overlap_moe_expert_parallel_comm", "--overlap-moe-expert-parallel-comm",
@@ -66,7 +69,9 @@ PARSED_DEST = {"model": "model", "num_layers": "m_num_layers", "world_size": "p_
                "recompute": "p_recompute",
                "dtype": "p_dtype", "fp8_recipe": "p_fp8_recipe", "sp": "p_sp", "dist_opt": "p_distributed_optimizer",
                "overlap_grad_reduce": "p_overlap_grad_reduce", "overlap_param_gather": "p_overlap_param_gather",
-               "tp_comm_overlap": "p_tp_comm_overlap", "moe_token_dispatcher": "p_moe_token_dispatcher",
+               "tp_comm_overlap": "p_tp_comm_overlap", "first_stage_layers": "p_first_stage_layers",
+               "last_stage_layers": "p_last_stage_layers", "pipeline_layout": "p_pipeline_layout",
+               "moe_token_dispatcher": "p_moe_token_dispatcher",
                "moe_flex_dispatcher_backend": "p_moe_flex_dispatcher_backend",
                "overlap_moe_expert_parallel_comm": "p_overlap_moe_expert_parallel_comm"}
 """Plan key -> the dest the config parser (engine/commands/config_flags.py) stores it under."""

@@ -162,6 +162,24 @@ def test_expert_tp_is_offered_for_moe_models_only(page):
     ready(page)
 
 
+def test_uneven_pipeline_stages_are_fields(page):
+    """PP 2 offers the first/last stage split; the page's step equals the CLI's with the
+    same split, and differs from the even split."""
+    plan = {**PLAN, "num_layers": "6", "world_size": "16", "global_batch": "16", "tp": "2", "pp": "2"}
+    page.goto(f"{page.url.split('?')[0]}?{urlencode(plan)}")
+    ready(page)
+    assert page.is_visible("#pp-box")
+    even = numbers(page)["step"]
+    page.fill("#f-first_stage_layers", "2")
+    ready(page)
+    flags = page.input_value("#x-megatron").split()
+    assert "--decoder-first-pipeline-num-layers" in flags
+    assert numbers(page)["step"] == cli_summary(*flags)["iteration_time_s"] != even
+    page.goto(f"{page.url.split('?')[0]}?{urlencode(PLAN)}")
+    ready(page)
+    assert page.is_hidden("#pp-box")
+
+
 def test_pin_and_compare_two_plans(page):
     page.select_option("#f-tp", "2")
     ready(page)

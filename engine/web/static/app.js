@@ -7,14 +7,16 @@ const $ = (id) => document.getElementById(id);
 const GIB = 2 ** 30;
 const AXES = ["tp", "pp", "vpp", "cp", "ep", "etp"];
 const TEXT_FIELDS = ["model", "system", "num_layers", "world_size", "global_batch", "micro_batch", "seq_length",
-                     ...AXES, "dtype", "fp8_recipe", "recompute", "moe_token_dispatcher",
+                     ...AXES, "first_stage_layers", "last_stage_layers", "pipeline_layout",
+                     "dtype", "fp8_recipe", "recompute", "moe_token_dispatcher",
                      "moe_flex_dispatcher_backend"];
 const SWITCHES = ["sp", "dist_opt", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap",
                   "overlap_moe_expert_parallel_comm"];
 const DEFAULT_PLAN = {model: "llama3-8b", system: "h100", num_layers: "", world_size: "8", global_batch: "8",
                       micro_batch: "1", seq_length: "8192", tp: "2", pp: "1", vpp: "1", cp: "1", ep: "1", etp: "",
                       dtype: "bf16", fp8_recipe: "delayed", recompute: "none", sp: true, dist_opt: false, overlap_grad_reduce: false,
-                      overlap_param_gather: false, tp_comm_overlap: false, moe_token_dispatcher: "",
+                      overlap_param_gather: false, tp_comm_overlap: false, first_stage_layers: "",
+                      last_stage_layers: "", pipeline_layout: "", moe_token_dispatcher: "",
                       moe_flex_dispatcher_backend: "", overlap_moe_expert_parallel_comm: false};
 const COLORS = {compute: "#4e79a7", exposed_tp: "#f28e2b", exposed_cp: "#edc948", exposed_ep: "#b07aa1",
                 exposed_etp: "#ff9da7", exposed_dp: "#e15759", exposed_edp: "#9c755f", exposed_pp: "#76b7b2",
@@ -155,6 +157,8 @@ function renderChoices(choices, plan, moe) {
   $("etp-box").hidden = !moe && !plan.etp;  // the expert layout matters for MoE models only
   $("moe-box").hidden = !moe && !plan.moe_token_dispatcher && !plan.overlap_moe_expert_parallel_comm;
   $("flex-box").hidden = plan.moe_token_dispatcher !== "flex";
+  $("pp-box").hidden = Number(plan.pp || 1) <= 1 && !plan.first_stage_layers && !plan.last_stage_layers
+    && !plan.pipeline_layout;  // how layers split over stages: a pipeline's only
   for (const axis of AXES) {
     const ok = choices[axis].filter((c) => c.error === null).map((c) => String(c.value));
     if (plan[axis] && !ok.includes(String(plan[axis]))) ok.push(String(plan[axis]));
