@@ -1,0 +1,74 @@
+"""Max-min fair rates of flows over shared links, by progressive filling, vectorised.
+
+Why max-min: it is the steady state a lossless fabric with per-flow fair arbitration
+(round-robin queue pairs at the NIC, fair switch schedulers, DCQCN/HPCC converging to
+fair shares) settles into between flow arrivals and departures. It has no packets, no
+queues and no congestion-control transients: those are what run-ns3 is for.
+
+Progressive filling (Bertsekas and Gallager, *Data Networks*, 2nd ed., section 6.5.2):
+every unfrozen flow's rate rises together; the link whose remaining capacity divided by
+its unfrozen flows is smallest saturates first, and its flows freeze at that share;
+repeat. Each round is a few numpy passes over the ``[flows, hops]`` path matrix, and the
+number of rounds is the number of distinct bottleneck levels (a handful in a collective).
+
+Aggregation: flows with the same path (the same row) always get the same rate, so they
+are solved as one row with a multiplicity: the chunks of a ring step between the same
+pair, or the symmetric flows of a collective on one path class, cost one row.
+
+Units: capacities and rates in bytes/s; a path is a row of resource ids, padded with
+``pad`` (a resource of infinite capacity).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+REL_TIE = 1e-9
+"""Links whose fair shares agree to this relative precision saturate in the same round
+(float noise must not split one bottleneck level into two rounds)."""
+
+
+def maxmin_rates(paths: np.ndarray, capacity: np.ndarray, pad: int, *, dedupe: bool = True) -> np.ndarray:
+    """Max-min fair rate of each flow (row of ``paths``) given ``capacity`` per resource.
+
+    ``pad`` is the id used to pad short rows; its capacity is ignored (treated as
+    infinite). A row of only ``pad`` constrains nothing and gets ``inf``: the caller
+    gives such flows a private resource if they need a finite rate.
+    """
+    f = paths.shape[0]
+    if f == 0:
+        return np.zeros(0)
+    if dedupe and f > 64:
+        rows, inverse, mult = np.unique(paths, axis=0, return_inverse=True, return_counts=True)
+        inverse = inverse.reshape(-1)
+    else:
+        rows, inverse, mult = paths, None, np.ones(f, dtype=np.int64)
+    rate = _fill(rows, mult.astype(np.float64), capacity, pad)
+    return rate if inverse is None else rate[inverse]
+
+
+def _fill(rows: np.ndarray, mult: np.ndarray, capacity: np.ndarray, pad: int) -> np.ndarray:
+    k, hops = rows.shape
+    n_res = capacity.shape[0]
+    rem = capacity.astype(np.float64, copy=True)
+    rate = np.full(k, np.inf)
+    live = np.ones(k, dtype=bool)
+    while live.any():
+        sel = np.flatnonzero(live)
+        sub = rows[sel]
+        users = np.bincount(sub.ravel(), weights=np.repeat(mult[sel], hops), minlength=n_res)
+        users[pad] = 0
+        used = np.flatnonzero(users > 0)
+        if used.size == 0:
+            break  # only unconstrained rows left: they keep inf
+        share = rem[used] / users[used]
+        level = share.min()
+        level = max(level, 0.0)
+        sat = np.zeros(n_res, dtype=bool)
+        sat[used[share <= level * (1 + REL_TIE) + 1e-300]] = True
+        hit = sat[sub].any(axis=1)
+        frozen = sel[hit]
+        rate[frozen] = level
+        rem -= level * np.bincount(rows[frozen].ravel(), weights=np.repeat(mult[frozen], hops), minlength=n_res)
+        np.maximum(rem, 0.0, out=rem)
+        live[frozen] = False
+    return rate
