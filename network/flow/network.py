@@ -12,10 +12,15 @@ the packets:
   max-min fair rate (:mod:`network.flow.maxmin`), re-solved whenever a flow starts or
   stops draining, only for the flows that share links, transitively, with those that
   changed (the affected connected component);
-- when its last byte leaves the sender it is *sent*: a chunk that follows it on the same
-  connection may start (NCCL keeps several chunks in flight per connection); it is *done*
-  (delivered) a path latency later (propagation plus one packet's store-and-forward per
-  extra hop; 0 for NVLink), and the flows that wait for its data may start;
+- a fabric flow leaves its NIC at the NIC's round-robin share among the flows that still
+  have bytes to hand it (the RDMA NIC of tsim_rdma.h serves its queue pairs round robin at
+  line rate; what runs ahead of the bottleneck waits in the lossless switch buffers), so
+  it is *sent* when its last byte has left the NIC, which can be well before it has
+  drained through a congested link: a chunk that follows it on the same connection may
+  then start (NCCL keeps several chunks in flight per connection, World::AddTransfer);
+- it is *done* (delivered) when it has drained end to end plus a path latency
+  (propagation plus one packet's store-and-forward per extra hop; 0 for NVLink), and the
+  flows that wait for its data may start;
 - a collective completes when its last flow is done.
 
 Events at one instant are handled together, so flows that finish together (the symmetric
@@ -107,6 +112,10 @@ class FlowNetwork:
         self._act_rem = np.zeros(0)
         self._act_rate = np.zeros(0)
         self._act_path = np.zeros((0, self.width), dtype=np.int64)
+        self._act_nic = np.zeros(0)
+        """Wire bytes each draining flow has still to hand its NIC (0 once sent, and for NVLink)."""
+        self._act_nic_rate = np.zeros(0)
+        self._act_unsent = np.zeros(0, dtype=bool)
         self._changed: list[np.ndarray] = []
         self.done: list[tuple[int, float]] = []
         self.flows_done = 0
@@ -167,6 +176,9 @@ class FlowNetwork:
             t_drain = math.inf
             if self._act_rem.size:
                 t_drain = self.now + float(np.min(self._act_rem / self._act_rate))
+                at_nic = self._act_unsent
+                if at_nic.any():
+                    t_drain = min(t_drain, self.now + float(np.min(self._act_nic[at_nic] / self._act_nic_rate[at_nic])))
             t_heap = self._heap[0][0] if self._heap else math.inf
             t_next = min(t_drain, t_heap)
             if t_next > t_end or math.isinf(t_next):
@@ -189,6 +201,7 @@ class FlowNetwork:
                 else:
                     self._deliver(ids)
             self._resolve()
+            self._share_nics()
             if stop_on_transfer and len(self.done) > n_done:
                 return
 
@@ -215,12 +228,22 @@ class FlowNetwork:
 
     def _drain(self, dt: float) -> None:
         self._act_rem -= self._act_rate * dt
+        self._act_nic -= self._act_nic_rate * dt
 
     def _finish_draining(self) -> None:
         if not self._act_rem.size:
             return
         wire = self.flows["wire"][self._act_id]
-        fin = self._act_rem <= np.maximum(FINISH_ABS, FINISH_REL * wire)
+        tol = np.maximum(FINISH_ABS, FINISH_REL * wire)
+        fin = self._act_rem <= tol
+        left_nic = self._act_unsent & ((self._act_nic <= tol) | fin)
+        if left_nic.any():
+            self._act_unsent[left_nic] = False
+            self._act_nic[left_nic] = 0.0
+            self._act_nic_rate[left_nic] = 0.0
+            sent = self._act_id[left_nic]
+            self.flows["sent"][sent] = self.now
+            self._release(sent, self._send_ptr, self._send_kids)
         if not fin.any():
             return
         ids = self._act_id[fin]
@@ -231,11 +254,13 @@ class FlowNetwork:
         keep = ~fin
         self._act_id, self._act_rem = self._act_id[keep], self._act_rem[keep]
         self._act_rate, self._act_path = self._act_rate[keep], self._act_path[keep]
+        self._act_nic, self._act_nic_rate = self._act_nic[keep], self._act_nic_rate[keep]
+        self._act_unsent = self._act_unsent[keep]
         f = self.flows
-        f["sent"][ids] = self.now
-        self._release(ids, self._send_ptr, self._send_kids)
         fluid = f["fluid"][ids]
         if fluid.any():
+            f["sent"][ids[fluid]] = self.now
+            self._release(ids[fluid], self._send_ptr, self._send_kids)
             self._deliver(ids[fluid])
         net = ids[~fluid]
         if net.size:
@@ -305,6 +330,10 @@ class FlowNetwork:
         self._act_rem = np.concatenate([self._act_rem, self.flows["wire"][ids]])
         self._act_rate = np.concatenate([self._act_rate, np.zeros(ids.size)])
         self._act_path = np.concatenate([self._act_path, path])
+        nic = np.where(self.flows["fluid"][ids], 0.0, self.flows["wire"][ids])
+        self._act_nic = np.concatenate([self._act_nic, nic])
+        self._act_nic_rate = np.concatenate([self._act_nic_rate, np.zeros(ids.size)])
+        self._act_unsent = np.concatenate([self._act_unsent, ~self.flows["fluid"][ids]])
         self._changed.append(path)
 
     def _deliver(self, ids: np.ndarray) -> None:
@@ -350,3 +379,13 @@ class FlowNetwork:
         self._act_rate[sel] = rate
         self.solves += 1
         self.solved_rows += sel.size
+
+    def _share_nics(self) -> None:
+        """Each NIC's line rate, round robin among its flows that still have bytes to hand
+        it; never below a flow's end-to-end rate (bytes cannot arrive before they leave)."""
+        at_nic = self._act_unsent
+        if not at_nic.any():
+            return
+        first = self._act_path[at_nic, 0]
+        users = np.bincount(first, minlength=self.pad + 1)
+        self._act_nic_rate[at_nic] = np.maximum(self.capacity[first] / users[first], self._act_rate[at_nic])
