@@ -47,28 +47,39 @@ def maxmin_rates(paths: np.ndarray, capacity: np.ndarray, pad: int, *, dedupe: b
 
 
 def _fill(rows: np.ndarray, mult: np.ndarray, capacity: np.ndarray, pad: int) -> np.ndarray:
+    """Progressive filling, many bottlenecks per round.
+
+    A link whose fair share (remaining capacity / unfrozen flows) is no larger than the
+    share of any link its flows also cross is a bottleneck of all its flows at that share:
+    freezing flows elsewhere at lower rates only raises the other links' shares (a flow
+    frozen at ``x <= C/n`` leaves ``(C - x)/(n - 1) >= C/n``), so nothing can undercut it.
+    Every such local minimum freezes in the same round, so the rounds number the longest
+    chain of bottlenecks that feed each other, not the distinct rate levels (with per-node
+    NVLink components and a fabric of many leaves, the levels number in the hundreds)."""
     k, hops = rows.shape
     n_res = capacity.shape[0]
     rem = capacity.astype(np.float64, copy=True)
     rate = np.full(k, np.inf)
-    live = np.ones(k, dtype=bool)
-    while live.any():
-        sel = np.flatnonzero(live)
-        sub = rows[sel]
-        users = np.bincount(sub.ravel(), weights=np.repeat(mult[sel], hops), minlength=n_res)
+    live = np.arange(k)
+    while live.size:
+        sub = rows[live]
+        users = np.bincount(sub.ravel(), weights=np.repeat(mult[live], hops), minlength=n_res)
         users[pad] = 0
-        used = np.flatnonzero(users > 0)
-        if used.size == 0:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share = np.where(users > 0, rem / users, np.inf)
+        share[pad] = np.inf
+        flow_min = share[sub].min(axis=1)
+        if not np.isfinite(flow_min).any():
             break  # only unconstrained rows left: they keep inf
-        share = rem[used] / users[used]
-        level = share.min()
-        level = max(level, 0.0)
-        sat = np.zeros(n_res, dtype=bool)
-        sat[used[share <= level * (1 + REL_TIE) + 1e-300]] = True
-        hit = sat[sub].any(axis=1)
-        frozen = sel[hit]
+        around = np.full(n_res, np.inf)
+        np.minimum.at(around, sub.ravel(), np.repeat(flow_min, hops))
+        local = share <= around * (1 + REL_TIE)
+        local[pad] = False
+        hit = local[sub].any(axis=1)
+        frozen = live[hit]
+        level = flow_min[hit]
         rate[frozen] = level
-        rem -= level * np.bincount(rows[frozen].ravel(), weights=np.repeat(mult[frozen], hops), minlength=n_res)
+        rem -= np.bincount(rows[frozen].ravel(), weights=np.repeat(level * mult[frozen], hops), minlength=n_res)
         np.maximum(rem, 0.0, out=rem)
-        live[frozen] = False
+        live = live[~hit]
     return rate
