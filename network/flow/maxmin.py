@@ -37,13 +37,36 @@ def maxmin_rates(paths: np.ndarray, capacity: np.ndarray, pad: int, *, dedupe: b
     f = paths.shape[0]
     if f == 0:
         return np.zeros(0)
+    rows, inverse, mult = paths, None, np.ones(f, dtype=np.int64)
     if dedupe and f > 64:
-        rows, inverse, mult = np.unique(paths, axis=0, return_inverse=True, return_counts=True)
-        inverse = inverse.reshape(-1)
-    else:
-        rows, inverse, mult = paths, None, np.ones(f, dtype=np.int64)
+        found = _unique_rows(paths)
+        if found is not None:
+            rows, inverse, mult = found
     rate = _fill(rows, mult.astype(np.float64), capacity, pad)
     return rate if inverse is None else rate[inverse]
+
+
+_HASH_MUL = np.uint64(0x9E3779B97F4A7C15)
+"""Odd 64-bit multiplier (the golden-ratio constant of splitmix64) mixing a row's ids into one key."""
+
+
+def _unique_rows(paths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Distinct rows, the row of each input row, and their counts; None when two distinct
+    rows share a key (then the caller solves every row: exact either way).
+
+    Why a key instead of ``np.unique(axis=0)``: that sorts the rows as opaque byte strings,
+    about 100x slower than sorting one uint64 per row (48 of 60 CPU s of a 144-GPU NVL72
+    all-to-all went there)."""
+    key = np.zeros(paths.shape[0], dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for c in range(paths.shape[1]):
+            key = (key ^ paths[:, c].astype(np.uint64)) * _HASH_MUL
+            key ^= key >> np.uint64(29)
+    _, first, inverse, counts = np.unique(key, return_index=True, return_inverse=True, return_counts=True)
+    rows = paths[first]
+    if not np.array_equal(rows[inverse], paths):
+        return None
+    return rows, inverse, counts
 
 
 def _fill(rows: np.ndarray, mult: np.ndarray, capacity: np.ndarray, pad: int) -> np.ndarray:
