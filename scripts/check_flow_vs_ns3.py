@@ -36,7 +36,8 @@ class Case:
     topology: str
     oversubscription: float
     incast: bool = False
-    """All ranks send to rank 0 (a gather as point-to-point sends), reported apart."""
+    """Every GPU of the other nodes sends to rank 0 at once (point-to-point sends through
+    rank 0's one NIC), reported apart."""
 
     @property
     def label(self) -> str:
@@ -78,7 +79,8 @@ def _run(backend, case: Case) -> tuple[float, float]:
         from workload_gen.core.records import CollKind
 
         op = _op(case)
-        for r in range(1, case.gpus):
+        gpn = backend.placement.gpus_per_node
+        for r in range(gpn, case.gpus):  # every GPU of the other nodes: all cross rank 0's NIC
             send = type(op)(f"send{r}", 0, op.phase, CollKind.SEND_RECV, op.group, 2, int(case.mib * MiB))
             backend.submit(Transfer(r, send, (r, 0)), 0.0)
         last = 0.0
@@ -154,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
           f"max {max(errs) * 100:.1f}%; CPU ns-3/flow {sum(o.ns3_cpu_s for o in outcomes) / sum(o.flow_cpu_s for o in outcomes):.0f}x")
     if not args.no_incast:
         inc = [compare(Case("SEND_RECV", n, args.mib, "fat-tree", 1.0, incast=True)) for n in args.gpus]
-        print("\nIncasts (every rank sends to rank 0; decided by PFC and congestion control, not in the error above):")
+        print("\nIncasts (every GPU of the other nodes sends to rank 0; decided by PFC and congestion control, "
+              "not in the error above):")
         print(table(inc, args.markdown))
     return 0
 
