@@ -116,6 +116,9 @@ class FlowNetwork:
         """Wire bytes each draining flow has still to hand its NIC (0 once sent, and for NVLink)."""
         self._act_nic_rate = np.zeros(0)
         self._act_unsent = np.zeros(0, dtype=bool)
+        self._act_tol = np.zeros(0)
+        """Bytes left below which a draining flow counts as finished (FINISH_REL, FINISH_ABS)."""
+        self._nic_dirty = False
         self._changed: list[np.ndarray] = []
         self.done: list[tuple[int, float]] = []
         self.flows_done = 0
@@ -176,9 +179,8 @@ class FlowNetwork:
             t_drain = math.inf
             if self._act_rem.size:
                 t_drain = self.now + float(np.min(self._act_rem / self._act_rate))
-                at_nic = self._act_unsent
-                if at_nic.any():
-                    t_drain = min(t_drain, self.now + float(np.min(self._act_nic[at_nic] / self._act_nic_rate[at_nic])))
+                # flows past their NIC phase hold inf bytes at rate 1 there: never the minimum
+                t_drain = min(t_drain, self.now + float(np.min(self._act_nic / self._act_nic_rate)))
             t_heap = self._heap[0][0] if self._heap else math.inf
             t_next = min(t_drain, t_heap)
             if t_next > t_end or math.isinf(t_next):
@@ -233,14 +235,14 @@ class FlowNetwork:
     def _finish_draining(self) -> None:
         if not self._act_rem.size:
             return
-        wire = self.flows["wire"][self._act_id]
-        tol = np.maximum(FINISH_ABS, FINISH_REL * wire)
+        tol = self._act_tol
         fin = self._act_rem <= tol
         left_nic = self._act_unsent & ((self._act_nic <= tol) | fin)
         if left_nic.any():
             self._act_unsent[left_nic] = False
-            self._act_nic[left_nic] = 0.0
-            self._act_nic_rate[left_nic] = 0.0
+            self._act_nic[left_nic] = np.inf
+            self._act_nic_rate[left_nic] = 1.0
+            self._nic_dirty = True
             sent = self._act_id[left_nic]
             self.flows["sent"][sent] = self.now
             self._release(sent, self._send_ptr, self._send_kids)
@@ -255,7 +257,7 @@ class FlowNetwork:
         self._act_id, self._act_rem = self._act_id[keep], self._act_rem[keep]
         self._act_rate, self._act_path = self._act_rate[keep], self._act_path[keep]
         self._act_nic, self._act_nic_rate = self._act_nic[keep], self._act_nic_rate[keep]
-        self._act_unsent = self._act_unsent[keep]
+        self._act_unsent, self._act_tol = self._act_unsent[keep], self._act_tol[keep]
         f = self.flows
         fluid = f["fluid"][ids]
         if fluid.any():
@@ -330,10 +332,13 @@ class FlowNetwork:
         self._act_rem = np.concatenate([self._act_rem, self.flows["wire"][ids]])
         self._act_rate = np.concatenate([self._act_rate, np.zeros(ids.size)])
         self._act_path = np.concatenate([self._act_path, path])
-        nic = np.where(self.flows["fluid"][ids], 0.0, self.flows["wire"][ids])
-        self._act_nic = np.concatenate([self._act_nic, nic])
-        self._act_nic_rate = np.concatenate([self._act_nic_rate, np.zeros(ids.size)])
-        self._act_unsent = np.concatenate([self._act_unsent, ~self.flows["fluid"][ids]])
+        fluid = self.flows["fluid"][ids]
+        wire = self.flows["wire"][ids]
+        self._act_nic = np.concatenate([self._act_nic, np.where(fluid, np.inf, wire)])
+        self._act_nic_rate = np.concatenate([self._act_nic_rate, np.ones(ids.size)])
+        self._act_unsent = np.concatenate([self._act_unsent, ~fluid])
+        self._act_tol = np.concatenate([self._act_tol, np.maximum(FINISH_ABS, FINISH_REL * wire)])
+        self._nic_dirty = True
         self._changed.append(path)
 
     def _deliver(self, ids: np.ndarray) -> None:
@@ -377,12 +382,16 @@ class FlowNetwork:
         rate = maxmin_rates(path[sel], self.capacity, self.pad)
         rate[~np.isfinite(rate)] = self.nvlink_Bps  # NVSwitch to NVSwitch: no GPU port limits it
         self._act_rate[sel] = rate
+        self._nic_dirty = True
         self.solves += 1
         self.solved_rows += sel.size
 
     def _share_nics(self) -> None:
         """Each NIC's line rate, round robin among its flows that still have bytes to hand
         it; never below a flow's end-to-end rate (bytes cannot arrive before they leave)."""
+        if not self._nic_dirty:
+            return
+        self._nic_dirty = False
         at_nic = self._act_unsent
         if not at_nic.any():
             return
