@@ -165,3 +165,19 @@ def test_bytes_are_conserved():
             for w, a, b in zip(f["wire"][rows][fabric], f["src"][rows][fabric], f["dst"][rows][fabric])), rel=1e-12)
     start, sent, done = f["start"][rows], f["sent"][rows], f["done"][rows]
     assert (start >= 0).all() and (sent >= start).all() and (done >= sent).all() and done.max() == t
+
+
+def test_nvl72_rack_is_one_nvlink_domain():
+    """Two GB200 NVL72 racks: a collective inside one rack never touches the fabric (its
+    72 GPUs share the NVLink domain); across both racks exactly the expansion's inter-rack
+    bytes cross it, and the collective takes longer than inside one rack."""
+    nvl = load_system("gb200-nvl72")
+    s = 64 * MiB
+    t_in, be_in, _ = _run(nvl, 144, CollKind.ALL_REDUCE, s, ranks=tuple(range(72)), topology="fat-tree",
+                          oversubscription=1)
+    assert be_in.fabric.gpus_per_node == 72
+    assert be_in.net.fabric_bytes == 0 and be_in.net.nvlink_bytes > 0
+    t_x, be_x, tr = _run(nvl, 144, CollKind.ALL_REDUCE, s, topology="fat-tree", oversubscription=1)
+    g = expand(tr.op.kind, s, tr.ranks, be_x.placement, system=be_x.system)
+    assert be_x.net.fabric_bytes == g.inter_node_bytes > 0
+    assert t_x > t_in
