@@ -125,10 +125,10 @@ class EcmpRouter:
         leaf_index[leaves] = np.arange(leaves.size)
         n_sw = n_all - h
         sw_adj = [[(u, i) for u, i in adj[s] if u >= h] for s in range(h, n_all)]
-        max_deg = max((len(a) for a in sw_adj), default=0)
-        cand = np.full((n_sw, leaves.size, max(max_deg, 1)), -1, dtype=np.int64)
-        cand_next = np.full_like(cand, -1)
-        cand_count = np.zeros((n_sw, leaves.size), dtype=np.int64)
+        # candidates per (switch, leaf), in link order; sized by the most candidates any
+        # switch has towards a leaf (a leaf's spines), not by the largest switch degree (a
+        # spine's 512 leaves at 16k GPUs would make the table gigabytes)
+        found: dict[tuple[int, int], list[tuple[int, int]]] = {}
         max_dist = 0
         for li, leaf in enumerate(leaves.tolist()):
             dist = [-1] * n_sw
@@ -144,14 +144,16 @@ class EcmpRouter:
             for s in range(n_sw):
                 if dist[s] <= 0:
                     continue
-                k = 0
-                for v, link in sw_adj[s]:  # link order = ns-3 interface order
-                    if dist[v - h] == dist[s] - 1:
-                        ln = fabric.links[link]
-                        cand[s, li, k] = 2 * link + (0 if ln.a == s + h else 1)
-                        cand_next[s, li, k] = v
-                        k += 1
-                cand_count[s, li] = k
+                found[s, li] = [(2 * link + (0 if fabric.links[link].a == s + h else 1), v)
+                                for v, link in sw_adj[s] if dist[v - h] == dist[s] - 1]  # link order = ns-3's
+        width = max((len(c) for c in found.values()), default=1)
+        cand = np.full((n_sw, leaves.size, width), -1, dtype=np.int64)
+        cand_next = np.full_like(cand, -1)
+        cand_count = np.zeros((n_sw, leaves.size), dtype=np.int64)
+        for (s, li), c in found.items():
+            cand_count[s, li] = len(c)
+            cand[s, li, :len(c)] = [d for d, _ in c]
+            cand_next[s, li, :len(c)] = [v for _, v in c]
         return cls(fabric, host_switch, host_link, leaf_index, cand, cand_next, cand_count, max_dist + 2)
 
     def host_link_dir(self, hosts: np.ndarray, outbound: bool) -> np.ndarray:
