@@ -46,6 +46,10 @@ NVSWITCH_END = -1
 
 _READY, _ACTIVATE, _DONE = 0, 1, 2
 
+FABRIC_SEARCH_ROUNDS = 3
+"""Hops of the connected-component search among fabric flows before solving them all (each
+round is a pass over every draining fabric flow; a fat-tree's component is all of them)."""
+
 FINISH_REL, FINISH_ABS = 1e-6, 1.0
 """A draining flow with at most max(1 byte, a part per million) left is finished: float
 residue, the same rule as the ns-3 backend's NVLink fluid model (tsim_nvlink.h Tick)."""
@@ -93,6 +97,12 @@ class FlowNetwork:
         self._res_delay[0:n_dir:2] = delays
         self._res_delay[1:n_dir:2] = delays
         self.width = max(router.max_hops, 2)
+        gpn = max(1, fab.gpus_per_node)
+        self._res_group = np.full(self.pad + 1, -1, dtype=np.int64)
+        """Per resource: 0 for a fabric link direction, 1 + domain for a GPU's NVLink port, -1 padding."""
+        self._res_group[:n_dir] = 0
+        self._res_group[n_dir:self.pad] = 1 + np.arange(2 * num_gpus) // 2 // gpn
+        self._act_group = np.zeros(0, dtype=np.int64)
         self.now = 0.0
         self.flows = Columns({"src": np.int64, "dst": np.int64, "bytes": np.float64, "wire": np.float64,
                               "fluid": np.bool_, "tr": np.int64, "pending": np.int64, "post": np.float64,
@@ -258,6 +268,7 @@ class FlowNetwork:
         self._act_rate, self._act_path = self._act_rate[keep], self._act_path[keep]
         self._act_nic, self._act_nic_rate = self._act_nic[keep], self._act_nic_rate[keep]
         self._act_unsent, self._act_tol = self._act_unsent[keep], self._act_tol[keep]
+        self._act_group = self._act_group[keep]
         f = self.flows
         fluid = f["fluid"][ids]
         if fluid.any():
@@ -332,6 +343,11 @@ class FlowNetwork:
         self._act_rem = np.concatenate([self._act_rem, self.flows["wire"][ids]])
         self._act_rate = np.concatenate([self._act_rate, np.zeros(ids.size)])
         self._act_path = np.concatenate([self._act_path, path])
+        group = self._res_group[path].max(axis=1)
+        self._act_group = np.concatenate([self._act_group, group])
+        rate = np.zeros(ids.size)
+        rate[group < 0] = self.nvlink_Bps  # NVSwitch to NVSwitch: no GPU port limits it
+        self._act_rate[-ids.size:] = rate
         fluid = self.flows["fluid"][ids]
         wire = self.flows["wire"][ids]
         self._act_nic = np.concatenate([self._act_nic, np.where(fluid, np.inf, wire)])
@@ -357,29 +373,48 @@ class FlowNetwork:
 
     def _resolve(self) -> None:
         """New max-min rates for the flows connected (through shared links) to those that
-        started or stopped draining since the last solve."""
+        started or stopped draining since the last solve.
+
+        NVLink flows of one NVLink domain share only that domain's GPU ports, so the
+        domains touched are found by a lookup, not a search; fabric flows are searched hop
+        by hop for a few rounds, and if their component is still growing (on a fat-tree it
+        is usually every fabric flow, through the spines) all fabric flows are solved. A
+        union of components is solved exactly, so this is a cost choice only."""
         if not self._changed:
             return
         changed, self._changed = np.concatenate(self._changed), []
         if not self._act_id.size:
             return
-        mark = np.zeros(self.pad + 1, dtype=bool)
-        mark[changed.ravel()] = True
-        mark[self.pad] = False
-        path = self._act_path
-        hit = mark[path].any(axis=1)
-        while True:
-            grow = path[hit].ravel()
-            new = ~mark[grow]
-            new &= grow != self.pad
-            if not new.any():
-                break
-            mark[grow[new]] = True
-            hit = mark[path].any(axis=1)
+        groups = np.unique(self._res_group[changed.ravel()])
+        group = self._act_group
+        hit = np.zeros(group.size, dtype=bool)
+        domains = groups[groups >= 1]
+        if domains.size:
+            want = np.zeros(self._res_group.max() + 2, dtype=bool)
+            want[domains] = True
+            hit |= want[group]
+        if (groups == 0).any():
+            fab = np.flatnonzero(group == 0)
+            path = self._act_path[fab]
+            mark = np.zeros(self.pad + 1, dtype=bool)
+            mark[changed.ravel()] = True
+            mark[self.pad] = False
+            reach = mark[path].any(axis=1)
+            for _ in range(FABRIC_SEARCH_ROUNDS):
+                grow = path[reach].ravel()
+                new = grow[~mark[grow]]
+                if not new.size:
+                    break
+                mark[new] = True
+                mark[self.pad] = False
+                reach = mark[path].any(axis=1)
+            else:
+                reach[:] = True
+            hit[fab[reach]] = True
         if not hit.any():
             return
         sel = np.flatnonzero(hit)
-        rate = maxmin_rates(path[sel], self.capacity, self.pad)
+        rate = maxmin_rates(self._act_path[sel], self.capacity, self.pad)
         rate[~np.isfinite(rate)] = self.nvlink_Bps  # NVSwitch to NVSwitch: no GPU port limits it
         self._act_rate[sel] = rate
         self._nic_dirty = True

@@ -106,6 +106,8 @@ class EcmpRouter:
     cand_count: np.ndarray
     """[switch - num_hosts, leaf row]: how many candidates (0: unreachable or the leaf itself)."""
     max_hops: int
+    link_a: np.ndarray
+    """Per link: its ``a`` end (which end is which decides a direction's id)."""
 
     @classmethod
     def build(cls, fabric: Fabric) -> EcmpRouter:
@@ -154,12 +156,13 @@ class EcmpRouter:
             cand_count[s, li] = len(c)
             cand[s, li, :len(c)] = [d for d, _ in c]
             cand_next[s, li, :len(c)] = [v for _, v in c]
-        return cls(fabric, host_switch, host_link, leaf_index, cand, cand_next, cand_count, max_dist + 2)
+        link_a = np.array([ln.a for ln in fabric.links], dtype=np.int64)
+        return cls(fabric, host_switch, host_link, leaf_index, cand, cand_next, cand_count, max_dist + 2, link_a)
 
     def host_link_dir(self, hosts: np.ndarray, outbound: bool) -> np.ndarray:
         """Directed id of each host's link: host -> switch (outbound) or switch -> host."""
         links = self.host_link[hosts]
-        a_is_host = np.array([ln.a for ln in self.fabric.links], dtype=np.int64)[links] == hosts
+        a_is_host = self.link_a[links] == hosts
         up = np.where(a_is_host, 0, 1)
         return 2 * links + (up if outbound else 1 - up)
 
