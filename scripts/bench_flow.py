@@ -83,9 +83,9 @@ def bench_dp(n: int, budget_s: float) -> None:
 
 
 def bench_moe(n: int, ep: int, mib: float, budget_s: float) -> None:
-    """Dispatch then combine: each of the n / ep expert-parallel groups (consecutive ranks
-    strided by the group count, as Megatron places EP across nodes) exchanges ``mib`` MiB
-    per rank, twice."""
+    """Dispatch then combine: each of the n / ep expert-parallel groups exchanges ``mib``
+    MiB per rank, twice. A group is ``ep`` consecutive ranks (Megatron-Core's rank order
+    with TP 1 puts EP innermost: an EP-64 group is 8 consecutive H100 nodes)."""
     from network.backend import Transfer
     from network.flow.backend import FlowBackend
     from workload_gen.core.system import load_system
@@ -97,7 +97,7 @@ def bench_moe(n: int, ep: int, mib: float, budget_s: float) -> None:
     finished = True
     for phase in ("dispatch", "combine"):
         trs = [Transfer(len(be.net.transfers) + g, _op("ALL_TO_ALL", ep, int(mib * MiB), f"{phase}{g}"),
-                        tuple(range(g, n, groups))) for g in range(groups)]
+                        tuple(range(g * ep, (g + 1) * ep))) for g in range(groups)]
         t, c, d = _drive(be, trs, budget_s - cpu)
         cpu += c
         if t is None:
