@@ -46,6 +46,9 @@ NVSWITCH_END = -1
 
 _READY, _ACTIVATE, _DONE = 0, 1, 2
 
+DEAD = -2
+"""Group of a finished flow's row that has not been compacted away yet."""
+
 FABRIC_SEARCH_ROUNDS = 3
 """Hops of the connected-component search among fabric flows before solving them all (each
 round is a pass over every draining fabric flow; a fat-tree's component is all of them)."""
@@ -103,6 +106,8 @@ class FlowNetwork:
         self._res_group[:n_dir] = 0
         self._res_group[n_dir:self.pad] = 1 + np.arange(2 * num_gpus) // 2 // gpn
         self._act_group = np.zeros(0, dtype=np.int64)
+        self._dead = 0
+        """Finished rows still in the active arrays (group DEAD), compacted away in bulk."""
         self.now = 0.0
         self.flows = Columns({"src": np.int64, "dst": np.int64, "bytes": np.float64, "wire": np.float64,
                               "fluid": np.bool_, "tr": np.int64, "pending": np.int64, "post": np.float64,
@@ -219,7 +224,7 @@ class FlowNetwork:
 
     @property
     def idle(self) -> bool:
-        return not self._act_rem.size and not self._heap
+        return self._act_id.size == self._dead and not self._heap
 
     def take_done(self) -> list[tuple[int, float]]:
         out, self.done = self.done, []
@@ -228,10 +233,11 @@ class FlowNetwork:
     def lower_bound_next_completion(self) -> float:
         """No collective can complete before every draining flow has moved its remaining
         bytes at no more than the fastest rate it could get (its path's narrowest link)."""
-        if not self._act_rem.size:
+        live = self._act_group != DEAD
+        if not live.any():
             return self._heap[0][0] if self._heap else math.inf
-        cap = self.capacity[self._act_path].min(axis=1)
-        return self.now + float(np.min(self._act_rem / cap))
+        cap = self.capacity[self._act_path[live]].min(axis=1)
+        return self.now + float(np.min(self._act_rem[live] / cap))
 
     # ------------------------------------------------------------------ internals
     def _push(self, t: float, kind: int, ids: np.ndarray) -> None:
@@ -263,12 +269,18 @@ class FlowNetwork:
         self._changed.append(done_paths)
         self.link_bytes += np.bincount(done_paths.ravel(), weights=np.repeat(self.flows["wire"][ids], self.width),
                                        minlength=self.pad + 1)
-        keep = ~fin
-        self._act_id, self._act_rem = self._act_id[keep], self._act_rem[keep]
-        self._act_rate, self._act_path = self._act_rate[keep], self._act_path[keep]
-        self._act_nic, self._act_nic_rate = self._act_nic[keep], self._act_nic_rate[keep]
-        self._act_unsent, self._act_tol = self._act_unsent[keep], self._act_tol[keep]
-        self._act_group = self._act_group[keep]
+        # finished rows stay in place, inert (inf bytes at rate 1 on no link, in no group),
+        # until they are half the rows: compacting every event copied every array each time
+        self._act_rem[fin] = np.inf
+        self._act_rate[fin] = 1.0
+        self._act_path[fin] = self.pad
+        self._act_group[fin] = DEAD
+        self._act_unsent[fin] = False
+        self._act_nic[fin] = np.inf
+        self._act_nic_rate[fin] = 1.0
+        self._dead += ids.size
+        if 2 * self._dead > self._act_id.size:
+            self._compact()
         f = self.flows
         fluid = f["fluid"][ids]
         if fluid.any():
@@ -280,6 +292,20 @@ class FlowNetwork:
             t_done = self.now + f["post"][net]
             for t in np.unique(t_done):
                 self._push(float(t), _DONE, net[t_done == t])
+
+    def _compact(self) -> None:
+        keep = self._act_group != DEAD
+        self._act_id, self._act_rem = self._act_id[keep], self._act_rem[keep]
+        self._act_rate, self._act_path = self._act_rate[keep], self._act_path[keep]
+        self._act_nic, self._act_nic_rate = self._act_nic[keep], self._act_nic_rate[keep]
+        self._act_unsent, self._act_tol = self._act_unsent[keep], self._act_tol[keep]
+        self._act_group = self._act_group[keep]
+        self._dead = 0
+
+    def draining(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The flows draining now: their ids, paths (resource ids, ``pad``-padded) and rates (bytes/s)."""
+        live = self._act_group != DEAD
+        return self._act_id[live], self._act_path[live], self._act_rate[live]
 
     def _release(self, ids: np.ndarray, ptr_cols: Columns, kid_cols: Columns) -> None:
         """The children (in this CSR) of flows ``ids`` lose a parent; those with none left
@@ -390,9 +416,9 @@ class FlowNetwork:
         hit = np.zeros(group.size, dtype=bool)
         domains = groups[groups >= 1]
         if domains.size:
-            want = np.zeros(self._res_group.max() + 2, dtype=bool)
-            want[domains] = True
-            hit |= want[group]
+            want = np.zeros(self._res_group.max() + 3, dtype=bool)  # shifted by 2: DEAD and -1 map to False
+            want[domains + 2] = True
+            hit |= want[group + 2]
         if (groups == 0).any():
             fab = np.flatnonzero(group == 0)
             path = self._act_path[fab]

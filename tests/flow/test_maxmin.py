@@ -63,10 +63,11 @@ def test_incremental_solve_equals_a_full_solve():
     checks = 0
     while not net.idle:
         net.run_until(net.now + 2e-6, stop_on_transfer=False)
-        if net._act_id.size:
-            full = maxmin_rates(net._act_path, net.capacity, net.pad, dedupe=False)
+        ids, paths, rates = net.draining()
+        if ids.size:
+            full = maxmin_rates(paths, net.capacity, net.pad, dedupe=False)
             full[~np.isfinite(full)] = net.nvlink_Bps
-            np.testing.assert_allclose(net._act_rate, full, rtol=1e-9)
+            np.testing.assert_allclose(rates, full, rtol=1e-9)
             checks += 1
     assert checks > 20
     assert len(net.take_done()) == 2
