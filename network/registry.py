@@ -20,6 +20,7 @@ ENTRY_POINT_GROUP = "trainsim.network_backends"
 BUILTIN_KINDS: dict[str, str] = {
     "analytical": "network.analytical_kind:ANALYTICAL",
     "ns3": "network.ns3.kind:NS3",
+    "flow": "network.flow.kind:FLOW",
 }
 """Name -> where its BackendKind lives."""
 

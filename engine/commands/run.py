@@ -113,6 +113,11 @@ RUN_COMMANDS = {
             "(congestion, ECMP collisions, oversubscription).",
             "Example: run-ns3 --model gpt3-1.3b --num-layers 4 --tp 8 --world-size 16 --global-batch 16 "
             "--system h100 --out run"),
+    "flow": ("run-flow",
+             "Simulate one training iteration with every collective's flows sharing run-ns3's fabric at max-min "
+             "fair rates (contention, ECMP collisions, oversubscription; no packets).",
+             "Example: run-flow --model gpt3-1.3b --num-layers 4 --tp 8 --world-size 16 --global-batch 16 "
+             "--system h100 --topology fat-tree --oversubscription 4 --out run"),
 }
 """Backend name -> (program name, description, examples) of its run command."""
 
@@ -543,6 +548,16 @@ def ns3_main(argv: list[str] | None = None, *, exit_on_interrupt: bool = False) 
 def ns3_entry() -> None:
     """The ``run-ns3`` console script: after Ctrl-C the process ends at once (see run_cli)."""
     sys.exit(ns3_main(exit_on_interrupt=True))
+
+
+def flow_main(argv: list[str] | None = None, *, exit_on_interrupt: bool = False) -> int:
+    """``run-flow``."""
+    return run_cli(lambda: _body(argv, "flow"), exit_on_interrupt=exit_on_interrupt)
+
+
+def flow_entry() -> None:
+    """The ``run-flow`` console script: after Ctrl-C the process ends at once (see run_cli)."""
+    sys.exit(flow_main(exit_on_interrupt=True))
 
 
 main: Callable[[list[str] | None], int] = analytical_main

@@ -28,6 +28,7 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     out = {
         "gen-workload": workload_parser(), "expand-collective": collective_parser(),
         "run-analytical": run_parser("analytical"), "run-ns3": run_parser("ns3"),
+        "run-flow": run_parser("flow"),
         "diff-trace": _trace_parser(), "diff-workload": _workload_parser(),
         "sweep": _sweep_parser(), "search": _search_parser(), "serve-web": web_parser(),
     }

@@ -133,7 +133,8 @@ def _cmd(name):
     module, func = {
         "gen-workload": ("engine.commands.gen_workload", "main"), "compute-profile": ("engine.commands.compute_profile", "main"),
         "expand-collective": ("engine.commands.expand_collective", "main"), "run-analytical": ("engine.commands.run", "analytical_main"),
-        "run-ns3": ("engine.commands.run", "ns3_main"), "diff-trace": ("engine.commands.diff", "diff_trace_main"),
+        "run-ns3": ("engine.commands.run", "ns3_main"), "run-flow": ("engine.commands.run", "flow_main"),
+        "diff-trace": ("engine.commands.diff", "diff_trace_main"),
         "diff-workload": ("engine.commands.diff", "diff_workload_main"), "sweep": ("engine.commands.sweep", "sweep_main"),
         "search": ("engine.commands.sweep", "search_main"),
     }[name]
@@ -152,6 +153,8 @@ CASES = [
     ("run-analytical", ["n_good.txt", "--profile", "p_text.sqlite", "--no-plot"]),
     ("run-ns3", ["s_negck.txt"]),
     ("run-ns3", ["n_flops.txt"]),
+    ("run-flow", ["s_negck.txt"]),
+    ("run-flow", ["n_flops.txt"]),
     # compute-profile
     *[("compute-profile", [c, "--profile", db]) for c in ("stats", "show")
       for db in ("p_other.sqlite", "p_corrupt.sqlite", "p_text.sqlite", "p_junk.sqlite", "missing.sqlite")],
@@ -210,5 +213,5 @@ def test_bad_input_exits_0_or_2_without_a_traceback(corpus, monkeypatch, command
 def test_the_corpus_covers_every_command():
     commands = {(c.values[0] if hasattr(c, "values") else c[0]) for c in CASES}
     assert commands == {"gen-workload", "compute-profile", "expand-collective", "run-analytical", "run-ns3",
-                        "diff-trace", "diff-workload", "sweep", "search"}
+                        "run-flow", "diff-trace", "diff-workload", "sweep", "search"}
     assert len(CASES) >= 50

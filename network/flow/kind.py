@@ -1,0 +1,109 @@
+"""The registered ``flow`` backend kind (network.registry): run-ns3's fabric, flows instead of packets.
+
+``run-flow`` is the shared run command (engine/commands/run.py) with this kind. Its fabric
+options are run-ns3's (the same names, meanings and defaults: ``--topology``,
+``--oversubscription``, ``--spines``, ``--nodes-per-rack``, ``--mtu``, ``--algorithm``),
+so that a run can be repeated on either backend by changing the command's name; the
+transport options (DCQCN, HPCC, DCTCP) have no meaning without packets and are absent.
+
+Units: seconds, bytes.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, TextIO
+
+from network.backend import BackendOption
+from workload_gen.core.errors import ConfigError
+from workload_gen.core.system import SystemConfig
+
+NAMED_TOPOLOGIES = ("rail", "fat-tree")
+
+
+class FlowKind:
+    name = "flow"
+    description = "flow-level network: max-min fair sharing of run-ns3's fabric, ECMP as ns-3, no packets"
+
+    def create(self, system: SystemConfig, world_size: int, **options: Any) -> Any:
+        from network.flow.backend import FlowBackend
+
+        return FlowBackend(system, world_size, **options)
+
+    options: tuple[BackendOption, ...] = (
+        BackendOption(flags=("--topology",), metavar="rail|fat-tree|FILE",
+                      help="rail-optimized leaves, ToR-per-rack fat-tree, or a SimAI topology file; "
+                           "default the system's"),
+        BackendOption(flags=("--oversubscription",), type=float, metavar="R",
+                      help="leaf uplink oversubscription (1 = non-blocking); default the system's"),
+        BackendOption(flags=("--spines",), type=int, metavar="N",
+                      help="spine switches (default: one per rail; 8 for fat-tree)"),
+        BackendOption(flags=("--nodes-per-rack",), type=int, metavar="N",
+                      help="fat-tree: nodes under one ToR (default 32 NICs' worth)"),
+        BackendOption(flags=("--mtu",), type=int, default=9000, metavar="BYTES",
+                      help="IP MTU: sets the per-packet header overhead on the wire (default 9000)"),
+        BackendOption(flags=("--algorithm",), default="auto", metavar="NAME",
+                      help="collective algorithm for every collective (default auto)"),
+    )
+    options_title: str | None = "network (flow level)"
+
+    def configure(self, options: Mapping[str, Any], system: SystemConfig) -> SystemConfig:
+        topo = options["topology"]
+        if topo not in (None, *NAMED_TOPOLOGIES) and not Path(topo).is_file():
+            raise ConfigError("topology", topo, "valid: rail, fat-tree, or an existing SimAI topology file")
+        for key, flag in (("spines", "spines"), ("nodes_per_rack", "nodes-per-rack")):
+            if options[key] is not None and options[key] < 1:
+                raise ConfigError(flag, options[key], "must be a positive integer")
+        mtu = options["mtu"]
+        if mtu is None or not 576 <= mtu <= 65535:
+            raise ConfigError("mtu", mtu, "an IP MTU in bytes, 576 to 65535 (e.g. 1500, 4200, 9000)")
+        over = options["oversubscription"]
+        if over is not None:
+            if not over >= 1 or over == float("inf"):
+                raise ConfigError("oversubscription", over, "must be a finite number >= 1 (1 = non-blocking)")
+            system = replace(system, oversubscription=over)
+        if topo in NAMED_TOPOLOGIES:
+            system = replace(system, topology=topo)
+        return system
+
+    def from_options(self, options: Mapping[str, Any], system: SystemConfig, world_size: int, *,
+                     efficiency: str | None, progress: TextIO | None) -> Any:
+        """The FlowBackend the options describe (a topology file is checked against the workload)."""
+        from network.ns3.topology import read_simai_topology
+
+        fabric = None
+        topo = options["topology"]
+        if topo not in (None, *NAMED_TOPOLOGIES):
+            fabric = read_simai_topology(Path(topo))
+            if fabric.gpus_per_node != system.domain_gpus:
+                raise ConfigError("topology", topo, f"has {fabric.gpus_per_node} GPUs per server; the system has "
+                                  f"{system.domain_gpus} per NVLink domain (use a matching --system)")
+            if fabric.num_hosts < world_size:
+                raise ConfigError("topology", topo, f"has {fabric.num_hosts} GPUs; the workload needs {world_size}")
+            topo = None
+        backend = self.create(system, world_size, fabric=fabric, topology=topo, spines=options["spines"],
+                              nodes_per_rack=options["nodes_per_rack"], mtu=options["mtu"],
+                              algorithm=options["algorithm"], progress=progress, efficiency=efficiency)
+        if progress is not None:
+            print(f"[run-flow] fabric: {backend.fabric.description}; max-min fair flows, MTU {options['mtu']}",
+                  file=progress, flush=True)
+        return backend
+
+    output_files: tuple[str, ...] = ()
+
+    def render_outputs(self, backend: Any, iteration_time_s: float) -> dict[str, str | bytes]:
+        return {}
+
+    def report(self, backend: Any) -> dict[str, Any]:
+        return backend.stats()
+
+    def finish(self, backend: Any, progress: TextIO | None) -> None:
+        """The cost line: flows, GB through the fabric, rate solves, CPU seconds."""
+        if progress is not None:
+            st = backend.stats()
+            print(f"[run-flow] {st['flows']:,} flows, {st['fabric_bytes'] / 1e9:.3f} GB through the fabric, "
+                  f"{st['rate_solves']:,} rate solves, {st['flow_cpu_s']:.2f} CPU s", file=progress, flush=True)
+
+
+FLOW = FlowKind()

@@ -1,0 +1,461 @@
+"""The flow-level network: collectives' flows draining at max-min fair rates, event by event.
+
+What a flow does here mirrors what it does in run-ns3 (network/ns3/tsim.cpp, World), minus
+the packets:
+
+- it becomes *ready* when its parents allow (the roots: a fixed start delay after the
+  collective is submitted). A zero-byte flow, or one from a NIC to itself, is done at once.
+  A fabric flow takes the next source port of its host (World::AllocPort) and its ECMP
+  path (:mod:`network.flow.routing`) and starts draining; an NVLink flow starts draining
+  after the NVLink latency, on its GPUs' egress and ingress ports (tsim_nvlink.h);
+- while draining it moves its *wire* bytes (payload plus per-packet headers) at its
+  max-min fair rate (:mod:`network.flow.maxmin`), re-solved whenever a flow starts or
+  stops draining, only for the flows that share links, transitively, with those that
+  changed (the affected connected component);
+- a fabric flow leaves its NIC at the NIC's round-robin share among the flows that still
+  have bytes to hand it (the RDMA NIC of tsim_rdma.h serves its queue pairs round robin at
+  line rate; what runs ahead of the bottleneck waits in the lossless switch buffers), so
+  it is *sent* when its last byte has left the NIC, which can be well before it has
+  drained through a congested link: a chunk that follows it on the same connection may
+  then start (NCCL keeps several chunks in flight per connection, World::AddTransfer);
+- it is *done* (delivered) when it has drained end to end plus a path latency
+  (propagation plus one packet's store-and-forward per extra hop; 0 for NVLink), and the
+  flows that wait for its data may start;
+- a collective completes when its last flow is done.
+
+Events at one instant are handled together, so flows that finish together (the symmetric
+flows of a collective) cost one event, not one each.
+
+Units: seconds; bytes and bytes/s (link capacities are given in bits/s and divided by 8).
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from network.flow.columns import Columns
+from network.flow.maxmin import maxmin_rates
+from network.flow.routing import FIRST_PORT, EcmpRouter, next_ports
+
+NVSWITCH_END = -1
+"""Endpoint of an NVLink flow that is the node's NVSwitch (NVLS): constrains no GPU port."""
+
+_READY, _ACTIVATE, _DONE = 0, 1, 2
+
+DEAD = -2
+"""Group of a finished flow's row that has not been compacted away yet."""
+
+FABRIC_SEARCH_ROUNDS = 3
+"""Hops of the connected-component search among fabric flows before solving them all (each
+round is a pass over every draining fabric flow; a fat-tree's component is all of them)."""
+
+FINISH_REL, FINISH_ABS = 1e-6, 1.0
+"""A draining flow with at most max(1 byte, a part per million) left is finished: float
+residue, the same rule as the ns-3 backend's NVLink fluid model (tsim_nvlink.h Tick)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Framing:
+    """How payload becomes wire bytes on the fabric (the ns-3 RDMA transport's packets)."""
+
+    payload: int
+    """Payload bytes per packet (TransportParams.udp_payload)."""
+    header: int
+    """Bytes each packet adds on the wire: IPv4 20 + UDP 8 + PPP 2 (Ns3Backend.ideal_durations)."""
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Transfer:
+    engine_id: int
+    base: int
+    n: int
+
+
+class FlowNetwork:
+    """Flows of many collectives on one fabric; the clock moves only forward."""
+
+    def __init__(self, router: EcmpRouter, *, framing: Framing, num_gpus: int, nvlink_Bps: float,
+                 nvlink_latency_s: float) -> None:
+        fab = router.fabric
+        self.router = router
+        self.framing = framing
+        self.nvlink_Bps = float(nvlink_Bps)
+        self.nvlink_latency_s = float(nvlink_latency_s)
+        n_dir = 2 * len(fab.links)
+        self._nv0 = n_dir  # GPU g: egress port nv0 + 2g, ingress nv0 + 2g + 1
+        self.pad = n_dir + 2 * num_gpus
+        cap = np.empty(self.pad + 1)
+        rates = np.array([ln.rate_bps for ln in fab.links], dtype=np.float64) / 8.0
+        cap[0:n_dir:2] = rates
+        cap[1:n_dir:2] = rates
+        cap[n_dir:self.pad] = self.nvlink_Bps
+        cap[self.pad] = np.inf
+        self.capacity = cap
+        delays = np.array([ln.delay_s for ln in fab.links], dtype=np.float64)
+        self._res_delay = np.zeros(self.pad + 1)
+        self._res_delay[0:n_dir:2] = delays
+        self._res_delay[1:n_dir:2] = delays
+        self.width = max(router.max_hops, 2)
+        gpn = max(1, fab.gpus_per_node)
+        self._res_group = np.full(self.pad + 1, -1, dtype=np.int64)
+        """Per resource: 0 for a fabric link direction, 1 + domain for a GPU's NVLink port, -1 padding."""
+        self._res_group[:n_dir] = 0
+        self._res_group[n_dir:self.pad] = 1 + np.arange(2 * num_gpus) // 2 // gpn
+        self._act_group = np.zeros(0, dtype=np.int64)
+        self._dead = 0
+        """Finished rows still in the active arrays (group DEAD), compacted away in bulk."""
+        self.now = 0.0
+        self.flows = Columns({"src": np.int64, "dst": np.int64, "bytes": np.float64, "wire": np.float64,
+                              "fluid": np.bool_, "tr": np.int64, "pending": np.int64, "post": np.float64,
+                              "start": np.float64, "sent": np.float64, "done": np.float64})
+        self._send_ptr = Columns({"p": np.int64})  # per flow: first send-child row; +1 sentinel kept
+        self._done_ptr = Columns({"p": np.int64})
+        self._send_kids = Columns({"c": np.int64})
+        self._done_kids = Columns({"c": np.int64})
+        self._send_ptr.append(1, p=0)
+        self._done_ptr.append(1, p=0)
+        self.transfers: list[_Transfer] = []
+        self._left: list[int] = []
+        self._ports = np.full(fab.num_hosts, FIRST_PORT, dtype=np.int64)
+        self._heap: list[tuple[float, int, int, np.ndarray]] = []
+        self._seq = itertools.count()
+        self._act_id = np.zeros(0, dtype=np.int64)
+        self._act_rem = np.zeros(0)
+        self._act_rate = np.zeros(0)
+        self._act_path = np.zeros((0, self.width), dtype=np.int64)
+        self._act_nic = np.zeros(0)
+        """Wire bytes each draining flow has still to hand its NIC (0 once sent, and for NVLink)."""
+        self._act_nic_rate = np.zeros(0)
+        self._act_unsent = np.zeros(0, dtype=bool)
+        self._act_tol = np.zeros(0)
+        """Bytes left below which a draining flow counts as finished (FINISH_REL, FINISH_ABS)."""
+        self._nic_dirty = False
+        self._changed: list[np.ndarray] = []
+        self.done: list[tuple[int, float]] = []
+        self.flows_done = 0
+        self.fabric_bytes = 0.0
+        self.nvlink_bytes = 0.0
+        self.solves = 0
+        self.solved_rows = 0
+        self.events = 0
+        self.link_bytes = np.zeros(self.pad + 1)
+        """Wire bytes each resource carried (fabric link directions, then NVLink ports)."""
+
+    # ------------------------------------------------------------------ flows in
+    def add_transfer(self, engine_id: int, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray,
+                     parent_ptr: np.ndarray, parent_idx: np.ndarray, fluid: np.ndarray,
+                     start_delay_s: float = 0.0) -> int:
+        """One collective's flows, now; its roots become ready ``start_delay_s`` later.
+
+        src/dst: host (NIC) ids for fabric flows; GPU ranks or :data:`NVSWITCH_END` for
+        NVLink (fluid) flows. parents in CSR form over local indices. Returns the first
+        global flow id."""
+        n = int(len(src))
+        src = np.asarray(src, dtype=np.int64)
+        dst = np.asarray(dst, dtype=np.int64)
+        b = np.asarray(nbytes, dtype=np.float64)
+        fl = np.asarray(fluid, dtype=bool)
+        pp = np.asarray(parent_ptr, dtype=np.int64)
+        pi = np.asarray(parent_idx, dtype=np.int64)
+        fr = self.framing
+        wire = np.where(fl, b, b + np.ceil(b / fr.payload) * fr.header)
+        tr = len(self.transfers)
+        base = self.flows.append(n, src=src, dst=dst, bytes=b, wire=wire, fluid=fl, tr=tr, pending=np.diff(pp),
+                                 start=-1.0, sent=-1.0, done=-1.0)
+        self.transfers.append(_Transfer(engine_id, base, n))
+        self._left.append(n)
+        # children in CSR, split as World::AddTransfer splits them: a fabric chunk that
+        # follows another on the same connection waits for it to be sent, not delivered
+        child = np.repeat(np.arange(n, dtype=np.int64), np.diff(pp))
+        par = pi
+        same = ~fl[par] & ~fl[child] & (src[par] == src[child]) & (dst[par] == dst[child])
+        for ptr, kids, mask in ((self._send_ptr, self._send_kids, same), (self._done_ptr, self._done_kids, ~same)):
+            p, c = par[mask], child[mask]
+            order = np.argsort(p, kind="stable")
+            counts = np.bincount(p, minlength=n)
+            start = kids.size
+            kids.append(c.size, c=c[order] + base)
+            ptr.append(n, p=start + np.cumsum(counts))
+        if n == 0:
+            self.done.append((engine_id, self.now))
+            return base
+        roots = base + np.flatnonzero(np.diff(pp) == 0)
+        self._push(self.now + max(0.0, start_delay_s), _READY, roots)
+        return base
+
+    # ------------------------------------------------------------------ clock
+    def run_until(self, t_end: float, stop_on_transfer: bool = True) -> None:
+        """Run to ``t_end`` (s), or until an instant at which a collective completed."""
+        while True:
+            t_drain = math.inf
+            if self._act_rem.size:
+                t_drain = self.now + float(np.min(self._act_rem / self._act_rate))
+                # flows past their NIC phase hold inf bytes at rate 1 there: never the minimum
+                t_drain = min(t_drain, self.now + float(np.min(self._act_nic / self._act_nic_rate)))
+            t_heap = self._heap[0][0] if self._heap else math.inf
+            t_next = min(t_drain, t_heap)
+            if t_next > t_end or math.isinf(t_next):
+                if math.isfinite(t_end) and t_end > self.now:
+                    self._drain(t_end - self.now)
+                    self.now = t_end
+                return
+            if t_next > self.now:
+                self._drain(t_next - self.now)
+                self.now = t_next
+            self.events += 1
+            n_done = len(self.done)
+            self._finish_draining()
+            while self._heap and self._heap[0][0] <= self.now:
+                _, _, kind, ids = heapq.heappop(self._heap)
+                if kind == _READY:
+                    self._ready(ids)
+                elif kind == _ACTIVATE:
+                    self._activate(ids)
+                else:
+                    self._deliver(ids)
+            self._resolve()
+            self._share_nics()
+            if stop_on_transfer and len(self.done) > n_done:
+                return
+
+    @property
+    def idle(self) -> bool:
+        return self._act_id.size == self._dead and not self._heap
+
+    def take_done(self) -> list[tuple[int, float]]:
+        out, self.done = self.done, []
+        return out
+
+    def lower_bound_next_completion(self) -> float:
+        """No collective can complete before every draining flow has moved its remaining
+        bytes at no more than the fastest rate it could get (its path's narrowest link)."""
+        live = self._act_group != DEAD
+        if not live.any():
+            return self._heap[0][0] if self._heap else math.inf
+        cap = self.capacity[self._act_path[live]].min(axis=1)
+        return self.now + float(np.min(self._act_rem[live] / cap))
+
+    # ------------------------------------------------------------------ internals
+    def _push(self, t: float, kind: int, ids: np.ndarray) -> None:
+        if ids.size:
+            heapq.heappush(self._heap, (t, next(self._seq), kind, ids))
+
+    def _drain(self, dt: float) -> None:
+        self._act_rem -= self._act_rate * dt
+        self._act_nic -= self._act_nic_rate * dt
+
+    def _finish_draining(self) -> None:
+        if not self._act_rem.size:
+            return
+        tol = self._act_tol
+        fin = self._act_rem <= tol
+        left_nic = self._act_unsent & ((self._act_nic <= tol) | fin)
+        if left_nic.any():
+            self._act_unsent[left_nic] = False
+            self._act_nic[left_nic] = np.inf
+            self._act_nic_rate[left_nic] = 1.0
+            self._nic_dirty = True
+            sent = self._act_id[left_nic]
+            self.flows["sent"][sent] = self.now
+            self._release(sent, self._send_ptr, self._send_kids)
+        if not fin.any():
+            return
+        ids = self._act_id[fin]
+        done_paths = self._act_path[fin]
+        self._changed.append(done_paths)
+        self.link_bytes += np.bincount(done_paths.ravel(), weights=np.repeat(self.flows["wire"][ids], self.width),
+                                       minlength=self.pad + 1)
+        # finished rows stay in place, inert (inf bytes at rate 1 on no link, in no group),
+        # until they are half the rows: compacting every event copied every array each time
+        self._act_rem[fin] = np.inf
+        self._act_rate[fin] = 1.0
+        self._act_path[fin] = self.pad
+        self._act_group[fin] = DEAD
+        self._act_unsent[fin] = False
+        self._act_nic[fin] = np.inf
+        self._act_nic_rate[fin] = 1.0
+        self._dead += ids.size
+        if 2 * self._dead > self._act_id.size:
+            self._compact()
+        f = self.flows
+        fluid = f["fluid"][ids]
+        if fluid.any():
+            f["sent"][ids[fluid]] = self.now
+            self._release(ids[fluid], self._send_ptr, self._send_kids)
+            self._deliver(ids[fluid])
+        net = ids[~fluid]
+        if net.size:
+            t_done = self.now + f["post"][net]
+            for t in np.unique(t_done):
+                self._push(float(t), _DONE, net[t_done == t])
+
+    def _compact(self) -> None:
+        keep = self._act_group != DEAD
+        self._act_id, self._act_rem = self._act_id[keep], self._act_rem[keep]
+        self._act_rate, self._act_path = self._act_rate[keep], self._act_path[keep]
+        self._act_nic, self._act_nic_rate = self._act_nic[keep], self._act_nic_rate[keep]
+        self._act_unsent, self._act_tol = self._act_unsent[keep], self._act_tol[keep]
+        self._act_group = self._act_group[keep]
+        self._dead = 0
+
+    def draining(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The flows draining now: their ids, paths (resource ids, ``pad``-padded) and rates (bytes/s)."""
+        live = self._act_group != DEAD
+        return self._act_id[live], self._act_path[live], self._act_rate[live]
+
+    def _release(self, ids: np.ndarray, ptr_cols: Columns, kid_cols: Columns) -> None:
+        """The children (in this CSR) of flows ``ids`` lose a parent; those with none left
+        become ready now."""
+        ptr, kids = ptr_cols["p"], kid_cols["c"]
+        lo, hi = ptr[ids], ptr[ids + 1]
+        cnt = hi - lo
+        total = int(cnt.sum())
+        if total == 0:
+            return
+        idx = np.repeat(lo - np.r_[0, np.cumsum(cnt)[:-1]], cnt) + np.arange(total)
+        ch = kids[idx]
+        uniq, k = np.unique(ch, return_counts=True)
+        pend = self.flows["pending"]
+        pend[uniq] -= k
+        ready = uniq[pend[uniq] == 0]
+        self._push(self.now, _READY, ready)
+
+    def _ready(self, ids: np.ndarray) -> None:
+        f = self.flows
+        ids = np.sort(ids)
+        f["start"][ids] = self.now
+        fluid = f["fluid"][ids]
+        instant = (f["bytes"][ids] <= 0) | (~fluid & (f["src"][ids] == f["dst"][ids]))
+        if instant.any():
+            z = ids[instant]
+            f["sent"][z] = self.now
+            self._release(z, self._send_ptr, self._send_kids)
+            self._deliver(z)
+        nv = ids[fluid & ~instant]
+        if nv.size:
+            if self.nvlink_latency_s > 0:
+                self._push(self.now + self.nvlink_latency_s, _ACTIVATE, nv)
+            else:
+                self._activate(nv)
+        net = ids[~fluid & ~instant]
+        if net.size:
+            s, d = f["src"][net], f["dst"][net]
+            ports = next_ports(self._ports, s)
+            paths = self.router.paths(s, d, ports)
+            path = np.full((net.size, self.width), self.pad, dtype=np.int64)
+            path[:, :paths.shape[1]] = np.where(paths < 0, self.pad, paths)
+            # after its last byte passes the narrowest link, the last packet is stored and
+            # forwarded once by every other hop, at that hop's own rate, and propagates
+            per_hop = 1.0 / self.capacity[path]  # 0 for padding (infinite capacity)
+            fr = self.framing
+            pkt = np.minimum(f["bytes"][net], fr.payload) + fr.header
+            f["post"][net] = self._res_delay[path].sum(axis=1) + pkt * (per_hop.sum(axis=1) - per_hop.max(axis=1))
+            self._start(net, path)
+
+    def _activate(self, ids: np.ndarray) -> None:
+        f = self.flows
+        s, d = f["src"][ids], f["dst"][ids]
+        path = np.full((ids.size, self.width), self.pad, dtype=np.int64)
+        path[:, 0] = np.where(s == NVSWITCH_END, self.pad, self._nv0 + 2 * s)
+        path[:, 1] = np.where(d == NVSWITCH_END, self.pad, self._nv0 + 2 * d + 1)
+        self._start(ids, path)
+
+    def _start(self, ids: np.ndarray, path: np.ndarray) -> None:
+        self._act_id = np.concatenate([self._act_id, ids])
+        self._act_rem = np.concatenate([self._act_rem, self.flows["wire"][ids]])
+        self._act_rate = np.concatenate([self._act_rate, np.zeros(ids.size)])
+        self._act_path = np.concatenate([self._act_path, path])
+        group = self._res_group[path].max(axis=1)
+        self._act_group = np.concatenate([self._act_group, group])
+        rate = np.zeros(ids.size)
+        rate[group < 0] = self.nvlink_Bps  # NVSwitch to NVSwitch: no GPU port limits it
+        self._act_rate[-ids.size:] = rate
+        fluid = self.flows["fluid"][ids]
+        wire = self.flows["wire"][ids]
+        self._act_nic = np.concatenate([self._act_nic, np.where(fluid, np.inf, wire)])
+        self._act_nic_rate = np.concatenate([self._act_nic_rate, np.ones(ids.size)])
+        self._act_unsent = np.concatenate([self._act_unsent, ~fluid])
+        self._act_tol = np.concatenate([self._act_tol, np.maximum(FINISH_ABS, FINISH_REL * wire)])
+        self._nic_dirty = True
+        self._changed.append(path)
+
+    def _deliver(self, ids: np.ndarray) -> None:
+        f = self.flows
+        f["done"][ids] = self.now
+        self.flows_done += ids.size
+        fluid = f["fluid"][ids]
+        self.fabric_bytes += float(f["bytes"][ids][~fluid].sum())
+        self.nvlink_bytes += float(f["bytes"][ids][fluid].sum())
+        self._release(ids, self._done_ptr, self._done_kids)
+        trs, k = np.unique(f["tr"][ids], return_counts=True)
+        for tr, c in zip(trs.tolist(), k.tolist()):
+            self._left[tr] -= c
+            if self._left[tr] == 0:
+                self.done.append((self.transfers[tr].engine_id, self.now))
+
+    def _resolve(self) -> None:
+        """New max-min rates for the flows connected (through shared links) to those that
+        started or stopped draining since the last solve.
+
+        NVLink flows of one NVLink domain share only that domain's GPU ports, so the
+        domains touched are found by a lookup, not a search; fabric flows are searched hop
+        by hop for a few rounds, and if their component is still growing (on a fat-tree it
+        is usually every fabric flow, through the spines) all fabric flows are solved. A
+        union of components is solved exactly, so this is a cost choice only."""
+        if not self._changed:
+            return
+        changed, self._changed = np.concatenate(self._changed), []
+        if not self._act_id.size:
+            return
+        groups = np.unique(self._res_group[changed.ravel()])
+        group = self._act_group
+        hit = np.zeros(group.size, dtype=bool)
+        domains = groups[groups >= 1]
+        if domains.size:
+            want = np.zeros(self._res_group.max() + 3, dtype=bool)  # shifted by 2: DEAD and -1 map to False
+            want[domains + 2] = True
+            hit |= want[group + 2]
+        if (groups == 0).any():
+            fab = np.flatnonzero(group == 0)
+            path = self._act_path[fab]
+            mark = np.zeros(self.pad + 1, dtype=bool)
+            mark[changed.ravel()] = True
+            mark[self.pad] = False
+            reach = mark[path].any(axis=1)
+            for _ in range(FABRIC_SEARCH_ROUNDS):
+                grow = path[reach].ravel()
+                new = grow[~mark[grow]]
+                if not new.size:
+                    break
+                mark[new] = True
+                mark[self.pad] = False
+                reach = mark[path].any(axis=1)
+            else:
+                reach[:] = True
+            hit[fab[reach]] = True
+        if not hit.any():
+            return
+        sel = np.flatnonzero(hit)
+        rate = maxmin_rates(self._act_path[sel], self.capacity, self.pad)
+        rate[~np.isfinite(rate)] = self.nvlink_Bps  # NVSwitch to NVSwitch: no GPU port limits it
+        self._act_rate[sel] = rate
+        self._nic_dirty = True
+        self.solves += 1
+        self.solved_rows += sel.size
+
+    def _share_nics(self) -> None:
+        """Each NIC's line rate, round robin among its flows that still have bytes to hand
+        it; never below a flow's end-to-end rate (bytes cannot arrive before they leave)."""
+        if not self._nic_dirty:
+            return
+        self._nic_dirty = False
+        at_nic = self._act_unsent
+        if not at_nic.any():
+            return
+        first = self._act_path[at_nic, 0]
+        users = np.bincount(first, minlength=self.pad + 1)
+        self._act_nic_rate[at_nic] = np.maximum(self.capacity[first] / users[first], self._act_rate[at_nic])
