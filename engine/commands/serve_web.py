@@ -92,7 +92,7 @@ class PlanRunner:
         from workload_gen.core.parallel_config import DTYPE_BYTES, FP8_RECIPES, RECIPE_CHOICES, RECOMPUTES
         from workload_gen.core.system import SYSTEMS
 
-        return {"models": list(PRESETS), "systems": list(SYSTEMS), "dtypes": [d for d in DTYPE_BYTES if d != "fp4"],
+        return {"models": list(PRESETS), "systems": list(SYSTEMS), "dtypes": list(DTYPE_BYTES),
                 "recomputes": list(RECOMPUTES), "fp8_recipes": list(FP8_RECIPES), "default_model": DEFAULT_MODEL,
                 "dispatchers": list(RECIPE_CHOICES["moe_token_dispatcher"]),
                 "flex_backends": list(RECIPE_CHOICES["moe_flex_dispatcher_backend"]),
@@ -183,7 +183,7 @@ class PlanRunner:
         from engine.web.plan import PARSED_DEST
         from workload_gen.megatron_flags import IGNORED_MEGATRON_FLAGS, ignored_dest
 
-        kept = set(PARSED_DEST.values()) | {"p_fp8", "system", "config", "hf_config"}
+        kept = set(PARSED_DEST.values()) | {"p_fp8", "p_fp4", "p_fp4_recipe", "system", "config", "hf_config"}
         ignored = {ignored_dest(f) for f in IGNORED_MEGATRON_FLAGS}  # they change nothing (the CLI's note)
         out = []
         for action in self._parser._actions:

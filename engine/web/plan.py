@@ -151,8 +151,8 @@ def megatron_argv(plan: Mapping[str, Any]) -> list[str]:
             continue
         elif f.key == "dtype":
             text = _text(f.key, value)
-            argv += {"bf16": ["--bf16"], "fp16": ["--fp16"], "fp8": ["--bf16", "--fp8-format", "hybrid"]}.get(
-                text, [f.flag, text])
+            argv += {"bf16": ["--bf16"], "fp16": ["--fp16"], "fp8": ["--bf16", "--fp8-format", "hybrid"],
+                     "fp4": ["--bf16", "--fp4-format", "e2m1", "--fp4-recipe", "nvfp4"]}.get(text, [f.flag, text])
         elif f.key == "recompute" and value == "none":
             continue  # Megatron: no --recompute-granularity is no recompute
         else:
@@ -202,4 +202,6 @@ def plan_from_values(values: Mapping[str, Any]) -> dict[str, Any]:
             plan[key] = value
     if values.get("p_fp8") is not None:
         plan["dtype"] = "fp8"
+    if values.get("p_fp4") is not None:
+        plan["dtype"] = "fp4"  # NVFP4 (its only recipe, nvfp4, is the default)
     return plan

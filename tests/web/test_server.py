@@ -233,3 +233,16 @@ def test_pasted_flags_without_a_field_are_named_not_dropped(server):
     assert got["not_on_form"] == ["--moe-expert-capacity-factor", "--moe-router-topk", "--num-experts"]
     status, body = request(server, "POST", "/api/flags", json.dumps({"text": "--tensor-model-parallel-size 2"}))
     assert json.loads(body)["not_on_form"] == []
+
+
+def test_nvfp4_is_a_precision_of_the_page(server):
+    """FP4 (NVFP4) is offered; on a Blackwell system the page's step equals the CLI's, and its
+    Megatron export (--fp4-format e2m1 --fp4-recipe nvfp4) reads back to the same plan; on
+    H100 the CLI's refusal is the page's answer."""
+    plan = {**SMALL, "system": "b200", "dtype": "fp4"}
+    got = evaluate(server, plan)
+    assert got["summary"]["iteration_time_s"] == cli_summary(*plan_argv(plan))["iteration_time_s"]
+    assert cli_summary(*megatron_argv(plan))["iteration_time_s"] == got["summary"]["iteration_time_s"]
+    status, body = request(server, "POST", "/api/flags", json.dumps({"text": " ".join(megatron_argv(plan))}))
+    assert json.loads(body)["plan"]["dtype"] == "fp4" and json.loads(body)["not_on_form"] == []
+    assert "needs FP4 tensor cores" in evaluate(server, {**SMALL, "system": "h100", "dtype": "fp4"})["error"]
