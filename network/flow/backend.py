@@ -28,6 +28,7 @@ from network.analytical import AnalyticalBackend
 from network.backend import Completion, Transfer
 from network.busbw import Link
 from network.efficiency import EfficiencyTable
+from network.flow_clock import FlowClock
 from network.flow.network import NVSWITCH_END, FlowNetwork, Framing
 from network.flow.routing import EcmpRouter
 from network.ns3.params import TransportParams
@@ -41,11 +42,12 @@ IP_UDP_PPP_HEADER = 30
 backend's framing, Ns3Backend.ideal_durations)."""
 
 
-class FlowBackend:
+class FlowBackend(FlowClock):
     """Flow-level network backend (``contention_free = False``: every rank is simulated)."""
 
     contention_free = False
     name = "flow"
+    PROGRESS_LABEL = "[run-flow]"
 
     def __init__(
         self,
@@ -84,12 +86,7 @@ class FlowBackend:
         node, local = np.divmod(ranks, self.fabric.gpus_per_node)
         nics = self.fabric.nics_per_node
         self._host = node * nics + local * nics // self.fabric.gpus_per_node  # Fabric.host_of_rank
-        self._pending: list[Completion] = []
-        self._inflight = 0
-        self._progress = progress
-        self._progress_every = progress_every_s
-        self._t_wall0 = self._t_last = time.perf_counter()
-        self._cpu0 = time.process_time()
+        self._init_clock(progress, progress_every_s)
 
     # ------------------------------------------------------------------ engine protocol
     def collective_time(self, op: CollectiveOp, ranks: tuple[int, ...]) -> float:
@@ -131,63 +128,9 @@ class FlowBackend:
         out, self._pending = self._pending, []
         return out
 
-    def next_completion_time(self) -> float:
-        """Exact when a completion is already known; otherwise a lower bound (every
-        draining flow must still move its bytes at no more than its path's narrowest link)."""
-        if self._pending:
-            return min(c.time for c in self._pending)
-        if not self._inflight:
-            return math.inf
-        return max(self.net.now + 1e-9, self.net.lower_bound_next_completion())
-
-    def advance_to(self, t: float) -> list[Completion]:
-        """Move the clock to ``t``; every collective finished by then, in time order."""
-        done: list[Completion] = []
-        while True:
-            done.extend(self.advance_until(t))
-            if self.net.now >= t or not self._inflight:
-                break
-        if self.net.now < t and math.isfinite(t):
-            self.net.run_until(t, stop_on_transfer=False)
-            self._collect()
-            done.extend(self._pending)
-            self._pending = []
-        return sorted(done, key=lambda c: (c.time, c.id))
-
     # ------------------------------------------------------------------ internals
-    def _run_to(self, t: float) -> None:
-        while self.net.now < t:
-            self.net.run_until(t)
-            self._collect()
-
-    def _collect(self) -> None:
-        for tid, when in self.net.take_done():
-            self._pending.append(Completion(tid, when))
-            self._inflight -= 1
-        self._report()
-
-    def _report(self, force: bool = False) -> None:
-        if self._progress is None:
-            return
-        now = time.perf_counter()
-        if not force and now - self._t_last < self._progress_every:
-            return
-        self._t_last = now
-        n = self.net
-        print(f"[run-flow] simulated {n.now * 1e3:.3f} ms in {now - self._t_wall0:.1f} s wall; flows done "
-              f"{n.flows_done:,}, {n.fabric_bytes / 1e9:.3f} GB through the fabric, {self._inflight} collectives "
-              "in flight", file=self._progress, flush=True)
-
-    def start_overhead(self, transfer: Transfer) -> float:
-        """Fixed software cost of one collective call: the efficiency table's
-        ``half_time_s`` for the fabric the analytical backend routes it over (as run-ns3,
-        Ns3Backend.start_overhead)."""
-        op = transfer.op
-        if len(transfer.ranks) < 2 or op.bytes <= 0:
-            return 0.0
-        an = self._analytical
-        link = an.path(op.kind, op.group, an.shape(transfer.ranks), op.bytes).link
-        return an.efficiency.curve(link).half_time_s
+    def _fabric_bytes_done(self) -> float:
+        return self.net.fabric_bytes
 
     def stats(self) -> dict[str, float | int | str]:
         """Figures for RunResult.extras and the benchmark."""

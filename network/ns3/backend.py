@@ -26,6 +26,7 @@ from network.analytical import AnalyticalBackend
 from network.backend import Completion, Transfer
 from network.busbw import Link
 from network.efficiency import EfficiencyTable
+from network.flow_clock import FlowClock
 from network.ns3 import runtime
 from network.ns3.params import TransportParams
 from network.ns3.topology import Fabric, build_fabric
@@ -54,11 +55,12 @@ class TransferFlows:
     """Duration of each flow alone on an idle path (see :meth:`Ns3Backend.ideal_durations`)."""
 
 
-class Ns3Backend:
+class Ns3Backend(FlowClock):
     """ns-3 network backend (``contention_free = False``: the engine simulates every rank)."""
 
     contention_free = False
     name = "ns3"
+    PROGRESS_LABEL = "[run-ns3]"
 
     def __init__(
         self,
@@ -96,17 +98,9 @@ class Ns3Backend:
         self.net = PacketNetwork(self.fabric, self.params, nvlink_bps=self.nvlink_rate * 8,
                                  nvlink_latency_s=system.nvlink_latency_s, num_gpus=world_size)
         self.transfers: list[TransferFlows] = []
-        self._pending: list[Completion] = []
-        self._inflight = 0
+        self._init_clock(progress, progress_every_s)
         self._late_submits = 0
         self._path_cache: dict[tuple[int, int], tuple[float, int, float]] = {}
-        self._progress = progress
-        self._progress_every = progress_every_s
-        self._t_wall0 = time.perf_counter()
-        self._cpu0 = time.process_time()
-        self._t_last = self._t_wall0
-        self._last_state: tuple[float, int, int] | None = None
-        """(simulated time, flows done, collectives in flight) of the last progress line."""
         gpn = system.domain_gpus
         self._host = np.array([self.fabric.host_of_rank(r) for r in range(world_size)], dtype=np.int64)
         self._gpn = gpn
@@ -168,68 +162,9 @@ class Ns3Backend:
         out, self._pending = self._pending, []
         return out
 
-    def next_completion_time(self) -> float:
-        """Exact when a completion is already known; otherwise a lower bound (every active
-        flow must still deliver its remaining bytes at no more than its port rate)."""
-        if self._pending:
-            return min(c.time for c in self._pending)
-        if not self._inflight:
-            return math.inf
-        return max(self.net.now + 1e-9, self.net.lower_bound_next_completion())
-
-    def advance_to(self, t: float) -> list[Completion]:
-        """Move the clock to ``t``; every transfer finished by then, in time order."""
-        done: list[Completion] = []
-        while True:
-            done.extend(self.advance_until(t))
-            if self.net.now >= t - 1e-12 or not self._inflight:
-                break
-        if self.net.now < t and math.isfinite(t):
-            self.net.run_until(t, stop_on_transfer=False)
-            self._collect()
-            done.extend(self._pending)
-            self._pending = []
-        return sorted(done, key=lambda c: (c.time, c.id))
-
     # ------------------------------------------------------------------ internals
-    def _run_to(self, t: float) -> None:
-        """Bring ns-3 to ``t``, keeping the completions met on the way for the engine."""
-        while self.net.now < t - 1e-12:
-            self.net.run_until(t)
-            self._collect()
-
-    def _collect(self) -> None:
-        for tid, when in self.net.take_done():
-            self._pending.append(Completion(tid, when))
-            self._inflight -= 1
-        self._report()
-
-    def _report(self, force: bool = False) -> None:
-        if self._progress is None:
-            return
-        now = time.perf_counter()
-        if not force and now - self._t_last < self._progress_every:
-            return
-        n = self.net
-        state = (n.now, n.flows_done, self._inflight)
-        if force and state == self._last_state:
-            return  # nothing simulated since the last line: stats() asked again (run-ns3 printed it twice)
-        self._t_last = now
-        self._last_state = state
-        print(f"[run-ns3] simulated {n.now * 1e3:.3f} ms in {now - self._t_wall0:.1f} s wall; "
-              f"flows done {n.flows_done:,}, {n.net_bytes_done / 1e9:.3f} GB through the fabric, "
-              f"{self._inflight} collectives in flight", file=self._progress, flush=True)
-
-    def start_overhead(self, transfer: Transfer) -> float:
-        """Fixed software cost of one collective call (launch, protocol set-up): the
-        efficiency table's ``half_time_s`` for the fabric the analytical backend would
-        route it over. Packets and NVLink transfers then take their simulated time."""
-        op = transfer.op
-        if len(transfer.ranks) < 2 or op.bytes <= 0:
-            return 0.0
-        an = self._analytical
-        link = an.path(op.kind, op.group, an.shape(transfer.ranks), op.bytes).link
-        return an.efficiency.curve(link).half_time_s
+    def _fabric_bytes_done(self) -> float:
+        return self.net.net_bytes_done
 
     def ideal_durations(self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, fluid: np.ndarray) -> np.ndarray:
         """Each flow alone on an idle path: NVLink latency + bytes / NVLink busbw for fluid

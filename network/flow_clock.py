@@ -1,0 +1,112 @@
+"""The engine's side of a backend that simulates flows (run-ns3's packets, run-flow's rates).
+
+Why one home: both backends answer the engine (network.backend.NetworkBackend) the same way
+once their network can run to a time and hand back the collectives it finished: submit at
+the engine's clock, report completions in time order, give a lower bound on the next one,
+print one progress line now and then, and charge each collective call NCCL's fixed
+start-up cost from the analytical backend's efficiency table. Only how the flows move
+differs, which is each backend's ``net``.
+
+A subclass sets ``self.net`` (with ``now``, ``run_until(t, stop_on_transfer=...)``,
+``take_done()``, ``lower_bound_next_completion()``, ``flows_done``), ``self._analytical``
+(an AnalyticalBackend on the same system), calls :meth:`_init_clock`, and defines
+``PROGRESS_LABEL`` and :meth:`_fabric_bytes_done`. Units: seconds, bytes.
+"""
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, TextIO
+
+from network.backend import Completion, Transfer
+
+CLOCK_EPS_S = 1e-12
+"""Times closer than this are the same instant (the networks' clocks are doubles)."""
+
+
+class FlowClock:
+    """Completion bookkeeping and progress of a flow-simulating backend (module docstring)."""
+
+    PROGRESS_LABEL = "[network]"
+    net: Any
+    _analytical: Any
+
+    def _init_clock(self, progress: TextIO | None, progress_every_s: float) -> None:
+        self._pending: list[Completion] = []
+        self._inflight = 0
+        self._progress = progress
+        self._progress_every = progress_every_s
+        self._t_wall0 = self._t_last = time.perf_counter()
+        self._cpu0 = time.process_time()
+        self._last_state: tuple[float, int, int] | None = None
+        """(simulated time, flows done, collectives in flight) of the last progress line."""
+
+    def _fabric_bytes_done(self) -> float:
+        raise NotImplementedError
+
+    def next_completion_time(self) -> float:
+        """Exact when a completion is already known; otherwise a lower bound (every active
+        flow must still move its remaining bytes at no more than its path allows)."""
+        if self._pending:
+            return min(c.time for c in self._pending)
+        if not self._inflight:
+            return math.inf
+        return max(self.net.now + 1e-9, self.net.lower_bound_next_completion())
+
+    def advance_to(self, t: float) -> list[Completion]:
+        """Move the clock to ``t``; every collective finished by then, in time order."""
+        done: list[Completion] = []
+        while True:
+            done.extend(self.advance_until(t))
+            if self.net.now >= t - CLOCK_EPS_S or not self._inflight:
+                break
+        if self.net.now < t and math.isfinite(t):
+            self.net.run_until(t, stop_on_transfer=False)
+            self._collect()
+            done.extend(self._pending)
+            self._pending = []
+        return sorted(done, key=lambda c: (c.time, c.id))
+
+    def advance_until(self, t: float) -> list[Completion]:  # each backend's own
+        raise NotImplementedError
+
+    def start_overhead(self, transfer: Transfer) -> float:
+        """Fixed software cost of one collective call (launch, protocol set-up): the
+        efficiency table's ``half_time_s`` for the fabric the analytical backend would route
+        it over. The flows then take their simulated time."""
+        op = transfer.op
+        if len(transfer.ranks) < 2 or op.bytes <= 0:
+            return 0.0
+        an = self._analytical
+        link = an.path(op.kind, op.group, an.shape(transfer.ranks), op.bytes).link
+        return an.efficiency.curve(link).half_time_s
+
+    def _run_to(self, t: float) -> None:
+        """Bring the network to ``t``, keeping the completions met on the way for the engine."""
+        while self.net.now < t - CLOCK_EPS_S:
+            self.net.run_until(t)
+            self._collect()
+
+    def _collect(self) -> None:
+        for tid, when in self.net.take_done():
+            self._pending.append(Completion(tid, when))
+            self._inflight -= 1
+        self._report()
+
+    def _report(self, force: bool = False) -> None:
+        """A progress line every ``progress_every_s`` of wall time; ``force``: now, unless
+        nothing was simulated since the last one (stats() asks again at the end)."""
+        if self._progress is None:
+            return
+        now = time.perf_counter()
+        if not force and now - self._t_last < self._progress_every:
+            return
+        n = self.net
+        state = (n.now, n.flows_done, self._inflight)
+        if force and state == self._last_state:
+            return
+        self._t_last = now
+        self._last_state = state
+        print(f"{self.PROGRESS_LABEL} simulated {n.now * 1e3:.3f} ms in {now - self._t_wall0:.1f} s wall; "
+              f"flows done {n.flows_done:,}, {self._fabric_bytes_done() / 1e9:.3f} GB through the fabric, "
+              f"{self._inflight} collectives in flight", file=self._progress, flush=True)
