@@ -11,15 +11,12 @@ Units: seconds, bytes.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
-from pathlib import Path
 from typing import Any, TextIO
 
 from network.backend import BackendOption
+from network.fabric_options import FABRIC_OPTIONS, configure_fabric, topology_file_fabric
 from workload_gen.core.errors import ConfigError
 from workload_gen.core.system import SystemConfig
-
-NAMED_TOPOLOGIES = ("rail", "fat-tree")
 
 
 class FlowKind:
@@ -32,15 +29,7 @@ class FlowKind:
         return FlowBackend(system, world_size, **options)
 
     options: tuple[BackendOption, ...] = (
-        BackendOption(flags=("--topology",), metavar="rail|fat-tree|FILE",
-                      help="rail-optimized leaves, ToR-per-rack fat-tree, or a SimAI topology file; "
-                           "default the system's"),
-        BackendOption(flags=("--oversubscription",), type=float, metavar="R",
-                      help="leaf uplink oversubscription (1 = non-blocking); default the system's"),
-        BackendOption(flags=("--spines",), type=int, metavar="N",
-                      help="spine switches (default: one per rail; 8 for fat-tree)"),
-        BackendOption(flags=("--nodes-per-rack",), type=int, metavar="N",
-                      help="fat-tree: nodes under one ToR (default 32 NICs' worth)"),
+        *FABRIC_OPTIONS,
         BackendOption(flags=("--mtu",), type=int, default=9000, metavar="BYTES",
                       help="IP MTU: sets the per-packet header overhead on the wire (default 9000)"),
         BackendOption(flags=("--algorithm",), default="auto", metavar="NAME",
@@ -49,39 +38,15 @@ class FlowKind:
     options_title: str | None = "network (flow level)"
 
     def configure(self, options: Mapping[str, Any], system: SystemConfig) -> SystemConfig:
-        topo = options["topology"]
-        if topo not in (None, *NAMED_TOPOLOGIES) and not Path(topo).is_file():
-            raise ConfigError("topology", topo, "valid: rail, fat-tree, or an existing SimAI topology file")
-        for key, flag in (("spines", "spines"), ("nodes_per_rack", "nodes-per-rack")):
-            if options[key] is not None and options[key] < 1:
-                raise ConfigError(flag, options[key], "must be a positive integer")
         mtu = options["mtu"]
         if mtu is None or not 576 <= mtu <= 65535:
             raise ConfigError("mtu", mtu, "an IP MTU in bytes, 576 to 65535 (e.g. 1500, 4200, 9000)")
-        over = options["oversubscription"]
-        if over is not None:
-            if not over >= 1 or over == float("inf"):
-                raise ConfigError("oversubscription", over, "must be a finite number >= 1 (1 = non-blocking)")
-            system = replace(system, oversubscription=over)
-        if topo in NAMED_TOPOLOGIES:
-            system = replace(system, topology=topo)
-        return system
+        return configure_fabric(options, system)
 
     def from_options(self, options: Mapping[str, Any], system: SystemConfig, world_size: int, *,
                      efficiency: str | None, progress: TextIO | None) -> Any:
         """The FlowBackend the options describe (a topology file is checked against the workload)."""
-        from network.ns3.topology import read_simai_topology
-
-        fabric = None
-        topo = options["topology"]
-        if topo not in (None, *NAMED_TOPOLOGIES):
-            fabric = read_simai_topology(Path(topo))
-            if fabric.gpus_per_node != system.domain_gpus:
-                raise ConfigError("topology", topo, f"has {fabric.gpus_per_node} GPUs per server; the system has "
-                                  f"{system.domain_gpus} per NVLink domain (use a matching --system)")
-            if fabric.num_hosts < world_size:
-                raise ConfigError("topology", topo, f"has {fabric.num_hosts} GPUs; the workload needs {world_size}")
-            topo = None
+        fabric, topo = topology_file_fabric(options, system, world_size)
         backend = self.create(system, world_size, fabric=fabric, topology=topo, spines=options["spines"],
                               nodes_per_rack=options["nodes_per_rack"], mtu=options["mtu"],
                               algorithm=options["algorithm"], progress=progress, efficiency=efficiency)

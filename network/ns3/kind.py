@@ -10,15 +10,12 @@ command passes (``[run-ns3] ...``; None: silent).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
-from pathlib import Path
 from typing import Any, TextIO
 
 from network.backend import BackendOption
+from network.fabric_options import FABRIC_OPTIONS, configure_fabric, topology_file_fabric
 from workload_gen.core.errors import ConfigError
 from workload_gen.core.system import SystemConfig
-
-NAMED_TOPOLOGIES = ("rail", "fat-tree")
 
 
 DCQCN_SETS = ("default", "connectx", "deep-incast")
@@ -50,15 +47,7 @@ class Ns3Kind:
         return Ns3Backend(system, world_size, **options)
 
     options: tuple[BackendOption, ...] = (
-        BackendOption(flags=("--topology",), metavar="rail|fat-tree|FILE",
-                      help="rail-optimized leaves, ToR-per-rack fat-tree, or a SimAI topology file; "
-                           "default the system's"),
-        BackendOption(flags=("--oversubscription",), type=float, metavar="R",
-                      help="leaf uplink oversubscription (1 = non-blocking); default the system's"),
-        BackendOption(flags=("--spines",), type=int, metavar="N",
-                      help="spine switches (default: one per rail; 8 for fat-tree)"),
-        BackendOption(flags=("--nodes-per-rack",), type=int, metavar="N",
-                      help="fat-tree: nodes under one ToR (default 32 NICs' worth)"),
+        *FABRIC_OPTIONS,
         BackendOption(flags=("--transport",), choices=("rdma", "dctcp"), default="rdma",
                       help="rdma: paced UDP with DCQCN on a lossless fabric (default); dctcp: ns-3 TCP DCTCP "
                            "with ECN"),
@@ -80,35 +69,12 @@ class Ns3Kind:
 
     def configure(self, options: Mapping[str, Any], system: SystemConfig) -> SystemConfig:
         transport_params(options)  # a bad combination is refused before ns-3 loads
-        topo = options["topology"]
-        if topo not in (None, *NAMED_TOPOLOGIES) and not Path(topo).is_file():
-            raise ConfigError("topology", topo, "valid: rail, fat-tree, or an existing SimAI topology file")
-        spines, per_rack = options["spines"], options["nodes_per_rack"]
-        if spines is not None and spines < 1:
-            raise ConfigError("spines", spines, "must be a positive integer")
-        if per_rack is not None and per_rack < 1:
-            raise ConfigError("nodes-per-rack", per_rack, "must be a positive integer")
-        if options["oversubscription"] is not None:
-            system = replace(system, oversubscription=options["oversubscription"])
-        if topo in NAMED_TOPOLOGIES:
-            system = replace(system, topology=topo)
-        return system
+        return configure_fabric(options, system)
 
     def from_options(self, options: Mapping[str, Any], system: SystemConfig, world_size: int, *,
                      efficiency: str | None, progress: TextIO | None) -> Any:
         """The Ns3Backend the options describe (a topology file is checked against the workload)."""
-        from network.ns3.topology import read_simai_topology
-
-        fabric = None
-        topo = options["topology"]
-        if topo not in (None, *NAMED_TOPOLOGIES):
-            fabric = read_simai_topology(Path(topo), nvswitch=options["nvswitch"])
-            if fabric.gpus_per_node != system.domain_gpus:
-                raise ConfigError("topology", topo, f"has {fabric.gpus_per_node} GPUs per server; the system has "
-                                  f"{system.domain_gpus} per NVLink domain (use a matching --system)")
-            if fabric.num_hosts < world_size:
-                raise ConfigError("topology", topo, f"has {fabric.num_hosts} GPUs; the workload needs {world_size}")
-            topo = None
+        fabric, topo = topology_file_fabric(options, system, world_size, nvswitch=options["nvswitch"])
         from network.ns3 import runtime
 
         runtime.load(progress, "run-ns3")  # says so when it compiles the core (once per installation)
