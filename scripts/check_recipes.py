@@ -53,6 +53,10 @@ class Outcome:
     predicted_s: float | None = None
     warnings: tuple[str, ...] = ()
     """Every option the recipe sets whose mechanism is left out (its warning line each)."""
+    short_bytes: int = 0
+    """How far the fullest stage's predicted memory is over the GPU (0: it fits). NVIDIA ran
+    every recipe, so a shortfall is a memory misprediction or a table that misstates the
+    run (docs/validation.md)."""
 
     @property
     def error(self) -> float | None:
@@ -102,6 +106,8 @@ def run_recipe(row: dict[str, str], system: str, simulate: bool = True) -> Outco
     from engine.pipeline import run_workload
     from workload_gen import build
     from workload_gen.core.errors import TrainsimError
+    from workload_gen.core.gpu_specs import get_gpu
+    from workload_gen.core.memory_fit import memory_fit
     from workload_gen.core.system import load_system
     from workload_gen.core.unmodelled import unmodelled
     from workload_gen.flag_values import configs_from_flags
@@ -123,7 +129,9 @@ def run_recipe(row: dict[str, str], system: str, simulate: bool = True) -> Outco
     if not simulate:
         return Outcome(name, status, "", measured, warnings=blind)
     result = run_workload(workload, sysc, attach=True, timeline=False)
-    return Outcome(name, status, "", measured, result.iteration_time_s, warnings=blind)
+    fit = memory_fit(result.memory, get_gpu(sysc.gpu).memory_bytes)
+    return Outcome(name, status, "", measured, result.iteration_time_s, warnings=blind,
+                   short_bytes=max(0, -min(fit.margins)))
 
 
 LAYOUT = ("gpus", "tp", "pp", "vp", "cp", "ep", "etp", "mbs", "precision", "fp8_recipe", "dispatcher", "moe_a2a_overlap",
@@ -194,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             tail = (f"predicted {o.predicted_s:.3f} s, measured {o.measured_s:.3f} s ({o.error:+.1%})"
                     if o.predicted_s is not None else o.reason or "accepted")
+            if o.short_bytes:
+                tail += f"; predicted NOT TO FIT (short by {o.short_bytes / 2**30:.1f} GiB)"
             print(f"{o.recipe:55s} {o.status:8s} {tail}")
     ran = [o for o in outcomes if o.error is not None and math.isfinite(o.error)]
     refused = [o for o in outcomes if o.status == "refused"]
@@ -214,6 +224,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {missing} rows have no public recipe (no flag list to run)")
     for o in refused:
         print(f"  refused {o.recipe}: {o.reason}")
+    short = [o for o in outcomes if o.short_bytes]
+    print(f"memory: {len(ran) - len(short)} of {len(ran)} recipes that ran are predicted to fit the GPU they ran on"
+          + "".join(f"\n  not: {o.recipe} (short by {o.short_bytes / 2**30:.1f} GiB)" for o in short))
     print("options simulated without their mechanism (warnings), by recipe count:")
     for what, n in Counter(mechanism(b) for o in outcomes for b in o.warnings).most_common():
         print(f"  {n:3d} recipes: {what}")

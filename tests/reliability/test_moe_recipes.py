@@ -88,3 +88,33 @@ def test_what_each_recipe_waits_for_agrees_with_the_table_columns(outcomes):
                      "--fp8-param-gather", "--overlap-param-gather-with-optimizer-step", "--moe-hybridep-num-sms",
                      "--cuda-graph-impl", "--cuda-graph-scope", "--moe-shared-expert-overlap"):
             assert flag not in waits, (o.recipe, flag)
+
+
+MEMORY_SLACK = 0.03
+"""The memory model's error a shortfall may be read as: 3% of the GPU (calibration: memory
+median error 1.5%, docs/validation.md)."""
+
+
+def test_every_recipe_nvidia_ran_is_predicted_to_fit(outcomes):
+    """NVIDIA ran each of these recipes, so each must fit its GPU in the memory model (within
+    the model's own error, MEMORY_SLACK), unless the measured table's row contradicts the
+    recipe it names: the 25.11 GPT-OSS-120B H100 row prints micro-batch 4 where the v0.2.0
+    recipe sets 1, and a GA that disagrees with its own GBS / (MBS x DP) (its flag file says
+    so); at the table's micro-batch 4 the model needs half as much again as the GPU holds."""
+    from formats.measured_runs import BRIDGE_SYSTEMS
+    from workload_gen.core.gpu_specs import get_gpu
+    from workload_gen.core.system import load_system
+
+    check = script("check_recipes")
+    rows = {r["recipe_args"].rsplit("/", 1)[-1].removesuffix(".args"): r for r in check.read_rows()
+            if r["recipe_args"]}
+    for o in outcomes:
+        if o.status not in ("ran", "warned"):
+            continue
+        row = rows[o.recipe]
+        capacity = get_gpu(load_system(BRIDGE_SYSTEMS[row["gpu"]]).gpu).memory_bytes
+        contradicted = "recipe sets MBS 1" in row["notes"] and "disagrees with its own GBS" in row["notes"]
+        if contradicted:
+            assert o.short_bytes > MEMORY_SLACK * capacity, o.recipe
+        else:
+            assert o.short_bytes <= MEMORY_SLACK * capacity, (o.recipe, o.short_bytes / 2**30)
