@@ -7,10 +7,11 @@ print one progress line now and then, and charge each collective call NCCL's fix
 start-up cost from the analytical backend's efficiency table. Only how the flows move
 differs, which is each backend's ``net``.
 
-A subclass sets ``self.net`` (with ``now``, ``run_until(t, stop_on_transfer=...)``,
-``take_done()``, ``lower_bound_next_completion()``, ``flows_done``), ``self._analytical``
-(an AnalyticalBackend on the same system), calls :meth:`_init_clock`, and defines
-``PROGRESS_LABEL`` and :meth:`_fabric_bytes_done`. Units: seconds, bytes.
+A subclass calls :meth:`_init_common` (the job's system, its placement, the analytical
+backend both take NCCL's start-up cost and NVLink derating from) and :meth:`_init_clock`,
+sets ``self.net`` (with ``now``, ``run_until(t, stop_on_transfer=...)``, ``take_done()``,
+``lower_bound_next_completion()``, ``flows_done``), and defines ``PROGRESS_LABEL`` and
+:meth:`_fabric_bytes_done`. Units: seconds, bytes.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import time
 from typing import Any, TextIO
 
 from network.backend import Completion, Transfer
+from workload_gen.core.system import SystemConfig
 
 CLOCK_EPS_S = 1e-12
 """Times closer than this are the same instant (the networks' clocks are doubles)."""
@@ -30,6 +32,27 @@ class FlowClock:
     PROGRESS_LABEL = "[network]"
     net: Any
     _analytical: Any
+
+    def _init_common(self, system: SystemConfig, world_size: int, algorithm: str, channels: int | str,
+                     efficiency: Any) -> SystemConfig:
+        """What both backends derive from the job: the system with the job's NVLink domain (a
+        rack-scale job's Slurm segment), the placement (a "node" is that domain), the collective
+        algorithm and channels, the analytical backend on the same efficiency table, and
+        the NVLink rate it derates to (docs/ns3.md, "Agreement with run-analytical")."""
+        from network.analytical import AnalyticalBackend
+        from network.busbw import Link
+        from workload_gen.core.placement import Placement
+
+        system = system.for_job(world_size)
+        self.system = system
+        self.world_size = world_size
+        self.placement = Placement(world_size, system.domain_gpus)
+        self.algorithm = algorithm
+        self.channels = channels
+        self._analytical = AnalyticalBackend(system, world_size, efficiency=efficiency)
+        self.nvlink_rate = system.nvlink_busbw * self._analytical.efficiency.curve(Link.NVLINK).peak_fraction
+        """Bytes/s of one GPU's NVLink port in the fluid model: nvlink_busbw at NVLink's peak fraction."""
+        return system
 
     def _init_clock(self, progress: TextIO | None, progress_every_s: float) -> None:
         self._pending: list[Completion] = []

@@ -24,16 +24,13 @@ from typing import TextIO
 
 import numpy as np
 
-from network.analytical import AnalyticalBackend
 from network.backend import Completion, Transfer
-from network.busbw import Link
 from network.efficiency import EfficiencyTable
 from network.flow_clock import FlowClock
 from network.flow.network import NVSWITCH_END, FlowNetwork, Framing
 from network.flow.routing import EcmpRouter
 from network.ns3.params import TransportParams
 from network.ns3.topology import Fabric, build_fabric
-from workload_gen.core.placement import Placement
 from workload_gen.core.records import CollectiveOp
 from workload_gen.core.system import SystemConfig
 
@@ -66,26 +63,15 @@ class FlowBackend(FlowClock):
         progress_every_s: float = 5.0,
         efficiency: EfficiencyTable | str | Path | None = None,
     ) -> None:
-        system = system.for_job(world_size)  # a rack-scale job's NVLink domain, as run-ns3
-        self.system = system
-        self.world_size = world_size
-        self.placement = Placement(world_size, system.domain_gpus)
+        system = self._init_common(system, world_size, algorithm, channels, efficiency)
         self.fabric = fabric or build_fabric(system, world_size, topology, oversubscription=oversubscription,
                                              spines=spines, nodes_per_rack=nodes_per_rack)
-        self.algorithm = algorithm
-        self.channels = channels
-        self._analytical = AnalyticalBackend(system, world_size, efficiency=efficiency)
-        nv_peak = self._analytical.efficiency.curve(Link.NVLINK).peak_fraction
-        self.nvlink_rate = system.nvlink_busbw * nv_peak
         params = TransportParams(mtu=mtu)
         self.router = EcmpRouter.build(self.fabric)
         self.net = FlowNetwork(self.router, framing=Framing(params.udp_payload, IP_UDP_PPP_HEADER),
                                num_gpus=world_size, nvlink_Bps=self.nvlink_rate,
                                nvlink_latency_s=system.nvlink_latency_s)
-        ranks = np.arange(world_size, dtype=np.int64)
-        node, local = np.divmod(ranks, self.fabric.gpus_per_node)
-        nics = self.fabric.nics_per_node
-        self._host = node * nics + local * nics // self.fabric.gpus_per_node  # Fabric.host_of_rank
+        self._host = self.fabric.host_of_rank(np.arange(world_size, dtype=np.int64))
         self._init_clock(progress, progress_every_s)
 
     # ------------------------------------------------------------------ engine protocol

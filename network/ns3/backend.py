@@ -22,16 +22,13 @@ from typing import TextIO
 
 import numpy as np
 
-from network.analytical import AnalyticalBackend
 from network.backend import Completion, Transfer
-from network.busbw import Link
 from network.efficiency import EfficiencyTable
 from network.flow_clock import FlowClock
 from network.ns3 import runtime
 from network.ns3.params import TransportParams
 from network.ns3.topology import Fabric, build_fabric
 from network.ns3.world import SWITCH_END, PacketNetwork
-from workload_gen.core.placement import Placement
 from workload_gen.core.records import CollectiveOp
 from workload_gen.core.system import SystemConfig
 
@@ -80,30 +77,18 @@ class Ns3Backend(FlowClock):
         progress_every_s: float = 5.0,
         efficiency: EfficiencyTable | str | Path | None = None,
     ) -> None:
-        system = system.for_job(world_size)  # a rack-scale job's NVLink domain (its Slurm segment)
-        self.system = system
-        self.world_size = world_size
-        self.placement = Placement(world_size, system.domain_gpus)  # a "node" is the NVLink domain
+        system = self._init_common(system, world_size, algorithm, channels, efficiency)
         self.params = params or TransportParams()
         self.fabric = fabric or build_fabric(system, world_size, topology, oversubscription=oversubscription,
                                              spines=spines, nodes_per_rack=nodes_per_rack, nvswitch=nvswitch)
         self.nvswitch = nvswitch or any(ln.kind == "nvlink" for ln in self.fabric.links)
-        self.algorithm = algorithm
-        self.channels = channels
-        # NCCL's fixed per-call cost and NVLink derating come from the same efficiency
-        # table as the analytical backend's (docs/ns3.md, "Agreement with run-analytical").
-        self._analytical = AnalyticalBackend(system, world_size, efficiency=efficiency)
-        nv_peak = self._analytical.efficiency.curve(Link.NVLINK).peak_fraction
-        self.nvlink_rate = system.nvlink_busbw * nv_peak
         self.net = PacketNetwork(self.fabric, self.params, nvlink_bps=self.nvlink_rate * 8,
                                  nvlink_latency_s=system.nvlink_latency_s, num_gpus=world_size)
         self.transfers: list[TransferFlows] = []
         self._init_clock(progress, progress_every_s)
         self._late_submits = 0
         self._path_cache: dict[tuple[int, int], tuple[float, int, float]] = {}
-        gpn = system.domain_gpus
-        self._host = np.array([self.fabric.host_of_rank(r) for r in range(world_size)], dtype=np.int64)
-        self._gpn = gpn
+        self._host = self.fabric.host_of_rank(np.arange(world_size, dtype=np.int64))
 
     # ------------------------------------------------------------------ engine protocol
     def collective_time(self, op: CollectiveOp, ranks: tuple[int, ...]) -> float:

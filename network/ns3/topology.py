@@ -24,6 +24,7 @@ import re
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from workload_gen.core.errors import ConfigError, FormatError
 from workload_gen.core.system import SystemConfig
@@ -60,8 +61,9 @@ class Fabric:
     def node_name(self, n: int) -> str:
         return f"nic{n}" if n < self.num_hosts else self.switch_names[n - self.num_hosts]
 
-    def host_of_rank(self, rank: int) -> int:
-        """The NIC a GPU sends through (GPU i of a node -> NIC i*nics/gpus, as on DGX)."""
+    def host_of_rank(self, rank: Any) -> Any:
+        """The NIC a GPU sends through (GPU i of a node -> NIC i*nics/gpus, as on DGX); ``rank``
+        an int, or a numpy array of ranks for every one at once (the backends' rank->host table)."""
         node, local = divmod(rank, self.gpus_per_node)
         return node * self.nics_per_node + local * self.nics_per_node // self.gpus_per_node
 
