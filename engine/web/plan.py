@@ -20,61 +20,60 @@ from workload_gen.core.errors import ConfigError
 
 @dataclass(frozen=True)
 class Field:
-    """One form field: its plan key, its run-analytical flag and its Megatron-LM spelling
-    (None: Megatron has no such flag; trainsim's own flag is exported instead)."""
+    """One form field: its plan key, its run-analytical flag, its Megatron-LM spelling
+    (None: Megatron has no such flag; trainsim's own flag is exported instead) and the
+    parser's dest for it."""
 
     key: str
     flag: str
     megatron: str | None
     kind: str  # "text" (a value), "switch" (a flag present when true)
+    dest: str | None
+    """Where run-analytical's parser (engine/commands/config_flags.py) stores the flag's value;
+    None for --system, which the parser defaults (pasted flags name it or keep the form's)."""
 
 
 FIELDS: tuple[Field, ...] = (
-    Field("model", "--model", None, "text"),
-    Field("system", "--system", None, "text"),
-    Field("num_layers", "--num-layers", "--num-layers", "text"),
-    Field("world_size", "--world-size", None, "text"),
-    Field("global_batch", "--global-batch", "--global-batch-size", "text"),
-    Field("micro_batch", "--micro-batch", "--micro-batch-size", "text"),
-    Field("seq_length", "--seq-length", "--seq-length", "text"),
-    Field("tp", "--tp", "--tensor-model-parallel-size", "text"),
-    Field("pp", "--pp", "--pipeline-model-parallel-size", "text"),
-    Field("vpp", "--vpp", "--num-virtual-stages-per-pipeline-rank", "text"),
-    Field("cp", "--cp", "--context-parallel-size", "text"),
-    Field("ep", "--ep", "--expert-model-parallel-size", "text"),
-    Field("etp", "--etp", "--expert-tensor-parallel-size", "text"),
-    Field("recompute", "--recompute", "--recompute-granularity", "text"),
-    Field("dtype", "--dtype", None, "text"),
-    Field("fp8_recipe", "--fp8-recipe", "--fp8-recipe", "text"),
-    Field("sp", "--sp", "--sequence-parallel", "switch"),
-    Field("dist_opt", "--dist-opt", "--use-distributed-optimizer", "switch"),
-    Field("overlap_grad_reduce", "--overlap-grad-reduce", "--overlap-grad-reduce", "switch"),
-    Field("overlap_param_gather", "--overlap-param-gather", "--overlap-param-gather", "switch"),
-    Field("tp_comm_overlap", "--tp-comm-overlap", "--tp-comm-overlap", "switch"),
-    Field("first_stage_layers", "--first-stage-layers", "--decoder-first-pipeline-num-layers", "text"),
-    Field("last_stage_layers", "--last-stage-layers", "--decoder-last-pipeline-num-layers", "text"),
-    Field("pipeline_layout", "--pp-layout", "--pipeline-model-parallel-layout", "text"),
-    Field("moe_token_dispatcher", "--moe-token-dispatcher-type", "--moe-token-dispatcher-type", "text"),
-    Field("moe_flex_dispatcher_backend", "--moe-flex-dispatcher-backend", "--moe-flex-dispatcher-backend", "text"),
-    Field("overlap_moe_expert_parallel_comm", "--overlap-moe-expert-parallel-comm",
-          "--overlap-moe-expert-parallel-comm", "switch"),
+    Field("model", "--model", None, "text", "model"),
+    Field("system", "--system", None, "text", None),
+    Field("num_layers", "--num-layers", "--num-layers", "text", "m_num_layers"),
+    Field("world_size", "--world-size", None, "text", "p_world_size"),
+    Field("global_batch", "--global-batch", "--global-batch-size", "text", "p_global_batch"),
+    Field("micro_batch", "--micro-batch", "--micro-batch-size", "text", "p_micro_batch"),
+    Field("seq_length", "--seq-length", "--seq-length", "text", "p_seq_length"),
+    Field("tp", "--tp", "--tensor-model-parallel-size", "text", "p_tp"),
+    Field("pp", "--pp", "--pipeline-model-parallel-size", "text", "p_pp"),
+    Field("vpp", "--vpp", "--num-virtual-stages-per-pipeline-rank", "text", "p_vpp"),
+    Field("cp", "--cp", "--context-parallel-size", "text", "p_cp"),
+    Field("ep", "--ep", "--expert-model-parallel-size", "text", "p_ep"),
+    Field("etp", "--etp", "--expert-tensor-parallel-size", "text", "p_etp"),
+    Field("recompute", "--recompute", "--recompute-granularity", "text", "p_recompute"),
+    Field("dtype", "--dtype", None, "text", "p_dtype"),
+    Field("fp8_recipe", "--fp8-recipe", "--fp8-recipe", "text", "p_fp8_recipe"),
+    Field("sp", "--sp", "--sequence-parallel", "switch", "p_sp"),
+    Field("dist_opt", "--dist-opt", "--use-distributed-optimizer", "switch", "p_distributed_optimizer"),
+    Field("overlap_grad_reduce", "--overlap-grad-reduce", "--overlap-grad-reduce", "switch", "p_overlap_grad_reduce"),
+    Field("overlap_param_gather", "--overlap-param-gather", "--overlap-param-gather",
+          "switch", "p_overlap_param_gather"),
+    Field("tp_comm_overlap", "--tp-comm-overlap", "--tp-comm-overlap", "switch", "p_tp_comm_overlap"),
+    Field("first_stage_layers", "--first-stage-layers", "--decoder-first-pipeline-num-layers",
+          "text", "p_first_stage_layers"),
+    Field("last_stage_layers", "--last-stage-layers", "--decoder-last-pipeline-num-layers",
+          "text", "p_last_stage_layers"),
+    Field("pipeline_layout", "--pp-layout", "--pipeline-model-parallel-layout", "text", "p_pipeline_layout"),
+    Field("moe_token_dispatcher", "--moe-token-dispatcher-type", "--moe-token-dispatcher-type",
+          "text", "p_moe_token_dispatcher"),
+    Field("moe_flex_dispatcher_backend", "--moe-flex-dispatcher-backend", "--moe-flex-dispatcher-backend",
+          "text", "p_moe_flex_dispatcher_backend"),
+    Field("overlap_moe_expert_parallel_comm", "--overlap-moe-expert-parallel-comm", "--overlap-moe-expert-parallel-comm",
+          "switch", "p_overlap_moe_expert_parallel_comm"),
 )
 """The form, in the order its flags are written. Each key is the ParallelConfig/ModelConfig
 field's short name; the flags are those of workload_gen/megatron_flags.py."""
 
 BY_KEY = {f.key: f for f in FIELDS}
-PARSED_DEST = {"model": "model", "num_layers": "m_num_layers", "world_size": "p_world_size",
-               "global_batch": "p_global_batch", "micro_batch": "p_micro_batch", "seq_length": "p_seq_length",
-               "tp": "p_tp", "pp": "p_pp", "vpp": "p_vpp", "cp": "p_cp", "ep": "p_ep", "etp": "p_etp",
-               "recompute": "p_recompute",
-               "dtype": "p_dtype", "fp8_recipe": "p_fp8_recipe", "sp": "p_sp", "dist_opt": "p_distributed_optimizer",
-               "overlap_grad_reduce": "p_overlap_grad_reduce", "overlap_param_gather": "p_overlap_param_gather",
-               "tp_comm_overlap": "p_tp_comm_overlap", "first_stage_layers": "p_first_stage_layers",
-               "last_stage_layers": "p_last_stage_layers", "pipeline_layout": "p_pipeline_layout",
-               "moe_token_dispatcher": "p_moe_token_dispatcher",
-               "moe_flex_dispatcher_backend": "p_moe_flex_dispatcher_backend",
-               "overlap_moe_expert_parallel_comm": "p_overlap_moe_expert_parallel_comm"}
-"""Plan key -> the dest the config parser (engine/commands/config_flags.py) stores it under."""
+PARSED_DEST = {f.key: f.dest for f in FIELDS if f.dest is not None}
+"""Plan key -> the dest the config parser stores it under (Field.dest)."""
 
 MAX_VALUE_CHARS = 64
 """A form value longer than this is no preset name or count (the longest preset name is 18)."""

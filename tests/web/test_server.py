@@ -246,3 +246,18 @@ def test_nvfp4_is_a_precision_of_the_page(server):
     status, body = request(server, "POST", "/api/flags", json.dumps({"text": " ".join(megatron_argv(plan))}))
     assert json.loads(body)["plan"]["dtype"] == "fp4" and json.loads(body)["not_on_form"] == []
     assert "needs FP4 tensor cores" in evaluate(server, {**SMALL, "system": "h100", "dtype": "fp4"})["error"]
+
+
+def test_each_form_field_reads_back_from_the_parsers_own_dest():
+    """A field's flag and its Megatron spelling both land where the field says run-analytical's
+    parser stores them (the form's read-back of pasted flags depends on it)."""
+    from engine.commands.run import build_parser
+    from engine.web.plan import FIELDS
+
+    dests = {o: a.dest for a in build_parser("analytical")._actions for o in a.option_strings}
+    for f in FIELDS:
+        if f.dest is None:
+            continue
+        assert dests[f.flag] == f.dest, f.key
+        if f.megatron is not None:
+            assert dests[f.megatron] == f.dest, f.key
