@@ -336,12 +336,12 @@ class Simulator:
                             start = rank.cpu
                         if host[1][i] and rank.cpu < start + d:
                             rank.cpu = start + d  # the host waits for this op's result
-                    if op.name == STEP_OVERHEAD_OP:  # the optimizer step's fixed host work: the GPU waits
-                        rank.acc.host += d
-                    elif op.kind is OpKind.OPTIMIZER:
-                        rank.acc.optimizer += d
-                    else:
+                    if op.kind is not OpKind.OPTIMIZER:
                         rank.acc.compute += d
+                    elif op.name == STEP_OVERHEAD_OP:  # the optimizer step's fixed host work: the GPU waits
+                        rank.acc.host += d
+                    else:
+                        rank.acc.optimizer += d
                     if self.timeline:
                         rank.records.append(self._comp_rec(op, start, start + d, step.chunk if step else -1,
                                                           step.microbatch if step else -1))
