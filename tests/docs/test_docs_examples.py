@@ -1019,6 +1019,20 @@ def test_and_parts_keep_a_subshell_whole():
     assert and_parts("echo 'a && b' && true") == ["echo 'a && b'", "true"]
 
 
+def test_documented_figures_must_match_what_is_printed():
+    """A documented figure off by more than 0.1% is drift; a figure written ~4.9 is measured
+    and not compared; a documented line the command no longer prints fails; with numbers off
+    (a shrunk CI run) only the words are compared."""
+    printed = "iteration time      3.6958 s\nmeasured 36 op shapes in 4.3 s\nok\n"
+    assert output_mismatch(["iteration time 3.6958 s", "...", "ok"], printed, numbers=True) is None
+    assert "drifted" in output_mismatch(["iteration time 3.6163 s"], printed, numbers=True)
+    assert output_mismatch(["iteration time 3.6983 s"], printed, numbers=False) is None
+    assert output_mismatch(["measured 36 op shapes in ~4.9 s"], printed, numbers=True) is None
+    assert "drifted" in output_mismatch(["measured 33 op shapes in ~4.9 s"], printed, numbers=True)
+    assert "not printed" in output_mismatch(["throughput 1 tokens/s"], printed, numbers=True)
+    assert "not printed" in output_mismatch(["done"], printed, numbers=True)
+
+
 def test_pip_lines_are_checked_not_run():
     ok, detail = check_pip(["pip", "install", "-e", ".[no-such-extra]"])
     assert not ok and "no-such-extra" in detail
