@@ -20,7 +20,6 @@ work is one dict lookup and one record copy (scripts/bench_attach.py reports the
 """
 from __future__ import annotations
 
-import gc
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -28,6 +27,7 @@ from pathlib import Path
 from compute_profile.db import ProfileDB, ProfileRow
 from compute_profile.estimator import EstimatorParams, explain, load_params
 from compute_profile.keys import NAMED_KINDS, key_variant, parse_shape, profile_phase, shape_key
+from formats.gc_pause import no_cyclic_gc
 from workload_gen.core.errors import ConfigError
 from workload_gen.core.gpu_specs import GpuSpec, get_gpu
 from workload_gen.core.parallel_config import DTYPE_BYTES
@@ -276,16 +276,11 @@ def attach(workload: Workload, gpu: str, db: ProfileDB | str | Path | None = Non
         # The copies are ~100k small tracked objects: pausing the cyclic GC while they are
         # made halves the time (each generation-0 pass would otherwise rescan them; nothing
         # here creates cycles).
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with no_cyclic_gc():
             for st in workload.stages:
                 chunks = tuple(replace(ch, forward=timed(ch.forward, nmb), backward=timed(ch.backward, nmb))
                                for ch in st.chunks)
                 stages.append(replace(st, chunks=chunks, iteration=timed(st.iteration, 1.0)))
-        finally:
-            if gc_was_enabled:
-                gc.enable()
         cov = Coverage(
             total_s=sum(totals.values()),
             measured_s=totals[TimeSource.MEASURED], scaled_s=totals[TimeSource.SCALED],
