@@ -1,0 +1,35 @@
+"""The non-reserved Megatron-Bridge skill runs (scripts/check_moe_skill_runs.py): each row's flag
+list is the 26.04 recipe in BF16 with only that row's stated differences, as the skill pages
+describe the runs."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+import check_moe_skill_runs as skill  # noqa: E402
+from check_recipes import _parse  # noqa: E402
+from workload_gen.flag_values import configs_from_flags  # noqa: E402
+
+
+@pytest.mark.parametrize("run", skill.RUNS, ids=lambda r: r.label)
+def test_each_run_is_the_stated_shape(run):
+    argv = skill.flags(run)
+    assert not skill.FP8_FLAGS & set(argv)  # BF16
+    ns, err = _parse(argv)
+    assert ns is not None, err
+    model, par, _ = configs_from_flags(vars(ns))
+    assert (par.world_size, par.tp, par.pp, par.cp, par.ep, par.micro_batch, par.global_batch, par.seq_length) == (
+        16, 1, 1, 1, 16, 1, 1024, 4096)
+    assert model.num_experts == 128 and model.moe_router_topk == 8 and model.hidden_size == 2048
+    assert par.moe_token_dispatcher == ("alltoall" if run.alltoall else "flex")
+    assert par.overlap_moe_expert_parallel_comm == ("--overlap-moe-expert-parallel-comm" in argv)
+    assert par.moe_router_force_load_balancing
+
+
+def test_the_nsight_split_adds_up():
+    """GPU-active 22.821 s minus 8.25 s of communication leaves about 14.57 s of compute."""
+    assert skill.NSIGHT_COMM_S == pytest.approx(8.2536, rel=1e-4)
+    assert skill.NSIGHT_GPU_ACTIVE_S - skill.NSIGHT_COMM_S == pytest.approx(14.567, abs=1e-3)
