@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
@@ -37,6 +38,19 @@ from workload_gen.core.system import SystemConfig
 IP_UDP_PPP_HEADER = 30
 """Wire bytes an RDMA data packet adds to its payload: IPv4 20 + UDP 8 + PPP 2 (the ns-3
 backend's framing, Ns3Backend.ideal_durations)."""
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class FlowRecord:
+    """One submitted collective's flows: the first global flow id and, per flow, the GPU
+    ranks at its ends (-1: the node's NVSwitch, for NVLS)."""
+
+    first_flow: int
+    transfer: int
+    collective: str
+    group: str
+    src_rank: np.ndarray
+    dst_rank: np.ndarray
 
 
 class FlowBackend(FlowClock):
@@ -72,6 +86,8 @@ class FlowBackend(FlowClock):
                                num_gpus=world_size, nvlink_Bps=self.nvlink_rate,
                                nvlink_latency_s=system.nvlink_latency_s)
         self._host = self.fabric.host_of_rank(np.arange(world_size, dtype=np.int64))
+        self.records: list[FlowRecord] = []
+        """Per submitted collective, where its flows are and whose they are (fct.csv)."""
         self._init_clock(progress, progress_every_s)
 
     # ------------------------------------------------------------------ engine protocol
@@ -99,8 +115,11 @@ class FlowBackend(FlowClock):
                              "inter-node flow; the fabric cannot carry it")
         s = np.where(fluid, np.where(src < 0, NVSWITCH_END, src), self._host[np.maximum(src, 0)])
         d = np.where(fluid, np.where(dst < 0, NVSWITCH_END, dst), self._host[np.maximum(dst, 0)])
-        self.net.add_transfer(transfer.id, s, d, graph.bytes, graph.parent_ptr, graph.parent_idx, fluid,
-                              self.start_overhead(transfer))
+        first = self.net.add_transfer(transfer.id, s, d, graph.bytes, graph.parent_ptr, graph.parent_idx, fluid,
+                                      self.start_overhead(transfer))
+        self.records.append(FlowRecord(first, transfer.id, op.name, op.group.value,
+                                       np.where(src < 0, -1, src).astype(np.int32),
+                                       np.where(dst < 0, -1, dst).astype(np.int32)))
         self._inflight += 1
         self._collect()
 

@@ -55,10 +55,13 @@ class FlowKind:
                   file=progress, flush=True)
         return backend
 
-    output_files: tuple[str, ...] = ()
+    output_files: tuple[str, ...] = ("fct.csv", "links.csv")
 
     def render_outputs(self, backend: Any, iteration_time_s: float) -> dict[str, str | bytes]:
-        return {}
+        """fct.csv and links.csv (network.flow.outputs): run-ns3's columns that exist without packets."""
+        from network.flow.outputs import render_flow_outputs
+
+        return dict(render_flow_outputs(backend, iteration_time_s))
 
     def report(self, backend: Any) -> dict[str, Any]:
         return backend.stats()

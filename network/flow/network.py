@@ -111,7 +111,10 @@ class FlowNetwork:
         self.now = 0.0
         self.flows = Columns({"src": np.int64, "dst": np.int64, "bytes": np.float64, "wire": np.float64,
                               "fluid": np.bool_, "tr": np.int64, "pending": np.int64, "post": np.float64,
-                              "start": np.float64, "sent": np.float64, "done": np.float64})
+                              "start": np.float64, "sent": np.float64, "done": np.float64, "ideal": np.float64})
+        """Per flow: ``ideal`` is the duration it would have had alone on an idle path (the
+        same definition as run-ns3's fct.csv: latency, store-and-forward, wire bytes at the
+        path's narrowest rate); 0 for a flow done at once."""
         self._send_ptr = Columns({"p": np.int64})  # per flow: first send-child row; +1 sentinel kept
         self._done_ptr = Columns({"p": np.int64})
         self._send_kids = Columns({"c": np.int64})
@@ -337,6 +340,7 @@ class FlowNetwork:
             self._deliver(z)
         nv = ids[fluid & ~instant]
         if nv.size:
+            f["ideal"][nv] = self.nvlink_latency_s + f["wire"][nv] / self.nvlink_Bps
             if self.nvlink_latency_s > 0:
                 self._push(self.now + self.nvlink_latency_s, _ACTIVATE, nv)
             else:
@@ -354,6 +358,7 @@ class FlowNetwork:
             fr = self.framing
             pkt = np.minimum(f["bytes"][net], fr.payload) + fr.header
             f["post"][net] = self._res_delay[path].sum(axis=1) + pkt * (per_hop.sum(axis=1) - per_hop.max(axis=1))
+            f["ideal"][net] = f["post"][net] + f["wire"][net] * per_hop.max(axis=1)
             self._start(net, path)
 
     def _activate(self, ids: np.ndarray) -> None:
