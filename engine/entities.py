@@ -199,7 +199,7 @@ class RankState:
 
     __slots__ = ("rank", "stage", "plan", "steps", "tail_spec", "cursor", "blocked", "overlapped", "gathers",
                  "grads", "groups", "issued_on", "acc", "records", "end", "done", "comm_busy", "flex_busy",
-                 "cpu", "host")
+                 "cpu", "host", "launched")
 
     def __init__(self, rank: int, stage: int, plan: StagePlan, steps: tuple[Step, ...]) -> None:
         self.rank, self.stage, self.plan, self.steps = rank, stage, plan, steps
@@ -227,4 +227,7 @@ class RankState:
         self.cpu = 0.0
         """The host's clock: when it has launched the op before the next (engine.host_launch)."""
         self.host: HostPlan | None = None
+        self.launched = -1
+        """Index, in the running pass, of the collective whose host launch has been paid while
+        the GPU waited for it (EV_LAUNCHED resumes the rank there); -1: none."""
         """The running pass's host plan (HostModel.plan), None in the tail or without a host model."""

@@ -15,3 +15,6 @@ EV_PASS_DONE = 2
 """A memoised pass ended; payload: its RankState."""
 EV_GRAD_READY = 3
 """Gradient buckets became ready inside a memoised pass; payload: (RankState, bucket ops)."""
+EV_LAUNCHED = 4
+"""The host has launched a collective the rank's GPU stream was waiting for (a dispatch
+issued after a host synchronisation, engine.host_launch); payload: its RankState."""

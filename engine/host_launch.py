@@ -35,8 +35,21 @@ Sources of the constants:
 - the alltoall dispatcher's preprocessing (token counts per expert and per rank, the count
   all-gather over TP x EP, the copies to the host, the splits' conversion to lists) is about
   fifteen torch calls (counted in Megatron-LM's token_dispatcher.py, MoEAlltoAllTokenDispatcher
-  .preprocess, at 0d8e0714); the flex dispatcher's (DeepEP, HybridEP) is about five (its
-  metadata set-up), charged with the permute op that follows it.
+  .preprocess, at 0d8e0714), charged with the permute op that follows it;
+- the flex dispatcher waits inside its dispatch call: DeepEP's normal mode for the count of
+  tokens it will receive, HybridEP (without ``--moe-expert-rank-capacity-factor``) for the
+  dispatched count that sizes its buffers ("CPU sync in dispatch", Megatron-LM
+  token_dispatcher.py, _HybridEPManager, d98e8a64). The host reaches the dispatch, waits for
+  the GPU, then allocates and launches the transfer, while the GPU waits. That host work:
+  HybridEP's ``dispatch-with-permute`` NVTX range on a DGX H100, 1.767 s per step over 48
+  layers x 64 micro-batches with the EP overlap on (0.575 ms a call: Megatron-Bridge
+  moe-comm-overlap skill, Nsight table, Qwen3-30B-A3B on 16 H100; :data:`HYBRIDEP_DISPATCH_OPS`).
+  The same page puts 1.89 s of the step without the overlap outside any kernel (24.71 s step,
+  22.82 s GPU-active), 0.62 ms per layer's dispatch: the two figures agree. DeepEP has no
+  published figure; its set-up is taken as about five torch calls (:data:`FLEX_PREPROCESS_OPS`).
+  In the EP overlap's combined pass Megatron issues the other micro-batch's expert backward
+  before the dispatch waits (TransformerLayerSchedulePlan.run), so the GPU stays fed: no wait
+  is modelled there.
 
 Units: seconds.
 """
@@ -44,14 +57,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from workload_gen.core.records import ComputeOp, Op, OpKind, Phase, Workload
+from workload_gen.core.records import MOE_DISPATCH_OP, ComputeOp, Op, OpKind, Phase, Workload
 
 TE_MODULE_OPS = 99.66 / 37.08
 """A Transformer Engine module call in eager ops (TE issue 2053, GB200 rows)."""
 ALLTOALL_PREPROCESS_OPS = 15.0
 """Torch calls of the alltoall dispatcher's preprocessing (Megatron-LM token_dispatcher.py)."""
 FLEX_PREPROCESS_OPS = 5.0
-"""Torch calls of the flex dispatcher's metadata set-up before its dispatch kernel."""
+"""Torch calls of DeepEP's set-up between its host wait and its dispatch kernel."""
+HYBRIDEP_DISPATCH_OPS = 0.575e-3 / 13.48e-6
+"""HybridEP's dispatch call after its host wait, in eager ops: 0.575 ms a call on a DGX H100
+(1.767 s / 3,072 calls, NVIDIA's NVTX range; module docstring) over that host's 13.48 us per
+op (workload_gen.core.system.HOST_OP_S), about 43; on another host it scales with its op cost."""
 GRAPH_REPLAY_OPS = 1.0
 """A captured scope's replay: one graph launch from TE's graphed callable, about one eager op."""
 
@@ -83,6 +100,9 @@ class HostModel:
         experts = model.num_experts if model is not None else 0
         self.local_experts = max(1, experts // par.ep) if experts else 1
         self.alltoall = par.moe_token_dispatcher == "alltoall"
+        self.dispatch_units = (HYBRIDEP_DISPATCH_OPS if par.moe_flex_dispatcher_backend == "hybridep"
+                               else 1.0 + FLEX_PREPROCESS_OPS)
+        """Host work of the flex dispatch collective (its sync's aftermath), eager ops."""
         """The alltoall dispatcher's preprocessing (else flex's lighter set-up) rides on the permute."""
         self.sync_name = sync_op(par) if experts else None
         self.boundary_sync = par.pp > 1 and (par.vpp == 1 or not par.overlap_p2p_comm)
@@ -126,10 +146,12 @@ class HostModel:
         host = gpu = 0.0
         for op in ops:
             if type(op) is not ComputeOp:
-                costs.append(op_s)
-                syncs.append(False)
+                waits = op.name == sync_name and op.phase is Phase.FWD and not op.overlappable
+                c = self.dispatch_units * op_s if waits else op_s
+                costs.append(c)
+                syncs.append(waits)
                 last_scope = None
-                host += op_s
+                host += c
                 continue
             fwd = op.phase is Phase.FWD
             if graphed:
@@ -173,8 +195,8 @@ def op_units(op: ComputeOp, local_experts: int, alltoall: bool) -> float:
         return (0.0 if wgrad else TE_MODULE_OPS) + local_experts
     if op.kind in _GEMM_KINDS:
         return 1.0 if wgrad else TE_MODULE_OPS
-    if op.kind is OpKind.PERMUTE and op.name == "permute" and op.phase is Phase.FWD:
-        return 1.0 + (ALLTOALL_PREPROCESS_OPS if alltoall else FLEX_PREPROCESS_OPS)
+    if op.kind is OpKind.PERMUTE and op.name == "permute" and op.phase is Phase.FWD and alltoall:
+        return 1.0 + ALLTOALL_PREPROCESS_OPS
     return 1.0
 
 
@@ -186,14 +208,16 @@ def sync_op(par) -> str | None:
     every size is static and nothing waits; with a capacity factor alone the output size is known
     only on the GPU, so the host waits before the first permutation (after the router); dropless,
     it waits before the EP all-to-all (after the permute). The allgather dispatcher copies the
-    counts per expert to the host (``.cpu()``) the same way. DeepEP's normal-mode dispatch has the
-    CPU wait for the received-token count, and HybridEP without a per-rank capacity waits for the
-    dispatched count (Megatron-LM PR 6999): both after the permute-side set-up."""
+    counts per expert to the host (``.cpu()``) the same way. The flex dispatcher waits inside
+    its dispatch call, before the transfer (the dispatch collective itself: the host waits for
+    the GPU to reach it, then launches it): DeepEP's normal mode for the received-token count,
+    HybridEP without a per-rank capacity for the dispatched count (Megatron-LM PR 6999; the
+    per-rank capacity, ``--moe-expert-rank-capacity-factor``, is not among the simulator's flags)."""
     if par.moe_token_dispatcher == "alltoall":
         if par.moe_expert_capacity_factor is not None:
             return None if par.moe_pad_expert_input_to_capacity else "router"
         return "permute"
-    return "permute"
+    return MOE_DISPATCH_OP
 
 
 def graphed_scopes(par, moe_model: bool, has_sync: bool) -> frozenset[str]:

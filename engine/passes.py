@@ -208,7 +208,15 @@ def profile_pass(
                 offsets.append((i, t))
             continue
         if host is not None:
-            cpu += launch[i]  # a collective's launch delays the host, never the GPU
+            if syncs[i]:  # the host waits for the GPU to reach this op, then launches it; the GPU waits
+                if cpu < t:
+                    cpu = t
+                cpu += launch[i]
+                if cpu > t:
+                    host_wait += cpu - t
+                    t = cpu
+            else:
+                cpu += launch[i]  # any other collective's launch delays the host, never the GPU
         if op.overlappable:
             if i not in pre_issued:
                 issue_overlapped(i, t)

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 from engine.communicators import Communicators
 from engine.entities import INF, MEMOISED_PASS, Future, RankState
-from engine.event_kinds import EV_COMPUTE_DONE, EV_FUTURE_DONE, EV_GRAD_READY, EV_PASS_DONE
+from engine.event_kinds import EV_COMPUTE_DONE, EV_FUTURE_DONE, EV_GRAD_READY, EV_LAUNCHED, EV_PASS_DONE
 from engine.loop import COMPLETION, EventLoop
 from engine.passes import PassProfile, profile_pass
 from engine.pipeline_transfers import PipelineTransfers
@@ -347,9 +347,21 @@ class Simulator:
                                                           step.microbatch if step else -1))
                     self.loop.schedule(start + d, COMPLETION, EV_COMPUTE_DONE, rank)
                     return
+                host = rank.host
+                if host is not None and rank.launched != i:
+                    if host[1][i]:  # the host waits for the GPU to reach this op, then launches it
+                        if rank.cpu < now:
+                            rank.cpu = now
+                        rank.cpu += host[0][i]
+                        if rank.cpu > now:  # the GPU waits for the launch (as engine.passes.profile_pass)
+                            rank.acc.host += rank.cpu - now
+                            rank.launched = i
+                            self.loop.schedule(rank.cpu, COMPLETION, EV_LAUNCHED, rank)
+                            return
+                    else:
+                        rank.cpu += host[0][i]  # any other collective's launch delays the host, never the GPU
+                rank.launched = -1
                 cursor.op_index += 1
-                if rank.host is not None:
-                    rank.cpu += rank.host[0][i]  # a collective's launch delays the host, never the GPU
                 if cursor.in_tail:  # once-per-iteration collectives all block
                     fut = self.comms.issue(rank, op, now, -1, -1)
                 elif op.overlappable:
@@ -457,6 +469,8 @@ class Simulator:
                 self._run(rank)
             elif kind == EV_FUTURE_DONE:
                 self._complete(data, t)
+            elif kind == EV_LAUNCHED:
+                self._run(data)
             elif kind == EV_PASS_DONE:
                 rank = data
                 rank.cursor.op_index = 0

@@ -6,12 +6,13 @@ import pytest
 
 from compute_profile.attaching import attach
 from engine import simulate
-from engine.host_launch import GRAPH_REPLAY_OPS, TE_MODULE_OPS, HostModel, graphed_scopes, sync_op
+from engine.host_launch import (FLEX_PREPROCESS_OPS, GRAPH_REPLAY_OPS, HYBRIDEP_DISPATCH_OPS, TE_MODULE_OPS, HostModel,
+                                graphed_scopes, sync_op)
 from engine.passes import profile_pass
 from workload_gen.builder import build
 from workload_gen.core.model_presets import get_preset
 from workload_gen.core.parallel_config import ParallelConfig
-from workload_gen.core.records import STEP_OVERHEAD_OP, ComputeOp, OpKind, Phase
+from workload_gen.core.records import MOE_DISPATCH_OP, STEP_OVERHEAD_OP, CollectiveOp, CollKind, ComputeOp, Group, OpKind, Phase
 from workload_gen.core.system import HOST_OP_S, SYSTEMS, host_cpu
 
 US = 1e-6
@@ -58,6 +59,7 @@ def test_after_a_sync_the_gpu_waits_for_each_launch():
 class _Par:
     def __init__(self, **kw):
         self.moe_token_dispatcher = kw.get("dispatcher", "alltoall")
+        self.moe_flex_dispatcher_backend = kw.get("backend", "deepep")
         self.moe_expert_capacity_factor = kw.get("cf")
         self.moe_pad_expert_input_to_capacity = kw.get("pad", False)
         self.cuda_graph_impl = kw.get("impl", "none")
@@ -70,7 +72,10 @@ def test_where_megatrons_dispatchers_wait_for_the_host():
     assert sync_op(_Par(cf=1.0, pad=True)) is None
     assert sync_op(_Par(cf=1.0)) == "router"
     assert sync_op(_Par()) == "permute"
-    assert sync_op(_Par(dispatcher="flex")) == "permute"  # DeepEP / HybridEP wait for the received count
+    # DeepEP / HybridEP wait inside the dispatch call, before the transfer (_HybridEPManager:
+    # "CPU sync in dispatch"): the dispatch collective itself is the sync point
+    assert sync_op(_Par(dispatcher="flex")) == MOE_DISPATCH_OP
+    assert sync_op(_Par(dispatcher="flex", backend="hybridep")) == MOE_DISPATCH_OP
 
 
 def test_graph_scopes_follow_megatron():
@@ -138,3 +143,48 @@ def test_an_ideal_host_changes_nothing():
     waits = real.breakdown.host_s - ideal.breakdown.host_s  # the launch waits; the step's host work is in both
     assert waits > 0
     assert real.iteration_time_s == pytest.approx(ideal.iteration_time_s + waits, rel=1e-6)
+
+
+def test_a_dispatch_that_syncs_waits_for_the_gpu_then_for_its_launch():
+    # A (100 us), then the flex dispatch (50 us on the wire) with 30 us of host work after
+    # the host has waited for the GPU to reach it, then C (100 us); 10 us per other launch,
+    # the host far ahead at the start. A 0-100; the host waits until 100, launches the
+    # dispatch at 130 (130-180); C, launched at 140, runs 180-280. The GPU waited 30 us.
+    disp = CollectiveOp(MOE_DISPATCH_OP, 0, Phase.FWD, CollKind.ALL_TO_ALL, Group.EP, 8, 1 << 20)
+    ops = (_op("a", 100 * US), disp, _op("c", 100 * US))
+    prof = profile_pass(ops, lambda op: 50 * US, host=((10 * US, 30 * US, 10 * US), (False, True, False), False))
+    assert prof.duration == pytest.approx(280 * US)
+    assert prof.host_s == pytest.approx(30 * US)
+    assert prof.exposed == (("ep", pytest.approx(50 * US)),)
+    # without the sync the host, far ahead, launched it long before: nothing waits
+    free = profile_pass(ops, lambda op: 50 * US, host=((10 * US, 30 * US, 10 * US), (False,) * 3, False))
+    assert free.duration == pytest.approx(250 * US) and free.host_s == 0.0
+
+
+def test_hybrideps_dispatch_costs_the_host_its_measured_call():
+    """NVIDIA's NVTX range: 1.767 s of HybridEP dispatch calls per step of 48 layers x 64
+    micro-batches on a DGX H100 = 0.575 ms a call; DeepEP's set-up is five torch calls."""
+    assert HYBRIDEP_DISPATCH_OPS * 13.48e-6 == pytest.approx(1.767 / (48 * 64), rel=0.002)
+    op_s = SYSTEMS["h100"].launch_op_s
+    for backend, units in (("hybridep", HYBRIDEP_DISPATCH_OPS), ("deepep", 1 + FLEX_PREPROCESS_OPS)):
+        w = _qwen(moe_token_dispatcher="flex", moe_flex_dispatcher_backend=backend)
+        fwd = w.stages[0].chunks[0].forward
+        costs, syncs, _ = HostModel(w, op_s).plan(0, fwd)
+        at = [i for i, op in enumerate(fwd) if op.name == MOE_DISPATCH_OP]
+        assert len(at) == 2 and all(syncs[i] for i in at) and sum(syncs) == 2
+        assert [costs[i] for i in at] == pytest.approx([units * op_s] * 2)
+
+
+@pytest.mark.parametrize("backend", ["hybridep", "deepep"])
+def test_the_dispatch_wait_is_the_same_at_both_engine_levels(backend):
+    w = _qwen(moe_token_dispatcher="flex", moe_flex_dispatcher_backend=backend, world_size=16, global_batch=16,
+              pp=2, ep=8, overlap_grad_reduce=True, distributed_optimizer=True)
+    fast = simulate(w, SYSTEMS["h100"], "analytical", timeline=False)
+    slow = simulate(w, SYSTEMS["h100"], "analytical", timeline=False, level="op")
+    assert fast.iteration_time_s == pytest.approx(slow.iteration_time_s, rel=1e-12)
+    assert fast.breakdown.host_s == pytest.approx(slow.breakdown.host_s, rel=1e-9)
+    # each stage holds one MoE layer and runs 2 micro-batches: each forward's dispatch leaves
+    # the GPU idle for the dispatch's host work at least, beside the step's fixed host work
+    units = HYBRIDEP_DISPATCH_OPS if backend == "hybridep" else 1 + FLEX_PREPROCESS_OPS
+    step = next(op.time_s for op in w.stages[0].iteration if op.name == STEP_OVERHEAD_OP)
+    assert fast.breakdown.host_s >= step + 2 * units * SYSTEMS["h100"].launch_op_s * (1 - 1e-9)
