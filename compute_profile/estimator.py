@@ -510,7 +510,10 @@ def explain(op: ComputeOp, gpu: GpuSpec | str, params: EstimatorParams | None = 
         eff_m = p.memory_efficiency(kind.value, Phase(op.phase).value)
     compute_s = op.flops / (peak * eff_c) if op.flops > 0 else 0.0
     memory_s = op.bytes / (spec.hbm_bw * eff_m) if op.bytes > 0 else 0.0
-    launch_s = p.launch_count(kind.value, Phase(op.phase).value) * p.launch_overhead_s
+    launches = p.launch_count(kind.value, Phase(op.phase).value)
+    if kind is OpKind.ELEMENTWISE and len(op.shape) == 3:  # a split quantize: its kernel count (shape_doc)
+        launches = op.shape[2]
+    launch_s = launches * p.launch_overhead_s
     # MoE experts issue one GEMM per expert (workload_gen.core.records.EXPERT_OP_PREFIX)
     per_expert = kind is OpKind.GROUPED_GEMM and op.name.startswith(EXPERT_OP_PREFIX) and op.shape
     issue_s = op.shape[0] * p.gemm.grouped_issue_s if per_expert else 0.0

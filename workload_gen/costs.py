@@ -193,6 +193,28 @@ def quantize_cast(rows: int, cols: int, dtype: str, fp8_recipe: str) -> Cost:
     return fp4_cast(rows, cols) if dtype == "fp4" else fp8_cast(rows, cols, fp8_recipe)
 
 
+def split_quantize_kernels(dtype: str, fp8_recipe: str, splits: int, width: int) -> int:
+    """Kernels Transformer Engine launches to quantize one grouped GEMM input split ``splits``
+    ways (one split per local expert: GroupedLinear's ``split_quantize``), by recipe.
+
+    Read in TransformerEngine@d0067d0d (2026-08), ``csrc/extensions/cast.cpp``
+    ``split_quantize`` / ``multi_tensor_quantize_impl`` and ``csrc/quantizer.cpp``:
+    - delayed scaling: one fused multi-tensor cast-transpose for every split ("currently only
+      have fused kernel for FP8 delayed scaling"): 1;
+    - current scaling (tensorwise): each split quantized on its own, and each quantize is
+      three kernels, the amax, the scale from it, then the cast
+      (``Float8CurrentScalingQuantizer::quantize_impl``): 3 per split;
+    - MXFP8 and FP8 blockwise: each split on its own, one kernel each (the block scales are
+      computed in the cast): 1 per split;
+    - NVFP4: one fused grouped kernel when the inner dimension is a multiple of 128, else
+      each split on its own."""
+    if dtype == "fp4":
+        return 1 if width % 128 == 0 else splits
+    if fp8_recipe == "delayed":
+        return 1
+    return (3 if fp8_recipe == "tensorwise" else 1) * splits
+
+
 def attention_softmax_dropout(batch: int, heads: int, sq: int, skv: int, backward: bool) -> Cost:
     """The unfused attention's score handling around its two batched GEMMs, Megatron's fused
     scale-mask-softmax then dropout, per score element (bf16 scores, 1-byte dropout mask):

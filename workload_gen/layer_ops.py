@@ -626,13 +626,15 @@ class _Emitter:
                    self.compute(name, BWD_W, OpKind.GROUPED_GEMM, (local_experts, k_in, n_out, mg_shape), wb)]
             if self.quantized:
                 # Transformer Engine's GroupedLinear quantizes its input (X) in forward and the
-                # incoming gradient (dY) before the dgrad, over all routed rows (split per expert)
-                fwd.insert(0, self.compute(f"{name}{self.cast_suffix}", FWD, OpKind.ELEMENTWISE, (rows, k_in),
-                                           costs.quantize_cast(rows, k_in, key.dtype, key.fp8_recipe),
-                                           dtype="bf16"))
-                bwd.insert(0, self.compute(f"{name}{self.cast_suffix}", BWD_I, OpKind.ELEMENTWISE, (rows, n_out),
-                                           costs.quantize_cast(rows, n_out, key.dtype, key.fp8_recipe),
-                                           dtype="bf16"))
+                # incoming gradient (dY) before the dgrad, over all routed rows, split per
+                # expert: the shape's third entry is the kernels that takes (costs.
+                # split_quantize_kernels), each paying the estimator's per-launch overhead
+                for width, phase, ops in ((k_in, FWD, fwd), (n_out, BWD_I, bwd)):
+                    kernels = costs.split_quantize_kernels(key.dtype, key.fp8_recipe, local_experts, width)
+                    ops.insert(0, self.compute(f"{name}{self.cast_suffix}", phase, OpKind.ELEMENTWISE,
+                                               (rows, width, kernels),
+                                               costs.quantize_cast(rows, width, key.dtype, key.fp8_recipe),
+                                               dtype="bf16"))
             self.add(fwd, bwd)
             if act_after:
                 start = len(self.fwd)
