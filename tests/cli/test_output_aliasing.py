@@ -56,12 +56,14 @@ def test_a_sweep_journal_that_is_a_symlink_is_refused(tmp_path, capsys):
 
 @pytest.mark.parametrize("command", ["run-analytical -q --model gpt3-125m --world-size 1 --global-batch 1",
                                      "gen-workload --model gpt3-125m --world-size 1 -q"])
-def test_a_closed_stdout_is_no_traceback(command):
+def test_a_closed_stdout_is_no_traceback(command, tmp_path):
     """`cmd >&-` left sys.stdout None and ended in AttributeError (issue 29): the output is
-    discarded, as print() would, and the command succeeds."""
+    discarded, as print() would, and the command succeeds. Run in a scratch directory: both
+    commands write their default outputs (workload.txt, run/) into the working directory."""
     import subprocess
 
-    done = subprocess.run(["sh", "-c", f"{command} >&-"], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(["sh", "-c", f"{command} >&-"], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
 
