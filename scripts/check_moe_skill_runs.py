@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from check_recipes import MEASURED, _parse, recipe_argv  # noqa: E402
+from check_recipes import MEASURED, build_flags, recipe_argv  # noqa: E402
 
 BASE = MEASURED / "moe_recipes" / "bridge-26.04-qwen3-30b-a3b-h100-16gpu-fp8cs.args"
 FP8_FLAGS = {"--fp8-format", "--fp8-param-gather", "--fp8-recipe"}
@@ -94,15 +94,12 @@ def flags(run: Run) -> list[str]:
 def simulate(run: Run):
     """(RunResult, peak allocated GiB of the fullest stage) on the h100 system."""
     from engine.pipeline import run_workload
-    from workload_gen import build
     from workload_gen.core.system import load_system
-    from workload_gen.flag_values import configs_from_flags
 
-    ns, err = _parse(flags(run))
-    if ns is None:
-        raise SystemExit(f"check_moe_skill_runs: {run.label}: {err}")
-    model, par, _ = configs_from_flags(vars(ns))
-    result = run_workload(build(model, par), load_system("h100"), attach=True, timeline=False)
+    workload = build_flags(flags(run))
+    if isinstance(workload, str):
+        raise SystemExit(f"check_moe_skill_runs: {run.label}: {workload}")
+    result = run_workload(workload, load_system("h100"), attach=True, timeline=False)
     return result, max(m.allocated_peak for m in result.memory) / 2**30
 
 

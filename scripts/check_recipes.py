@@ -100,31 +100,41 @@ def check(row: dict[str, str], simulate: bool = True) -> Outcome:
     return run_recipe(row, BRIDGE_SYSTEMS[row["gpu"]], simulate)
 
 
-def run_recipe(row: dict[str, str], system: str, simulate: bool = True) -> Outcome:
-    """One row's flag list through the commands' parser, built, and (``simulate``) run on the
-    system preset ``system``: the path every held-out recipe check shares."""
-    from engine.pipeline import run_workload
+def build_flags(argv: list[str]):
+    """A Megatron-LM flag list through the commands' own parser and configuration, built: the
+    Workload, or the one line the parser or the library answers (a str) for one it refuses.
+    The path every flag-list check shares (this script, check_rack_scale, check_moe_skill_runs)."""
     from workload_gen import build
     from workload_gen.core.errors import TrainsimError
+    from workload_gen.flag_values import configs_from_flags
+
+    ns, usage_error = _parse(argv)
+    if ns is None:
+        return usage_error
+    try:
+        model, par, _notes = configs_from_flags(vars(ns))
+        return build(model, par)
+    except TrainsimError as exc:
+        return str(exc)
+
+
+def run_recipe(row: dict[str, str], system: str, simulate: bool = True) -> Outcome:
+    """One row's flag list built (:func:`build_flags`) and (``simulate``) run on the system
+    preset ``system``: the path every held-out recipe check shares."""
+    from engine.pipeline import run_workload
     from workload_gen.core.gpu_specs import get_gpu
     from workload_gen.core.memory_fit import memory_fit
     from workload_gen.core.system import load_system
     from workload_gen.core.unmodelled import unmodelled
-    from workload_gen.flag_values import configs_from_flags
 
     measured = float(row["step_time_s"])
     args_path = MEASURED / row["recipe_args"]
     name = args_path.stem
-    ns, usage_error = _parse([*recipe_argv(args_path), "--world-size", row["gpus"]])
-    if ns is None:
-        return Outcome(name, "refused", usage_error, measured)
-    try:
-        sysc = load_system(system)
-        model, par, _notes = configs_from_flags(vars(ns))
-        workload = build(model, par)
-    except TrainsimError as exc:
-        return Outcome(name, "refused", str(exc), measured)
-    blind = unmodelled(par)
+    sysc = load_system(system)
+    workload = build_flags([*recipe_argv(args_path), "--world-size", row["gpus"]])
+    if isinstance(workload, str):
+        return Outcome(name, "refused", workload, measured)
+    blind = unmodelled(workload.parallel)
     status = "ran" if not blind else "warned"
     if not simulate:
         return Outcome(name, status, "", measured, warnings=blind)
