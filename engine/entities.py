@@ -227,7 +227,7 @@ class RankState:
         self.cpu = 0.0
         """The host's clock: when it has launched the op before the next (engine.host_launch)."""
         self.host: HostPlan | None = None
+        """The running pass's host plan (HostModel.plan), None in the tail or without a host model."""
         self.launched = -1
         """Index, in the running pass, of the collective whose host launch has been paid while
         the GPU waited for it (EV_LAUNCHED resumes the rank there); -1: none."""
-        """The running pass's host plan (HostModel.plan), None in the tail or without a host model."""

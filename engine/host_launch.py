@@ -100,10 +100,10 @@ class HostModel:
         experts = model.num_experts if model is not None else 0
         self.local_experts = max(1, experts // par.ep) if experts else 1
         self.alltoall = par.moe_token_dispatcher == "alltoall"
+        """The alltoall dispatcher's preprocessing rides on the forward permute."""
         self.dispatch_units = (HYBRIDEP_DISPATCH_OPS if par.moe_flex_dispatcher_backend == "hybridep"
                                else 1.0 + FLEX_PREPROCESS_OPS)
-        """Host work of the flex dispatch collective (its sync's aftermath), eager ops."""
-        """The alltoall dispatcher's preprocessing (else flex's lighter set-up) rides on the permute."""
+        """Host work of the flex dispatch collective after its wait, eager ops."""
         self.sync_name = sync_op(par) if experts else None
         self.boundary_sync = par.pp > 1 and (par.vpp == 1 or not par.overlap_p2p_comm)
         """Megatron's batched p2p calls torch.cuda.synchronize after every pipeline exchange

@@ -208,15 +208,14 @@ def profile_pass(
                 offsets.append((i, t))
             continue
         if host is not None:
-            if syncs[i]:  # the host waits for the GPU to reach this op, then launches it; the GPU waits
-                if cpu < t:
-                    cpu = t
-                cpu += launch[i]
-                if cpu > t:
-                    host_wait += cpu - t
-                    t = cpu
-            else:
-                cpu += launch[i]  # any other collective's launch delays the host, never the GPU
+            # a collective's launch delays the host, not the GPU, unless it is a sync point:
+            # then the host first waits for the GPU to reach it and the GPU waits for the launch
+            if syncs[i] and cpu < t:
+                cpu = t
+            cpu += launch[i]
+            if syncs[i] and cpu > t:
+                host_wait += cpu - t
+                t = cpu
         if op.overlappable:
             if i not in pre_issued:
                 issue_overlapped(i, t)

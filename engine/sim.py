@@ -349,17 +349,17 @@ class Simulator:
                     return
                 host = rank.host
                 if host is not None and rank.launched != i:
-                    if host[1][i]:  # the host waits for the GPU to reach this op, then launches it
-                        if rank.cpu < now:
-                            rank.cpu = now
-                        rank.cpu += host[0][i]
-                        if rank.cpu > now:  # the GPU waits for the launch (as engine.passes.profile_pass)
-                            rank.acc.host += rank.cpu - now
-                            rank.launched = i
-                            self.loop.schedule(rank.cpu, COMPLETION, EV_LAUNCHED, rank)
-                            return
-                    else:
-                        rank.cpu += host[0][i]  # any other collective's launch delays the host, never the GPU
+                    # as engine.passes.profile_pass: a collective's launch delays the host, not the
+                    # GPU, unless it is a sync point (the host waits for the GPU, the GPU for it)
+                    sync = host[1][i]
+                    if sync and rank.cpu < now:
+                        rank.cpu = now
+                    rank.cpu += host[0][i]
+                    if sync and rank.cpu > now:
+                        rank.acc.host += rank.cpu - now
+                        rank.launched = i  # resumed by EV_LAUNCHED at the launch, its cost paid
+                        self.loop.schedule(rank.cpu, COMPLETION, EV_LAUNCHED, rank)
+                        return
                 rank.launched = -1
                 cursor.op_index += 1
                 if cursor.in_tail:  # once-per-iteration collectives all block
