@@ -338,8 +338,9 @@ class ProfileDB:
         transaction, so a bad row leaves the database as it was. (``_checked``: the rows come
         from :func:`read_csv_rows`, which validated each and stored its GPU name already.)
         The rows go to SQLite in two ``executemany`` passes, insert-if-new then (``replace``)
-        overwrite, counted by SQLite's change counter: a 10^6-row import streams at about
-        100k rows per second (scripts/bench_input_readers.py).
+        overwrite, counted by SQLite's change counter: a 10^6-row CSV import streams at about
+        60k rows per second, reading included (scripts/bench_input_readers.py; row by row it
+        was 16k).
         """
         rows = list(rows)
         if not _checked:
