@@ -67,6 +67,7 @@ _LIST_ARGS = ("Input Dims", "Concrete Inputs", "Input type")
 
 _NUMBER = frozenset((int, float))
 _SCALAR_TYPES = frozenset(_SCALAR_ID)
+_LIST_OR_NONE = frozenset((list, type(None)))
 
 
 def _check_event(e: dict, i: int, path: str) -> None:
@@ -91,8 +92,6 @@ def _check_event(e: dict, i: int, path: str) -> None:
         return
     _check_event_fields(e, i, path)
 
-
-_LIST_OR_NONE = frozenset((list, type(None)))
 
 
 def _check_event_fields(e: dict, i: int, path: str) -> None:
