@@ -370,17 +370,16 @@ class FlowNetwork:
         self._start(ids, path)
 
     def _start(self, ids: np.ndarray, path: np.ndarray) -> None:
-        self._act_id = np.concatenate([self._act_id, ids])
-        self._act_rem = np.concatenate([self._act_rem, self.flows["wire"][ids]])
-        self._act_rate = np.concatenate([self._act_rate, np.zeros(ids.size)])
-        self._act_path = np.concatenate([self._act_path, path])
-        group = self._res_group[path].max(axis=1)
-        self._act_group = np.concatenate([self._act_group, group])
-        rate = np.zeros(ids.size)
-        rate[group < 0] = self.nvlink_Bps  # NVSwitch to NVSwitch: no GPU port limits it
-        self._act_rate[-ids.size:] = rate
         fluid = self.flows["fluid"][ids]
         wire = self.flows["wire"][ids]
+        group = self._res_group[path].max(axis=1)
+        rate = np.zeros(ids.size)
+        rate[group < 0] = self.nvlink_Bps  # NVSwitch to NVSwitch: no GPU port limits it
+        self._act_id = np.concatenate([self._act_id, ids])
+        self._act_rem = np.concatenate([self._act_rem, wire])
+        self._act_rate = np.concatenate([self._act_rate, rate])
+        self._act_path = np.concatenate([self._act_path, path])
+        self._act_group = np.concatenate([self._act_group, group])
         self._act_nic = np.concatenate([self._act_nic, np.where(fluid, np.inf, wire)])
         self._act_nic_rate = np.concatenate([self._act_nic_rate, np.ones(ids.size)])
         self._act_unsent = np.concatenate([self._act_unsent, ~fluid])
