@@ -68,13 +68,6 @@ class Framing:
     """Bytes each packet adds on the wire: IPv4 20 + UDP 8 + PPP 2 (Ns3Backend.ideal_durations)."""
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class _Transfer:
-    engine_id: int
-    base: int
-    n: int
-
-
 class FlowNetwork:
     """Flows of many collectives on one fabric; the clock moves only forward."""
 
@@ -121,7 +114,8 @@ class FlowNetwork:
         self._done_kids = Columns({"c": np.int64})
         self._send_ptr.append(1, p=0)
         self._done_ptr.append(1, p=0)
-        self.transfers: list[_Transfer] = []
+        self.transfers: list[int] = []
+        """Per collective added, in order: the engine's transfer id (reported when it completes)."""
         self._left: list[int] = []
         self._ports = np.full(fab.num_hosts, FIRST_PORT, dtype=np.int64)
         self._heap: list[tuple[float, int, int, np.ndarray]] = []
@@ -169,7 +163,7 @@ class FlowNetwork:
         tr = len(self.transfers)
         base = self.flows.append(n, src=src, dst=dst, bytes=b, wire=wire, fluid=fl, tr=tr, pending=np.diff(pp),
                                  start=-1.0, sent=-1.0, done=-1.0)
-        self.transfers.append(_Transfer(engine_id, base, n))
+        self.transfers.append(engine_id)
         self._left.append(n)
         # children in CSR, split as World::AddTransfer splits them: a fabric chunk that
         # follows another on the same connection waits for it to be sent, not delivered
@@ -399,7 +393,7 @@ class FlowNetwork:
         for tr, c in zip(trs.tolist(), k.tolist()):
             self._left[tr] -= c
             if self._left[tr] == 0:
-                self.done.append((self.transfers[tr].engine_id, self.now))
+                self.done.append((self.transfers[tr], self.now))
 
     def _resolve(self) -> None:
         """New max-min rates for the flows connected (through shared links) to those that
