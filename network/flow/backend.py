@@ -101,20 +101,11 @@ class FlowBackend(FlowClock):
         return done[0].time if done else 0.0
 
     def submit(self, transfer: Transfer, now: float) -> None:
-        from collectives import expand
-
         if now > self.net.now:
             self._run_to(now)
         op = transfer.op
-        graph = expand(op.kind, op.bytes, transfer.ranks, self.placement, self.algorithm, self.channels,
-                       system=self.system)
-        src, dst = graph.src.astype(np.int64), graph.dst.astype(np.int64)
-        fluid = graph.is_intra_node.astype(bool)
-        if ((src < 0) | (dst < 0))[~fluid].any():
-            raise ValueError(f"{graph.algorithm} expansion of {op.name!r} has an NVSwitch endpoint on an "
-                             "inter-node flow; the fabric cannot carry it")
-        s = np.where(fluid, np.where(src < 0, NVSWITCH_END, src), self._host[np.maximum(src, 0)])
-        d = np.where(fluid, np.where(dst < 0, NVSWITCH_END, dst), self._host[np.maximum(dst, 0)])
+        graph, src, dst, fluid = self._expand(transfer)
+        s, d = self._net_ends(src, fluid, NVSWITCH_END), self._net_ends(dst, fluid, NVSWITCH_END)
         first = self.net.add_transfer(transfer.id, s, d, graph.bytes, graph.parent_ptr, graph.parent_idx, fluid,
                                       self.start_overhead(transfer))
         self.records.append(FlowRecord(first, transfer.id, op.name, op.group.value,

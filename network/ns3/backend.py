@@ -104,25 +104,15 @@ class Ns3Backend(FlowClock):
         return self.start_overhead(Transfer(-1, op, tuple(ranks))) + contention_free_time(graph, self.system)
 
     def submit(self, transfer: Transfer, now: float) -> None:
-        from collectives import expand
-
         if now > self.net.now:
             self._run_to(now)
         elif now < self.net.now - 1e-9:
             self._late_submits += 1  # the engine never does this; counted, starts at ns-3's now
         op = transfer.op
-        graph = expand(op.kind, op.bytes, transfer.ranks, self.placement, self.algorithm, self.channels,
-                       system=self.system)
-        src, dst = graph.src.astype(np.int64), graph.dst.astype(np.int64)
-        intra = graph.is_intra_node.astype(bool)
-        has_switch_end = (src < 0) | (dst < 0)
+        graph, src, dst, intra = self._expand(transfer)
         # NVLS flows (an NVSwitch end) always use the fluid model: ns-3 switches do not reduce.
-        fluid = intra if not self.nvswitch else has_switch_end
-        if (has_switch_end & ~intra).any():
-            raise ValueError(f"{graph.algorithm} expansion of {op.name!r} has an NVSwitch endpoint on an "
-                             "inter-node flow; the packet network cannot carry it")
-        s_ns = np.where(fluid, np.where(src < 0, SWITCH_END, src), self._host[np.maximum(src, 0)])
-        d_ns = np.where(fluid, np.where(dst < 0, SWITCH_END, dst), self._host[np.maximum(dst, 0)])
+        fluid = intra if not self.nvswitch else (src < 0) | (dst < 0)
+        s_ns, d_ns = self._net_ends(src, fluid, SWITCH_END), self._net_ends(dst, fluid, SWITCH_END)
         first = self.net.add_flows(transfer.id, s_ns, d_ns, graph.bytes, graph.parent_ptr, graph.parent_idx, fluid,
                                    self.start_overhead(transfer))
         self._inflight += 1
