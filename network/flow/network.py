@@ -105,9 +105,12 @@ class FlowNetwork:
         self.flows = Columns({"src": np.int64, "dst": np.int64, "bytes": np.float64, "wire": np.float64,
                               "fluid": np.bool_, "tr": np.int64, "pending": np.int64, "post": np.float64,
                               "start": np.float64, "sent": np.float64, "done": np.float64, "ideal": np.float64})
-        """Per flow: ``ideal`` is the duration it would have had alone on an idle path (the
-        same definition as run-ns3's fct.csv: latency, store-and-forward, wire bytes at the
-        path's narrowest rate); 0 for a flow done at once."""
+        """Per flow: ``ideal`` is the duration it would have had alone on an idle path
+        (propagation, wire bytes at the path's narrowest rate, and one packet's
+        store-and-forward per extra hop at that hop's own rate, as ``post``); 0 for a flow
+        done at once. run-ns3's fct.csv (Ns3Backend.ideal_durations) charges the
+        store-and-forward at the narrowest rate, so on a path of mixed link rates its ideal
+        is slightly longer; on equal rates the two agree."""
         self._send_ptr = Columns({"p": np.int64})  # per flow: first send-child row; +1 sentinel kept
         self._done_ptr = Columns({"p": np.int64})
         self._send_kids = Columns({"c": np.int64})
