@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 import numpy as np
@@ -27,6 +28,29 @@ from workload_gen.core.system import SystemConfig
 
 CLOCK_EPS_S = 1e-12
 """Times closer than this are the same instant (the networks' clocks are doubles)."""
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class CollectiveFlows:
+    """One submitted collective's flows as both backends' fct.csv lists them: the first
+    global flow id (flows are numbered in submission order), the engine's transfer id, the
+    collective's name and group, and per flow the GPU ranks at its ends (-1: the node's
+    NVSwitch, NVLS)."""
+
+    first_flow: int
+    transfer: int
+    collective: str
+    group: str
+    src_rank: np.ndarray
+    dst_rank: np.ndarray
+
+    @classmethod
+    def of(cls, first_flow: int, transfer: Transfer, src: np.ndarray, dst: np.ndarray,
+           **more: Any) -> CollectiveFlows:
+        """The record of ``transfer`` whose expansion has ends ``src``, ``dst`` (negative: an
+        NVSwitch); ``more``: a subclass's own fields."""
+        return cls(first_flow, transfer.id, transfer.op.name, transfer.op.group.value,
+                   np.where(src < 0, -1, src).astype(np.int32), np.where(dst < 0, -1, dst).astype(np.int32), **more)
 
 
 class FlowClock:

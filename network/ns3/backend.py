@@ -24,7 +24,7 @@ import numpy as np
 
 from network.backend import Completion, Transfer
 from network.efficiency import EfficiencyTable
-from network.flow_clock import FlowClock
+from network.flow_clock import CollectiveFlows, FlowClock
 from network.ns3 import runtime
 from network.ns3.params import TransportParams
 from network.ns3.topology import Fabric, build_fabric
@@ -37,17 +37,11 @@ HORIZON_S = 1.0
 (each ends early at a completion); an empty ns-3 queue with transfers pending is a bug."""
 
 
-@dataclass(frozen=True, slots=True)
-class TransferFlows:
-    """What the outputs need about one submitted collective's flows."""
+@dataclass(frozen=True, slots=True, eq=False)
+class TransferFlows(CollectiveFlows):
+    """What the outputs need about one submitted collective's flows: the shared record and
+    each flow's ideal duration (run-flow keeps its ideals in the flow table)."""
 
-    transfer: int
-    name: str
-    group: str
-    first_flow: int
-    src_rank: np.ndarray
-    dst_rank: np.ndarray
-    """-1 for an NVSwitch endpoint (NVLS)."""
     ideal_s: np.ndarray
     """Duration of each flow alone on an idle path (see :meth:`Ns3Backend.ideal_durations`)."""
 
@@ -108,7 +102,6 @@ class Ns3Backend(FlowClock):
             self._run_to(now)
         elif now < self.net.now - 1e-9:
             self._late_submits += 1  # the engine never does this; counted, starts at ns-3's now
-        op = transfer.op
         graph, src, dst, intra = self._expand(transfer)
         # NVLS flows (an NVSwitch end) always use the fluid model: ns-3 switches do not reduce.
         fluid = intra if not self.nvswitch else (src < 0) | (dst < 0)
@@ -117,8 +110,7 @@ class Ns3Backend(FlowClock):
                                    self.start_overhead(transfer))
         self._inflight += 1
         ideal = self.ideal_durations(s_ns, d_ns, graph.bytes, fluid)
-        self.transfers.append(TransferFlows(transfer.id, op.name, op.group.value, first,
-                                            np.where(src < 0, -1, src), np.where(dst < 0, -1, dst), ideal))
+        self.transfers.append(TransferFlows.of(first, transfer, src, dst, ideal_s=ideal))
         self._collect()
 
     def advance_until(self, t: float) -> list[Completion]:

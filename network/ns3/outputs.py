@@ -31,7 +31,7 @@ def fct_csv(backend: Ns3Backend) -> str:
         for k in range(n):
             _, _, nbytes, start, finish, fluid = rows[k]
             slow = (finish - start) / tf.ideal_s[k] if tf.ideal_s[k] > 0 and finish >= 0 else float("nan")
-            buf.write(fct_row(tf.first_flow + k, tf.transfer, tf.name, tf.group, tf.src_rank[k], tf.dst_rank[k],
+            buf.write(fct_row(tf.first_flow + k, tf.transfer, tf.collective, tf.group, tf.src_rank[k], tf.dst_rank[k],
                               nbytes, fluid, start, finish, start + tf.ideal_s[k], slow))
     return buf.getvalue()
 

@@ -24,14 +24,14 @@ class _Held:
 
 
 def _two_flows(src, dst, nbytes, fluid=False):
-    from network.flow.backend import FlowRecord
+    from network.flow_clock import CollectiveFlows
 
     net = _net()
     n = len(src)
     first = net.add_transfer(0, np.array(src), np.array(dst), np.full(n, nbytes), np.zeros(n + 1, dtype=np.int64),
                              np.zeros(0, dtype=np.int64), np.full(n, fluid))
     net.run_until(math.inf)
-    rec = FlowRecord(first, 0, "probe", "dp", np.array(src, dtype=np.int32), np.array(dst, dtype=np.int32))
+    rec = CollectiveFlows(first, 0, "probe", "dp", np.array(src, dtype=np.int32), np.array(dst, dtype=np.int32))
     return _Held(net, [rec])
 
 
