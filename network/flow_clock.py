@@ -3,13 +3,14 @@
 Why one home: both backends answer the engine (network.backend.NetworkBackend) the same way
 once their network can run to a time and hand back the collectives it finished: submit at
 the engine's clock, report completions in time order, give a lower bound on the next one,
-print one progress line now and then, and charge each collective call NCCL's fixed
-start-up cost from the analytical backend's efficiency table. Only how the flows move
-differs, which is each backend's ``net``.
+print one progress line now and then, charge each collective call NCCL's fixed
+start-up cost from the analytical backend's efficiency table, and expand a collective into
+flows whose ends are NICs (fabric) or GPU ports (NVLink). Only how the flows move differs,
+which is each backend's ``net``.
 
 A subclass calls :meth:`_init_common` (the job's system, its placement, the analytical
 backend both take NCCL's start-up cost and NVLink derating from) and :meth:`_init_clock`,
-sets ``self.net`` (with ``now``, ``run_until(t, stop_on_transfer=...)``, ``take_done()``,
+sets ``self._host`` (each rank's NIC) and ``self.net`` (with ``now``, ``run_until(t, stop_on_transfer=...)``, ``take_done()``,
 ``lower_bound_next_completion()``, ``flows_done``), and defines ``PROGRESS_LABEL`` and
 :meth:`_fabric_bytes_done`. Units: seconds, bytes.
 """
@@ -17,13 +18,39 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from typing import Any, TextIO
+
+import numpy as np
 
 from network.backend import Completion, Transfer
 from workload_gen.core.system import SystemConfig
 
 CLOCK_EPS_S = 1e-12
 """Times closer than this are the same instant (the networks' clocks are doubles)."""
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class CollectiveFlows:
+    """One submitted collective's flows as both backends' fct.csv lists them: the first
+    global flow id (flows are numbered in submission order), the engine's transfer id, the
+    collective's name and group, and per flow the GPU ranks at its ends (-1: the node's
+    NVSwitch, NVLS)."""
+
+    first_flow: int
+    transfer: int
+    collective: str
+    group: str
+    src_rank: np.ndarray
+    dst_rank: np.ndarray
+
+    @classmethod
+    def of(cls, first_flow: int, transfer: Transfer, src: np.ndarray, dst: np.ndarray,
+           **more: Any) -> CollectiveFlows:
+        """The record of ``transfer`` whose expansion has ends ``src``, ``dst`` (negative: an
+        NVSwitch); ``more``: a subclass's own fields."""
+        return cls(first_flow, transfer.id, transfer.op.name, transfer.op.group.value,
+                   np.where(src < 0, -1, src).astype(np.int32), np.where(dst < 0, -1, dst).astype(np.int32), **more)
 
 
 class FlowClock:
@@ -103,6 +130,28 @@ class FlowClock:
         an = self._analytical
         link = an.path(op.kind, op.group, an.shape(transfer.ranks), op.bytes).link
         return an.efficiency.curve(link).half_time_s
+
+    def _expand(self, transfer: Transfer) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
+        """The collective's flow graph (collectives.expand with this backend's placement,
+        algorithm and channels), its flows' src and dst endpoints (int64; negative: a node's
+        NVSwitch) and which flows stay inside a node. An NVSwitch end on an inter-node flow is
+        refused: no fabric link carries it."""
+        from collectives import expand
+
+        op = transfer.op
+        graph = expand(op.kind, op.bytes, transfer.ranks, self.placement, self.algorithm, self.channels,
+                       system=self.system)
+        src, dst = graph.src.astype(np.int64), graph.dst.astype(np.int64)
+        intra = graph.is_intra_node.astype(bool)
+        if ((src < 0) | (dst < 0))[~intra].any():
+            raise ValueError(f"{graph.algorithm} expansion of {op.name!r} has an NVSwitch endpoint on an "
+                             "inter-node flow; the fabric cannot carry it")
+        return graph, src, dst, intra
+
+    def _net_ends(self, ends: np.ndarray, fluid: np.ndarray, switch_end: int) -> np.ndarray:
+        """Each flow end as the network sees it: for a fluid (NVLink) flow the GPU rank, or
+        ``switch_end`` for an NVSwitch; for a fabric flow the rank's NIC."""
+        return np.where(fluid, np.where(ends < 0, switch_end, ends), self._host[np.maximum(ends, 0)])
 
     def _run_to(self, t: float) -> None:
         """Bring the network to ``t``, keeping the completions met on the way for the engine."""

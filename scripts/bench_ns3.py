@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     op = CollectiveOp("grads", 0, Phase.ITERATION, CollKind.ALL_REDUCE, Group.DP, 128, 1 << 30)
     be.submit(Transfer(0, op, tuple(range(128))), 0.0)
     done = be.advance_until(math.inf)
-    _report(f"128-GPU all-reduce of 1 GiB ({be.transfers[0].name}, {args.algorithm})", time.perf_counter() - w0,
+    _report(f"128-GPU all-reduce of 1 GiB ({be.transfers[0].collective}, {args.algorithm})", time.perf_counter() - w0,
             time.process_time() - c0, be.stats(), done[0].time)
     be.net.close()
     return 0

@@ -5,7 +5,7 @@ whole process.
 Each run is a new process (``python -c`` calling run-ns3's entry point) with its own
 XDG_CACHE_HOME: a fresh empty directory for the cold run, the same one again for the warm
 runs, a path that cannot be a directory for the in-memory runs. CPU is the child's user +
-system time (getrusage). The example is docs/ns3.md's first command with the sizes its
+system time (child_usage.run_child). The example is docs/ns3.md's first command with the sizes its
 docs test uses (1 layer, global batch 2, sequence 256). On a shared machine repeat and
 compare the lowest.
 
@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from child_usage import run_child
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ["--model", "gpt3-1.3b", "--num-layers", "1", "--tp", "8", "--world-size", "16", "--global-batch", "2",
@@ -34,15 +33,8 @@ def timed_run(python: str, cache: Path, out: Path, checkout: Path = ROOT) -> tup
     env = dict(os.environ, XDG_CACHE_HOME=str(cache), PYTHONPATH=str(checkout))
     argv = [*EXAMPLE, "--out", str(out)]
     code = f"from engine.commands.run import ns3_entry; import sys; sys.argv[1:] = {argv!r}; ns3_entry()"
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    r = subprocess.run([python, "-c", code], cwd=out.parent, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if r.returncode != 0:
-        sys.exit(f"run-ns3 failed (exit {r.returncode}): {r.stderr.strip().splitlines()[-1:]}")
-    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-    return wall, cpu, r.stderr
+    r = run_child([python, "-c", code], cwd=out.parent, env=env)
+    return r.wall_s, r.cpu_s, r.stderr.decode(errors="replace")
 
 
 def main(argv: list[str] | None = None) -> int:

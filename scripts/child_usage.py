@@ -18,6 +18,8 @@ class ChildUsage:
     wall_s: float
     max_rss_bytes: int
     stdout: bytes
+    stderr: bytes = b""
+    """What the child wrote to stderr (its progress and notes, for benches that report them)."""
 
 
 def run_child(cmd: list[str], *, cwd: Path | str | None = None, env: dict[str, str] | None = None,
@@ -38,11 +40,12 @@ def run_child(cmd: list[str], *, cwd: Path | str | None = None, env: dict[str, s
         _pid, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        err_bytes = err.read()
         if proc.returncode != 0:
-            err.seek(0)
             raise SystemExit(f"{' '.join(map(str, cmd))} exited with {proc.returncode}: "
-                             f"{err.read().decode(errors='replace').strip()[-400:]}")
-    return ChildUsage(usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss * 1024, out)
+                             f"{err_bytes.decode(errors='replace').strip()[-400:]}")
+    return ChildUsage(usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss * 1024, out, err_bytes)
 
 
 def cpu_self_and_children() -> float:

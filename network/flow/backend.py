@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
@@ -27,7 +26,7 @@ import numpy as np
 
 from network.backend import Completion, Transfer
 from network.efficiency import EfficiencyTable
-from network.flow_clock import FlowClock
+from network.flow_clock import CollectiveFlows, FlowClock
 from network.flow.network import NVSWITCH_END, FlowNetwork, Framing
 from network.flow.routing import EcmpRouter
 from network.ns3.params import TransportParams
@@ -38,19 +37,6 @@ from workload_gen.core.system import SystemConfig
 IP_UDP_PPP_HEADER = 30
 """Wire bytes an RDMA data packet adds to its payload: IPv4 20 + UDP 8 + PPP 2 (the ns-3
 backend's framing, Ns3Backend.ideal_durations)."""
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class FlowRecord:
-    """One submitted collective's flows: the first global flow id and, per flow, the GPU
-    ranks at its ends (-1: the node's NVSwitch, for NVLS)."""
-
-    first_flow: int
-    transfer: int
-    collective: str
-    group: str
-    src_rank: np.ndarray
-    dst_rank: np.ndarray
 
 
 class FlowBackend(FlowClock):
@@ -86,7 +72,7 @@ class FlowBackend(FlowClock):
                                num_gpus=world_size, nvlink_Bps=self.nvlink_rate,
                                nvlink_latency_s=system.nvlink_latency_s)
         self._host = self.fabric.host_of_rank(np.arange(world_size, dtype=np.int64))
-        self.records: list[FlowRecord] = []
+        self.records: list[CollectiveFlows] = []
         """Per submitted collective, where its flows are and whose they are (fct.csv)."""
         self._init_clock(progress, progress_every_s)
 
@@ -101,25 +87,13 @@ class FlowBackend(FlowClock):
         return done[0].time if done else 0.0
 
     def submit(self, transfer: Transfer, now: float) -> None:
-        from collectives import expand
-
         if now > self.net.now:
             self._run_to(now)
-        op = transfer.op
-        graph = expand(op.kind, op.bytes, transfer.ranks, self.placement, self.algorithm, self.channels,
-                       system=self.system)
-        src, dst = graph.src.astype(np.int64), graph.dst.astype(np.int64)
-        fluid = graph.is_intra_node.astype(bool)
-        if ((src < 0) | (dst < 0))[~fluid].any():
-            raise ValueError(f"{graph.algorithm} expansion of {op.name!r} has an NVSwitch endpoint on an "
-                             "inter-node flow; the fabric cannot carry it")
-        s = np.where(fluid, np.where(src < 0, NVSWITCH_END, src), self._host[np.maximum(src, 0)])
-        d = np.where(fluid, np.where(dst < 0, NVSWITCH_END, dst), self._host[np.maximum(dst, 0)])
+        graph, src, dst, fluid = self._expand(transfer)
+        s, d = self._net_ends(src, fluid, NVSWITCH_END), self._net_ends(dst, fluid, NVSWITCH_END)
         first = self.net.add_transfer(transfer.id, s, d, graph.bytes, graph.parent_ptr, graph.parent_idx, fluid,
                                       self.start_overhead(transfer))
-        self.records.append(FlowRecord(first, transfer.id, op.name, op.group.value,
-                                       np.where(src < 0, -1, src).astype(np.int32),
-                                       np.where(dst < 0, -1, dst).astype(np.int32)))
+        self.records.append(CollectiveFlows.of(first, transfer, src, dst))
         self._inflight += 1
         self._collect()
 

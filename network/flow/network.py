@@ -68,13 +68,6 @@ class Framing:
     """Bytes each packet adds on the wire: IPv4 20 + UDP 8 + PPP 2 (Ns3Backend.ideal_durations)."""
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class _Transfer:
-    engine_id: int
-    base: int
-    n: int
-
-
 class FlowNetwork:
     """Flows of many collectives on one fabric; the clock moves only forward."""
 
@@ -112,16 +105,20 @@ class FlowNetwork:
         self.flows = Columns({"src": np.int64, "dst": np.int64, "bytes": np.float64, "wire": np.float64,
                               "fluid": np.bool_, "tr": np.int64, "pending": np.int64, "post": np.float64,
                               "start": np.float64, "sent": np.float64, "done": np.float64, "ideal": np.float64})
-        """Per flow: ``ideal`` is the duration it would have had alone on an idle path (the
-        same definition as run-ns3's fct.csv: latency, store-and-forward, wire bytes at the
-        path's narrowest rate); 0 for a flow done at once."""
+        """Per flow: ``ideal`` is the duration it would have had alone on an idle path
+        (propagation, wire bytes at the path's narrowest rate, and one packet's
+        store-and-forward per extra hop at that hop's own rate, as ``post``); 0 for a flow
+        done at once. run-ns3's fct.csv (Ns3Backend.ideal_durations) charges the
+        store-and-forward at the narrowest rate, so on a path of mixed link rates its ideal
+        is slightly longer; on equal rates the two agree."""
         self._send_ptr = Columns({"p": np.int64})  # per flow: first send-child row; +1 sentinel kept
         self._done_ptr = Columns({"p": np.int64})
         self._send_kids = Columns({"c": np.int64})
         self._done_kids = Columns({"c": np.int64})
         self._send_ptr.append(1, p=0)
         self._done_ptr.append(1, p=0)
-        self.transfers: list[_Transfer] = []
+        self.transfers: list[int] = []
+        """Per collective added, in order: the engine's transfer id (reported when it completes)."""
         self._left: list[int] = []
         self._ports = np.full(fab.num_hosts, FIRST_PORT, dtype=np.int64)
         self._heap: list[tuple[float, int, int, np.ndarray]] = []
@@ -169,7 +166,7 @@ class FlowNetwork:
         tr = len(self.transfers)
         base = self.flows.append(n, src=src, dst=dst, bytes=b, wire=wire, fluid=fl, tr=tr, pending=np.diff(pp),
                                  start=-1.0, sent=-1.0, done=-1.0)
-        self.transfers.append(_Transfer(engine_id, base, n))
+        self.transfers.append(engine_id)
         self._left.append(n)
         # children in CSR, split as World::AddTransfer splits them: a fabric chunk that
         # follows another on the same connection waits for it to be sent, not delivered
@@ -370,17 +367,16 @@ class FlowNetwork:
         self._start(ids, path)
 
     def _start(self, ids: np.ndarray, path: np.ndarray) -> None:
-        self._act_id = np.concatenate([self._act_id, ids])
-        self._act_rem = np.concatenate([self._act_rem, self.flows["wire"][ids]])
-        self._act_rate = np.concatenate([self._act_rate, np.zeros(ids.size)])
-        self._act_path = np.concatenate([self._act_path, path])
-        group = self._res_group[path].max(axis=1)
-        self._act_group = np.concatenate([self._act_group, group])
-        rate = np.zeros(ids.size)
-        rate[group < 0] = self.nvlink_Bps  # NVSwitch to NVSwitch: no GPU port limits it
-        self._act_rate[-ids.size:] = rate
         fluid = self.flows["fluid"][ids]
         wire = self.flows["wire"][ids]
+        group = self._res_group[path].max(axis=1)
+        rate = np.zeros(ids.size)
+        rate[group < 0] = self.nvlink_Bps  # NVSwitch to NVSwitch: no GPU port limits it
+        self._act_id = np.concatenate([self._act_id, ids])
+        self._act_rem = np.concatenate([self._act_rem, wire])
+        self._act_rate = np.concatenate([self._act_rate, rate])
+        self._act_path = np.concatenate([self._act_path, path])
+        self._act_group = np.concatenate([self._act_group, group])
         self._act_nic = np.concatenate([self._act_nic, np.where(fluid, np.inf, wire)])
         self._act_nic_rate = np.concatenate([self._act_nic_rate, np.ones(ids.size)])
         self._act_unsent = np.concatenate([self._act_unsent, ~fluid])
@@ -400,7 +396,7 @@ class FlowNetwork:
         for tr, c in zip(trs.tolist(), k.tolist()):
             self._left[tr] -= c
             if self._left[tr] == 0:
-                self.done.append((self.transfers[tr].engine_id, self.now))
+                self.done.append((self.transfers[tr], self.now))
 
     def _resolve(self) -> None:
         """New max-min rates for the flows connected (through shared links) to those that

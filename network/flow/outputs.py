@@ -24,11 +24,11 @@ import io
 
 import numpy as np
 
+from network.flow_files import FCT_HEADER, LINK_COLUMNS, fct_row, link_cells
+
 FLOW_OUTPUT_FILES = ("fct.csv", "links.csv")
 """The files run-flow adds to a run directory (the flow kind declares them as output_files)."""
 
-FCT_HEADER = "flow,transfer,collective,group,src_rank,dst_rank,bytes,fabric,start_s,finish_s,ideal_finish_s,slowdown\n"
-LINKS_HEADER = "src,dst,rate_bps,tx_bytes,utilisation\n"
 
 
 def fct_csv(backend) -> str:
@@ -43,11 +43,9 @@ def fct_csv(backend) -> str:
         start, done, ideal = f["start"][sl], f["done"][sl], f["ideal"][sl]
         with np.errstate(divide="ignore", invalid="ignore"):
             slow = np.where((ideal > 0) & (done >= 0), (done - start) / ideal, 1.0)
-        prefix = f"{rec.transfer},{rec.collective},{rec.group}"
         for k in range(n):
-            buf.write(f"{rec.first_flow + k},{prefix},{rec.src_rank[k]},{rec.dst_rank[k]},{int(nbytes[k])},"
-                      f"{'nvlink' if fluid[k] else 'network'},{start[k]:.9g},{done[k]:.9g},"
-                      f"{start[k] + ideal[k]:.9g},{slow[k]:.4f}\n")
+            buf.write(fct_row(rec.first_flow + k, rec.transfer, rec.collective, rec.group, rec.src_rank[k],
+                              rec.dst_rank[k], nbytes[k], fluid[k], start[k], done[k], start[k] + ideal[k], slow[k]))
     return buf.getvalue()
 
 
@@ -57,12 +55,11 @@ def links_csv(backend, duration_s: float | None = None) -> str:
     net, fabric = backend.net, backend.fabric
     t = duration_s if duration_s is not None else net.now
     buf = io.StringIO()
-    buf.write(LINKS_HEADER)
+    buf.write(LINK_COLUMNS + "\n")
     for i, ln in enumerate(fabric.links):
         for side, (a, b) in enumerate(((ln.a, ln.b), (ln.b, ln.a))):
             tx = int(round(net.link_bytes[2 * i + side]))
-            util = tx * 8 / (ln.rate_bps * t) if t > 0 else 0.0
-            buf.write(f"{fabric.node_name(a)},{fabric.node_name(b)},{ln.rate_bps:.6g},{tx},{util:.6f}\n")
+            buf.write(link_cells(fabric.node_name(a), fabric.node_name(b), ln.rate_bps, tx, t) + "\n")
     return buf.getvalue()
 
 

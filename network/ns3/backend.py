@@ -24,7 +24,7 @@ import numpy as np
 
 from network.backend import Completion, Transfer
 from network.efficiency import EfficiencyTable
-from network.flow_clock import FlowClock
+from network.flow_clock import CollectiveFlows, FlowClock
 from network.ns3 import runtime
 from network.ns3.params import TransportParams
 from network.ns3.topology import Fabric, build_fabric
@@ -37,17 +37,11 @@ HORIZON_S = 1.0
 (each ends early at a completion); an empty ns-3 queue with transfers pending is a bug."""
 
 
-@dataclass(frozen=True, slots=True)
-class TransferFlows:
-    """What the outputs need about one submitted collective's flows."""
+@dataclass(frozen=True, slots=True, eq=False)
+class TransferFlows(CollectiveFlows):
+    """What the outputs need about one submitted collective's flows: the shared record and
+    each flow's ideal duration (run-flow keeps its ideals in the flow table)."""
 
-    transfer: int
-    name: str
-    group: str
-    first_flow: int
-    src_rank: np.ndarray
-    dst_rank: np.ndarray
-    """-1 for an NVSwitch endpoint (NVLS)."""
     ideal_s: np.ndarray
     """Duration of each flow alone on an idle path (see :meth:`Ns3Backend.ideal_durations`)."""
 
@@ -104,31 +98,19 @@ class Ns3Backend(FlowClock):
         return self.start_overhead(Transfer(-1, op, tuple(ranks))) + contention_free_time(graph, self.system)
 
     def submit(self, transfer: Transfer, now: float) -> None:
-        from collectives import expand
-
         if now > self.net.now:
             self._run_to(now)
         elif now < self.net.now - 1e-9:
             self._late_submits += 1  # the engine never does this; counted, starts at ns-3's now
-        op = transfer.op
-        graph = expand(op.kind, op.bytes, transfer.ranks, self.placement, self.algorithm, self.channels,
-                       system=self.system)
-        src, dst = graph.src.astype(np.int64), graph.dst.astype(np.int64)
-        intra = graph.is_intra_node.astype(bool)
-        has_switch_end = (src < 0) | (dst < 0)
+        graph, src, dst, intra = self._expand(transfer)
         # NVLS flows (an NVSwitch end) always use the fluid model: ns-3 switches do not reduce.
-        fluid = intra if not self.nvswitch else has_switch_end
-        if (has_switch_end & ~intra).any():
-            raise ValueError(f"{graph.algorithm} expansion of {op.name!r} has an NVSwitch endpoint on an "
-                             "inter-node flow; the packet network cannot carry it")
-        s_ns = np.where(fluid, np.where(src < 0, SWITCH_END, src), self._host[np.maximum(src, 0)])
-        d_ns = np.where(fluid, np.where(dst < 0, SWITCH_END, dst), self._host[np.maximum(dst, 0)])
+        fluid = intra if not self.nvswitch else (src < 0) | (dst < 0)
+        s_ns, d_ns = self._net_ends(src, fluid, SWITCH_END), self._net_ends(dst, fluid, SWITCH_END)
         first = self.net.add_flows(transfer.id, s_ns, d_ns, graph.bytes, graph.parent_ptr, graph.parent_idx, fluid,
                                    self.start_overhead(transfer))
         self._inflight += 1
         ideal = self.ideal_durations(s_ns, d_ns, graph.bytes, fluid)
-        self.transfers.append(TransferFlows(transfer.id, op.name, op.group.value, first,
-                                            np.where(src < 0, -1, src), np.where(dst < 0, -1, dst), ideal))
+        self.transfers.append(TransferFlows.of(first, transfer, src, dst, ideal_s=ideal))
         self._collect()
 
     def advance_until(self, t: float) -> list[Completion]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 
+from network.flow_files import FCT_HEADER, LINK_COLUMNS, fct_row, link_cells
 from network.ns3.backend import Ns3Backend
 
 NS3_OUTPUT_FILES = ("fct.csv", "links.csv")
@@ -23,17 +24,15 @@ def fct_csv(backend: Ns3Backend) -> str:
     """One row per flow: who sent what when, and the finish it would have had alone."""
     table = backend.net.flow_table()
     buf = io.StringIO()
-    buf.write("flow,transfer,collective,group,src_rank,dst_rank,bytes,fabric,start_s,finish_s,ideal_finish_s,slowdown\n")
+    buf.write(FCT_HEADER)
     for tf in backend.transfers:
         n = len(tf.src_rank)
         rows = table[tf.first_flow:tf.first_flow + n]
         for k in range(n):
             _, _, nbytes, start, finish, fluid = rows[k]
-            ideal = start + tf.ideal_s[k]
-            dur = finish - start
-            slow = dur / tf.ideal_s[k] if tf.ideal_s[k] > 0 and finish >= 0 else float("nan")
-            buf.write(f"{tf.first_flow + k},{tf.transfer},{tf.name},{tf.group},{tf.src_rank[k]},{tf.dst_rank[k]},"
-                      f"{int(nbytes)},{'nvlink' if fluid else 'network'},{start:.9g},{finish:.9g},{ideal:.9g},{slow:.4f}\n")
+            slow = (finish - start) / tf.ideal_s[k] if tf.ideal_s[k] > 0 and finish >= 0 else float("nan")
+            buf.write(fct_row(tf.first_flow + k, tf.transfer, tf.collective, tf.group, tf.src_rank[k], tf.dst_rank[k],
+                              nbytes, fluid, start, finish, start + tf.ideal_s[k], slow))
     return buf.getvalue()
 
 
@@ -46,11 +45,10 @@ def links_csv(backend: Ns3Backend, duration_s: float | None = None) -> str:
     (p6, the CNP class), and packets lost to the link's error rate."""
     t = duration_s if duration_s is not None else backend.net.now
     buf = io.StringIO()
-    buf.write("src,dst,rate_bps,tx_bytes,utilisation,peak_queue_bytes,drops,pauses_sent_p3,pauses_received_p3,"
+    buf.write(LINK_COLUMNS + ",peak_queue_bytes,drops,pauses_sent_p3,pauses_received_p3,"
               "paused_s_p3,ecn_marks_p3,cnps_p6,peak_ingress_bytes_p3,peak_switch_buffer_bytes,acks_p6,nacks_p6,lost\n")
     for r in backend.net.link_reports():
-        util = r.tx_bytes * 8 / (r.rate_bps * t) if t > 0 else 0.0
-        buf.write(f"{r.src},{r.dst},{r.rate_bps:.6g},{r.tx_bytes},{util:.6f},{r.peak_queue_bytes},{r.drops},"
+        buf.write(f"{link_cells(r.src, r.dst, r.rate_bps, r.tx_bytes, t)},{r.peak_queue_bytes},{r.drops},"
                   f"{r.pauses_sent},{r.pauses_received},{r.paused_s:.9g},{r.ecn_marks},{r.cnps},"
                   f"{r.peak_ingress_bytes},{r.peak_switch_buffer_bytes},{r.acks},{r.nacks},{r.lost}\n")
     return buf.getvalue()

@@ -23,15 +23,15 @@ class _Held:
         self.net, self.fabric, self.records = net, net.router.fabric, records
 
 
-def _two_flows(src, dst, nbytes):
-    from network.flow.backend import FlowRecord
+def _two_flows(src, dst, nbytes, fluid=False):
+    from network.flow_clock import CollectiveFlows
 
     net = _net()
     n = len(src)
     first = net.add_transfer(0, np.array(src), np.array(dst), np.full(n, nbytes), np.zeros(n + 1, dtype=np.int64),
-                             np.zeros(0, dtype=np.int64), np.zeros(n, dtype=bool))
+                             np.zeros(0, dtype=np.int64), np.full(n, fluid))
     net.run_until(math.inf)
-    rec = FlowRecord(first, 0, "probe", "dp", np.array(src, dtype=np.int32), np.array(dst, dtype=np.int32))
+    rec = CollectiveFlows(first, 0, "probe", "dp", np.array(src, dtype=np.int32), np.array(dst, dtype=np.int32))
     return _Held(net, [rec])
 
 
@@ -50,6 +50,22 @@ def test_a_lone_flow_has_slowdown_one_and_two_colliding_flows_two():
         assert both.finish_s[k] == pytest.approx(2 * wire / cap + tail, rel=1e-9)
         assert both.slowdown[k] == pytest.approx((2 * wire / cap + tail) / (wire / cap + tail), abs=1e-4)
     assert list(both.fabric) == ["network", "network"] and list(both.bytes) == [b, b]
+
+
+def test_nvlink_rows_share_the_sending_gpus_port_and_leave_the_fabric_idle():
+    """GPU 0 sends to GPUs 1 and 2 over NVLink (the hand-built network: 1e12 B/s per GPU
+    port, no NVLink latency, no headers): alone a flow would take b / 1e12; the two share
+    GPU 0's egress port, so each takes twice that, slowdown 2, and no fabric link moves a byte."""
+    b = 10_000_000
+    held = _two_flows([0, 0], [1, 2], b, fluid=True)
+    fct = pd.read_csv(io.StringIO(fct_csv(held)))
+    assert list(fct.fabric) == ["nvlink", "nvlink"] and list(fct.src_rank) == [0, 0]
+    for k in range(2):
+        assert fct.ideal_finish_s[k] == pytest.approx(b / 1e12, rel=1e-9)
+        assert fct.finish_s[k] == pytest.approx(2 * b / 1e12, rel=1e-9)
+        assert fct.slowdown[k] == pytest.approx(2.0, abs=1e-4)
+    links = pd.read_csv(io.StringIO(links_csv(held, duration_s=1.0)))
+    assert (links.tx_bytes == 0).all() and (links.utilisation == 0).all()
 
 
 def test_links_csv_conserves_wire_bytes_and_names_directions():
