@@ -16,10 +16,18 @@ LINK_COLUMNS = "src,dst,rate_bps,tx_bytes,utilisation"
 
 
 def fct_row(flow: int, transfer: int, collective: str, group: str, src_rank: int, dst_rank: int, nbytes: float,
-            fluid: bool, start_s: float, finish_s: float, ideal_finish_s: float, slowdown: float) -> str:
-    """One fct.csv line (``fluid``: the flow went over NVLink, not the network fabric)."""
+            fluid: bool, start_s: float, finish_s: float, ideal_s: float) -> str:
+    """One fct.csv line (``fluid``: the flow went over NVLink, not the network fabric;
+    ``ideal_s``: its duration alone on an idle path). ``slowdown`` is the actual over the ideal
+    duration; a flow with no duration of its own (zero bytes, or a NIC to itself) took its
+    ideal, 1; one that never finished (a run cut short, ``finish_s`` < 0) has an empty cell,
+    never NaN."""
+    if finish_s < 0:
+        slowdown = ""
+    else:
+        slowdown = f"{(finish_s - start_s) / ideal_s if ideal_s > 0 else 1.0:.4f}"
     return (f"{flow},{transfer},{collective},{group},{src_rank},{dst_rank},{int(nbytes)},"
-            f"{'nvlink' if fluid else 'network'},{start_s:.9g},{finish_s:.9g},{ideal_finish_s:.9g},{slowdown:.4f}\n")
+            f"{'nvlink' if fluid else 'network'},{start_s:.9g},{finish_s:.9g},{start_s + ideal_s:.9g},{slowdown}\n")
 
 
 def link_cells(src: str, dst: str, rate_bps: float, tx_bytes: int, duration_s: float) -> str:

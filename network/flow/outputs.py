@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import io
 
-import numpy as np
-
 from network.flow_files import FCT_HEADER, LINK_COLUMNS, fct_row, link_cells
 
 FLOW_OUTPUT_FILES = ("fct.csv", "links.csv")
@@ -41,11 +39,9 @@ def fct_csv(backend) -> str:
         sl = slice(rec.first_flow, rec.first_flow + n)
         nbytes, fluid = f["bytes"][sl], f["fluid"][sl]
         start, done, ideal = f["start"][sl], f["done"][sl], f["ideal"][sl]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            slow = np.where((ideal > 0) & (done >= 0), (done - start) / ideal, 1.0)
         for k in range(n):
             buf.write(fct_row(rec.first_flow + k, rec.transfer, rec.collective, rec.group, rec.src_rank[k],
-                              rec.dst_rank[k], nbytes[k], fluid[k], start[k], done[k], start[k] + ideal[k], slow[k]))
+                              rec.dst_rank[k], nbytes[k], fluid[k], start[k], done[k], ideal[k]))
     return buf.getvalue()
 
 

@@ -30,9 +30,8 @@ def fct_csv(backend: Ns3Backend) -> str:
         rows = table[tf.first_flow:tf.first_flow + n]
         for k in range(n):
             _, _, nbytes, start, finish, fluid = rows[k]
-            slow = (finish - start) / tf.ideal_s[k] if tf.ideal_s[k] > 0 and finish >= 0 else float("nan")
             buf.write(fct_row(tf.first_flow + k, tf.transfer, tf.collective, tf.group, tf.src_rank[k], tf.dst_rank[k],
-                              nbytes, fluid, start, finish, start + tf.ideal_s[k], slow))
+                              nbytes, fluid, start, finish, tf.ideal_s[k]))
     return buf.getvalue()
 
 

@@ -107,3 +107,16 @@ def test_run_flow_writes_both_files(tmp_path):
     fct = pd.read_csv(out / "fct.csv")
     assert len(fct) > 0 and set(fct.fabric) == {"network", "nvlink"}
     assert (pd.read_csv(out / "links.csv").tx_bytes > 0).any()
+
+
+def test_slowdown_cells_are_never_nan():
+    """A flow with no duration of its own took its ideal (1.0000); one that never finished
+    has an empty slowdown cell (the same rule in run-ns3's file: network/flow_files.fct_row)."""
+    from network.flow_files import fct_row
+
+    done_at_once = fct_row(0, 0, "x", "dp", 0, 0, 0, False, 1e-3, 1e-3, 0.0).rstrip("\n").split(",")
+    assert done_at_once[-1] == "1.0000"
+    unfinished = fct_row(1, 0, "x", "dp", 0, 1, 1024, False, 1e-3, -1.0, 2e-6).rstrip("\n").split(",")
+    assert unfinished[-1] == "" and "nan" not in ",".join(unfinished).lower()
+    twice = fct_row(2, 0, "x", "dp", 0, 1, 1024, False, 1e-3, 1e-3 + 4e-6, 2e-6).rstrip("\n").split(",")
+    assert float(twice[-1]) == pytest.approx(2.0) and float(twice[-2]) == pytest.approx(1e-3 + 2e-6)
