@@ -273,7 +273,8 @@ SEARCH_POLL_S = 0.2
 
 
 def _search_child(plan: dict[str, Any], workdir: str, messages: Any) -> None:
-    """A search process: its progress, then its answer or its one-line error, on ``messages``."""
+    """A search process: its progress, then its answer or its error's text, on ``messages``
+    (the parent raises it again, and the search runner words it as the page's line)."""
     try:
         def progress(done: int, total: int) -> None:
             messages.put(("progress", (done, total)))
@@ -281,8 +282,7 @@ def _search_child(plan: dict[str, Any], workdir: str, messages: Any) -> None:
         result = PlanRunner(Path(workdir)).search_here(plan, progress)
         messages.put(("result", result))
     except TrainsimError as exc:
-        text = str(exc)
-        messages.put(("error", text if text.startswith("error:") else f"error: {text}"))
+        messages.put(("error", str(exc)))
 
 
 class _ParserExit(TrainsimError):
