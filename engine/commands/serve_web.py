@@ -232,8 +232,9 @@ class PlanRunner:
             child.join(10)
 
     def search_here(self, plan: Mapping[str, Any], progress: Callable[[int, int], None]) -> dict[str, Any]:
-        """The search itself, in this process (one worker)."""
-        from engine.commands.sweep import candidate_row
+        """The search itself, in this process (one worker): ``search --json``'s document, with
+        each layout's form fields and what the pane says beside the counts."""
+        from engine.commands.sweep import candidate_row, search_doc
         from engine.sweep.search import search
         from workload_gen.core.memory_fit import allocator_budget
         from workload_gen.core.system import load_system
@@ -245,13 +246,10 @@ class PlanRunner:
         model, base, _ = configs_from_flags(vars(args))
         system = load_system(args.system)
         res = search(model, base, system, progress=progress, workers=1, top_k=SEARCH_TOP_K)
-        return {"model": model.name, "system": system.name, "world_size": base.world_size,
-                "enumerated": res.enumerated, "invalid": res.invalid, "over_memory": res.over_memory,
-                "simulated": res.simulated, "pruned": res.pruned,
-                "capacity_bytes": allocator_budget(system.gpu_spec.memory_bytes, 0.0),
-                "invalid_reasons": dict(res.invalid_reasons),
-                "layouts": [{**candidate_row(i, c), "plan": _layout_plan(c.parallel)}
-                            for i, c in enumerate(res.ranked[:SEARCH_TOP_K], 1)]}
+        rows = [{**candidate_row(i, c), "plan": _layout_plan(c.parallel)}
+                for i, c in enumerate(res.ranked[:SEARCH_TOP_K], 1)]
+        return {**search_doc(model, base, system, res, rows), "pruned": res.pruned,
+                "capacity_bytes": allocator_budget(system.gpu_spec.memory_bytes, 0.0)}
 
 
 def _layout_plan(par: Any) -> dict[str, Any]:
