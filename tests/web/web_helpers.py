@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+sys.path.insert(0, str(ROOT / "scripts"))
+from web_server import CHROMIUM_ARGS  # noqa: E402,F401 - the scripts' browser flags (one copy)
 
 
 def env() -> dict[str, str]:
