@@ -28,5 +28,6 @@ def start_server(env: dict[str, str] | None = None, **popen: object) -> tuple[su
     line = proc.stdout.readline()
     if "http://" not in line:
         proc.kill()
-        raise RuntimeError(f"serve-web did not print its URL: {line!r}")
+        said = proc.stderr.read() if proc.stderr else ""
+        raise RuntimeError(f"serve-web did not print its URL: {line!r} {said}")
     return proc, line.split("open ", 1)[1].split()[0]

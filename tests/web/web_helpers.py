@@ -12,7 +12,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
-from web_server import CHROMIUM_ARGS  # noqa: E402,F401 - the scripts' browser flags (one copy)
+from web_server import CHROMIUM_ARGS, start_server  # noqa: E402,F401 - shared with the scripts (one copy)
 
 
 def env() -> dict[str, str]:
