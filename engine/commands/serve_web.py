@@ -122,20 +122,22 @@ class PlanRunner:
         net = kind.from_options(options, system, par.world_size, efficiency=args.efficiency, progress=None)
         result = run_workload(workload, system, profile=args.profile, gpu=args.gpu, timeline=False, backend=net)
         result.extras.update(kind.report(net))
-        summary_text = event_outputs(args, result, {})[1]["summary.json"]
+        summary = json.loads(event_outputs(args, result, {})[1]["summary.json"])  # --json's text, as read
         kind.finish(net, None)
         # the warnings run-analytical prints on stderr for this plan, in its words
         notes = [*notes, *(f"warning: run-analytical: {line}" for line in unmodelled(workload.parallel))]
-        if json.loads(summary_text).get("fits") is False:
+        if summary.get("fits") is False:
             notes.append(does_not_fit_warning(result, "run-analytical"))
         # The drawing only: a second run keeping the intervals of the first micro-batches
-        # (the summary above is the CLI's, computed without a timeline as --json does).
+        # (the summary above is the CLI's, computed without a timeline as --json does; the
+        # timeline run's own summary is not: its extras name the window, and on a long run its
+        # breakdown, built from three short runs, differs from --json's in the last bits).
         drawn = run_workload(result.workload, system, timeline=True, backend=kind.from_options(
             options, system, par.world_size, efficiency=args.efficiency, progress=None),
             trace_window=2 * TIMELINE_MICROBATCHES)
         return {"argv": argv, "command": shlex.join(["run-analytical", *argv, "--json"]),
                 "megatron": shlex.join(megatron_argv(plan)), "yaml": plan_yaml(plan),
-                "summary": json.loads(summary_text), "notes": list(notes),
+                "summary": summary, "notes": notes,
                 "timeline": first_microbatches(drawn.intervals, TIMELINE_MICROBATCHES),
                 "choices": self._choices(args)}
 
