@@ -288,3 +288,21 @@ def test_drawn_timeline_of_a_long_run_equals_the_full_timelines():
                                                 "tp": "2", "pp": "2", "global_batch": "512", "seq_length": "1024"})
     assert drawn["timeline"] == full
     assert {mb for *_, mb in full["rows"]} == set(range(TIMELINE_MICROBATCHES))
+
+
+def test_a_refused_search_is_the_clis_line():
+    """A search the library refuses (here an unknown model) fails with the CLI's one line,
+    worded once ("error: ..."), after its trip through the search's child process."""
+    import tempfile
+    from pathlib import Path
+
+    from engine.commands.serve_web import PlanRunner
+    from engine.web.search_job import SearchRunner
+
+    with tempfile.TemporaryDirectory() as tmp:
+        runner = SearchRunner(PlanRunner(Path(tmp)).search)
+        assert runner.start({"model": "llama9-1t", "world_size": "8"})
+        runner.wait(120)
+        got = runner.view()
+    assert got["state"] == "failed" and got["result"] is None
+    assert got["error"] == cli_error("--model", "llama9-1t")
