@@ -33,40 +33,40 @@ class Field:
     None for --system, which the parser defaults (pasted flags name it or keep the form's)."""
 
 
+def _field(key: str, megatron: str | None, kind: str = "text", *, flag: str = "", dest: str | None = "") -> Field:
+    """A :class:`Field` whose flag and dest follow the parser's rule unless given: the flag is
+    the key spelled ``--with-dashes``, the dest ``p_`` + the key (a ParallelConfig field)."""
+    return Field(key, flag or "--" + key.replace("_", "-"), megatron, kind, "p_" + key if dest == "" else dest)
+
+
 FIELDS: tuple[Field, ...] = (
-    Field("model", "--model", None, "text", "model"),
-    Field("system", "--system", None, "text", None),
-    Field("num_layers", "--num-layers", "--num-layers", "text", "m_num_layers"),
-    Field("world_size", "--world-size", None, "text", "p_world_size"),
-    Field("global_batch", "--global-batch", "--global-batch-size", "text", "p_global_batch"),
-    Field("micro_batch", "--micro-batch", "--micro-batch-size", "text", "p_micro_batch"),
-    Field("seq_length", "--seq-length", "--seq-length", "text", "p_seq_length"),
-    Field("tp", "--tp", "--tensor-model-parallel-size", "text", "p_tp"),
-    Field("pp", "--pp", "--pipeline-model-parallel-size", "text", "p_pp"),
-    Field("vpp", "--vpp", "--num-virtual-stages-per-pipeline-rank", "text", "p_vpp"),
-    Field("cp", "--cp", "--context-parallel-size", "text", "p_cp"),
-    Field("ep", "--ep", "--expert-model-parallel-size", "text", "p_ep"),
-    Field("etp", "--etp", "--expert-tensor-parallel-size", "text", "p_etp"),
-    Field("recompute", "--recompute", "--recompute-granularity", "text", "p_recompute"),
-    Field("dtype", "--dtype", None, "text", "p_dtype"),
-    Field("fp8_recipe", "--fp8-recipe", "--fp8-recipe", "text", "p_fp8_recipe"),
-    Field("sp", "--sp", "--sequence-parallel", "switch", "p_sp"),
-    Field("dist_opt", "--dist-opt", "--use-distributed-optimizer", "switch", "p_distributed_optimizer"),
-    Field("overlap_grad_reduce", "--overlap-grad-reduce", "--overlap-grad-reduce", "switch", "p_overlap_grad_reduce"),
-    Field("overlap_param_gather", "--overlap-param-gather", "--overlap-param-gather",
-          "switch", "p_overlap_param_gather"),
-    Field("tp_comm_overlap", "--tp-comm-overlap", "--tp-comm-overlap", "switch", "p_tp_comm_overlap"),
-    Field("first_stage_layers", "--first-stage-layers", "--decoder-first-pipeline-num-layers",
-          "text", "p_first_stage_layers"),
-    Field("last_stage_layers", "--last-stage-layers", "--decoder-last-pipeline-num-layers",
-          "text", "p_last_stage_layers"),
-    Field("pipeline_layout", "--pp-layout", "--pipeline-model-parallel-layout", "text", "p_pipeline_layout"),
-    Field("moe_token_dispatcher", "--moe-token-dispatcher-type", "--moe-token-dispatcher-type",
-          "text", "p_moe_token_dispatcher"),
-    Field("moe_flex_dispatcher_backend", "--moe-flex-dispatcher-backend", "--moe-flex-dispatcher-backend",
-          "text", "p_moe_flex_dispatcher_backend"),
-    Field("overlap_moe_expert_parallel_comm", "--overlap-moe-expert-parallel-comm", "--overlap-moe-expert-parallel-comm",
-          "switch", "p_overlap_moe_expert_parallel_comm"),
+    _field("model", None, dest="model"),
+    _field("system", None, dest=None),
+    _field("num_layers", "--num-layers", dest="m_num_layers"),
+    _field("world_size", None),
+    _field("global_batch", "--global-batch-size"),
+    _field("micro_batch", "--micro-batch-size"),
+    _field("seq_length", "--seq-length"),
+    _field("tp", "--tensor-model-parallel-size"),
+    _field("pp", "--pipeline-model-parallel-size"),
+    _field("vpp", "--num-virtual-stages-per-pipeline-rank"),
+    _field("cp", "--context-parallel-size"),
+    _field("ep", "--expert-model-parallel-size"),
+    _field("etp", "--expert-tensor-parallel-size"),
+    _field("recompute", "--recompute-granularity"),
+    _field("dtype", None),
+    _field("fp8_recipe", "--fp8-recipe"),
+    _field("sp", "--sequence-parallel", "switch"),
+    _field("dist_opt", "--use-distributed-optimizer", "switch", dest="p_distributed_optimizer"),
+    _field("overlap_grad_reduce", "--overlap-grad-reduce", "switch"),
+    _field("overlap_param_gather", "--overlap-param-gather", "switch"),
+    _field("tp_comm_overlap", "--tp-comm-overlap", "switch"),
+    _field("first_stage_layers", "--decoder-first-pipeline-num-layers"),
+    _field("last_stage_layers", "--decoder-last-pipeline-num-layers"),
+    _field("pipeline_layout", "--pipeline-model-parallel-layout", flag="--pp-layout"),
+    _field("moe_token_dispatcher", "--moe-token-dispatcher-type", flag="--moe-token-dispatcher-type"),
+    _field("moe_flex_dispatcher_backend", "--moe-flex-dispatcher-backend"),
+    _field("overlap_moe_expert_parallel_comm", "--overlap-moe-expert-parallel-comm", "switch"),
 )
 """The form, in the order its flags are written. Each key is the ParallelConfig/ModelConfig
 field's short name; the flags are those of workload_gen/megatron_flags.py."""
