@@ -22,25 +22,14 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import time
-from pathlib import Path
 from urllib.parse import urlencode, urlsplit
 
-ROOT = Path(__file__).resolve().parents[1]
+from web_server import CHROMIUM_ARGS, start_server
+
 PLAN = {"model": "llama3-70b", "system": "h100", "world_size": "1024", "global_batch": "1024", "micro_batch": "1",
         "seq_length": "8192", "tp": "8", "pp": "4", "sp": True}
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
-
-
-def start_server() -> tuple[subprocess.Popen, str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "engine.commands.serve_web", "--port", "0", "-q"], cwd=ROOT,
-                            env=env, stdout=subprocess.PIPE, text=True)
-    line = proc.stdout.readline()
-    return proc, line.split("open ", 1)[1].split()[0]
 
 
 def post(url: str, plan: dict) -> float:

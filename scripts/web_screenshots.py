@@ -24,9 +24,9 @@ import tempfile
 from pathlib import Path
 from urllib.parse import urlencode
 
+from web_server import CHROMIUM_ARGS, start_server
+
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 PANES = {"plan": "#plan-pane", "answer": "#answer-pane", "compare": "#compare-pane", "search": "#search-pane",
          "sweep": "#sweep-pane"}
 SWEEP = "import sys; from engine.commands.sweep import sweep_main; sys.exit(sweep_main(sys.argv[1:]))"
@@ -56,10 +56,8 @@ def main(argv: list[str] | None = None) -> int:
                     "output: sweep_tp_pp.csv\n")
     subprocess.run([sys.executable, "-c", SWEEP, str(spec), "--workers", "1", "-q", "--no-plots"], cwd=ROOT,
                    env=env, check=True)
-    proc = subprocess.Popen([sys.executable, "-m", "engine.commands.serve_web", "--port", "0", "-q"], cwd=ROOT,
-                            env=env, stdout=subprocess.PIPE, text=True)
+    proc, url = start_server(env)
     try:
-        url = proc.stdout.readline().split("open ", 1)[1].split()[0]
         plan = {"model": args.model, "num_layers": args.layers, "world_size": args.gpus, "global_batch": args.batch,
                 "seq_length": args.seq, "tp": args.tp, "pp": args.pp, "sp": "1", "dist_opt": "1"}
         from playwright.sync_api import sync_playwright

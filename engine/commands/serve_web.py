@@ -122,20 +122,22 @@ class PlanRunner:
         net = kind.from_options(options, system, par.world_size, efficiency=args.efficiency, progress=None)
         result = run_workload(workload, system, profile=args.profile, gpu=args.gpu, timeline=False, backend=net)
         result.extras.update(kind.report(net))
-        summary_text = event_outputs(args, result, {})[1]["summary.json"]
+        summary = json.loads(event_outputs(args, result, {})[1]["summary.json"])  # --json's text, as read
         kind.finish(net, None)
         # the warnings run-analytical prints on stderr for this plan, in its words
         notes = [*notes, *(f"warning: run-analytical: {line}" for line in unmodelled(workload.parallel))]
-        if json.loads(summary_text).get("fits") is False:
+        if summary.get("fits") is False:
             notes.append(does_not_fit_warning(result, "run-analytical"))
         # The drawing only: a second run keeping the intervals of the first micro-batches
-        # (the summary above is the CLI's, computed without a timeline as --json does).
+        # (the summary above is the CLI's, computed without a timeline as --json does; the
+        # timeline run's own summary is not: its extras name the window, and on a long run its
+        # breakdown, built from three short runs, differs from --json's in the last bits).
         drawn = run_workload(result.workload, system, timeline=True, backend=kind.from_options(
             options, system, par.world_size, efficiency=args.efficiency, progress=None),
             trace_window=2 * TIMELINE_MICROBATCHES)
         return {"argv": argv, "command": shlex.join(["run-analytical", *argv, "--json"]),
                 "megatron": shlex.join(megatron_argv(plan)), "yaml": plan_yaml(plan),
-                "summary": json.loads(summary_text), "notes": list(notes),
+                "summary": summary, "notes": notes,
                 "timeline": first_microbatches(drawn.intervals, TIMELINE_MICROBATCHES),
                 "choices": self._choices(args)}
 
@@ -232,8 +234,9 @@ class PlanRunner:
             child.join(10)
 
     def search_here(self, plan: Mapping[str, Any], progress: Callable[[int, int], None]) -> dict[str, Any]:
-        """The search itself, in this process (one worker)."""
-        from engine.commands.sweep import candidate_row
+        """The search itself, in this process (one worker): ``search --json``'s document, with
+        each layout's form fields and what the pane says beside the counts."""
+        from engine.commands.sweep import candidate_row, search_doc
         from engine.sweep.search import search
         from workload_gen.core.memory_fit import allocator_budget
         from workload_gen.core.system import load_system
@@ -245,13 +248,10 @@ class PlanRunner:
         model, base, _ = configs_from_flags(vars(args))
         system = load_system(args.system)
         res = search(model, base, system, progress=progress, workers=1, top_k=SEARCH_TOP_K)
-        return {"model": model.name, "system": system.name, "world_size": base.world_size,
-                "enumerated": res.enumerated, "invalid": res.invalid, "over_memory": res.over_memory,
-                "simulated": res.simulated, "pruned": res.pruned,
-                "capacity_bytes": allocator_budget(system.gpu_spec.memory_bytes, 0.0),
-                "invalid_reasons": dict(res.invalid_reasons),
-                "layouts": [{**candidate_row(i, c), "plan": _layout_plan(c.parallel)}
-                            for i, c in enumerate(res.ranked[:SEARCH_TOP_K], 1)]}
+        rows = [{**candidate_row(i, c), "plan": _layout_plan(c.parallel)}
+                for i, c in enumerate(res.ranked[:SEARCH_TOP_K], 1)]
+        return {**search_doc(model, base, system, res, rows), "pruned": res.pruned,
+                "capacity_bytes": allocator_budget(system.gpu_spec.memory_bytes, 0.0)}
 
 
 def _layout_plan(par: Any) -> dict[str, Any]:
@@ -273,7 +273,8 @@ SEARCH_POLL_S = 0.2
 
 
 def _search_child(plan: dict[str, Any], workdir: str, messages: Any) -> None:
-    """A search process: its progress, then its answer or its one-line error, on ``messages``."""
+    """A search process: its progress, then its answer or its error's text, on ``messages``
+    (the parent raises it again, and the search runner words it as the page's line)."""
     try:
         def progress(done: int, total: int) -> None:
             messages.put(("progress", (done, total)))
@@ -281,8 +282,7 @@ def _search_child(plan: dict[str, Any], workdir: str, messages: Any) -> None:
         result = PlanRunner(Path(workdir)).search_here(plan, progress)
         messages.put(("result", result))
     except TrainsimError as exc:
-        text = str(exc)
-        messages.put(("error", text if text.startswith("error:") else f"error: {text}"))
+        messages.put(("error", str(exc)))
 
 
 class _ParserExit(TrainsimError):

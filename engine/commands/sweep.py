@@ -9,6 +9,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from engine.commands.parser import OneLineParser, run_cli
 from engine.commands.vocab import add_out, add_quiet, inform, warn_unmodelled
@@ -216,6 +217,15 @@ def candidate_row(rank: int, c) -> dict:
     return row
 
 
+def search_doc(model: Any, base: Any, system: Any, res: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """``search --json``'s document: the search's counts and rejection reasons, and ``rows``
+    (:func:`candidate_row`'s, best first); serve-web's search pane answers the same one."""
+    return {"units": {"time": "s", "memory": "bytes", "tokens_per_s": "tokens/s", "mfu": "fraction of peak"},
+            "model": model.name, "system": system.name, "world_size": base.world_size,
+            "enumerated": res.enumerated, "invalid": res.invalid, "over_memory": res.over_memory,
+            "simulated": res.simulated, "invalid_reasons": dict(res.invalid_reasons), "layouts": rows}
+
+
 def search_main(argv: list[str] | None = None) -> int:
     args = _search_parser().parse_args(argv)
 
@@ -273,12 +283,7 @@ def search_main(argv: list[str] | None = None) -> int:
                 if not args.quiet:
                     print(f"search: {len(rows)} layouts -> {out}", file=sys.stderr)
         if args.json:
-            doc = {"units": {"time": "s", "memory": "bytes", "tokens_per_s": "tokens/s", "mfu": "fraction of peak"},
-                   "model": model.name, "system": system.name, "world_size": base.world_size,
-                   "enumerated": res.enumerated, "invalid": res.invalid, "over_memory": res.over_memory,
-                   "simulated": res.simulated, "invalid_reasons": dict(res.invalid_reasons),
-                   "layouts": rows[:args.top_k]}
-            sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+            sys.stdout.write(json.dumps(search_doc(model, base, system, res, rows[:args.top_k]), indent=2) + "\n")
         if not res.ranked:
             print("no layout fits in memory", file=sys.stderr)
             return 1

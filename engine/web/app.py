@@ -30,7 +30,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from engine.web.port import PlanPort
+from engine.web.port import PlanPort, error_line
 from engine.web.search_job import SearchRunner
 from workload_gen.core.errors import TrainsimError
 
@@ -146,7 +146,7 @@ def create_app(port: PlanPort, host: str = "127.0.0.1", listen_port: int = 8000)
         except TrainsimError as exc:
             # the CLI's verdict on a well-formed request: an answer (200), not a failed request
             # (which the browser would log as a console error on every half-typed plan)
-            return _error(str(exc) if str(exc).startswith("error:") else f"error: {exc}", 200)
+            return _error(error_line(exc), 200)
         except RecursionError:
             return _error("error: input nested too deeply")
         except Exception as exc:  # a bug: one line for the page, the traceback for the server log

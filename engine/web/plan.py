@@ -11,7 +11,7 @@ length; the server joins each value to its flag (``--tp=4``), so no value can be
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,40 +33,40 @@ class Field:
     None for --system, which the parser defaults (pasted flags name it or keep the form's)."""
 
 
+def _field(key: str, megatron: str | None, kind: str = "text", *, flag: str = "", dest: str | None = "") -> Field:
+    """A :class:`Field` whose flag and dest follow the parser's rule unless given: the flag is
+    the key spelled ``--with-dashes``, the dest ``p_`` + the key (a ParallelConfig field)."""
+    return Field(key, flag or "--" + key.replace("_", "-"), megatron, kind, "p_" + key if dest == "" else dest)
+
+
 FIELDS: tuple[Field, ...] = (
-    Field("model", "--model", None, "text", "model"),
-    Field("system", "--system", None, "text", None),
-    Field("num_layers", "--num-layers", "--num-layers", "text", "m_num_layers"),
-    Field("world_size", "--world-size", None, "text", "p_world_size"),
-    Field("global_batch", "--global-batch", "--global-batch-size", "text", "p_global_batch"),
-    Field("micro_batch", "--micro-batch", "--micro-batch-size", "text", "p_micro_batch"),
-    Field("seq_length", "--seq-length", "--seq-length", "text", "p_seq_length"),
-    Field("tp", "--tp", "--tensor-model-parallel-size", "text", "p_tp"),
-    Field("pp", "--pp", "--pipeline-model-parallel-size", "text", "p_pp"),
-    Field("vpp", "--vpp", "--num-virtual-stages-per-pipeline-rank", "text", "p_vpp"),
-    Field("cp", "--cp", "--context-parallel-size", "text", "p_cp"),
-    Field("ep", "--ep", "--expert-model-parallel-size", "text", "p_ep"),
-    Field("etp", "--etp", "--expert-tensor-parallel-size", "text", "p_etp"),
-    Field("recompute", "--recompute", "--recompute-granularity", "text", "p_recompute"),
-    Field("dtype", "--dtype", None, "text", "p_dtype"),
-    Field("fp8_recipe", "--fp8-recipe", "--fp8-recipe", "text", "p_fp8_recipe"),
-    Field("sp", "--sp", "--sequence-parallel", "switch", "p_sp"),
-    Field("dist_opt", "--dist-opt", "--use-distributed-optimizer", "switch", "p_distributed_optimizer"),
-    Field("overlap_grad_reduce", "--overlap-grad-reduce", "--overlap-grad-reduce", "switch", "p_overlap_grad_reduce"),
-    Field("overlap_param_gather", "--overlap-param-gather", "--overlap-param-gather",
-          "switch", "p_overlap_param_gather"),
-    Field("tp_comm_overlap", "--tp-comm-overlap", "--tp-comm-overlap", "switch", "p_tp_comm_overlap"),
-    Field("first_stage_layers", "--first-stage-layers", "--decoder-first-pipeline-num-layers",
-          "text", "p_first_stage_layers"),
-    Field("last_stage_layers", "--last-stage-layers", "--decoder-last-pipeline-num-layers",
-          "text", "p_last_stage_layers"),
-    Field("pipeline_layout", "--pp-layout", "--pipeline-model-parallel-layout", "text", "p_pipeline_layout"),
-    Field("moe_token_dispatcher", "--moe-token-dispatcher-type", "--moe-token-dispatcher-type",
-          "text", "p_moe_token_dispatcher"),
-    Field("moe_flex_dispatcher_backend", "--moe-flex-dispatcher-backend", "--moe-flex-dispatcher-backend",
-          "text", "p_moe_flex_dispatcher_backend"),
-    Field("overlap_moe_expert_parallel_comm", "--overlap-moe-expert-parallel-comm", "--overlap-moe-expert-parallel-comm",
-          "switch", "p_overlap_moe_expert_parallel_comm"),
+    _field("model", None, dest="model"),
+    _field("system", None, dest=None),
+    _field("num_layers", "--num-layers", dest="m_num_layers"),
+    _field("world_size", None),
+    _field("global_batch", "--global-batch-size"),
+    _field("micro_batch", "--micro-batch-size"),
+    _field("seq_length", "--seq-length"),
+    _field("tp", "--tensor-model-parallel-size"),
+    _field("pp", "--pipeline-model-parallel-size"),
+    _field("vpp", "--num-virtual-stages-per-pipeline-rank"),
+    _field("cp", "--context-parallel-size"),
+    _field("ep", "--expert-model-parallel-size"),
+    _field("etp", "--expert-tensor-parallel-size"),
+    _field("recompute", "--recompute-granularity"),
+    _field("dtype", None),
+    _field("fp8_recipe", "--fp8-recipe"),
+    _field("sp", "--sequence-parallel", "switch"),
+    _field("dist_opt", "--use-distributed-optimizer", "switch", dest="p_distributed_optimizer"),
+    _field("overlap_grad_reduce", "--overlap-grad-reduce", "switch"),
+    _field("overlap_param_gather", "--overlap-param-gather", "switch"),
+    _field("tp_comm_overlap", "--tp-comm-overlap", "switch"),
+    _field("first_stage_layers", "--decoder-first-pipeline-num-layers"),
+    _field("last_stage_layers", "--decoder-last-pipeline-num-layers"),
+    _field("pipeline_layout", "--pipeline-model-parallel-layout", flag="--pp-layout"),
+    _field("moe_token_dispatcher", "--moe-token-dispatcher-type", flag="--moe-token-dispatcher-type"),
+    _field("moe_flex_dispatcher_backend", "--moe-flex-dispatcher-backend"),
+    _field("overlap_moe_expert_parallel_comm", "--overlap-moe-expert-parallel-comm", "switch"),
 )
 """The form, in the order its flags are written. Each key is the ParallelConfig/ModelConfig
 field's short name; the flags are those of workload_gen/megatron_flags.py."""
@@ -103,6 +103,20 @@ def _switch(key: str, value: Any) -> bool:
     raise ConfigError(key, value, "must be true or false")
 
 
+def _given(plan: Mapping[str, Any]) -> Iterator[tuple[Field, str | bool]]:
+    """The fields ``plan`` sets, in the form's order, each with its checked value: True for a
+    switch that is on, the stripped text of a value that is not empty (an empty field is left
+    to the CLI's default, an off switch is no flag). Every export reads the plan through this,
+    so they agree on what a plan sets."""
+    for f in FIELDS:
+        value = plan.get(f.key)
+        if f.kind == "switch":
+            if _switch(f.key, value):
+                yield f, True
+        elif value not in (None, ""):
+            yield f, _text(f.key, value)
+
+
 def plan_argv(plan: Mapping[str, Any], files: Mapping[str, str] | None = None, *, attached: bool = False) -> list[str]:
     """The run-analytical flags of ``plan`` (empty fields are left to the CLI's defaults).
 
@@ -117,22 +131,16 @@ def plan_argv(plan: Mapping[str, Any], files: Mapping[str, str] | None = None, *
     if unknown:
         raise ConfigError("plan", unknown[0], f"unknown field; valid: {', '.join([*BY_KEY, *FILE_KEYS])}")
     files = files or {}
+    pasted = {key: (flag, files[file_key]) for key, flag, file_key in
+              (("model", "--hf-config", HF_CONFIG_KEY), ("system", "--system", SYSTEM_YAML_KEY)) if file_key in files}
+    given = dict(_given({k: v for k, v in plan.items() if k not in pasted}))
     argv: list[str] = []
-
-    def add(flag: str, text: str) -> None:
-        argv.extend([f"{flag}={text}"] if attached else [flag, text])
-
-    for f in FIELDS:
-        value = plan.get(f.key)
-        if f.key == "model" and HF_CONFIG_KEY in files:
-            add("--hf-config", files[HF_CONFIG_KEY])
-        elif f.key == "system" and SYSTEM_YAML_KEY in files:
-            add("--system", files[SYSTEM_YAML_KEY])
-        elif f.kind == "switch":
-            if _switch(f.key, value):
-                argv.append(f.flag)
-        elif value not in (None, ""):
-            add(f.flag, _text(f.key, value))
+    for f in FIELDS:  # a pasted file's flag takes its field's place
+        flag, value = pasted.get(f.key) or (f.flag, given.get(f))
+        if value is True:
+            argv.append(flag)
+        elif value is not None:
+            argv.extend([f"{flag}={value}"] if attached else [flag, value])
     return argv
 
 
@@ -140,22 +148,17 @@ def megatron_argv(plan: Mapping[str, Any]) -> list[str]:
     """The plan as Megatron-LM's flags (what a launch script says), plus trainsim's own
     ``--model``/``--world-size``/``--system`` where Megatron has none; the config parser of
     every command reads them back (the page's "paste Megatron flags")."""
+    precisions = {"bf16": ["--bf16"], "fp16": ["--fp16"], "fp8": ["--bf16", "--fp8-format", "hybrid"],
+                  "fp4": ["--bf16", "--fp4-format", "e2m1", "--fp4-recipe", "nvfp4"]}
     argv: list[str] = []
-    for f in FIELDS:
-        value = plan.get(f.key)
-        if f.kind == "switch":
-            if _switch(f.key, value):
-                argv.append(f.megatron or f.flag)
-        elif value in (None, ""):
-            continue
+    for f, value in _given(plan):
+        flag = f.megatron or f.flag
+        if value is True:
+            argv.append(flag)
         elif f.key == "dtype":
-            text = _text(f.key, value)
-            argv += {"bf16": ["--bf16"], "fp16": ["--fp16"], "fp8": ["--bf16", "--fp8-format", "hybrid"],
-                     "fp4": ["--bf16", "--fp4-format", "e2m1", "--fp4-recipe", "nvfp4"]}.get(text, [f.flag, text])
-        elif f.key == "recompute" and value == "none":
-            continue  # Megatron: no --recompute-granularity is no recompute
-        else:
-            argv += [f.megatron or f.flag, _text(f.key, value)]
+            argv += precisions.get(value, [flag, value])
+        elif not (f.key == "recompute" and value == "none"):  # Megatron: no --recompute-granularity is none
+            argv += [flag, value]
     return argv
 
 
@@ -167,19 +170,13 @@ def plan_yaml(plan: Mapping[str, Any]) -> str:
     from workload_gen.config_loading import section_of
 
     model: dict[str, Any] = {"preset": plan.get("model") or None}
-    if plan.get("num_layers") not in (None, ""):
-        model["num_layers"] = _number(plan["num_layers"])
     sections: dict[str, dict[str, Any]] = {"parallel": {}, "training": {}}
-    for f in FIELDS:
-        if f.key in ("model", "system", "num_layers"):
-            continue
-        value = plan.get(f.key)
-        field = PARSED_DEST[f.key][2:]
-        if f.kind == "switch":
-            if _switch(f.key, value):
-                sections[section_of(field)][field] = True
-        elif value not in (None, ""):
-            sections[section_of(field)][field] = _number(value)
+    for f, value in _given(plan):
+        if f.key == "num_layers":
+            model["num_layers"] = _number(value)
+        elif f.key not in ("model", "system"):
+            field = PARSED_DEST[f.key][2:]
+            sections[section_of(field)][field] = value if value is True else _number(value)
     doc = {"model": model if len(model) > 1 else model["preset"], **{k: v for k, v in sections.items() if v}}
     system = "YOUR_SYSTEM.yaml" if plan.get(SYSTEM_YAML_KEY) else plan.get("system") or "h100"
     header = f"# run-analytical -c this.yaml --system {system}\n"

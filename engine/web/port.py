@@ -13,6 +13,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from workload_gen.core.errors import TrainsimError
+
+
+def error_line(exc: TrainsimError) -> str:
+    """The page's line for a refused input: the CLI's ``error: ...`` (run_cli prefixes it; a
+    parser refusal already carries the prefix, so it is not doubled)."""
+    text = str(exc)
+    return text if text.startswith("error:") else f"error: {text}"
+
 
 class PlanPort(Protocol):
     def meta(self) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.web.port import error_line
 from workload_gen.core.errors import TrainsimError
 
 
@@ -74,8 +75,7 @@ class SearchRunner:
         except Cancelled:
             outcome = ("cancelled", None, None)
         except TrainsimError as exc:
-            text = str(exc)
-            outcome = ("failed", None, text if text.startswith("error:") else f"error: {text}")
+            outcome = ("failed", None, error_line(exc))
         except Exception as exc:  # a bug: one line on the page, the traceback on the server's stderr
             import traceback
 

@@ -8,22 +8,15 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 
 import pytest
-from web_helpers import CHROMIUM_ARGS, ROOT, env
+from web_helpers import CHROMIUM_ARGS, env, start_server
 
 
 @pytest.fixture(scope="session")
 def server():
     """``serve-web --port 0`` (a free port); yields its URL."""
-    proc = subprocess.Popen([sys.executable, "-m", "engine.commands.serve_web", "--port", "0", "-q"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(), cwd=ROOT)
-    line = proc.stdout.readline()
-    if "http://" not in line:
-        proc.kill()
-        raise AssertionError(f"serve-web did not print its URL: {line!r} {proc.stderr.read()}")
-    url = line.split("open ", 1)[1].split()[0]
+    proc, url = start_server(env(), stderr=subprocess.PIPE)
     yield url
     proc.terminate()
     proc.wait(timeout=10)

@@ -261,3 +261,48 @@ def test_each_form_field_reads_back_from_the_parsers_own_dest():
         assert dests[f.flag] == f.dest, f.key
         if f.megatron is not None:
             assert dests[f.megatron] == f.dest, f.key
+
+
+def test_drawn_timeline_of_a_long_run_equals_the_full_timelines():
+    """With many micro-batches the drawing run keeps only a trace window, built from three
+    short runs (engine.steady_timeline.WindowTimeline), not simulated: its first micro-batches
+    must be those of a run that keeps every interval (an independent simulation)."""
+    import tempfile
+    from pathlib import Path
+
+    from engine.commands.serve_web import TIMELINE_MICROBATCHES, PlanRunner
+    from engine.pipeline import run_workload
+    from engine.steady_timeline import WindowTimeline
+    from engine.web.timeline import first_microbatches
+    from workload_gen import build
+    from workload_gen.config_loading import configs_from_dict
+
+    model, par = configs_from_dict({"model": {"preset": "llama3-8b", "num_layers": 4}, "parallel": {
+        "world_size": 16, "tp": 2, "pp": 2, "global_batch": 512, "seq_length": 1024}})
+    workload = build(model, par)
+    assert isinstance(run_workload(workload, "h100", timeline=True, trace_window=2 * TIMELINE_MICROBATCHES).intervals,
+                      WindowTimeline)  # the path under test, not a full simulation
+    full = first_microbatches(run_workload(workload, "h100", timeline=True).intervals, TIMELINE_MICROBATCHES)
+    with tempfile.TemporaryDirectory() as tmp:
+        drawn = PlanRunner(Path(tmp)).evaluate({"model": "llama3-8b", "num_layers": "4", "world_size": "16",
+                                                "tp": "2", "pp": "2", "global_batch": "512", "seq_length": "1024"})
+    assert drawn["timeline"] == full
+    assert {mb for *_, mb in full["rows"]} == set(range(TIMELINE_MICROBATCHES))
+
+
+def test_a_refused_search_is_the_clis_line():
+    """A search the library refuses (here an unknown model) fails with the CLI's one line,
+    worded once ("error: ..."), after its trip through the search's child process."""
+    import tempfile
+    from pathlib import Path
+
+    from engine.commands.serve_web import PlanRunner
+    from engine.web.search_job import SearchRunner
+
+    with tempfile.TemporaryDirectory() as tmp:
+        runner = SearchRunner(PlanRunner(Path(tmp)).search)
+        assert runner.start({"model": "llama9-1t", "world_size": "8"})
+        runner.wait(120)
+        got = runner.view()
+    assert got["state"] == "failed" and got["result"] is None
+    assert got["error"] == cli_error("--model", "llama9-1t")

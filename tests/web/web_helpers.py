@@ -10,9 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from bench_scripts import script
+
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+# the scripts' copy (scripts/web_server.py), so the tests drive the browser and start the server as they do
+CHROMIUM_ARGS = script("web_server").CHROMIUM_ARGS
+start_server = script("web_server").start_server
 
 
 def env() -> dict[str, str]:

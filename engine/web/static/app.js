@@ -6,12 +6,9 @@
 const $ = (id) => document.getElementById(id);
 const GIB = 2 ** 30;
 const AXES = ["tp", "pp", "vpp", "cp", "ep", "etp"];
-const TEXT_FIELDS = ["model", "system", "num_layers", "world_size", "global_batch", "micro_batch", "seq_length",
-                     ...AXES, "first_stage_layers", "last_stage_layers", "pipeline_layout",
-                     "dtype", "fp8_recipe", "recompute", "moe_token_dispatcher",
-                     "moe_flex_dispatcher_backend"];
-const SWITCHES = ["sp", "dist_opt", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap",
-                  "overlap_moe_expert_parallel_comm"];
+// the form's fields, from /api/meta (engine/web/plan.py FIELDS: one list, the server's), set once in main()
+let TEXT_FIELDS = [];
+let SWITCHES = [];
 const DEFAULT_PLAN = {model: "llama3-8b", system: "h100", num_layers: "", world_size: "8", global_batch: "8",
                       micro_batch: "1", seq_length: "8192", tp: "2", pp: "1", vpp: "1", cp: "1", ep: "1", etp: "",
                       dtype: "bf16", fp8_recipe: "delayed", recompute: "none", sp: true, dist_opt: false, overlap_grad_reduce: false,
@@ -551,6 +548,8 @@ function drawSweep() {
 async function main() {
   setState("loading");
   const [meta, running] = await Promise.all([api("/api/meta"), api("/api/search")]);
+  TEXT_FIELDS = meta.fields.filter((f) => f.kind === "text").map((f) => f.key);
+  SWITCHES = meta.fields.filter((f) => f.kind === "switch").map((f) => f.key);
   setOptions($("f-model"), [...meta.models, HF], [...meta.models, "Hugging Face config.json…"]);
   setOptions($("f-system"), [...meta.systems, SYS], [...meta.systems, "system YAML…"]);
   setOptions($("f-dtype"), meta.dtypes);
