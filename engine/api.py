@@ -5,7 +5,7 @@ from dataclasses import replace
 from typing import Any, Literal, NamedTuple
 
 from engine.memory import estimate_memory
-from engine.schedules import SCHEDULES, default_schedule
+from engine.schedules import SCHEDULES
 from engine.sim import Simulator
 from network.backend import NetworkBackend
 from network.registry import create_backend
@@ -41,8 +41,9 @@ def simulate(
         Interval built on first use, see engine.timeline); off for sweeps.
     all_ranks: simulate every rank with no symmetry shortcut (the packet-level mode);
         forced on for a backend that does not declare ``contention_free = True``.
-    schedule: pipeline schedule name (see ``engine.schedules.SCHEDULES``); default
-        "1f1b", or "interleaved" when vpp > 1.
+    schedule: pipeline schedule name (see ``engine.schedules.SCHEDULES``); default the
+        workload's (ParallelConfig.schedule: its pipeline_schedule, else "1f1b", or
+        "interleaved" when vpp > 1).
     memory: the workload's estimate_memory(), when the caller already has it (sweeps
         check memory before simulating), so it is not computed twice.
     level: "pass" memoises each (stage, chunk, direction) pass (contention-free backends
@@ -71,7 +72,7 @@ def simulate(
     if level == "pass" and every_rank:
         raise ConfigError("level", level, "pass memoisation needs a contention-free backend and all_ranks=False")
     memo = (level != "op") and not every_rank
-    sched = schedule or default_schedule(par.vpp)
+    sched = schedule or par.schedule
     SCHEDULES.get(sched)
     steady, tl, mem = None, (), memory
     if memo and not timeline and extrapolate:

@@ -161,7 +161,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from engine.schedules import SCHEDULES, default_schedule
+from engine.schedules import SCHEDULES
 from workload_gen.costs import NVFP4_GEMM_IN_BYTES
 from workload_gen.core.errors import ConfigError
 from workload_gen.core.gpu_specs import get_gpu
@@ -678,7 +678,9 @@ def deferred_wgrad_bytes(workload: Workload, stage: int) -> float:
 
 
 def _in_flight_peak(workload: Workload, stage: int, per_chunk: dict[int, float], schedule: str) -> float:
-    """Walk the schedule: forwards add the chunk's activations, backwards free them."""
+    """Walk the schedule: forwards add the chunk's activations, backwards free them. A combined
+    step (a forward run beside another micro-batch's backward, DualPipeV's) holds both until
+    it ends: the forward's are counted before the backward's are freed."""
     par = workload.parallel
     steps = SCHEDULES.get(schedule)(par.pp, par.vpp, par.num_microbatches, stage)
     held = peak = 0.0
@@ -686,6 +688,8 @@ def _in_flight_peak(workload: Workload, stage: int, per_chunk: dict[int, float],
         if st.forward:
             held += per_chunk[st.chunk]
             peak = max(peak, held)
+            if st.pair is not None:
+                held -= per_chunk[st.pair.chunk]
         else:
             held -= per_chunk[st.chunk]
     return peak
@@ -765,7 +769,7 @@ def estimate_memory(
     workspaces (:func:`workspace_bytes`) plus the largest transient."""
     par = workload.parallel
     attention = attention or par.attention_backend
-    sched = schedule or default_schedule(par.vpp)
+    sched = schedule or par.schedule
     opt_bytes = optimizer_state_bytes(par.optimizer, par.dtype, precision_aware_dtypes(par))
     workspace = workspace_bytes(workload)
     out = []

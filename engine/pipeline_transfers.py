@@ -9,8 +9,9 @@ A transfer is a :class:`~engine.entities.Future` with two parties: it starts whe
 sender's pass has ended and the receiver has posted the receive (when it is ready to run
 the pass that needs it, or earlier under the interleaved schedule's prefetch), on the
 sender's send stream for that direction; the receiving pass starts when it has arrived.
-A *virtual stage* is ``chunk * pp + stage``: activations go from one to the next, so
-chunk c of the last stage feeds chunk c + 1 of the first. A pass with nothing on the wire
+A *virtual stage* is ``chunk * pp + stage`` (DualPipeV: a V, workload_gen.core.virtual_stages):
+activations go from one to the next, so chunk c of the last stage feeds chunk c + 1 of the
+first (DualPipeV: the last stage feeds its own chunk 1, a dependency without a transfer). A pass with nothing on the wire
 (no send op) still orders its receiver: a pure dependency that ends when both joined.
 """
 from __future__ import annotations
@@ -24,6 +25,7 @@ from engine.loop import COMPLETION, EventLoop
 from engine.program import PassSpec
 from engine.schedules import Step
 from workload_gen.core.records import Group
+from workload_gen.core.virtual_stages import stage_chunk, virtual_stage
 
 if TYPE_CHECKING:
     from engine.timeline import CollectiveRecord
@@ -36,25 +38,28 @@ class PipelineTransfers:
     receiving pass starts."""
 
     def __init__(self, comms: Communicators, loop: EventLoop, *, pp: int, vpp: int, ranks_per_stage: int,
-                 coll_rec: type[CollectiveRecord] | None = None) -> None:
+                 coll_rec: type[CollectiveRecord] | None = None, vshape: bool = False) -> None:
         self.comms = comms
         """Numbers the futures (one sequence with the collectives) and starts them on their stream."""
         self.loop = loop
         self.pp = pp
         self.num_virtual_stages = pp * vpp
-        """Model chunk ``c`` of stage ``s`` is virtual stage ``c * pp + s``; activations
-        flow from each virtual stage to the next."""
+        """Model chunk ``c`` of stage ``s`` is virtual stage ``virtual_stage(s, c, pp, vshape)``;
+        activations flow from each virtual stage to the next."""
+        self.vshape = vshape
         self.ranks_per_stage = ranks_per_stage
         self.coll_rec = coll_rec
         """The timeline's record type for a send, or None when the run keeps no timeline."""
         self._pipeline: dict[ReceiveKey, Future] = {}
         """Pipeline transfers, from the first party's join until the receiving pass starts."""
-        self._send_streams: dict[int, Comm] = {}
-        """Pipeline send streams, keyed ``2 * rank + (0 forward, 1 backward)``."""
+        self._send_streams: dict[tuple[int, int, bool], Comm] = {}
+        """Pipeline send streams, keyed (rank, peer, forward): one per peer and direction, so a
+        send waiting for its receiver holds back only later sends to that peer (DualPipeV's
+        ranks send forward to both neighbours; Megatron's schedules have one peer per direction)."""
 
     def _input_key(self, rank: RankState, step: Step) -> ReceiveKey | None:
         """The transfer feeding ``step`` on ``rank``; None for a pass with no pipeline input."""
-        virtual = step.chunk * self.pp + rank.stage
+        virtual = virtual_stage(rank.stage, step.chunk, self.pp, self.vshape)
         if (virtual > 0) if step.forward else (virtual < self.num_virtual_stages - 1):  # has a pipeline input
             return (rank.rank, step.forward, virtual, step.microbatch)
         return None
@@ -86,17 +91,17 @@ class PipelineTransfers:
 
     def send(self, rank: RankState, step: Step, spec: PassSpec, now: float) -> Future | None:
         """The pass ends: join the transfer of its output to the next virtual stage."""
-        virtual = step.chunk * self.pp + rank.stage
+        virtual = virtual_stage(rank.stage, step.chunk, self.pp, self.vshape)
         dst_virtual = virtual + 1 if step.forward else virtual - 1
         if dst_virtual < 0 or dst_virtual >= self.num_virtual_stages:
             return None
-        dst = self._pp_peer(rank, dst_virtual % self.pp)
+        dst = self._pp_peer(rank, stage_chunk(dst_virtual, self.pp, self.vshape)[0])
         fut = self._transfer((dst, step.forward, dst_virtual, step.microbatch))
         if spec.send is not None:
             fut.op = spec.send
             fut.ranks = (rank.rank, dst)
-            # One send stream per direction: sends leave in the order they were issued.
-            key = 2 * rank.rank + (0 if step.forward else 1)
+            # One send stream per peer and direction: sends leave in the order they were issued.
+            key = (rank.rank, dst, step.forward)
             comm = self._send_streams.get(key)
             if comm is None:
                 comm = self._send_streams[key] = Comm()

@@ -15,6 +15,7 @@ from typing import Callable
 
 from workload_gen.core.errors import ConfigError
 from workload_gen.core.record import record
+from workload_gen.core.records import Phase
 from workload_gen.core.registry import Registry
 
 
@@ -28,6 +29,14 @@ class Step:
     pair: Step | None = None
     """A backward step run together with this forward one as one combined pass (Megatron's
     EP all-to-all overlap, engine.a2a_overlap); None for a plain pass."""
+
+    def labels(self, phase: Phase) -> tuple[int, int]:
+        """(chunk, micro-batch) of the pass an op of this step with ``phase`` belongs to: in a
+        combined step every op that is not a forward one (backward, recompute) is the paired
+        backward's, so a trace names the micro-batch and chunk each op really ran for."""
+        if self.pair is not None and phase is not Phase.FWD:
+            return self.pair.chunk, self.pair.microbatch
+        return self.chunk, self.microbatch
 
 
 Schedule = Callable[[int, int, int, int], tuple[Step, ...]]
@@ -84,5 +93,61 @@ def interleaved(pp: int, vpp: int, m: int, stage: int, extra_warmup: int = 0) ->
     return tuple(steps)
 
 
-def default_schedule(vpp: int) -> str:
-    return "interleaved" if vpp > 1 else "1f1b"
+
+@SCHEDULES.register("dualpipev")
+def dualpipev(pp: int, vpp: int, m: int, stage: int) -> tuple[Step, ...]:
+    """DeepSeek's DualPipeV (deepseek-ai/DualPipe@3da1bbe, dualpipe/dualpipev.py, ``step``): the
+    V-shape cut of DualPipe. Chunk 0 of rank ``stage`` is virtual stage ``stage``, chunk 1 is
+    ``2 * pp - 1 - stage`` (workload_gen.core.virtual_stages). Its eight phases, for rank r of n:
+
+    1. 2(n - r - 1) forwards of chunk 0;
+    2. r + 1 times: forward chunk 0, forward chunk 1;
+    3. n - r - 1 times: backward chunk 1, forward chunk 1;
+    4. m - 2n + r + 1 times: forward chunk 0 beside backward chunk 1, then forward chunk 1
+       beside backward chunk 0 (the overlapped pairs; the last rank runs its first pair
+       apart, as DualPipeV does "to further reduce bubble size");
+    5. n - r - 1 times: backward chunk 1, then forward chunk 1 beside backward chunk 0;
+    6. r + 1 times: backward chunk 1, backward chunk 0;
+    7. n - r - 1 backwards of chunk 0;
+    8. the deferred weight gradients.
+
+    Micro-batches enter each (chunk, direction) in order. DualPipeV's zero-bubble split
+    (phases 3, 6, 7 run a backward's input gradient first and its weight gradient later, phase
+    8 the rest) is not modelled: a backward here computes both, so the cool-down bubble is an
+    upper bound, by the deferred weight-gradient time of those phases (the README's
+    ``- 3W`` term)."""
+    if vpp != 2:
+        raise ConfigError("vpp", vpp, "DualPipeV needs vpp=2 (two chunks per rank, the V)")
+    if m < 2 * pp:
+        raise ConfigError("global_batch", m, f"DualPipeV needs at least 2*pp = {2 * pp} micro-batches")
+    n, r = pp, stage
+    nxt = {(0, True): 0, (1, True): 0, (0, False): 0, (1, False): 0}
+
+    def take(chunk: int, forward: bool) -> Step:
+        i = nxt[(chunk, forward)]
+        nxt[(chunk, forward)] = i + 1
+        return Step(chunk, forward, i)
+
+    def pair(f_chunk: int, b_chunk: int) -> Step:
+        f = take(f_chunk, True)
+        return Step(f.chunk, True, f.microbatch, pair=take(b_chunk, False))
+
+    steps: list[Step] = [take(0, True) for _ in range(2 * (n - r - 1))]
+    for _ in range(r + 1):
+        steps += [take(0, True), take(1, True)]
+    for _ in range(n - r - 1):
+        steps += [take(1, False), take(1, True)]
+    for i in range(m - 2 * n + r + 1):
+        if i == 0 and r == n - 1:
+            steps += [take(0, True), take(1, False)]
+        else:
+            steps.append(pair(0, 1))
+        steps.append(pair(1, 0))
+    for _ in range(n - r - 1):
+        steps += [take(1, False), pair(1, 0)]
+    for _ in range(r + 1):
+        steps += [take(1, False), take(0, False)]
+    steps += [take(0, False) for _ in range(n - r - 1)]
+    if any(v != m for v in nxt.values()):
+        raise AssertionError(f"DualPipeV schedule for rank {r} of {n}, {m} micro-batches runs {nxt}")
+    return tuple(steps)

@@ -14,7 +14,8 @@ This module holds what a rank does and when: it begins passes, runs their ops, i
 collectives, waits, and dispatches the engine's events. Where a wait is charged is
 :mod:`engine.waits`; what a finished run hands back is :mod:`engine.sim_results`.
 
-Words used in the code: a *virtual stage* is ``chunk * pp + stage`` (activations go
+Words used in the code: a *virtual stage* is ``chunk * pp + stage``, or DualPipeV's V
+(workload_gen.core.virtual_stages) (activations go
 from one to the next, so chunk c of the last stage feeds chunk c + 1 of the first); a
 :class:`~engine.entities.Future` is one collective instance or pipeline transfer; a rank is
 *blocked* while its compute stream waits for futures; a *party* of a future is a
@@ -107,7 +108,7 @@ class Simulator:
         one combined pass (engine.a2a_overlap)."""
         extra = {"extra_warmup": 1} if self.a2a_overlap and schedule == "interleaved" else {}
         steps = [sched(par.pp, par.vpp, self.num_microbatches, s, **extra) for s in range(par.pp)]
-        if self.a2a_overlap:
+        if self.a2a_overlap and schedule != "dualpipev":  # DualPipeV's schedule pairs its own steps
             from engine.a2a_overlap import pair_steps  # MoE runs only: kept off the dense import path
 
             steps = [pair_steps(st, self.num_microbatches) for st in steps]
@@ -140,7 +141,7 @@ class Simulator:
                                    slowdown=self.slowdown, flex_slowdown=self.flex_slowdown, coll_rec=coll_rec)
         """The communicators and their collective instances (and the futures' numbering)."""
         self.p2p = PipelineTransfers(self.comms, self.loop, pp=par.pp, vpp=par.vpp, ranks_per_stage=per_stage,
-                                     coll_rec=coll_rec)
+                                     coll_rec=coll_rec, vshape=par.vshape)
         """The pipeline transfers between stages."""
         from engine.host_launch import HostModel
 
@@ -230,7 +231,8 @@ class Simulator:
             for g, x in prof.exposed:
                 acc.exposed[g] += x
             if self.timeline:
-                rank.records.append(self._block_rec(rank.stage, rank.rank, prof, now, step.chunk, step.microbatch))
+                rank.records.append(self._block_rec(rank.stage, rank.rank, prof, now, step.chunk, step.microbatch,
+                                                    step.pair))
             if grads.release_this_pass:
                 for i, off in prof.ready_offsets:
                     ops = grads.by_ready_point.get((step.chunk, i))
@@ -317,7 +319,7 @@ class Simulator:
                     issue_now = spec.issue_with.get(i)
                     if issue_now:  # overlappable collectives that run alongside this op
                         for k in issue_now:
-                            fut = self.comms.issue(rank, ops[k], now, step.chunk, step.microbatch)
+                            fut = self.comms.issue(rank, ops[k], now, *step.labels(ops[k].phase))
                             deadline = spec.deadline[k]
                             overlapped.pending.append((deadline, fut))
                             if deadline < overlapped.next_deadline:
@@ -343,8 +345,8 @@ class Simulator:
                     else:
                         rank.acc.optimizer += d
                     if self.timeline:
-                        rank.records.append(self._comp_rec(op, start, start + d, step.chunk if step else -1,
-                                                          step.microbatch if step else -1))
+                        rank.records.append(self._comp_rec(op, start, start + d,
+                                                          *(step.labels(op.phase) if step else (-1, -1))))
                     self.loop.schedule(start + d, COMPLETION, EV_COMPUTE_DONE, rank)
                     return
                 host = rank.host
@@ -367,7 +369,7 @@ class Simulator:
                 elif op.overlappable:
                     if i not in spec.pre_issued:
                         step = cursor.step
-                        fut = self.comms.issue(rank, op, now, step.chunk, step.microbatch)
+                        fut = self.comms.issue(rank, op, now, *step.labels(op.phase))
                         deadline = spec.deadline[i]
                         overlapped.pending.append((deadline, fut))
                         if deadline < overlapped.next_deadline:
@@ -375,7 +377,7 @@ class Simulator:
                     continue
                 else:
                     step = cursor.step
-                    fut = self.comms.issue(rank, op, now, step.chunk, step.microbatch)
+                    fut = self.comms.issue(rank, op, now, *step.labels(op.phase))
                 if fut.end is None:
                     block(rank, [fut], now)
                     return

@@ -130,7 +130,8 @@ def window_parts(parts: Sequence[Any], m_a: int, m: int, head: int, tail: int,
             if mb < 0 and p.offset + min(r[2] for r in p.profile.records) < starts.get(p.stage, float("inf")):
                 out.append(p)
                 continue
-            out.append(Block(p.stage, p.rank, p.profile, p.offset + d, p.chunk, mb + dm if mb >= 0 else mb))
+            pair = p.pair if p.pair is None else replace(p.pair, microbatch=p.pair.microbatch + dm)
+            out.append(Block(p.stage, p.rank, p.profile, p.offset + d, p.chunk, mb + dm if mb >= 0 else mb, pair))
         else:
             if mb < 0 and p.start < starts.get(p.stage, float("inf")):
                 out.append(p)

@@ -20,12 +20,13 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from engine.passes import PassProfile
-from workload_gen.core.records import CollectiveOp, ComputeOp
+from workload_gen.core.records import CollectiveOp, ComputeOp, Phase
 from workload_gen.core.run_result import Interval
 
 if TYPE_CHECKING:
     from engine.accounting import LayerSum
     from engine.entities import Future
+    from engine.schedules import Step
 
 
 # What the engine records per rank as it runs (RankState.records): a ComputeRecord or
@@ -62,11 +63,14 @@ class CollectiveRecord(NamedTuple):
 class Block:
     """One instance of a memoised pass: the profile shifted by ``offset``."""
 
-    __slots__ = ("stage", "rank", "profile", "offset", "chunk", "microbatch")
+    __slots__ = ("stage", "rank", "profile", "offset", "chunk", "microbatch", "pair")
 
-    def __init__(self, stage: int, rank: int, profile: PassProfile, offset: float, chunk: int, microbatch: int) -> None:
+    def __init__(self, stage: int, rank: int, profile: PassProfile, offset: float, chunk: int, microbatch: int,
+                 pair: Step | None = None) -> None:
         self.stage, self.rank, self.profile = stage, rank, profile
         self.offset, self.chunk, self.microbatch = offset, chunk, microbatch
+        self.pair = pair
+        """A combined pass's backward step: its ops (all but the forward ones) carry its labels."""
 
     def __len__(self) -> int:
         return len(self.profile.records)
@@ -81,9 +85,12 @@ class Block:
 
     def _intervals(self, off: float) -> Iterator[Interval]:
         st, rk, ch, mb = self.stage, self.rank, self.chunk, self.microbatch
+        pair, fwd = self.pair, Phase.FWD
         # ``_value_``: the enum member's value, without the ``.value`` property call (this
         # runs once per interval of the run).
         for stream, op, s, e, exp in self.profile.records:  # ProfileRecord
+            if pair is not None:
+                ch, mb = (self.chunk, self.microbatch) if op.phase is fwd else (pair.chunk, pair.microbatch)
             if stream == "compute":
                 yield Interval(st, rk, stream, op.name, op.layer, op.phase._value_, mb, ch,
                                s + off, e + off, op.kind._value_, 0, 0.0)

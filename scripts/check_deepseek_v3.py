@@ -13,15 +13,25 @@ parallelism and no tensor parallelism (Sec. 3.2), node-limited routing to at mos
 per step, an upper bound on the pure step time (the GPU-hours include everything else).
 
 What the simulator is given, and where it differs from the report:
-- DualPipe is not Megatron's; its closest Megatron schedule is the interleaved one with two
-  chunks per rank (DualPipe's two directions) and the EP all-to-all overlap
-  (--overlap-moe-expert-parallel-comm --delay-wgrad-compute), which overlaps one
-  micro-batch's forward with another's backward as DualPipe does;
-- the interleaved schedule needs micro-batches divisible by PP: 128 per pipeline (16,384
-  sequences) are simulated and the step is scaled to 15,360 sequences by tokens;
-- the layout puts the embedding with two dense layers first and the MTP module with the
-  loss alone last, so that the stage holding the output head is not the bottleneck
-  (DualPipe puts the shallowest and deepest layers on one rank for the same reason);
+- DualPipe is run as DualPipeV (``--pipeline-schedule dualpipev``; deepseek-ai/DualPipe,
+  dualpipev.py), the V-shape cut of DualPipe with the same bubble formula for the same number
+  of stages ((S/2 - 1)(F&B + B - 3W), the DualPipe README's table): each of the 16 ranks runs
+  two of 32 virtual stages, rank r the r-th from the start and from the end, so rank 0 holds
+  the embedding and the loss, as DualPipe puts "the shallowest layers (including the embedding
+  layer) and deepest layers (including the output head) of the model on the same PP rank"
+  (report Sec. 3.2.1). Its steady state runs each forward beside another micro-batch's
+  backward with the EP all-to-alls hidden under the other's compute, as DualPipe does. Not
+  modelled: DualPipe's two parameter copies (DualPipeV holds one) and the zero-bubble split of
+  some backwards into input and weight gradients (a bound on the cool-down bubble);
+- the layout: the 61 layers (the first 3 dense) and the MTP module over the 32 virtual
+  stages so that no rank does more work than a rank of four MoE layers: rank 0 holds the
+  embedding, one dense layer, the MTP module and the loss (its compute per micro-batch is
+  printed beside the middle ranks'); DualPipe runs 15,360 sequences as 120 micro-batches per
+  pipeline exactly;
+- beside it, Megatron's interleaved schedule (two chunks per rank) with and without its EP
+  all-to-all overlap (--overlap-moe-expert-parallel-comm --delay-wgrad-compute): it needs
+  micro-batches divisible by PP, so 128 per pipeline (16,384 sequences) are simulated and the
+  step scaled to 15,360 sequences by tokens; its layout keeps the loss on the last rank;
 - DeepEP (flex dispatcher), group-limited routing (8 groups = 8 nodes, top 4);
 - FP8 as per-tensor (tensorwise) scaling: DeepSeek's own GEMMs (DeepGEMM) apply the report's
   1x128 / 128x128 block scales at per-tensor speed (deepseek-ai/DeepGEMM README: up to 1,550
@@ -30,8 +40,8 @@ What the simulator is given, and where it differs from the report:
   tensorwise recipe's GEMM rate and casts stand in for DeepGEMM's;
 - RMSNorm recompute under fp8 is not modelled: only the MLA up-projections are recomputed;
 - routing: DeepSeek's auxiliary-loss-free balancing is learned routing, so the busiest EP rank
-  carries the learned-routing prior (workload_gen.core.moe_routing, 1.23x the mean); a third
-  row shows the run with routing as even as random routing (--moe-router-force-load-balancing),
+  carries the learned-routing prior (workload_gen.core.moe_routing, 1.23x the mean); a row
+  shows the run with routing as even as random routing (--moe-router-force-load-balancing),
   the best balance the bias-based scheme could reach.
 
 Usage: python scripts/check_deepseek_v3.py [--markdown]
@@ -47,20 +57,29 @@ GPU_HOURS = 2.664e6
 TOKENS = 14.8e12
 """Pre-training tokens (Sec. 4.2)."""
 SEQUENCES, SEQ, GPUS = 15360, 4096, 2048
-SIMULATED_SEQUENCES = 16384
-"""128 micro-batches per pipeline (the interleaved schedule needs a multiple of PP = 16)."""
+INTERLEAVED_SEQUENCES = 16384
+"""Megatron's interleaved schedule: 128 micro-batches per pipeline (a multiple of PP = 16)."""
 
-FLAGS = [
+COMMON = [
     "--model", "deepseek-v3", "--world-size", str(GPUS), "--tp", "1", "--pp", "16", "--vpp", "2", "--ep", "64",
-    "--pipeline-model-parallel-layout", "Ett|(tt|)*14t|(tt|)*15mL", "--mtp-num-layers", "1",
-    "--seq-length", str(SEQ), "--micro-batch-size", "1", "--global-batch-size", str(SIMULATED_SEQUENCES),
+    "--mtp-num-layers", "1", "--seq-length", str(SEQ), "--micro-batch-size", "1",
     "--bf16", "--fp8-format", "e4m3", "--fp8-recipe", "tensorwise",
     "--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather",
     "--moe-token-dispatcher-type", "flex", "--moe-flex-dispatcher-backend", "deepep",
     "--moe-router-num-groups", "8", "--moe-router-group-topk", "4",
     "--recompute-granularity", "selective", "--recompute-modules", "mla_up_proj",
 ]
+DUALPIPE_LAYOUT = "Et|tt|(tt|)*28tt|mL"
+"""The 32 virtual stages in data-flow order; under DualPipeV rank r runs stages r and 31 - r,
+so rank 0 runs 'Et' and 'mL' (the embedding, the first dense layer, the MTP module, the
+loss), rank 1 'tt' (dense) and 'tt' (MoE), every other rank four MoE layers."""
+DUALPIPE = COMMON + ["--pipeline-schedule", "dualpipev", "--pipeline-model-parallel-layout", DUALPIPE_LAYOUT,
+                     "--global-batch-size", str(SEQUENCES)]
+FLAGS = COMMON + ["--pipeline-model-parallel-layout", "Ett|(tt|)*14t|(tt|)*15mL",
+                  "--global-batch-size", str(INTERLEAVED_SEQUENCES)]
+"""Megatron's interleaved schedule with its last rank holding the MTP module and the loss."""
 OVERLAP = ["--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute"]
+BALANCED = ["--moe-router-force-load-balancing"]
 
 
 def implied_step_s() -> float:
@@ -86,25 +105,32 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     ref = implied_step_s()
     rows = []
-    runs = (("with the EP all-to-all overlap", FLAGS + OVERLAP), ("without it", FLAGS),
-            ("overlap, routing as even as random", FLAGS + OVERLAP + ["--moe-router-force-load-balancing"]))
-    for label, flags in runs:
+    runs = (("DualPipeV", DUALPIPE, SEQUENCES),
+            ("DualPipeV, routing as even as random", DUALPIPE + BALANCED, SEQUENCES),
+            ("Megatron interleaved + EP overlap", FLAGS + OVERLAP, INTERLEAVED_SEQUENCES),
+            ("Megatron interleaved, no overlap", FLAGS, INTERLEAVED_SEQUENCES))
+    for label, flags, simulated in runs:
         r = simulate(flags)
-        step = r.iteration_time_s * SEQUENCES / SIMULATED_SEQUENCES
+        step = r.iteration_time_s * SEQUENCES / simulated
         ep = r.breakdown.exposed_comm_s.get("ep", 0.0) / r.iteration_time_s
         fits = all(m.reserved_peak <= r.system.gpu_spec.memory_bytes for m in r.memory)
-        rows.append((label, r.iteration_time_s, step, step / ref - 1, ep, fits))
+        rows.append((label, r.iteration_time_s, step, step / ref - 1, ep, fits, r))
     if args.markdown:
-        print("| run | simulated s (16,384 seq) | step s (15,360 seq) | vs 19.90 s | exposed all-to-all |")
+        print("| run | step s (15,360 seq) | vs 19.90 s | exposed all-to-all | pipeline bubble |")
         print("|---|---|---|---|---|")
-        for label, sim, step, err, ep, _ in rows:
-            print(f"| {label} | {sim:.2f} | {step:.2f} | {err:+.1%} | {ep:.1%} of the step |")
+        for label, _, step, err, ep, _, r in rows:
+            print(f"| {label} | {step:.2f} | {err:+.1%} | {ep:.1%} of the step | "
+                  f"{r.breakdown.bubble_s / r.iteration_time_s:.1%} |")
         return 0
     print(f"DeepSeek-V3 report: {GPU_HOURS:.4g} H800 GPU-hours / {TOKENS:.3g} tokens -> {ref:.2f} s per step of "
           f"{SEQUENCES} x {SEQ} tokens on {GPUS} GPUs")
-    for label, sim, step, err, ep, fits in rows:
-        print(f"{label:32s} {sim:7.2f} s for {SIMULATED_SEQUENCES} sequences -> {step:6.2f} s per step ({err:+.1%}); "
-              f"exposed all-to-all {ep:.1%} of the step{'' if fits else '; memory: does not fit (see run-analytical)'}")
+    for label, _, step, err, ep, fits, r in rows:
+        print(f"{label:38s} {step:6.2f} s per step ({err:+.1%}); exposed all-to-all {ep:.1%}, bubble "
+              f"{r.breakdown.bubble_s / r.iteration_time_s:.1%} of the step"
+              f"{'' if fits else '; memory: does not fit (see run-analytical)'}")
+    compute = [b.compute_s for b in rows[0][6].stage_breakdowns]
+    print(f"DualPipeV compute per rank: rank 0 {compute[0]:.2f} s, rank 1 {compute[1]:.2f} s, the others "
+          f"{min(compute[2:]):.2f}-{max(compute[2:]):.2f} s")
     return 0
 
 

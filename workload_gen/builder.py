@@ -65,6 +65,7 @@ from workload_gen.core.optimizer_state import precision_aware_dtypes
 from workload_gen.core.parallel_config import ParallelConfig, check_against_model
 from workload_gen.core.params import (
     chunk_layers,
+    head_chunk,
     mtp_chunk,
     padded_vocab,
     rank_tensors,
@@ -88,6 +89,7 @@ from workload_gen.core.records import (
     StageProgram,
     Workload,
 )
+from workload_gen.core.virtual_stages import stage_chunk, virtual_stage
 
 def layer_key(model: ModelConfig, par: ParallelConfig) -> LayerKey:
     mods = par.recompute_modules if par.recompute == "selective" else ()  # Megatron reads them only then
@@ -99,7 +101,7 @@ def layer_key(model: ModelConfig, par: ParallelConfig) -> LayerKey:
         recompute="none" if mods and "core_attn" not in mods else par.recompute,
         recompute_method=par.recompute_method, recompute_num_layers=par.recompute_num_layers,
         tp_comm_overlap=par.tp_comm_overlap, vocab_padded=padded_vocab(model, par),
-        first_stage_layers=par.first_stage_layers, last_stage_layers=par.last_stage_layers,
+        first_stage_layers=par.first_stage_layers, last_stage_layers=par.last_stage_layers, vshape=par.vshape,
         account_for_embedding_in_pipeline_split=par.account_for_embedding_in_pipeline_split,
         account_for_loss_in_pipeline_split=par.account_for_loss_in_pipeline_split,
         overlap_p2p=par.vpp > 1 and par.overlap_p2p_comm, fp8_recipe=par.fp8_recipe,
@@ -195,7 +197,7 @@ def _stage_chunks(model: ModelConfig, key: LayerKey, stage: int, layout: str | N
     _, _, emb_t, head_t = _templates(model, key)
     par_like = _ParView(key, layout)
     nbytes = pp_bytes(model, key)
-    last_stage = key.pp - 1
+    head_at = head_chunk(par_like)  # type: ignore[arg-type]
     mtp = _mtp_parts(model, key, par_like)
     chunks = []
     for c in range(key.vpp):
@@ -204,7 +206,11 @@ def _stage_chunks(model: ModelConfig, key: LayerKey, stage: int, layout: str | N
         fwd: list[Op] = []
         bwd: list[Op] = []
         first_chunk = stage == 0 and c == 0
-        last_chunk = stage == last_stage and c == key.vpp - 1
+        last_chunk = (stage, c) == head_at
+        v = virtual_stage(stage, c, key.pp, key.vshape)
+        # DualPipeV's turn at the bottom of the V: the last rank feeds its own chunk 1 (no transfer)
+        local_next = key.vshape and stage_chunk(v + 1, key.pp, True)[0] == stage
+        local_prev = key.vshape and v > 0 and stage_chunk(v - 1, key.pp, True)[0] == stage
         if first_chunk:
             fwd += _stamp(emb_t.fwd_stamps, -1)
         for layer in layers:
@@ -216,7 +222,7 @@ def _stage_chunks(model: ModelConfig, key: LayerKey, stage: int, layout: str | N
             fwd += mtp.head_forward(model.num_layers)
         if last_chunk:
             fwd += _stamp(head_t.fwd_stamps, model.num_layers)
-        else:
+        elif not local_next:
             fwd.append(CollectiveOp("pp_send_fwd", layers[-1] if layers else _layer_before(model, par_like, stage, c),
                                     Phase.FWD, CollKind.SEND_RECV, Group.PP, key.pp,
                                     nbytes * mtp.pp_factor(stage, c, 0) if mtp else nbytes, key.overlap_p2p, 1))
@@ -234,7 +240,7 @@ def _stage_chunks(model: ModelConfig, key: LayerKey, stage: int, layout: str | N
                 bwd += _stamp(kind[layer].bwd_stamps, layer)
         if first_chunk:
             bwd += _stamp(emb_t.bwd_stamps, -1)
-        else:
+        elif not local_prev:
             bwd.append(CollectiveOp("pp_send_bwd", layers[0] if layers else _layer_before(model, par_like, stage, c) + 1,
                                     Phase.BWD_INPUT, CollKind.SEND_RECV, Group.PP, key.pp,
                                     nbytes * mtp.pp_factor(stage, c, 1) if mtp else nbytes, key.overlap_p2p, -1))
@@ -253,12 +259,13 @@ class _MTPParts:
     in between carry the main and every depth's hidden states, concatenated along the
     sequence (MultiTokenPredictionBlock.forward's torch.cat), 1 + n times the bytes."""
 
-    __slots__ = ("at", "n", "v_at", "pp", "before", "layer", "norm_f", "norm_b", "head_f", "head_b", "recompute")
+    __slots__ = ("at", "n", "v_at", "vshape", "pp", "before", "layer", "norm_f", "norm_b", "head_f", "head_b", "recompute")
 
     def __init__(self, model: ModelConfig, key: LayerKey, at: tuple[int, int], layer: Templates) -> None:
         before, after = mtp_templates(model, key)
         self.at, self.n, self.pp = at, model.mtp_num_layers, key.pp
-        self.v_at = at[1] * key.pp + at[0]
+        self.v_at = virtual_stage(at[0], at[1], key.pp, key.vshape)
+        self.vshape = key.vshape
         self.before, self.layer = before, layer
         norm = MTP_OP_PREFIX + "final_norm"  # head_templates' final norm, renamed by mtp_templates
         self.norm_f = tuple(s for s in after.fwd_stamps if s[1] == norm)
@@ -296,7 +303,7 @@ class _MTPParts:
     def pp_factor(self, stage: int, chunk: int, after: int) -> int:
         """1 + n for a send that carries the MTP depths' hidden states (forward sends from
         the MTP virtual stage on, backward sends from the ones after it), else 1."""
-        return 1 + self.n if chunk * self.pp + stage >= self.v_at + after else 1
+        return 1 + self.n if virtual_stage(stage, chunk, self.pp, self.vshape) >= self.v_at + after else 1
 
 
 def _mtp_parts(model: ModelConfig, key: LayerKey, par_like: object) -> _MTPParts | None:
@@ -309,9 +316,9 @@ def _mtp_parts(model: ModelConfig, key: LayerKey, par_like: object) -> _MTPParts
 def _layer_before(model: ModelConfig, par_like: object, stage: int, chunk: int) -> int:
     """The last layer of the virtual stages before (stage, chunk) in data-flow order; -1
     (the embedding) when none holds a layer."""
-    pp = par_like.pp  # type: ignore[attr-defined]
-    for v in reversed(range(chunk * pp + stage)):
-        layers = chunk_layers(model, par_like, v % pp, v // pp)  # type: ignore[arg-type]
+    pp, vshape = par_like.pp, par_like.vshape  # type: ignore[attr-defined]
+    for v in reversed(range(virtual_stage(stage, chunk, pp, vshape))):
+        layers = chunk_layers(model, par_like, *stage_chunk(v, pp, vshape))  # type: ignore[arg-type]
         if layers:
             return layers[-1]
     return -1
@@ -320,12 +327,12 @@ def _layer_before(model: ModelConfig, par_like: object, stage: int, chunk: int) 
 class _ParView:
     """The fields chunk_layers() reads, from a LayerKey (keeps the cache key small)."""
 
-    __slots__ = ("pp", "vpp", "first_stage_layers", "last_stage_layers", "account_for_embedding_in_pipeline_split",
-                 "account_for_loss_in_pipeline_split", "pipeline_layout")
+    __slots__ = ("pp", "vpp", "vshape", "first_stage_layers", "last_stage_layers",
+                 "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split", "pipeline_layout")
 
     def __init__(self, key: LayerKey, layout: str | None) -> None:
         self.pipeline_layout = layout
-        self.pp, self.vpp = key.pp, key.vpp
+        self.pp, self.vpp, self.vshape = key.pp, key.vpp, key.vshape
         self.first_stage_layers, self.last_stage_layers = key.first_stage_layers, key.last_stage_layers
         self.account_for_embedding_in_pipeline_split = key.account_for_embedding_in_pipeline_split
         self.account_for_loss_in_pipeline_split = key.account_for_loss_in_pipeline_split
@@ -422,7 +429,8 @@ def _iteration_ops(model: ModelConfig, par: ParallelConfig, stage: int) -> tuple
         if sp_n:
             ops.append(CollectiveOp("sp_grads_ar", first_layer, it, CollKind.ALL_REDUCE, Group.TP, par.tp,
                                     sp_n * par.grad_bytes))
-    if par.pp > 1 and stage in (0, par.pp - 1) and (model.tied_embeddings or model.mtp_num_layers):
+    head_stage = head_chunk(par)[0]
+    if head_stage > 0 and stage in (0, head_stage) and (model.tied_embeddings or model.mtp_num_layers):
         # finalize_model_grads' word-embedding all-reduce over Megatron's embedding group, the
         # first and the last stage (parallel_state.default_embedding_ranks at d98e8a64), of
         # each one's shared_embedding_or_output_weight, with tied embeddings or MTP
@@ -430,7 +438,7 @@ def _iteration_ops(model: ModelConfig, par: ParallelConfig, stage: int) -> tuple
         # copy when the MTP layers are on its last chunk and not tied, else the output layer's
         # weight (same shape). An MTP copy on another stage is in no embedding group: not synced.
         emb = padded_vocab(model, par) // par.tp * model.hidden_size
-        copy = not model.tied_embeddings and mtp_chunk(model, par) == (par.pp - 1, par.vpp - 1)
+        copy = not model.tied_embeddings and mtp_chunk(model, par) == head_chunk(par)
         layer = -1 if stage == 0 else model.num_layers + 1 if copy else model.num_layers
         ops.append(CollectiveOp("embedding_grad_ar", layer, it, CollKind.ALL_REDUCE, Group.EMB, 2, emb * par.grad_bytes))
     if par.distributed_optimizer:

@@ -41,6 +41,7 @@ of 8192 tokens (a common NeMo/Megatron recipe shape)."""
 LAYOUT_KEYS: tuple[str, ...] = (
     "world_size", "tp", "sp", "pp", "vpp", "cp", "cp_comm", "ep", "etp", "first_stage_layers", "last_stage_layers",
     "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split", "pipeline_layout",
+    "pipeline_schedule",
 )
 TRAINING_KEYS: tuple[str, ...] = tuple(
     f.name for f in fields(ParallelConfig) if f.name not in LAYOUT_KEYS

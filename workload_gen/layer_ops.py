@@ -78,6 +78,8 @@ class LayerKey:
     vocab_padded: int
     first_stage_layers: int | None = None
     last_stage_layers: int | None = None
+    vshape: bool = False
+    """DualPipeV's V placement of the virtual stages (workload_gen.core.virtual_stages)."""
     account_for_embedding_in_pipeline_split: bool = False
     account_for_loss_in_pipeline_split: bool = False
     overlap_p2p: bool = False

@@ -58,6 +58,8 @@ CP_COMMS = ("p2p", "all_gather", "a2a")
 """Megatron's --cp-comm-type choices (ParallelConfig.cp_comm)."""
 RECOMPUTES = ("none", "selective", "full")
 """Megatron's --recompute-granularity, with none for off (ParallelConfig.recompute)."""
+PIPELINE_SCHEDULES = ("1f1b", "interleaved", "dualpipev")
+"""Valid ParallelConfig.pipeline_schedule values (engine.schedules registers each)."""
 RECOMPUTE_METHODS = ("uniform", "block")
 """Megatron's --recompute-method choices."""
 
@@ -174,6 +176,13 @@ for stability; Megatron-Bridge's nemotron_3_super_bf16_with_nvfp4_mixed keeps th
     be pp*vpp (the loader derives vpp from it). None means the even split (or the
     first/last-stage counts). Unit: a string of layer symbols
     (workload_gen/core/pipeline_layout.py)."""
+    pipeline_schedule: str | None = None
+    """The pipeline schedule: None for Megatron's (1f1b, or interleaved with vpp > 1), or
+    "dualpipev": DeepSeek's DualPipeV (deepseek-ai/DualPipe dualpipe/dualpipev.py), the V-shape
+    cut of DualPipe. It needs vpp = 2 (each rank holds virtual stages s and 2*pp-1-s, so rank 0
+    holds the embedding and the loss; workload_gen.core.virtual_stages) and at least 2*pp
+    micro-batches (DualPipeV asserts it); its steady state runs each forward beside another
+    micro-batch's backward as one overlapped pass (engine.schedules.dualpipev)."""
     defer_embedding_wgrad_compute: bool = False
     """Megatron --defer-embedding-wgrad-compute: the output layer's weight-gradient GEMM
     (and the sequence-parallel gather of its input) of the first ``wgrad_deferral_limit``
@@ -386,7 +395,9 @@ for stability; Megatron-Bridge's nemotron_3_super_bf16_with_nvfp4_mixed keeps th
                               f"the limit of {MAX_MICROBATCHES:,} (workload_gen/core/limits.py MAX_MICROBATCHES)")
         if self.vpp > 1 and self.pp == 1:
             raise ConfigError("vpp", self.vpp, "interleaving needs pp > 1")
-        if self.vpp > 1 and self.num_microbatches % self.pp:
+        if self.pipeline_schedule is not None:
+            self._check_schedule()
+        elif self.vpp > 1 and self.num_microbatches % self.pp:
             raise ConfigError(
                 "global_batch", self.global_batch,
                 f"the interleaved schedule needs micro-batches ({self.num_microbatches}) divisible by pp={self.pp}",
@@ -469,6 +480,43 @@ for stability; Megatron-Bridge's nemotron_3_super_bf16_with_nvfp4_mixed keeps th
                         (self.vpp > 1, "needs the interleaved schedule (vpp > 1)")):
             if not ok:
                 raise ConfigError("overlap_param_gather_with_optimizer_step", True, why + " (Megatron requires it)")
+
+    def _check_schedule(self) -> None:
+        """A named pipeline schedule against the layout (DualPipeV's own asserts in dualpipev.py)."""
+        name = self.pipeline_schedule
+        if name not in PIPELINE_SCHEDULES:
+            raise ConfigError("pipeline_schedule", name, f"valid: {', '.join(PIPELINE_SCHEDULES)}")
+        if name == "1f1b" and self.vpp != 1:
+            raise ConfigError("pipeline_schedule", name, f"needs vpp=1 (vpp={self.vpp}: use interleaved)")
+        if name == "interleaved" and self.vpp > 1 and self.num_microbatches % self.pp:
+            raise ConfigError("global_batch", self.global_batch, f"the interleaved schedule needs micro-batches "
+                                                                 f"({self.num_microbatches}) divisible by pp={self.pp}")
+        if name == "interleaved" and self.vpp == 1:
+            raise ConfigError("pipeline_schedule", name, "needs vpp > 1 (vpp=1: use 1f1b)")
+        if name != "dualpipev":
+            return
+        if self.pp < 2 or self.vpp != 2:
+            raise ConfigError("pipeline_schedule", name, f"needs pp >= 2 and vpp = 2 (two chunks per rank, the V); "
+                                                         f"got pp={self.pp}, vpp={self.vpp}")
+        if self.num_microbatches < 2 * self.pp:
+            raise ConfigError("global_batch", self.global_batch,
+                              f"DualPipeV needs at least 2*pp = {2 * self.pp} micro-batches; this gives "
+                              f"{self.num_microbatches} (global_batch / (micro_batch*dp))")
+        for field_name in ("first_stage_layers", "last_stage_layers", "account_for_embedding_in_pipeline_split",
+                           "account_for_loss_in_pipeline_split"):
+            if getattr(self, field_name):
+                raise ConfigError("pipeline_schedule", name, f"cannot be combined with {field_name} (Megatron's "
+                                  "uneven split assumes its own stage order; give a pipeline_layout instead)")
+
+    @property
+    def schedule(self) -> str:
+        """The pipeline schedule the engine runs (engine.schedules.SCHEDULES)."""
+        return self.pipeline_schedule or ("interleaved" if self.vpp > 1 else "1f1b")
+
+    @property
+    def vshape(self) -> bool:
+        """DualPipeV's placement of the virtual stages (workload_gen.core.virtual_stages)."""
+        return self.pipeline_schedule == "dualpipev"
 
     def _check_a2a_overlap(self) -> None:
         """Megatron-LM's own rules for the EP all-to-all overlap (transformer_config.py at
@@ -652,7 +700,7 @@ _RECIPE_VALUES = attrgetter(*RECIPE_FIELDS)
 _RECIPE_DEFAULTS: tuple[object, ...] = tuple(f.default for f in fields(ParallelConfig) if f.name in RECIPE_FIELDS)
 """The recipe options at their defaults: nothing to check (sweeps build many configs)."""
 
-OMITTED_AT_DEFAULT: frozenset[str] = frozenset({"pipeline_layout", *RECIPE_FIELDS})
+OMITTED_AT_DEFAULT: frozenset[str] = frozenset({"pipeline_layout", "pipeline_schedule", *RECIPE_FIELDS})
 """Fields added after the file formats were fixed: written only when set (see to_dict)."""
 
 

@@ -37,6 +37,7 @@ from typing import Literal
 from workload_gen.core.model_config import ModelConfig
 from workload_gen.core.parallel_config import ParallelConfig, pipeline_slots
 from workload_gen.core.record import record
+from workload_gen.core.virtual_stages import last_chunk, virtual_stage
 
 Shard = Literal["tp", "replicated", "expert"]
 
@@ -252,22 +253,24 @@ def chunk_layers(model: ModelConfig, par: ParallelConfig, stage: int, chunk: int
     virtual stages are filled in data-flow order (c*pp + s), so chunk c of stage s starts
     at c * sum(counts)/vpp + sum(counts[:s])/vpp (get_transformer_layer_offset's
     interleaved uneven branch). A pipeline layout lists the layers of each virtual stage
-    (:mod:`workload_gen.core.pipeline_layout`); a chunk may then hold none."""
+    (:mod:`workload_gen.core.pipeline_layout`); a chunk may then hold none. Under DualPipeV the
+    virtual stages sit on the ranks in a V (workload_gen.core.virtual_stages)."""
+    vshape = getattr(par, "vshape", False)
     if par.pipeline_layout is not None:
         from workload_gen.core.pipeline_layout import parse_layout
 
-        return parse_layout(par.pipeline_layout, par.pp).layer_ids(stage, chunk)
+        return parse_layout(par.pipeline_layout, par.pp).layer_ids(stage, chunk, vshape=vshape)
     e = int(par.account_for_embedding_in_pipeline_split)
     if e or par.account_for_loss_in_pipeline_split:
         per = pipeline_slots(model.num_layers, par) // (par.pp * par.vpp)
-        v = chunk * par.pp + stage
+        v = virtual_stage(stage, chunk, par.pp, vshape)
         return tuple(range(max(v * per - e, 0), min((v + 1) * per - e, model.num_layers)))
     if par.first_stage_layers is not None or par.last_stage_layers is not None:
         per_chunk = [n // par.vpp for n in stage_layer_counts(model, par)]
         start = chunk * sum(per_chunk) + sum(per_chunk[:stage])
         return tuple(range(start, start + per_chunk[stage]))
     per = model.num_layers // (par.pp * par.vpp)
-    start = (chunk * par.pp + stage) * per
+    start = virtual_stage(stage, chunk, par.pp, vshape) * per
     return tuple(range(start, start + per))
 
 
@@ -281,8 +284,14 @@ def mtp_chunk(model: ModelConfig, par: ParallelConfig) -> tuple[int, int] | None
     if par.pipeline_layout is not None:
         from workload_gen.core.pipeline_layout import parse_layout
 
-        return parse_layout(par.pipeline_layout, par.pp).holder("m")
-    return par.pp - 1, par.vpp - 1
+        return parse_layout(par.pipeline_layout, par.pp).holder("m", vshape=getattr(par, "vshape", False))
+    return head_chunk(par)
+
+
+def head_chunk(par: ParallelConfig) -> tuple[int, int]:
+    """(stage, chunk) holding the output layer and the loss: the last virtual stage's
+    (workload_gen.core.virtual_stages.last_chunk)."""
+    return last_chunk(par.pp, par.vpp, getattr(par, "vshape", False))
 
 
 def mtp_tensors(model: ModelConfig) -> tuple[ParamTensor, ...]:
@@ -305,9 +314,9 @@ def mtp_embedding_copy(model: ModelConfig, par: ParallelConfig) -> bool:
     _allreduce_word_embedding_grads). With tied embeddings and the MTP layers on the last
     stage that copy is the output layer's, already counted by head_tensors."""
     at = mtp_chunk(model, par)
-    if at is None or at == (0, 0):
-        return False
-    return not (model.tied_embeddings and par.pp > 1 and at == (par.pp - 1, par.vpp - 1))
+    if at is None or at == (0, 0) or (getattr(par, "vshape", False) and at[0] == 0):
+        return False  # on the embedding's rank (DualPipeV's rank 0 holds both ends): no copy
+    return not (model.tied_embeddings and par.pp > 1 and at == head_chunk(par))
 
 
 def _mtp_local(model: ModelConfig, par: ParallelConfig, stage: int, chunk: int) -> list[tuple[int, ParamTensor]]:
@@ -337,8 +346,8 @@ def chunk_tensors(model: ModelConfig, par: ParallelConfig, stage: int, chunk: in
         out += [(layer, t) for t in layer_tensors(model, layer)]
     if model.mtp_num_layers:
         out += _mtp_local(model, par, stage, chunk)
-    if stage == par.pp - 1 and chunk == par.vpp - 1:
-        out += [(model.num_layers, t) for t in head_tensors(model, vocab, output_copy=par.pp > 1)]
+    if (stage, chunk) == head_chunk(par):
+        out += [(model.num_layers, t) for t in head_tensors(model, vocab, output_copy=stage > 0)]
     return out
 
 
@@ -373,9 +382,9 @@ def rank_tensors(model: ModelConfig, par: ParallelConfig, stage: int, chunk: int
     if model.mtp_num_layers:
         out += [(layer, local_numel(t, par), t.shard == "expert", t.sp_reduce)
                 for layer, t in _mtp_local(model, par, stage, chunk)]
-    if stage == par.pp - 1 and chunk == par.vpp - 1:
+    if (stage, chunk) == head_chunk(par):
         out += [(model.num_layers, local_numel(t, par), False, t.sp_reduce)
-                for t in head_tensors(model, vocab, output_copy=par.pp > 1)]
+                for t in head_tensors(model, vocab, output_copy=stage > 0)]
     return out
 
 

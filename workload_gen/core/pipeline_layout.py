@@ -28,6 +28,7 @@ from functools import lru_cache
 from workload_gen.core.errors import ConfigError
 from workload_gen.core.limits import MAX_LAYERS
 from workload_gen.core.record import record
+from workload_gen.core.virtual_stages import stage_chunk, virtual_stage
 
 SYMBOLS = {"E": "embedding", "t": "transformer layer", "m": "MTP layer", "L": "loss (output layer)"}
 """Megatron-Core's layer characters (``char2layer_type``)."""
@@ -44,26 +45,27 @@ class PipelineLayout:
     pp: int
     vpp: int
     stages: tuple[tuple[str, ...], ...]
-    """Virtual stage v = chunk * pp + rank; each a tuple of 'E', 't', 'm', 'L'."""
+    """Virtual stages in data-flow order, each a tuple of 'E', 't', 'm', 'L'; which (rank,
+    chunk) runs each is workload_gen.core.virtual_stages' (``vshape`` for DualPipeV)."""
 
-    def stage(self, rank: int, chunk: int) -> tuple[str, ...]:
-        return self.stages[chunk * self.pp + rank]
+    def stage(self, rank: int, chunk: int, vshape: bool = False) -> tuple[str, ...]:
+        return self.stages[virtual_stage(rank, chunk, self.pp, vshape)]
 
     def count(self, symbol: str) -> int:
         return sum(s.count(symbol) for s in self.stages)
 
-    def layer_ids(self, rank: int, chunk: int, symbol: str = "t") -> tuple[int, ...]:
+    def layer_ids(self, rank: int, chunk: int, symbol: str = "t", vshape: bool = False) -> tuple[int, ...]:
         """Ids of the ``symbol`` layers of (rank, chunk): those of every earlier virtual stage
         come first (Megatron-Core's get_layer_id_list)."""
-        v = chunk * self.pp + rank
+        v = virtual_stage(rank, chunk, self.pp, vshape)
         offset = sum(s.count(symbol) for s in self.stages[:v])
         return tuple(range(offset, offset + self.stages[v].count(symbol)))
 
-    def holder(self, symbol: str) -> tuple[int, int] | None:
+    def holder(self, symbol: str, vshape: bool = False) -> tuple[int, int] | None:
         """(rank, chunk) of the first virtual stage holding ``symbol``; None if none does."""
         for v, s in enumerate(self.stages):
             if symbol in s:
-                return v % self.pp, v // self.pp
+                return stage_chunk(v, self.pp, vshape)
         return None
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from workload_gen.core.parallel_config import ParallelConfig
 from workload_gen.core.record import record
 from workload_gen.core.records import Group
+from workload_gen.core.virtual_stages import last_chunk
 
 
 @record
@@ -82,7 +83,7 @@ def group_ranks(par: ParallelConfig, group: Group, rank: int = 0) -> tuple[int, 
     if group is Group.PP:
         return tuple(_dense_rank(par, tp, cp, dp, p) for p in range(par.pp))
     if group is Group.EMB:
-        first, last = _dense_rank(par, tp, cp, dp, 0), _dense_rank(par, tp, cp, dp, par.pp - 1)
+        first, last = _dense_rank(par, tp, cp, dp, 0), _dense_rank(par, tp, cp, dp, last_chunk(par.pp, par.vpp, par.vshape)[0])
         return (first,) if first == last else (first, last)
     # Expert groups decompose the ranks of one pipeline stage differently.
     stage_size = par.world_size // par.pp
