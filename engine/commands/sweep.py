@@ -206,7 +206,7 @@ def candidate_row(rank: int, c) -> dict:
     p = c.parallel
     row = {"rank": rank, "layout": c.label(), "tp": p.tp, "pp": p.pp, "vpp": p.vpp, "dp": p.dp, "cp": p.cp,
            "ep": p.ep, "etp": p.expert_tp, "edp": p.edp, "sp": p.sp,
-           "embedding_loss_slots": p.account_for_embedding_in_pipeline_split,
+           "embedding_loss_slots": p.account_for_embedding_in_pipeline_split, "pipeline_schedule": p.schedule,
            "micro_batch": p.micro_batch, "recompute": p.recompute,
            "iteration_time_s": c.iteration_time_s, "tokens_per_s": c.tokens_per_s, "mfu": c.mfu,
            "reserved_memory_bytes": c.reserved_bytes,
@@ -245,6 +245,8 @@ def search_main(argv: list[str] | None = None) -> int:
         if args.workers is not None and args.workers < 1:
             raise ConfigError("--workers", args.workers, "must be a positive integer")
         headroom = check_headroom(args.memory_headroom)
+        # a pipeline schedule holds for the layouts searched, not for the base (whose pp may be 1)
+        schedule, args.p_pipeline_schedule = args.p_pipeline_schedule, None
         model, base = configs_from_args(args)
         warn_unmodelled(base, "search")
         # layout flags the user gave fix their axis (no flag is silently dropped)
@@ -252,6 +254,8 @@ def search_main(argv: list[str] | None = None) -> int:
 
         given = {k[2:]: v for k, v in vars(args).items() if k.startswith("p_") and v is not None}
         fixed = {k: getattr(base, k) for k in (*LAYOUT_AXES, *SWITCHES, *MOE_CHOICES) if k in given}
+        if schedule is not None:
+            fixed["pipeline_schedule"] = schedule
         system = load_system(args.system)
         t0 = time.perf_counter()
         bar = Progress(None, "search", unit="layout", quiet=args.quiet)

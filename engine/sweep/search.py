@@ -65,6 +65,8 @@ class Candidate:
         parts = [f"tp{p.tp}", f"pp{p.pp}"]
         if p.vpp > 1:
             parts.append(f"vpp{p.vpp}")
+        if p.pipeline_schedule is not None:
+            parts.append(p.pipeline_schedule)
         if p.account_for_embedding_in_pipeline_split:
             parts.append("emb+loss-slots")
         parts.append(f"dp{p.dp}")
@@ -134,8 +136,10 @@ def enumerate_layouts(model: ModelConfig, base: ParallelConfig, system: SystemCo
     """Valid layouts, and a count of rejection reasons (by the first word of the field).
 
     ``fixed``: the axes (LAYOUT_AXES) and switches (SWITCHES) the user gave, kept at their
-    values instead of varied or switched on, so that no layout flag is silently dropped."""
+    values instead of varied or switched on, so that no layout flag is silently dropped; and
+    ``pipeline_schedule``, given to every layout (DualPipeV: only pp >= 2 with vpp = 2)."""
     fixed = dict(fixed or {})
+    schedule = fixed.pop("pipeline_schedule", None)
     unknown = sorted(set(fixed) - set(LAYOUT_AXES) - set(SWITCHES) - set(MOE_CHOICES))
     if unknown:
         raise ConfigError(unknown[0], fixed[unknown[0]], f"search varies {', '.join(LAYOUT_AXES)} and, for MoE, "
@@ -151,6 +155,8 @@ def enumerate_layouts(model: ModelConfig, base: ParallelConfig, system: SystemCo
     etps: tuple[int | None, ...] = (base.etp, 1) if model.is_moe and base.etp is None else (base.etp,)
     axes: dict[str, Any] = {"tp": tps, "pp": pps, "vpp": (1, 2, 4), "cp": cps, "ep": eps, "etp": etps,
                             "micro_batch": (1, 2, 4), "recompute": ("none", "selective", "full")}
+    if schedule == "dualpipev":  # its V needs two chunks per rank and a pipeline
+        axes["vpp"], axes["pp"] = (2,), [p for p in pps if p >= 2]
     for name in LAYOUT_AXES:
         if name in fixed:
             axes[name] = (fixed[name],)
@@ -159,14 +165,14 @@ def enumerate_layouts(model: ModelConfig, base: ParallelConfig, system: SystemCo
     for tp, pp, vpp, cp, ep, etp, mb, rc in itertools.product(*(axes[a] for a in LAYOUT_AXES)):
         if vpp > 1 and pp < 2 or etp == 1 and base.etp is None and tp == 1 and "etp" not in fixed:
             continue  # interleaving needs pp > 1; etp 1 at tp 1 is the etp = tp layout again
-        slots = _needs_slots(L, pp, vpp)
+        slots = schedule is None and _needs_slots(L, pp, vpp)
         on = {"sp": tp > 1, "distributed_optimizer": True, "overlap_grad_reduce": True,
               "overlap_param_gather": True, "tp_comm_overlap": tp > 1}
         on.update({k: fixed[k] for k in SWITCHES if k in fixed})
         try:
             par = replace(base, tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep, etp=etp, micro_batch=mb, recompute=rc,
                           **on, account_for_embedding_in_pipeline_split=slots,
-                          account_for_loss_in_pipeline_split=slots)
+                          account_for_loss_in_pipeline_split=slots, pipeline_schedule=schedule)
             check_against_model(model, par)
         except ConfigError as exc:
             reasons[exc.field] = reasons.get(exc.field, 0) + 1

@@ -133,3 +133,13 @@ def test_search_tries_the_moe_dispatcher_and_overlap_unless_given():
     kept, _ = enumerate_layouts(model, base, SYSTEMS["h100"], {"moe_token_dispatcher": "alltoall",
                                                                "overlap_moe_expert_parallel_comm": False})
     assert {(p.moe_token_dispatcher, p.overlap_moe_expert_parallel_comm) for p in kept} == {("alltoall", False)}
+
+
+def test_a_given_pipeline_schedule_holds_for_every_layout_searched(capsys):
+    """--pipeline-schedule dualpipev is not dropped (nor refused because the base layout has
+    pp 1): search tries only the layouts DualPipeV can run (pp >= 2, vpp 2) and names it."""
+    rows = _layouts(capsys, "--pipeline-schedule", "dualpipev", "--global-batch", "64")
+    assert rows and all(r["pp"] >= 2 and r["vpp"] == 2 for r in rows)
+    assert all(r["pipeline_schedule"] == "dualpipev" and "dualpipev" in r["layout"] for r in rows)
+    free = _layouts(capsys, "--global-batch", "64")
+    assert {r["pipeline_schedule"] for r in free} == {"1f1b", "interleaved"}
