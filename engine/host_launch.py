@@ -189,15 +189,17 @@ def op_units(op: ComputeOp, local_experts: int, alltoall: bool) -> float:
     """Eager-op equivalents of ``op`` (module docstring's sources): a TE module call for a GEMM or
     attention op (one op for a weight-gradient GEMM, launched inside the module's backward), one
     per local expert more for a grouped GEMM, the dispatcher's preprocessing with the forward
-    permute, and one op for any other kernel."""
+    permute, one op per torch call of an unfused (un)permute (its shape's kernel count), and one
+    op for any other kernel."""
     wgrad = op.phase is Phase.BWD_WEIGHT
     if op.kind is OpKind.GROUPED_GEMM:
         return (0.0 if wgrad else TE_MODULE_OPS) + local_experts
     if op.kind in _GEMM_KINDS:
         return 1.0 if wgrad else TE_MODULE_OPS
+    torch_ops = float(op.shape[2]) if op.kind is OpKind.PERMUTE and len(op.shape) == 3 else 1.0
     if op.kind is OpKind.PERMUTE and op.name == "permute" and op.phase is Phase.FWD and alltoall:
-        return 1.0 + ALLTOALL_PREPROCESS_OPS
-    return 1.0
+        return torch_ops + ALLTOALL_PREPROCESS_OPS
+    return torch_ops
 
 
 def sync_op(par) -> str | None:

@@ -32,7 +32,8 @@ What the simulator is given, and where it differs from the report:
   all-to-all overlap (--overlap-moe-expert-parallel-comm --delay-wgrad-compute): it needs
   micro-batches divisible by PP, so 128 per pipeline (16,384 sequences) are simulated and the
   step scaled to 15,360 sequences by tokens; its layout keeps the loss on the last rank;
-- DeepEP (flex dispatcher), group-limited routing (8 groups = 8 nodes, top 4);
+- DeepEP (flex dispatcher), group-limited routing (8 groups = 8 nodes, top 4), fused token
+  permutation (DeepSeek's own kernels; --moe-permute-fusion);
 - FP8 as per-tensor (tensorwise) scaling: DeepSeek's own GEMMs (DeepGEMM) apply the report's
   1x128 / 128x128 block scales at per-tensor speed (deepseek-ai/DeepGEMM README: up to 1,550
   TFLOPS on H800, 1,346 for the grouped MoE GEMMs), which Transformer Engine's blockwise
@@ -66,7 +67,7 @@ COMMON = [
     "--bf16", "--fp8-format", "e4m3", "--fp8-recipe", "tensorwise",
     "--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather",
     "--moe-token-dispatcher-type", "flex", "--moe-flex-dispatcher-backend", "deepep",
-    "--moe-router-num-groups", "8", "--moe-router-group-topk", "4",
+    "--moe-router-num-groups", "8", "--moe-router-group-topk", "4", "--moe-permute-fusion",
     "--recompute-granularity", "selective", "--recompute-modules", "mla_up_proj",
 ]
 DUALPIPE_LAYOUT = "Et|tt|(tt|)*28tt|mL"

@@ -312,6 +312,40 @@ def permute(rows_in: int, rows_out: int, hidden: int, b: int, weighted: bool) ->
     return (float(rows_in * hidden) if weighted else 0.0), float((rows_in + rows_out) * hidden * b)
 
 
+UNFUSED_PERMUTE_KERNELS = {("permute", True): 9, ("permute", False): 2, ("unpermute", True): 5, ("unpermute", False): 5}
+"""Kernels of Megatron-LM's unfused (un)permute (moe_utils.permute / unpermute with fused=False,
+d98e8a64), by (op, forward): permute forward transposes the routing map, argsorts it (a CUB
+radix sort, about four launches), slices the indices and gathers the rows and probs; its
+backward zero-fills and index-adds. Unpermute forward gathers the probs, multiplies, zero-fills
+and scatter-adds; its backward gathers, multiplies and reduces the probs' gradient."""
+
+
+def permute_unfused(rows_in: int, rows_out: int, hidden: int, b: int, experts: int,
+                    unpermute: bool, forward: bool) -> Cost:
+    """Megatron-LM's unfused token (un)permutation (``--moe-permute-fusion`` off, its default;
+    moe_utils.py at d98e8a64), as the torch ops it runs; the fused TE kernel it replaces is
+    :func:`permute`. ``rows_in`` -> ``rows_out`` rows of ``hidden``; ``experts``: the routing
+    map's columns. Why it costs more: the unfused unpermute multiplies the rows by their probs
+    in a pass of its own, zero-fills its output and scatter-adds into it (a read-modify-write
+    per element); the unfused permute sorts the routing map before its gather, and its backward
+    is a zero-fill and an index-add instead of the fused kernel's gather.
+
+    Bytes (R routed rows, T tokens): permute forward 72*T*E (the map's transpose and a
+    four-pass sort of 1-byte keys with 8-byte indices) + 2*R*h*b (the gather); its backward
+    T*h*b + 3*R*h*b. Unpermute forward 5*R*h*b + T*h*b (multiply, zero-fill, scatter-add with
+    its read-modify-write) and R*h FLOPs; its backward 6*R*h*b (gather, multiply, the probs'
+    reduction) and 2*R*h FLOPs."""
+    if unpermute:
+        routed, tokens = rows_in, rows_out
+        if forward:
+            return float(routed * hidden), float((5 * routed + tokens) * hidden * b + 5 * tokens * experts)
+        return float(2 * routed * hidden), float(6 * routed * hidden * b)
+    tokens, routed = rows_in, rows_out
+    if forward:
+        return 0.0, float(72 * tokens * experts + 2 * routed * hidden * b)
+    return float(routed * hidden), float((tokens + 3 * routed) * hidden * b)
+
+
 def embedding_lookup(tokens: int, hidden: int, b: int) -> Cost:
     """Word-embedding forward: gathers ``tokens`` rows of the table (read) and writes them."""
     return 0.0, float(2 * tokens * hidden * b)

@@ -94,6 +94,9 @@ class LayerKey:
     """Megatron --moe-expert-capacity-factor (None: dropless); see core.moe_capacity."""
     moe_pad_to_capacity: bool = False
     """Megatron --moe-pad-expert-input-to-capacity."""
+    moe_permute_fusion: bool = False
+    """Megatron --moe-permute-fusion: TE's fused (un)permute kernels (costs.permute) instead of
+    the torch ops (costs.permute_unfused)."""
     recompute_moe_act: bool = False
     """Selective recompute of the expert activation (Megatron --recompute-modules moe_act)."""
     recompute_mlp: bool = False
@@ -576,7 +579,7 @@ class _Emitter:
             sent = round(T_sp * distinct_ranks(E, k, ep, key.moe_router_num_groups, key.moe_router_group_topk))
             a2a = sent * h * B
         else:
-            self._permute("permute", T_sp, routed)
+            self._permute("permute", T_sp, routed, E)
             a2a = routed * h * B
         # the busiest EP rank receives moe_rank_load x the mean: its all-to-alls and expert
         # work set the layer's pace (routed and sent stay the mean: what a rank sends)
@@ -605,7 +608,7 @@ class _Emitter:
         permuted_apart = flex and key.moe_flex_backend != "hybridep"  # DeepEP, NCCL EP: a permute op
         if permuted_apart:
             received = round(etp * sent * load)  # one row per (token, this rank) received
-            self._permute("permute", received, rows)
+            self._permute("permute", received, rows, local_experts)
         elif not flex and ep > 1 and local_experts > 1:
             self._permute("sort_chunks", rows, rows)
         fe = m.expert_ffn // etp
@@ -655,7 +658,7 @@ class _Emitter:
             self.add([self.compute(name, FWD, OpKind.ELEMENTWISE, (rows, h), bf, dtype="bf16")],
                      [self.compute(name, BWD_I, OpKind.ELEMENTWISE, (rows, h), bb, dtype="bf16")])
         if permuted_apart:
-            self._permute("unpermute", rows, received)
+            self._permute("unpermute", rows, received, local_experts)
         elif not flex and ep > 1 and local_experts > 1:
             self._permute("unsort_chunks", rows, rows)
         if etp > 1:
@@ -669,7 +672,7 @@ class _Emitter:
             self.linear("shared_fc2", self.T, fs // key.tp, h, "row", bias=self._bias)
             self._after_side_ops(combine_block)
         if not flex:
-            self._permute("unpermute", routed, T_sp)
+            self._permute("unpermute", routed, T_sp, E)
         if fs and not side:
             tp = key.tp
             start = len(self.fwd)
@@ -693,14 +696,26 @@ class _Emitter:
         runs the shared experts' backward beside it, as their side stream does."""
         self.blocks.append(self.blocks.pop(block))
 
-    def _permute(self, name: str, rows_in: int, rows_out: int) -> None:
+    def _permute(self, name: str, rows_in: int, rows_out: int, experts: int = 0) -> None:
         """Token (un)permutation of rows_in into rows_out rows of h (costs.permute);
-        unpermute also weights by the router probabilities."""
+        unpermute also weights by the router probabilities. Without Megatron's
+        --moe-permute-fusion (its default) permute and unpermute run as torch ops
+        (costs.permute_unfused over a routing map of ``experts`` columns), and the op's shape
+        carries their kernel count (tokens, width, kernels; records.shape_doc)."""
         h = self.model.hidden_size
-        cost = costs.permute(rows_in, rows_out, h, self.B, weighted=name == "unpermute")
-        shape = (max(rows_in, rows_out), h)
-        self.add([self.compute(name, FWD, OpKind.PERMUTE, shape, cost)],
-                 [self.compute(name, BWD_I, OpKind.PERMUTE, shape, cost)])
+        rows = max(rows_in, rows_out)
+        if self.key.moe_permute_fusion or name not in ("permute", "unpermute"):
+            cost = costs.permute(rows_in, rows_out, h, self.B, weighted=name == "unpermute")
+            self.add([self.compute(name, FWD, OpKind.PERMUTE, (rows, h), cost)],
+                     [self.compute(name, BWD_I, OpKind.PERMUTE, (rows, h), cost)])
+            return
+        un = name == "unpermute"
+        ops = []
+        for fwd, phase in ((True, FWD), (False, BWD_I)):
+            cost = costs.permute_unfused(rows_in, rows_out, h, self.B, experts, un, fwd)
+            kernels = costs.UNFUSED_PERMUTE_KERNELS[(name, fwd)]
+            ops.append(self.compute(name, phase, OpKind.PERMUTE, (rows, h, kernels), cost))
+        self.add([ops[0]], [ops[1]])
 
     def finish(self) -> Templates:
         bwd: list[Op] = []

@@ -43,6 +43,7 @@ RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", 
 Mamba/GDN-only modules are left out)."""
 RECIPE_BOOLS = ("moe_enable_deepep", "overlap_moe_expert_parallel_comm", "delay_wgrad_compute",
                 "moe_shared_expert_overlap", "moe_pad_expert_input_to_capacity", "moe_router_force_load_balancing",
+                "moe_permute_fusion",
                 "fp8_param_gather", "fp4_param_gather", "reuse_grad_buf_for_mxfp8_param_ag", "use_precision_aware_optimizer",
                 "overlap_param_gather_with_optimizer_step", "use_megatron_fsdp")
 RECIPE_CHOICES: dict[str, tuple[str, ...]] = {
@@ -235,6 +236,9 @@ for stability; Megatron-Bridge's nemotron_3_super_bf16_with_nvfp4_mixed keeps th
     when set: not modelled yet."""
     moe_router_group_topk: int | None = None
     """Groups each token may route to (Megatron --moe-router-group-topk). Refused when set."""
+    moe_permute_fusion: bool = False
+    """TE's fused token permute/unpermute kernels (Megatron --moe-permute-fusion; off by default
+    in Megatron, as here): off, they run as torch ops (workload_gen.costs.permute_unfused)."""
     moe_router_force_load_balancing: bool = False
     """Route with random logits, so the experts are evenly loaded (Megatron
     --moe-router-force-load-balancing, a benchmarking switch). The workload already routes
