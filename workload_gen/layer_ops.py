@@ -46,6 +46,7 @@ from workload_gen import costs
 from workload_gen.core.errors import ConfigError
 from workload_gen.core.model_config import ModelConfig
 from workload_gen.core.parallel_config import QUANTIZED_DTYPES
+from workload_gen.core.params import MAMBA_CHUNK_SIZE, MAMBA_CONV_KERNEL
 from workload_gen.core.moe_capacity import routed_copies
 from workload_gen.core.moe_dispatch import distinct_ranks
 from workload_gen.core.record import record
@@ -528,6 +529,32 @@ class _Emitter:
             self._checkpoint(self.fwd[start:])
         self.residual("mlp_residual")
 
+    def mamba_block(self) -> None:
+        """A Mamba layer (Megatron-Core MambaLayer with MambaMixer's training path,
+        mamba_mixer.py _ssm_training @d98e8a64): the norm (fused into in_proj by Transformer
+        Engine), in_proj (column-parallel, h -> [z, x, B, C, dt], each part split by TP; its
+        SP all-gather as any column-parallel linear), the causal conv1d over x, B, C, the
+        SSD chunked scan with the z gate (mamba_split_conv1d_scan_combined), the grouped
+        gated RMSNorm over the local d_inner, out_proj (row-parallel, d_inner -> h; its
+        reduce-scatter or all-reduce), and the residual add. TP splits heads and groups."""
+        m, key, B = self.model, self.key, self.B
+        tp, T, h = key.tp, self.T, m.hidden_size
+        heads, d = m.mamba_heads // tp, m.mamba_d_inner // tp
+        gn = m.mamba_num_groups // tp * m.mamba_state_dim
+        self.norm("input_norm", self.T_sp, h)
+        self.linear("in_proj", T, h, 2 * d + 2 * gn + heads, "col")
+        fwd, bwd = costs.mamba_conv1d(T, d + 2 * gn, MAMBA_CONV_KERNEL, B)
+        self.add([self.compute("mamba_conv1d", FWD, OpKind.ELEMENTWISE, (T, d + 2 * gn), fwd)],
+                 [self.compute("mamba_conv1d", BWD_I, OpKind.ELEMENTWISE, (T, d + 2 * gn), bwd)])
+        fwd, bwd = costs.mamba_scan(T, d, heads, m.mamba_num_groups // tp, m.mamba_state_dim, MAMBA_CHUNK_SIZE, B)
+        self.add([self.compute("mamba_scan", FWD, OpKind.ELEMENTWISE, (T, d), fwd)],
+                 [self.compute("mamba_scan", BWD_I, OpKind.ELEMENTWISE, (T, d), bwd)])
+        fwd, bwd = costs.norm("rmsnorm", T, d, B)  # the mixer's own RMSNorm, whatever --normalization says
+        self.add([self.compute("mamba_out_norm", FWD, OpKind.NORM, (T, d), fwd)],
+                 [self.compute("mamba_out_norm", BWD_I, OpKind.NORM, (T, d), bwd)])
+        self.linear("out_proj", T, d, h, "row")
+        self.residual("mamba_residual")
+
     def _checkpoint(self, ops: list[Op]) -> None:
         """Megatron's activation checkpoint of the forward ops ``ops``: they re-run
         (communication included) as soon as the backward reaches the checkpoint's output,
@@ -729,14 +756,22 @@ def layer_span(model: ModelConfig, key: LayerKey, layer: int) -> tuple[str, int]
 
 
 def layer_templates(model: ModelConfig, key: LayerKey, moe: bool,
-                    span: tuple[str, int] | None = None) -> Templates:
+                    span: tuple[str, int] | None = None, symbol: str | None = None) -> Templates:
     """Forward/backward/recompute op templates of one transformer layer (layer index 0),
-    with attention restricted to ``span`` (a sliding window or chunk; see layer_span)."""
+    with attention restricted to ``span`` (a sliding window or chunk; see layer_span). A
+    hybrid model's layer (``symbol``, ModelConfig.layer_symbol) holds one block: M a Mamba
+    layer, * attention, - the MLP, E the MoE block (Megatron-Core's hybrid stack builds the
+    last three as TransformerLayers with the other half left out, hybrid_layer_specs.py
+    @d98e8a64); ``moe`` is then ignored."""
     e = _Emitter(model, key, span=span)
-    e.attention_block()
-    if moe:
+    if symbol == "M":
+        e.mamba_block()
+        return e.finish()
+    if symbol in (None, "*"):
+        e.attention_block()
+    if symbol == "E" or (symbol is None and moe):
         e.moe_block()
-    else:
+    elif symbol in (None, "-"):
         e.mlp_block(model.dense_ffn if model.is_moe else model.ffn)
     return e.finish()
 
