@@ -553,14 +553,18 @@ def layer_activation_bytes(
         mlp += g * routed * h  # permuted tokens = expert FC1 input
         mlp += e * routed * f_e * width  # FC1 output
         if "moe_act" in modules:
-            mlp_re = g * routed * f_e  # FC2 input: dropped, the activation re-runs
+            # FC2 input: dropped, the activation re-runs (under fp8/fp4 FC2 keeps it bf16:
+            # Transformer Engine's save_original_input, experts.py at d98e8a64)
+            mlp_re = (e if par.dtype in QUANTIZED_DTYPES else g) * routed * f_e
         else:
             mlp += g * routed * f_e  # FC2 input
         fs = model.moe_shared_expert_intermediate_size
         if fs:
             shared = e * T * fs * width / t + g * T * fs / t
-            if par.dtype in QUANTIZED_DTYPES:
-                shared += saved_gemm_input_bytes(par, e) * T * h / sp_div  # the shared FC1's fp8 copy of its input
+            if par.dtype in QUANTIZED_DTYPES and "layernorm" not in modules:
+                # the shared FC1's fp8 copy of its input (with layernorm recompute it keeps the
+                # re-made bf16 norm output instead: MoELayer.set_for_recompute_pre_mlp_layernorm)
+                shared += saved_gemm_input_bytes(par, e) * T * h / sp_div
             if "shared_experts" in modules:  # checkpointed: only its input (the norm output) stays
                 mlp_re = max(mlp_re, shared)  # re-made and freed before the experts' backward
             else:

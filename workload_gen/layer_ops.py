@@ -274,7 +274,8 @@ class _Emitter:
         self.add([self.compute("rope", FWD, OpKind.ROPE, shape, fwd)],
                  [self.compute("rope", BWD_I, OpKind.ROPE, shape, bwd)])
 
-    def linear(self, name: str, m: int, k: int, n: int, mode: str, fp8: bool = True, bias: str = "") -> None:
+    def linear(self, name: str, m: int, k: int, n: int, mode: str, fp8: bool = True, bias: str = "",
+               requantize: bool = False) -> None:
         """One linear layer, C[m,n] = X[m,k] @ W[k,n] (n, k already divided by tp).
 
         mode 'col' (column-parallel: qkv, fc1, q/kv up, output layer), 'row'
@@ -292,6 +293,10 @@ class _Emitter:
         bias-dropout-add kernel adds): forward the same n-vector read (counted on the GEMM),
         backward its own column-sum kernel over dY (costs.bias_grad) on the rows the bias was
         added to (the SP-local ones after a row-parallel reduce-scatter).
+
+        ``requantize``: under fp8/fp4 the layer saved its bf16 input instead of the quantized
+        copy (Transformer Engine's save_original_input, set where Megatron recomputes the
+        tensor feeding it) and quantizes X again before the wgrad GEMM.
         """
         key, B = self.key, self.B
         quantized = self.quantized and fp8
@@ -345,6 +350,9 @@ class _Emitter:
         if tp_on and mode == "col":
             kind = CollKind.REDUCE_SCATTER if key.sp else CollKind.ALL_REDUCE
             bwd.append(self.tp_coll(f"{name}_{'rs' if key.sp else 'ar'}_bwd", BWD_I, kind, m * k * B, async_default=True))
+        if quantized and requantize:
+            bwd.append(self.compute(f"{name}{self.cast_suffix}", BWD_W, OpKind.ELEMENTWISE, (m, k),
+                                    costs.quantize_cast(m, k, key.dtype, key.fp8_recipe), dtype="bf16"))
         wb = costs.wgrad_gemm(k, n, m, bi, key.grad_bytes)
         if not quantized:
             wb = (wb[0], wb[1] + dbias_write)
@@ -664,6 +672,14 @@ class _Emitter:
                                                (rows, width, kernels),
                                                costs.quantize_cast(rows, width, key.dtype, key.fp8_recipe),
                                                dtype="bf16"))
+                if not act_after and key.recompute_moe_act:
+                    # moe_act recompute under fp8/fp4: fc2 keeps its bf16 input (Megatron's
+                    # set_save_original_input, experts.py @d98e8a64) and quantizes it again
+                    # for the weight gradient
+                    kernels = costs.split_quantize_kernels(key.dtype, key.fp8_recipe, local_experts, k_in)
+                    bwd.insert(len(bwd) - 1, self.compute(
+                        f"{name}{self.cast_suffix}", BWD_W, OpKind.ELEMENTWISE, (rows, k_in, kernels),
+                        costs.quantize_cast(rows, k_in, key.dtype, key.fp8_recipe), dtype="bf16"))
             self.add(fwd, bwd)
             if act_after:
                 start = len(self.fwd)
@@ -700,7 +716,11 @@ class _Emitter:
         if fs and not side:
             tp = key.tp
             start = len(self.fwd)
-            self.linear("shared_fc1", self.T, h, mult * fs // tp, "col", bias=self._bias)
+            # layernorm recompute under fp8/fp4: the shared fc1 keeps the re-made bf16 norm
+            # output and quantizes it again in its backward (MoELayer.set_for_recompute_pre_mlp_
+            # layernorm, moe_layer.py @d98e8a64)
+            self.linear("shared_fc1", self.T, h, mult * fs // tp, "col", bias=self._bias,
+                        requantize=key.recompute_layernorm and not key.recompute_shared_experts)
             self.activation(f"shared_{m.activation}", self.T, fs // tp)
             self.linear("shared_fc2", self.T, fs // tp, h, "row", bias=self._bias)
             if key.recompute_shared_experts:

@@ -735,6 +735,9 @@ def check_against_model(model: ModelConfig, par: ParallelConfig) -> None:
         raise ConfigError("tp", par.tp, f"num_query_groups={kv} is not divisible by tp; valid tp: {_divisors(tp_unit)}")
     if model.hybrid_layer_pattern is not None and "M" in model.hybrid_layer_pattern:
         _check_mamba_layout(model, par)
+    from workload_gen.core.unmodelled import check_modelled_with_model
+
+    check_modelled_with_model(model, par)
     stages = par.pp * par.vpp
     first, last = par.first_stage_layers, par.last_stage_layers
     if par.pipeline_layout is not None:
