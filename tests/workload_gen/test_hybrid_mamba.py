@@ -122,6 +122,17 @@ def test_a_wrong_pattern_is_refused_in_one_line(pattern, said):
     assert "hybrid_layer_pattern" in str(err.value)
 
 
+@pytest.mark.parametrize("fields, said", [
+    (dict(num_experts=0), "has MoE layers (E) but num_experts is 0"),
+    (dict(mamba_num_groups=3), "mamba_num_groups=3 is invalid; must divide the Mamba heads (16)"),
+    (dict(mtp_num_layers=1), "not modelled with a hybrid pattern"),
+])
+def test_a_hybrid_model_megatron_would_not_build_is_refused_in_one_line(fields, said):
+    with pytest.raises(ConfigError) as err:
+        _small(**fields)
+    assert said in str(err.value) and "\n" not in str(err.value)
+
+
 def test_mamba_heads_and_groups_must_split_over_tp():
     """MambaMixer asserts heads % tp == 0 and groups % tp == 0: 4 groups do not split over 8."""
     m = _small(num_query_groups=8)

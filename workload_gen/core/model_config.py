@@ -223,6 +223,11 @@ class ModelConfig:
         if self.moe_layer_pattern is not None or self.num_dense_layers:
             raise ConfigError("hybrid_layer_pattern", symbols, "decides the MoE layers itself: leave "
                                                                "moe_layer_pattern and num_dense_layers unset")
+        if self.mtp_num_layers:
+            raise ConfigError("mtp_num_layers", self.mtp_num_layers, "not modelled with a hybrid pattern "
+                                                                    "(Megatron gives hybrid MTP layers a pattern of their own)")
+        if self.window_size is not None or self.attention_chunk_size is not None:
+            raise ConfigError("hybrid_layer_pattern", symbols, "not modelled with sliding-window or chunked attention")
         if self.mamba_heads % self.mamba_num_groups:
             raise ConfigError("mamba_num_groups", self.mamba_num_groups,
                               f"must divide the Mamba heads ({self.mamba_heads})")
