@@ -80,8 +80,8 @@ HostPlan = tuple[tuple[float, ...], tuple[bool, ...], bool]
 
 def _scope(op: ComputeOp, layer_part: str, moe_layer: bool) -> str:
     """The CUDA-graph scope name that would capture ``op`` (Megatron's --cuda-graph-scope)."""
-    if layer_part == "attn":
-        return "attn"
+    if layer_part in ("attn", "mamba"):
+        return layer_part
     if not moe_layer:
         return "mlp"
     if op.name == "pre_mlp_norm" or op.kind is OpKind.ROUTER or op.name.startswith("shared_"):
@@ -156,7 +156,7 @@ class HostModel:
             fwd = op.phase is Phase.FWD
             if graphed:
                 if op.layer != layer:
-                    layer, part = op.layer, "attn"
+                    layer, part = op.layer, "mamba" if self._is_mamba(op.layer) else "attn"
                 if op.name == "pre_mlp_norm":
                     part = "mlp"
                 scope = _scope(op, part, self._is_moe(op.layer)) if 0 <= op.layer < self.num_layers else ""
@@ -183,6 +183,11 @@ class HostModel:
 
     def _is_moe(self, layer: int) -> bool:
         return self.model is not None and self.model.is_moe_layer(layer)
+
+    def _is_mamba(self, layer: int) -> bool:
+        """A hybrid model's Mamba layer: Megatron's --cuda-graph-scope mamba captures it whole."""
+        return (self.model is not None and 0 <= layer < self.num_layers
+                and self.model.layer_symbol(layer) == "M")
 
 
 def op_units(op: ComputeOp, local_experts: int, alltoall: bool) -> float:
@@ -231,10 +236,10 @@ def graphed_scopes(par, moe_model: bool, has_sync: bool) -> frozenset[str]:
     if impl == "none":
         return frozenset()
     if impl == "full_iteration":
-        return frozenset({"attn", "mlp", "moe_router", "moe"})
+        return frozenset({"attn", "mamba", "mlp", "moe_router", "moe"})
     scopes = set(par.cuda_graph_scope) - {"moe_preprocess"}
     if not scopes or "full_iteration" in scopes:
-        scopes = {"attn", "mlp", "moe_router"} | (set() if has_sync else {"moe"})
+        scopes = {"attn", "mamba", "mlp", "moe_router"} | (set() if has_sync else {"moe"})
     if "moe" in scopes:
         scopes.add("moe_router")
     if has_sync:

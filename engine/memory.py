@@ -553,14 +553,18 @@ def layer_activation_bytes(
         mlp += g * routed * h  # permuted tokens = expert FC1 input
         mlp += e * routed * f_e * width  # FC1 output
         if "moe_act" in modules:
-            mlp_re = g * routed * f_e  # FC2 input: dropped, the activation re-runs
+            # FC2 input: dropped, the activation re-runs (under fp8/fp4 FC2 keeps it bf16:
+            # Transformer Engine's save_original_input, experts.py at d98e8a64)
+            mlp_re = (e if par.dtype in QUANTIZED_DTYPES else g) * routed * f_e
         else:
             mlp += g * routed * f_e  # FC2 input
         fs = model.moe_shared_expert_intermediate_size
         if fs:
             shared = e * T * fs * width / t + g * T * fs / t
-            if par.dtype in QUANTIZED_DTYPES:
-                shared += saved_gemm_input_bytes(par, e) * T * h / sp_div  # the shared FC1's fp8 copy of its input
+            if par.dtype in QUANTIZED_DTYPES and "layernorm" not in modules:
+                # the shared FC1's fp8 copy of its input (with layernorm recompute it keeps the
+                # re-made bf16 norm output instead: MoELayer.set_for_recompute_pre_mlp_layernorm)
+                shared += saved_gemm_input_bytes(par, e) * T * h / sp_div
             if "shared_experts" in modules:  # checkpointed: only its input (the norm output) stays
                 mlp_re = max(mlp_re, shared)  # re-made and freed before the experts' backward
             else:
@@ -575,9 +579,39 @@ def layer_activation_bytes(
         mlp = e * T * f * width / t + g * T * f / t  # FC1 output (activation input), FC2 input
         if "mlp" in modules:  # checkpointed MLP (its fused pre-MLP norm included): keeps its input
             mlp_re, fc1_in, mlp = fc1_in + mlp, 0.0, 0.0
-    rest = ln1_in + qkv_in + qk + v + proj_in + lat + attn_mask + ln2_in + fc1_in + mlp + hid_mask
-    return LayerActivation(core_attention=probs, rest=rest, input=e * T * h / sp_div,
+    attn_rest = ln1_in + qkv_in + qk + v + proj_in + lat + attn_mask
+    mlp_rest = ln2_in + fc1_in + mlp + hid_mask
+    symbol = model.layer_symbol(layer)
+    layer_in = e * T * h / sp_div
+    if symbol == "M":
+        return LayerActivation(core_attention=0.0, rest=mamba_activation_bytes(model, par, g, e) + attn_mask,
+                               input=layer_in)
+    if symbol == "*":  # a hybrid model's attention-only layer
+        return LayerActivation(core_attention=probs, rest=attn_rest, input=layer_in, recomputed=attn_re)
+    if symbol in ("-", "E"):  # its MLP-only or MoE-only layer
+        return LayerActivation(core_attention=0.0, rest=mlp_rest, input=layer_in, recomputed=mlp_re)
+    return LayerActivation(core_attention=probs, rest=attn_rest + mlp_rest, input=layer_in,
                            recomputed=max(attn_re, mlp_re))
+
+
+def mamba_activation_bytes(model: ModelConfig, par: ParallelConfig, g: float, e: int) -> float:
+    """What one Mamba layer saves for backward on one rank for one micro-batch (bytes),
+    ``g`` the bytes of a saved GEMM input, ``e`` of an activation element. Megatron-Core's
+    MambaLayer (mamba_mixer.py _ssm_training @d98e8a64) and mamba_ssm's
+    MambaSplitConv1dScanCombinedFn (ctx.save_for_backward): the norm's input and in_proj's
+    saved input (TE's LayerNormColumnParallelLinear, as the QKV projection), in_proj's output
+    [z, x, B, C, dt] (the scan keeps it whole and re-runs the conv1d in backward), the scan's
+    pre-gate output out_x, the gated RMSNorm's input, and out_proj's saved input. The chunk
+    states are recomputed in backward, not kept. Unit: bytes."""
+    t = par.tp
+    sp_div = t if par.sp else 1
+    T = par.seq_length // par.cp * par.micro_batch
+    h, d = model.hidden_size, model.mamba_d_inner
+    in_proj_out = 2 * d + 2 * model.mamba_num_groups * model.mamba_state_dim + model.mamba_heads
+    return (e * T * h / sp_div + g * T * h / sp_div  # norm input; in_proj input (the norm output)
+            + e * T * in_proj_out / t                 # zxBCdt, saved by the scan
+            + 2 * e * T * d / t                       # out_x; the gated norm's input
+            + g * T * d / t)                          # out_proj's input
 
 
 def stage_chunk_activation(
@@ -728,7 +762,12 @@ def _temporary(workload: Workload, stage: int) -> float:
     blocks = [layer for layer in layers if 0 <= layer < model.num_layers]
     if any(layer > model.num_layers for layer in layers):  # an MTP depth: the last layer's kind
         blocks.append(model.num_layers - 1)
-    dense = [layer for layer in blocks if not model.is_moe_layer(layer)]
+    dense = [layer for layer in blocks if model.layer_kind(layer) in ("dense", "-")]
+    if any(model.layer_symbol(layer) == "M" for layer in blocks):
+        # Backward of a Mamba layer: the gradient of in_proj's output beside the scan's output gradient
+        d = model.mamba_d_inner
+        width_in = 2 * d + 2 * model.mamba_num_groups * model.mamba_state_dim + model.mamba_heads
+        temp = max(temp, e * T * (width_in + d) / par.tp)
     if dense:
         # Backward of a dense MLP: gradients of the FC2 input and of the FC1 output coexist.
         f = model.dense_ffn if model.is_moe else model.ffn

@@ -158,14 +158,23 @@ def _span_templates(model: ModelConfig, key: LayerKey, span: tuple[str, int], mo
     return layer_templates(model, key, moe=moe, span=span)
 
 
+@lru_cache(maxsize=32)
+def _hybrid_templates(model: ModelConfig, key: LayerKey, symbol: str) -> Templates:
+    """Templates of a hybrid model's layer kind (M, *, -, E), built once per configuration."""
+    return layer_templates(model, key, moe=symbol == "E", symbol=symbol)
+
+
 def _layer_kind(model: ModelConfig, key: LayerKey, layer: int) -> Templates:
     """The templates global layer ``layer`` is built from: dense or MoE, with its attention
-    span if one binds (layer_span)."""
+    span if one binds (layer_span), or a hybrid model's layer kind."""
     moe = model.is_moe_layer(layer)
     if (key.bf16_first or key.bf16_last) and (layer < key.bf16_first or layer >= model.num_layers - key.bf16_last):
         # Megatron's --first-last-layers-bf16: get_fp8_context / get_fp4_context give these
         # global layers no quantization context, so the layer is built as under bf16
         key = replace(key, dtype="bf16", bf16_first=0, bf16_last=0)
+    symbol = model.layer_symbol(layer)
+    if symbol is not None:
+        return _hybrid_templates(model, key, symbol)
     span = layer_span(model, key, layer)
     if span is not None:
         return _span_templates(model, key, span, moe)

@@ -70,7 +70,8 @@ def _hints(cls: type) -> dict[str, Any]:
 
 _ALIASES: dict[str, dict[str, str]] = {
     "normalization": {"layernorm": "layernorm", "rmsnorm": "rmsnorm"},
-    "position_embedding": {"learned": "learned", "learned_absolute": "learned", "rope": "rope"},
+    "position_embedding": {"learned": "learned", "learned_absolute": "learned", "rope": "rope",
+                           "none": "none"},
     "activation": {"gelu": "gelu", "swiglu": "swiglu", "squared_relu": "squared_relu", "squared-relu": "squared_relu",
                    "relu2": "squared_relu"},
 }

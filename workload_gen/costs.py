@@ -16,7 +16,7 @@ backward's as ``(fwd, bwd)``.
 """
 from __future__ import annotations
 
-from workload_gen.core.flops import attention_pairs
+from workload_gen.core.flops import attention_pairs, mamba_scan_flops
 from workload_gen.core.optimizer_state import optimizer_step_bytes
 
 Cost = tuple[float, float]
@@ -244,6 +244,36 @@ def residual(rows: int, width: int, b: int) -> tuple[Cost, Cost]:
     sum and a 1-byte dropout mask; backward reads dy and the mask, writes dx."""
     e = rows * width
     return (3.0 * e, float(e * (3 * b + 1))), (1.0 * e, float(e * (2 * b + 1)))
+
+
+def mamba_conv1d(rows: int, channels: int, kernel: int, b: int) -> tuple[Cost, Cost]:
+    """The Mamba mixer's causal depthwise conv1d (+ SiLU) over x, B and C, ``channels``
+    columns per row (causal_conv1d_fwd inside mamba_split_conv1d_scan_combined): forward
+    ``2*kernel + 4`` FLOPs per element, reads the input and writes the output; backward
+    (it recomputes the forward from the saved in_proj output, then dx, dweight) twice the
+    FLOPs and 4 passes (read x, dy; re-made y; write dx)."""
+    e = rows * channels
+    f = (2.0 * kernel + 4.0) * e
+    return (f, float(2 * e * b)), (2 * f, float(4 * e * b))
+
+
+def mamba_scan(rows: int, d_inner: int, heads: int, groups: int, state: int, chunk: int,
+               b: int) -> tuple[Cost, Cost]:
+    """The Mamba-2 SSD chunked scan (mamba_chunk_scan_combined: chunk cumsum, chunk states,
+    state passing, chunk scan, with the D skip and the z gate) on one rank: FLOPs by
+    Megatron's estimate (core.flops.mamba_scan_flops), costed by the roofline like any
+    non-GEMM op. Forward reads x, z (``d_inner`` each), B and C (``2*groups*state``) and dt
+    (``heads``) per row, writes the gated output and the pre-gate output the backward keeps
+    (``2*d_inner``), and writes and reads back the fp32 chunk states, ``heads*P*state`` per
+    chunk of ``chunk`` rows (P = d_inner/heads). Backward: twice the FLOPs (the convention
+    for a layer's backward) and twice the traffic (it recomputes the chunk states and
+    writes d(x, z, B, C, dt))."""
+    f = mamba_scan_flops(rows, d_inner, state)
+    chunks = -(-rows // chunk)
+    states = 2.0 * chunks * d_inner * state * 4
+    per_row = 2 * d_inner + 2 * groups * state + heads + 2 * d_inner
+    fwd = (f, float(rows * per_row * b) + states)
+    return fwd, (2 * f, 2 * fwd[1])
 
 
 def activation(kind: str, rows: int, width: int, b: int) -> tuple[Cost, Cost]:

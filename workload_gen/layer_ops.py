@@ -46,6 +46,7 @@ from workload_gen import costs
 from workload_gen.core.errors import ConfigError
 from workload_gen.core.model_config import ModelConfig
 from workload_gen.core.parallel_config import QUANTIZED_DTYPES
+from workload_gen.core.params import MAMBA_CHUNK_SIZE, MAMBA_CONV_KERNEL
 from workload_gen.core.moe_capacity import routed_copies
 from workload_gen.core.moe_dispatch import distinct_ranks
 from workload_gen.core.record import record
@@ -276,7 +277,8 @@ class _Emitter:
         self.add([self.compute("rope", FWD, OpKind.ROPE, shape, fwd)],
                  [self.compute("rope", BWD_I, OpKind.ROPE, shape, bwd)])
 
-    def linear(self, name: str, m: int, k: int, n: int, mode: str, fp8: bool = True, bias: str = "") -> None:
+    def linear(self, name: str, m: int, k: int, n: int, mode: str, fp8: bool = True, bias: str = "",
+               requantize: bool = False) -> None:
         """One linear layer, C[m,n] = X[m,k] @ W[k,n] (n, k already divided by tp).
 
         mode 'col' (column-parallel: qkv, fc1, q/kv up, output layer), 'row'
@@ -294,6 +296,10 @@ class _Emitter:
         bias-dropout-add kernel adds): forward the same n-vector read (counted on the GEMM),
         backward its own column-sum kernel over dY (costs.bias_grad) on the rows the bias was
         added to (the SP-local ones after a row-parallel reduce-scatter).
+
+        ``requantize``: under fp8/fp4 the layer saved its bf16 input instead of the quantized
+        copy (Transformer Engine's save_original_input, set where Megatron recomputes the
+        tensor feeding it) and quantizes X again before the wgrad GEMM.
         """
         key, B = self.key, self.B
         quantized = self.quantized and fp8
@@ -347,6 +353,9 @@ class _Emitter:
         if tp_on and mode == "col":
             kind = CollKind.REDUCE_SCATTER if key.sp else CollKind.ALL_REDUCE
             bwd.append(self.tp_coll(f"{name}_{'rs' if key.sp else 'ar'}_bwd", BWD_I, kind, m * k * B, async_default=True))
+        if quantized and requantize:
+            bwd.append(self.compute(f"{name}{self.cast_suffix}", BWD_W, OpKind.ELEMENTWISE, (m, k),
+                                    costs.quantize_cast(m, k, key.dtype, key.fp8_recipe), dtype="bf16"))
         wb = costs.wgrad_gemm(k, n, m, bi, key.grad_bytes)
         if not quantized:
             wb = (wb[0], wb[1] + dbias_write)
@@ -531,6 +540,32 @@ class _Emitter:
             self._checkpoint(self.fwd[start:])
         self.residual("mlp_residual")
 
+    def mamba_block(self) -> None:
+        """A Mamba layer (Megatron-Core MambaLayer with MambaMixer's training path,
+        mamba_mixer.py _ssm_training @d98e8a64): the norm (fused into in_proj by Transformer
+        Engine), in_proj (column-parallel, h -> [z, x, B, C, dt], each part split by TP; its
+        SP all-gather as any column-parallel linear), the causal conv1d over x, B, C, the
+        SSD chunked scan with the z gate (mamba_split_conv1d_scan_combined), the grouped
+        gated RMSNorm over the local d_inner, out_proj (row-parallel, d_inner -> h; its
+        reduce-scatter or all-reduce), and the residual add. TP splits heads and groups."""
+        m, key, B = self.model, self.key, self.B
+        tp, T, h = key.tp, self.T, m.hidden_size
+        heads, d = m.mamba_heads // tp, m.mamba_d_inner // tp
+        gn = m.mamba_num_groups // tp * m.mamba_state_dim
+        self.norm("input_norm", self.T_sp, h)
+        self.linear("in_proj", T, h, 2 * d + 2 * gn + heads, "col")
+        fwd, bwd = costs.mamba_conv1d(T, d + 2 * gn, MAMBA_CONV_KERNEL, B)
+        self.add([self.compute("mamba_conv1d", FWD, OpKind.ELEMENTWISE, (T, d + 2 * gn), fwd)],
+                 [self.compute("mamba_conv1d", BWD_I, OpKind.ELEMENTWISE, (T, d + 2 * gn), bwd)])
+        fwd, bwd = costs.mamba_scan(T, d, heads, m.mamba_num_groups // tp, m.mamba_state_dim, MAMBA_CHUNK_SIZE, B)
+        self.add([self.compute("mamba_scan", FWD, OpKind.ELEMENTWISE, (T, d), fwd)],
+                 [self.compute("mamba_scan", BWD_I, OpKind.ELEMENTWISE, (T, d), bwd)])
+        fwd, bwd = costs.norm("rmsnorm", T, d, B)  # the mixer's own RMSNorm, whatever --normalization says
+        self.add([self.compute("mamba_out_norm", FWD, OpKind.NORM, (T, d), fwd)],
+                 [self.compute("mamba_out_norm", BWD_I, OpKind.NORM, (T, d), bwd)])
+        self.linear("out_proj", T, d, h, "row")
+        self.residual("mamba_residual")
+
     def _checkpoint(self, ops: list[Op]) -> None:
         """Megatron's activation checkpoint of the forward ops ``ops``: they re-run
         (communication included) as soon as the backward reaches the checkpoint's output,
@@ -640,6 +675,14 @@ class _Emitter:
                                                (rows, width, kernels),
                                                costs.quantize_cast(rows, width, key.dtype, key.fp8_recipe),
                                                dtype="bf16"))
+                if not act_after and key.recompute_moe_act:
+                    # moe_act recompute under fp8/fp4: fc2 keeps its bf16 input (Megatron's
+                    # set_save_original_input, experts.py @d98e8a64) and quantizes it again
+                    # for the weight gradient
+                    kernels = costs.split_quantize_kernels(key.dtype, key.fp8_recipe, local_experts, k_in)
+                    bwd.insert(len(bwd) - 1, self.compute(
+                        f"{name}{self.cast_suffix}", BWD_W, OpKind.ELEMENTWISE, (rows, k_in, kernels),
+                        costs.quantize_cast(rows, k_in, key.dtype, key.fp8_recipe), dtype="bf16"))
             self.add(fwd, bwd)
             if act_after:
                 start = len(self.fwd)
@@ -676,7 +719,11 @@ class _Emitter:
         if fs and not side:
             tp = key.tp
             start = len(self.fwd)
-            self.linear("shared_fc1", self.T, h, mult * fs // tp, "col", bias=self._bias)
+            # layernorm recompute under fp8/fp4: the shared fc1 keeps the re-made bf16 norm
+            # output and quantizes it again in its backward (MoELayer.set_for_recompute_pre_mlp_
+            # layernorm, moe_layer.py @d98e8a64)
+            self.linear("shared_fc1", self.T, h, mult * fs // tp, "col", bias=self._bias,
+                        requantize=key.recompute_layernorm and not key.recompute_shared_experts)
             self.activation(f"shared_{m.activation}", self.T, fs // tp)
             self.linear("shared_fc2", self.T, fs // tp, h, "row", bias=self._bias)
             if key.recompute_shared_experts:
@@ -744,14 +791,22 @@ def layer_span(model: ModelConfig, key: LayerKey, layer: int) -> tuple[str, int]
 
 
 def layer_templates(model: ModelConfig, key: LayerKey, moe: bool,
-                    span: tuple[str, int] | None = None) -> Templates:
+                    span: tuple[str, int] | None = None, symbol: str | None = None) -> Templates:
     """Forward/backward/recompute op templates of one transformer layer (layer index 0),
-    with attention restricted to ``span`` (a sliding window or chunk; see layer_span)."""
+    with attention restricted to ``span`` (a sliding window or chunk; see layer_span). A
+    hybrid model's layer (``symbol``, ModelConfig.layer_symbol) holds one block: M a Mamba
+    layer, * attention, - the MLP, E the MoE block (Megatron-Core's hybrid stack builds the
+    last three as TransformerLayers with the other half left out, hybrid_layer_specs.py
+    @d98e8a64); ``moe`` is then ignored."""
     e = _Emitter(model, key, span=span)
-    e.attention_block()
-    if moe:
+    if symbol == "M":
+        e.mamba_block()
+        return e.finish()
+    if symbol in (None, "*"):
+        e.attention_block()
+    if symbol == "E" or (symbol is None and moe):
         e.moe_block()
-    else:
+    elif symbol in (None, "-"):
         e.mlp_block(model.dense_ffn if model.is_moe else model.ffn)
     return e.finish()
 

@@ -65,6 +65,13 @@ MODEL_VALUE_FLAGS: tuple[tuple[tuple[str, ...], str, type], ...] = (
     (("--activation-func-clamp-value",), "activation_clamp", float),
     (("--normalization",), "normalization", str),
     (("--position-embedding-type",), "position_embedding", str),
+    # Hybrid Mamba-Transformer models (Nemotron-H, Nemotron-3): --hybrid-override-pattern is
+    # Megatron's deprecated spelling of --hybrid-layer-pattern (arguments.py @d98e8a64)
+    (("--hybrid-layer-pattern", "--hybrid-override-pattern"), "hybrid_layer_pattern", str),
+    (("--mamba-num-heads",), "mamba_num_heads", int),
+    (("--mamba-head-dim",), "mamba_head_dim", int),
+    (("--mamba-state-dim",), "mamba_state_dim", int),
+    (("--mamba-num-groups",), "mamba_num_groups", int),
 )
 # Megatron boolean switches that set a model field to a constant.
 MODEL_SWITCHES: tuple[tuple[str, str, object], ...] = (
@@ -266,6 +273,12 @@ IGNORED_MEGATRON_FLAGS.update({
     # --rope-type rope|yarn picks RoPE's frequencies (YaRN scaling), not the rotary kernel's work
     # (Megatron-LM d98e8a64 arguments.py; DeepSeek-V3 recipes pass yarn).
     "--rope-type": True,
+    # --is-hybrid-model only selects Megatron's hybrid model class (pretrain_mamba.py); the
+    # layers are what --hybrid-layer-pattern says. --use-fused-weighted-squared-relu moves the
+    # router-probability multiply of the experts' outputs into their squared-ReLU kernel
+    # (Megatron-LM d98e8a64 moe/experts.py): the same passes, costed with the activation and
+    # the combine.
+    "--is-hybrid-model": False, "--use-fused-weighted-squared-relu": False,
 })
 MULTI_VALUE_IGNORED: frozenset[str] = frozenset({
     "--data-path", "--train-data-path", "--valid-data-path", "--test-data-path", "--rampup-batch-size",
@@ -273,8 +286,8 @@ MULTI_VALUE_IGNORED: frozenset[str] = frozenset({
 })
 """Ignored flags that take several values (Megatron's nargs='*'), e.g. --rampup-batch-size 16 16 5859375."""
 
-_MAMBA = "builds a hybrid Mamba-Transformer model (Nemotron-H): its Mamba state-space layers are not modelled"
-"""Why the hybrid-model flags of NVIDIA's Nemotron-3 recipes are refused."""
+_RATIOS = "spreads attention and MLP layers by ratio (deprecated in Megatron): give --hybrid-layer-pattern"
+"""Why Megatron's deprecated hybrid layer ratios are refused (the pattern says the same, exactly)."""
 
 NOT_MODELLED_MEGATRON_FLAGS: dict[str, tuple[bool, str | None, str]] = {
     # flag: (takes a value, the value that changes nothing (accepted and ignored) or None, what it would change)
@@ -302,17 +315,9 @@ NOT_MODELLED_MEGATRON_FLAGS: dict[str, tuple[bool, str | None, str]] = {
     "--ddp-num-buckets": (True, None, "changes the gradient buckets"),
     "--use-sharp": (False, None, "runs the data-parallel reduction in the switch (SHARP)"),
     "--no-fp8-wgrad": (False, None, "runs the weight-gradient GEMMs in higher precision under FP8"),
-    "--is-hybrid-model": (False, None, _MAMBA),
-    "--hybrid-override-pattern": (True, None, _MAMBA),
-    "--hybrid-layer-pattern": (True, None, _MAMBA),
-    "--hybrid-attention-ratio": (True, None, _MAMBA),
-    "--hybrid-mlp-ratio": (True, None, _MAMBA),
-    "--mamba-state-dim": (True, None, _MAMBA),
-    "--mamba-head-dim": (True, None, _MAMBA),
-    "--mamba-num-groups": (True, None, _MAMBA),
-    "--mamba-num-heads": (True, None, _MAMBA),
-    "--use-fused-weighted-squared-relu": (False, None, "fuses the router weighting into the squared-ReLU expert "
-                                          "activation of hybrid (Nemotron-H) models, not modelled"),
+    "--hybrid-attention-ratio": (True, "0.0", _RATIOS),
+    "--hybrid-mlp-ratio": (True, "0.0", _RATIOS),
+    "--mamba-training-ssm-states-dtype": (True, None, "changes the dtype of the SSD scan's chunk states"),
 }
 """Real Megatron-LM flags that would change the simulated iteration but are not modelled:
 refused with "not modelled: FLAG" (exit 2), unless given the value that changes nothing."""

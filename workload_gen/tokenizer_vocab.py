@@ -25,6 +25,7 @@ BY_MODEL_NAME: tuple[tuple[str, int, str], ...] = (
     (r"deepseek[-_]?v2", 102400, "deepseek-ai/DeepSeek-V2"),
     (r"mixtral|mistral[-_]?7b", 32000, "mistralai/Mixtral-8x7B-v0.1, Mistral-7B-v0.1"),
     (r"gpt[-_]?oss", 201088, "openai/gpt-oss-120b"),
+    (r"nemotron[-_]?3[-_]?nano[-_]?30b", 131072, "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"),
     (r"gpt2", 50257, "openai-community/gpt2"),
 )
 """Hugging Face tokenizer names (--tokenizer-model), matched case-insensitively, first wins."""

@@ -82,11 +82,13 @@ def test_graph_scopes_follow_megatron():
     assert graphed_scopes(_Par(), True, True) == frozenset()
     te = _Par(impl="transformer_engine", scope=("attn", "moe_router", "moe_preprocess"))
     assert graphed_scopes(te, True, True) == {"attn", "moe_router"}
-    # no scope: the whole layer, but a MoE layer's dispatch only when nothing waits for the host
+    # no scope: the whole layer (a hybrid model's Mamba layers too), but a MoE layer's dispatch
+    # only when nothing waits for the host
     whole = _Par(impl="transformer_engine")
-    assert graphed_scopes(whole, True, True) == {"attn", "mlp", "moe_router"}
-    assert graphed_scopes(whole, True, False) == {"attn", "mlp", "moe_router", "moe"}
-    assert graphed_scopes(whole, False, False) == {"attn", "mlp", "moe"}
+    assert graphed_scopes(whole, True, True) == {"attn", "mamba", "mlp", "moe_router"}
+    assert graphed_scopes(whole, True, False) == {"attn", "mamba", "mlp", "moe_router", "moe"}
+    assert graphed_scopes(whole, False, False) == {"attn", "mamba", "mlp", "moe"}
+    assert graphed_scopes(_Par(impl="transformer_engine", scope=("mamba",)), True, True) == {"mamba"}
 
 
 def test_host_cpu_by_system():

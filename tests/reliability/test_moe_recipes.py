@@ -14,8 +14,6 @@ import pytest
 
 from bench_scripts import script
 
-MAMBA_HYBRIDS = "nemotron-3-nano"
-"""Hybrid Mamba-Transformer recipes: refused for their Mamba layers, outside the MoE issues."""
 PARAM_GATHER_ONLY = "bridge-25.09-deepseek-v3-h100-1024gpu-fp8cs"
 """Megatron-Bridge runs this recipe with the parameter all-gather overlapped but not the
 gradient reduction. Megatron-LM's CLI asserts --overlap-param-gather needs --overlap-grad-reduce
@@ -41,9 +39,6 @@ def test_each_recipe_runs_or_is_refused_for_a_reason_outside_the_moe_physics(out
     for o in outcomes:
         if o.status == "no recipe":
             continue
-        if MAMBA_HYBRIDS in o.recipe:
-            assert o.status == "refused" and "Mamba" in o.reason and "\n" not in o.reason
-            continue
         assert o.status in ("ran", "warned"), (o.recipe, o.reason)
         for line in o.warnings:  # each warning is one line naming the flag and what is left out
             assert "\n" not in line and line.startswith("not modelled: --") and "simulated without it" in line
@@ -51,7 +46,7 @@ def test_each_recipe_runs_or_is_refused_for_a_reason_outside_the_moe_physics(out
 
 def test_every_recipe_simulates_to_a_finite_step_time(outcomes):
     ran = [o for o in outcomes if o.status in ("ran", "warned")]
-    assert len(ran) == 51 - 4 - 5
+    assert len(ran) == 51 - 4
     for o in ran:
         assert o.predicted_s is not None and math.isfinite(o.predicted_s) and o.predicted_s > 0
 
@@ -77,7 +72,7 @@ def test_what_each_recipe_waits_for_agrees_with_the_table_columns(outcomes):
     translation nor the warning table drops one."""
     check = script("check_recipes")
     by_name = {o.recipe: o for o in outcomes}
-    rows = [r for r in check.read_rows() if r["recipe_args"] and MAMBA_HYBRIDS not in r["model"]]
+    rows = [r for r in check.read_rows() if r["recipe_args"]]
     for row in rows:
         o = by_name[row["recipe_args"].rsplit("/", 1)[-1].removesuffix(".args")]
         waits = " ".join(o.warnings)

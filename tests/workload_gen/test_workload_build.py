@@ -53,6 +53,8 @@ SENSIBLE = {
     "nemotron4-15b": dict(world_size=16, tp=2, sp=True, global_batch=32, seq_length=4096, distributed_optimizer=True),
     "nemotron4-340b": dict(world_size=256, tp=8, pp=8, vpp=12, sp=True, global_batch=64, seq_length=4096,
                            distributed_optimizer=True, overlap_grad_reduce=True, overlap_param_gather=True),
+    "nemotron-3-nano-30b-a3b": dict(world_size=16, ep=8, pp=2, global_batch=64, seq_length=8192,
+                                    distributed_optimizer=True),
 }
 
 

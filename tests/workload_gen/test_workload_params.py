@@ -25,7 +25,7 @@ def test_every_preset_has_a_source_and_a_published_count():
         "llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b", "llama3-70b", "llama3-405b",
         "mixtral-8x7b", "mixtral-8x22b", "deepseek-v2-lite", "deepseek-v2", "deepseek-v3", "qwen3-235b-a22b",
         "qwen3-30b-a3b", "gpt-oss-120b", "gpt-oss-20b", "llama4-scout", "llama4-maverick", "grok-1",
-        "nemotron4-15b", "nemotron4-340b",
+        "nemotron4-15b", "nemotron4-340b", "nemotron-3-nano-30b-a3b",
     ]
     for m in PRESETS.values():
         # Grok-1 ships no config.json: its architecture is the release's run.py.

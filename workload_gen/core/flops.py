@@ -23,9 +23,10 @@ from workload_gen.core.model_config import ModelConfig
 from workload_gen.core.parallel_config import ParallelConfig
 from workload_gen.core.params import ParamTensor, layer_tensors
 
-_NOT_MATMUL = ("norm", "bias", "experts", "softmax_offset")
+_NOT_MATMUL = ("norm", "bias", "experts", "softmax_offset", "mamba.ssm.")
 """Tensors no token multiplies through: norms, biases, the routed experts (counted apart,
-topk of E) and GPT-OSS's attention sinks (one logit per head added to the softmax
+topk of E), the Mamba mixer's conv and SSM parameters (its scan is counted
+apart, :func:`mamba_scan_flops`) and GPT-OSS's attention sinks (one logit per head added to the softmax
 denominator, an exp-add per query row, not a multiply-add per token: ModelConfig.softmax_type)."""
 
 
@@ -64,23 +65,48 @@ def attention_pairs(s: int, span: tuple[str, int] | None, causal: bool = True) -
     return 0.5 * s * s if causal else float(s * s)
 
 
+def mamba_scan_flops(tokens: float, d_inner: int, state_dim: int) -> float:
+    """FLOPs of the Mamba-2 selective scan (SSD) over ``tokens`` tokens: Megatron-LM's
+    estimate ``7 * tokens * d_inner * state_dim`` (training.py num_floating_point_operations,
+    mamba_layer_flops, @d98e8a64; its note says it predates the SSD kernels and is a small
+    part of the layer). The one home of the formula: the model FLOPs and the scan op's cost
+    (workload_gen.costs.mamba_scan) both take it."""
+    return 7.0 * tokens * d_inner * state_dim
+
+
+def mamba_layer_flops(tokens: float, hidden: int, d_inner: int, heads: int, groups: int, state_dim: int) -> float:
+    """Forward FLOPs of one Mamba layer over ``tokens`` tokens, Megatron-LM's formula
+    (training.py mamba_layer_flops @d98e8a64): in_proj ``2*T*h*(2*d + 2*G*N + H)``, the scan
+    (:func:`mamba_scan_flops`) and out_proj ``2*T*d*h``; the conv1d and norms are left out,
+    as there. Departure (docs/design_notes.md): Megatron takes d = 2*hidden whatever
+    --mamba-num-heads says; here d is the layer's real heads*head_dim."""
+    in_proj = 2.0 * tokens * hidden * (2 * d_inner + 2 * groups * state_dim + heads)
+    out_proj = 2.0 * tokens * d_inner * hidden
+    return in_proj + mamba_scan_flops(tokens, d_inner, state_dim) + out_proj
+
+
 def forward_flops_per_sequence(model: ModelConfig, seq_length: int, causal: bool = False) -> float:
     """Forward FLOPs for one sequence of ``seq_length`` tokens (the whole model); a layer
     with a sliding window or chunked attention counts only its :func:`attention_pairs`."""
     s = seq_length
     total = 0.0
-    cache: dict[bool, float] = {}
+    cache: dict[str, float] = {}
     d_qk, d_v = model.qk_dim, model.v_dim
     attn = 2.0 * s * s * model.num_attention_heads * (d_qk + d_v) * (0.5 if causal else 1.0)
     for layer in range(model.num_layers):
-        moe = model.is_moe_layer(layer)
-        if moe not in cache:
-            cache[moe] = 2.0 * s * _matmul_weights(layer_tensors(model, layer), model)
+        kind = model.layer_kind(layer)
+        if kind not in cache:
+            cache[kind] = 2.0 * s * _matmul_weights(layer_tensors(model, layer), model)
+            if kind == "M":  # in_proj and out_proj are matmul weights above; the scan is not
+                cache[kind] += mamba_scan_flops(s, model.mamba_d_inner, model.mamba_state_dim)
+        if not model.has_attention(layer):
+            total += cache[kind]
+            continue
         span = model.attention_span(layer)
         if span is None:
-            total += cache[moe] + attn
+            total += cache[kind] + attn
         else:
-            total += cache[moe] + 2.0 * model.num_attention_heads * (d_qk + d_v) * attention_pairs(s, span, causal)
+            total += cache[kind] + 2.0 * model.num_attention_heads * (d_qk + d_v) * attention_pairs(s, span, causal)
     total += 2.0 * s * model.hidden_size * model.vocab_size
     return total
 

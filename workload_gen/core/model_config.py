@@ -45,7 +45,10 @@ class ModelConfig:
     separate kernels before its fused GLU (fused_bias_geglu.weighted_bias_quick_geglu_impl),
     extra passes over the fc1 output that workload_gen.costs.glu_clamp charges. None: no clamp."""
     normalization: Literal["layernorm", "rmsnorm"] = "layernorm"
-    position_embedding: Literal["learned", "rope"] = "learned"
+    position_embedding: Literal["learned", "rope", "none"] = "learned"
+    """learned absolute positions (GPT-3), rotary (Llama), or none: no position signal at all
+    (Megatron ``--position-embedding-type none``; Nemotron-H's attention layers, whose Mamba
+    layers carry the order)."""
     add_bias_linear: bool = True
     """Biases on the linear layers (GPT-3 has them, Llama does not)."""
     add_qkv_bias: bool = False
@@ -109,6 +112,24 @@ class ModelConfig:
     ``--no-rope-freq N``; Llama 4: 4, HF ``no_rope_layers``). RoPE costs nothing in
     parameters; with ``attention_chunk_size`` it decides which layers are chunked.
     Unit: layers."""
+    # --- hybrid Mamba-Transformer (Nemotron-H, Nemotron-3) ------------------------
+    hybrid_layer_pattern: str | None = None
+    """One symbol per layer (Megatron ``--hybrid-layer-pattern``, formerly
+    ``--hybrid-override-pattern``): ``M`` a Mamba layer (norm + Mamba-2 mixer), ``*`` an
+    attention-only layer, ``-`` an MLP-only layer, ``E`` an MoE-only layer
+    (megatron/core/models/hybrid/hybrid_layer_allocation.py Symbols @d98e8a64); its length
+    is num_layers. None: every layer is attention followed by an MLP or MoE (a GPT model).
+    Megatron's other symbols (G, D, +) and its ``|`` and ``/`` separators are refused
+    (:func:`parse_hybrid_pattern`)."""
+    mamba_num_heads: int | None = None
+    """Mamba-2 heads (Megatron ``--mamba-num-heads``); None: Megatron's d_inner = 2*hidden
+    split into heads of mamba_head_dim (mamba_mixer.py, expand 2)."""
+    mamba_head_dim: int = 64
+    """Channels per Mamba head (``--mamba-head-dim``, Megatron's default 64)."""
+    mamba_state_dim: int = 128
+    """SSM state size N per group (``--mamba-state-dim``, default 128)."""
+    mamba_num_groups: int = 8
+    """Groups sharing one B and C (``--mamba-num-groups``, default 8; like GQA's KV groups)."""
     # --- multi-token prediction (DeepSeek-V3) ----------------------------------
     mtp_num_layers: int = 0
     """Multi-token-prediction modules (Megatron ``--mtp-num-layers``, HF
@@ -161,6 +182,7 @@ class ModelConfig:
                 raise ConfigError("moe_layer_pattern", pattern, "needs at least one MoE layer (1)")
             if self.num_dense_layers:
                 raise ConfigError("num_dense_layers", self.num_dense_layers, "must be 0 with moe_layer_pattern")
+        self._check_hybrid()
         check_fields(self, MODEL_FIELD_LIMITS)  # before any per-layer work: 10^6 layers ran for minutes
         if self.moe_shared_expert_intermediate_size < 0:
             raise ConfigError("moe_shared_expert_intermediate_size", self.moe_shared_expert_intermediate_size, "must be >= 0")
@@ -185,7 +207,62 @@ class ModelConfig:
         elif self.num_dense_layers:
             raise ConfigError("num_dense_layers", self.num_dense_layers, "only applies to MoE models (num_experts > 0)")
 
+    def _check_hybrid(self) -> None:
+        """Validate the hybrid pattern and the Mamba shapes (Megatron's MambaMixer asserts,
+        mamba_mixer.py @d98e8a64): heads divide into groups; d_inner = heads*head_dim."""
+        for name in ("mamba_num_heads", "mamba_head_dim", "mamba_state_dim", "mamba_num_groups"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise ConfigError(name, value, "must be a positive integer")
+        if self.hybrid_layer_pattern is None:
+            return
+        symbols = parse_hybrid_pattern(self.hybrid_layer_pattern, self.num_layers)
+        object.__setattr__(self, "hybrid_layer_pattern", symbols)
+        if "E" in symbols and not self.num_experts:
+            raise ConfigError("hybrid_layer_pattern", symbols, "has MoE layers (E) but num_experts is 0")
+        if self.moe_layer_pattern is not None or self.num_dense_layers:
+            raise ConfigError("hybrid_layer_pattern", symbols, "decides the MoE layers itself: leave "
+                                                               "moe_layer_pattern and num_dense_layers unset")
+        if self.mtp_num_layers:
+            raise ConfigError("mtp_num_layers", self.mtp_num_layers, "not modelled with a hybrid pattern "
+                                                                    "(Megatron gives hybrid MTP layers a pattern of their own)")
+        if self.window_size is not None or self.attention_chunk_size is not None:
+            raise ConfigError("hybrid_layer_pattern", symbols, "not modelled with sliding-window or chunked attention")
+        if self.mamba_heads % self.mamba_num_groups:
+            raise ConfigError("mamba_num_groups", self.mamba_num_groups,
+                              f"must divide the Mamba heads ({self.mamba_heads})")
+
     # Derived values stay derived (STYLE.md section 2).
+    @property
+    def mamba_heads(self) -> int:
+        """Mamba-2 heads: mamba_num_heads, else Megatron's 2*hidden // head_dim."""
+        if self.mamba_num_heads is not None:
+            return self.mamba_num_heads
+        return 2 * self.hidden_size // self.mamba_head_dim
+
+    @property
+    def mamba_d_inner(self) -> int:
+        """The Mamba mixer's inner width: heads * head_dim (mamba_mixer.py d_inner)."""
+        return self.mamba_heads * self.mamba_head_dim
+
+    def layer_symbol(self, layer: int) -> str | None:
+        """Global layer ``layer``'s hybrid symbol (M, *, -, E), or None in a GPT model
+        (attention then MLP or MoE in every layer)."""
+        return None if self.hybrid_layer_pattern is None else self.hybrid_layer_pattern[layer]
+
+    def layer_kind(self, layer: int) -> str:
+        """What global layer ``layer`` is built from: "dense" or "moe" in a GPT model
+        (attention + MLP or MoE); in a hybrid model its symbol. The one key every per-layer
+        cache (templates, tensors, FLOPs) uses."""
+        symbol = self.layer_symbol(layer)
+        if symbol is not None:
+            return symbol
+        return "moe" if self.is_moe_layer(layer) else "dense"
+
+    def has_attention(self, layer: int) -> bool:
+        """Whether global layer ``layer`` has an attention block."""
+        return self.layer_symbol(layer) in (None, "*")
+
     @property
     def head_dim(self) -> int:
         return self.kv_channels if self.kv_channels is not None else self.hidden_size // self.num_attention_heads
@@ -223,6 +300,8 @@ class ModelConfig:
 
     def is_moe_layer(self, layer: int) -> bool:
         """Whether global layer ``layer`` (0-based) has an MoE MLP."""
+        if self.hybrid_layer_pattern is not None:
+            return self.hybrid_layer_pattern[layer] == "E"
         if self.moe_layer_pattern is not None:
             return self.moe_layer_pattern[layer] == 1
         return self.is_moe and layer >= self.num_dense_layers
@@ -230,6 +309,8 @@ class ModelConfig:
     @property
     def has_dense_layers(self) -> bool:
         """Whether any layer has a dense MLP."""
+        if self.hybrid_layer_pattern is not None:
+            return "-" in self.hybrid_layer_pattern
         return not self.is_moe or bool(self.num_dense_layers) or 0 in (self.moe_layer_pattern or ())
 
     def attention_span(self, layer: int) -> tuple[str, int] | None:
@@ -318,7 +399,38 @@ def parse_layer_pattern(name: str, text: str) -> tuple[int, ...]:
     return tuple(pattern)
 
 
-_OMIT_AT_DEFAULT = frozenset({"moe_layer_pattern", "window_size", "window_attn_skip_freq", "softmax_type",
+HYBRID_SYMBOLS: dict[str, str] = {"M": "Mamba", "*": "attention", "-": "MLP", "E": "MoE"}
+"""The hybrid layer symbols modelled (megatron/core/models/hybrid/hybrid_layer_allocation.py
+Symbols @d98e8a64) and what each layer holds."""
+
+_UNMODELLED_SYMBOLS: dict[str, str] = {
+    "G": "a Gated DeltaNet layer", "D": "a DeepSeek sparse-attention layer", "+": "an MLA-only layer",
+    "|": "a pipeline-stage boundary (give the layout with --pp and --first/--last-stage-layers)",
+    "/": "multi-token-prediction layers",
+}
+
+
+def parse_hybrid_pattern(text: str, num_layers: int) -> str:
+    """Megatron's hybrid layer pattern, one symbol per layer: checked against the symbols
+    modelled (:data:`HYBRID_SYMBOLS`) and the layer count. One ConfigError line for a
+    symbol Megatron has but the simulator does not model, an unknown symbol, or a length
+    other than ``num_layers`` (Megatron's allocate_layers asserts the same)."""
+    if not isinstance(text, str) or not text:
+        raise ConfigError("hybrid_layer_pattern", text, "must be a string of layer symbols (M, *, -, E)")
+    for ch in text:
+        if ch in _UNMODELLED_SYMBOLS:
+            raise ConfigError("hybrid_layer_pattern", text, f"not modelled: symbol {ch!r} ({_UNMODELLED_SYMBOLS[ch]}); "
+                                                            "modelled: M, *, -, E")
+        if ch not in HYBRID_SYMBOLS:
+            raise ConfigError("hybrid_layer_pattern", text, f"unknown symbol {ch!r}: valid are M (Mamba), "
+                                                            "* (attention), - (MLP), E (MoE)")
+    if len(text) != num_layers:
+        raise ConfigError("hybrid_layer_pattern", text, f"has {len(text)} symbols; must have num_layers={num_layers}")
+    return text
+
+
+_OMIT_AT_DEFAULT = frozenset({"hybrid_layer_pattern", "mamba_num_heads", "mamba_head_dim", "mamba_state_dim",
+                              "mamba_num_groups", "moe_layer_pattern", "window_size", "window_attn_skip_freq", "softmax_type",
                               "attention_chunk_size", "no_rope_freq", "mtp_num_layers"})
 
 MODEL_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(ModelConfig))

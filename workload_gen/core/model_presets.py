@@ -193,6 +193,22 @@ _PRESETS: tuple[ModelConfig, ...] = (
     # biases, untied embeddings, SentencePiece vocabulary of 256,000.
     _nemotron4("nemotron4-15b", "Nemotron-4 15B Technical Report (arXiv 2402.16819, Table 1)", 32, 6144, 48),
     _nemotron4("nemotron4-340b", "Nemotron-4 340B Technical Report (arXiv 2406.11704, Table 1)", 96, 18432, 96),
+    # NVIDIA Nemotron-3 Nano 30B-A3B: hybrid Mamba-Transformer MoE; nvidia/NVIDIA-Nemotron-3-
+    # Nano-30B-A3B-BF16 config.json, as Megatron-Bridge's Nemotron3NanoProvider builds it (the
+    # recipe args in compute_profile/data/measured/moe_recipes/*nemotron-3-nano*): 52 layers
+    # (hybrid_override_pattern: 23 Mamba-2, 23 MoE, 6 attention), hidden 2688, 32 q / 2 KV
+    # heads of head_dim 128, no position embedding, RMSNorm, squared-ReLU experts of width
+    # 1856, 128 experts top-6 plus a shared expert of 3712, Mamba 64 heads x 64, state 128,
+    # 8 groups, no biases, untied embeddings, vocab 131072.
+    ModelConfig(
+        name="nemotron-3-nano-30b-a3b",
+        source="nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16 config.json; Megatron-Bridge Nemotron3NanoProvider",
+        num_layers=52, hidden_size=2688, num_attention_heads=32, num_query_groups=2, kv_channels=128,
+        ffn_hidden_size=1856, vocab_size=131072, activation="squared_relu", normalization="rmsnorm",
+        position_embedding="none", add_bias_linear=False, tied_embeddings=False,
+        num_experts=128, moe_router_topk=6, moe_ffn_hidden_size=1856, moe_shared_expert_intermediate_size=3712,
+        hybrid_layer_pattern="MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME",
+        mamba_num_heads=64, mamba_head_dim=64, mamba_state_dim=128, mamba_num_groups=8),
 )
 
 PRESETS: dict[str, ModelConfig] = {m.name: m for m in _PRESETS}
@@ -221,6 +237,8 @@ PUBLISHED_PARAMS: dict[str, float] = {
     "grok-1": 314e9,
     # Nemotron-4 reports: 3.2B embedding + 12.5B non-embedding; 9.4B + 331.6B.
     "nemotron4-15b": 15.7e9, "nemotron4-340b": 341.0e9,
+    # nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16 model card: "31.6B total parameters".
+    "nemotron-3-nano-30b-a3b": 31.6e9,
 }
 """Total parameter counts as the source publishes them (for the 1% test)."""
 
@@ -260,6 +278,8 @@ def architecture_key(model: ModelConfig) -> tuple[object, ...]:
         (model.window_size, model.window_attn_skip_freq) if model.window_size is not None else None,
         (model.attention_chunk_size, model.no_rope_freq) if model.attention_chunk_size is not None else None,
         model.softmax_type, model.mtp_num_layers,
+        (model.hybrid_layer_pattern, model.mamba_heads, model.mamba_head_dim, model.mamba_state_dim,
+         model.mamba_num_groups) if model.hybrid_layer_pattern is not None else None,
     )
 
 

@@ -714,6 +714,19 @@ def pipeline_slots(num_layers: int, par: ParallelConfig) -> int:
     return num_layers + int(par.account_for_embedding_in_pipeline_split) + int(par.account_for_loss_in_pipeline_split)
 
 
+def _check_mamba_layout(model: ModelConfig, par: ParallelConfig) -> None:
+    """The Mamba layers' rules (MambaMixer asserts, mamba_mixer.py @d98e8a64): TP splits the
+    heads and the groups, so tp divides both. Context parallelism of the Mamba layers
+    (MambaContextParallel's all-to-alls to head shards) is not modelled and refused."""
+    heads, groups = model.mamba_heads, model.mamba_num_groups
+    if heads % par.tp or groups % par.tp:
+        raise ConfigError("tp", par.tp, f"must divide the Mamba heads ({heads}) and groups ({groups}); "
+                                        f"valid tp: {_divisors(math.gcd(heads, groups))}")
+    if par.cp > 1:
+        raise ConfigError("cp", par.cp, "not modelled: context parallelism of Mamba layers (the all-to-alls "
+                                        "of MambaContextParallel); use cp 1 with a hybrid model")
+
+
 def check_against_model(model: ModelConfig, par: ParallelConfig) -> None:
     """Divisibility rules between the model and the layout; first failure wins."""
     heads, kv = model.num_attention_heads, model.kv_heads
@@ -724,6 +737,11 @@ def check_against_model(model: ModelConfig, par: ParallelConfig) -> None:
         raise ConfigError("tp", par.tp, f"num_attention_heads={heads} is not divisible by tp; valid tp: {_divisors(tp_unit)}")
     if not model.multi_latent_attention and kv % par.tp:
         raise ConfigError("tp", par.tp, f"num_query_groups={kv} is not divisible by tp; valid tp: {_divisors(tp_unit)}")
+    if model.hybrid_layer_pattern is not None and "M" in model.hybrid_layer_pattern:
+        _check_mamba_layout(model, par)
+    from workload_gen.core.unmodelled import check_modelled_with_model
+
+    check_modelled_with_model(model, par)
     stages = par.pp * par.vpp
     first, last = par.first_stage_layers, par.last_stage_layers
     if par.pipeline_layout is not None:

@@ -124,12 +124,58 @@ def mlp_tensors(model: ModelConfig, moe: bool, ffn: int | None = None) -> tuple[
     return tuple(ts)
 
 
+MAMBA_CONV_KERNEL = 4
+"""The Mamba mixer's causal depthwise conv1d width (MambaMixer d_conv=4, mamba_mixer.py
+@d98e8a64; Megatron has no flag for it). Unit: tokens."""
+
+MAMBA_CHUNK_SIZE = 128
+"""Tokens per chunk of the SSD scan (MambaMixer chunk_size=128, mamba_mixer.py @d98e8a64)."""
+
+
+def mamba_tensors(model: ModelConfig) -> tuple[ParamTensor, ...]:
+    """One Mamba layer's weights (Megatron-Core MambaLayer + MambaMixer, mamba_mixer.py
+    @d98e8a64), with ``h`` hidden, ``H`` heads, ``P`` head dim, ``d = H*P`` (d_inner),
+    ``G`` groups, ``N`` state size:
+
+    - the layer norm ``h``, fused into in_proj (TELayerNormColumnParallelLinear);
+    - in_proj ``h*(2d + 2GN + H)`` to [z, x, B, C, dt], column-parallel (each part split by TP), no bias;
+    - conv1d, depthwise over x, B, C: weight ``(d + 2GN)*4`` and bias ``d + 2GN``, split by TP;
+    - dt_bias, A_log and D (one per head, D_has_hdim False), split by TP;
+    - the gated RMSNorm's weight ``d``, split by TP;
+    - out_proj ``d*h``, row-parallel, no bias.
+
+    Megatron asserts bias-free projections (``assert not bias``) whatever --add-bias-linear says.
+    The SSM parameters are plain tensors (not a matmul any token passes through as a GEMM):
+    named ``mamba.ssm.*`` so the FLOP count leaves them out."""
+    h, H, d = model.hidden_size, model.mamba_heads, model.mamba_d_inner
+    gn = model.mamba_num_groups * model.mamba_state_dim
+    conv = d + 2 * gn
+    ts = list(_norm(model, "mamba_norm", h))
+    ts += _linear(model, "in_proj", h, 2 * d + 2 * gn + H, "col", bias=False)
+    ts += [ParamTensor("mamba.ssm.conv1d.weight", conv * MAMBA_CONV_KERNEL, "tp"),
+           ParamTensor("mamba.ssm.conv1d.bias", conv, "tp"),
+           ParamTensor("mamba.ssm.dt_bias", H, "tp"),
+           ParamTensor("mamba.ssm.A_log", H, "tp"),
+           ParamTensor("mamba.ssm.D", H, "tp"),
+           ParamTensor("mamba.ssm.gated_norm.weight", d, "tp")]
+    ts += _linear(model, "out_proj", d, h, "row", bias=False)
+    return tuple(ts)
+
+
 @lru_cache(maxsize=4096)
 def layer_tensors(model: ModelConfig, layer: int) -> tuple[ParamTensor, ...]:
-    """All weights of global layer ``layer`` (0-based), in Megatron registration order."""
+    """All weights of global layer ``layer`` (0-based), in Megatron registration order. A
+    hybrid model's layer holds one block: Mamba, attention, MLP or MoE (its symbol)."""
     moe = model.is_moe_layer(layer)
     ffn = model.dense_ffn if model.is_moe else model.ffn
-    return attention_tensors(model) + mlp_tensors(model, moe, ffn)
+    symbol = model.layer_symbol(layer)
+    if symbol is None:
+        return attention_tensors(model) + mlp_tensors(model, moe, ffn)
+    if symbol == "M":
+        return mamba_tensors(model)
+    if symbol == "*":
+        return attention_tensors(model)
+    return mlp_tensors(model, moe, ffn)
 
 
 def embedding_tensors(model: ModelConfig, vocab: int) -> tuple[ParamTensor, ...]:
@@ -156,9 +202,9 @@ def param_split(model: ModelConfig) -> tuple[int, int]:
     dense = sum(t.numel for t in embedding_tensors(model, model.vocab_size))
     dense += sum(t.numel for t in head_tensors(model, model.vocab_size, output_copy=False))
     expert = 0
-    kinds: dict[bool, tuple[int, int]] = {}
+    kinds: dict[str, tuple[int, int]] = {}
     for layer in range(model.num_layers):
-        key = model.is_moe_layer(layer)
+        key = model.layer_kind(layer)
         if key not in kinds:
             ts = layer_tensors(model, layer)
             kinds[key] = (sum(t.numel for t in ts if t.shard != "expert"),
@@ -356,8 +402,8 @@ LocalTensor = tuple[int, int, bool, bool]
 
 
 @lru_cache(maxsize=256)
-def _local_kind(model: ModelConfig, moe: bool, tp: int, expert_split: int) -> tuple[tuple[int, bool, bool], ...]:
-    layer = next(i for i in range(model.num_layers) if model.is_moe_layer(i) == moe)
+def _local_kind(model: ModelConfig, kind: str, tp: int, expert_split: int) -> tuple[tuple[int, bool, bool], ...]:
+    layer = next(i for i in range(model.num_layers) if model.layer_kind(i) == kind)
     out = []
     for t in layer_tensors(model, layer):
         n = t.numel // tp if t.shard == "tp" else t.numel // expert_split if t.shard == "expert" else t.numel
@@ -375,10 +421,10 @@ def rank_tensors(model: ModelConfig, par: ParallelConfig, stage: int, chunk: int
     split = par.ep * par.expert_tp
     kinds = {}
     for layer in chunk_layers(model, par, stage, chunk):
-        moe = model.is_moe_layer(layer)
-        if moe not in kinds:
-            kinds[moe] = _local_kind(model, moe, par.tp, split)
-        out += [(layer, n, e, r) for n, e, r in kinds[moe]]
+        kind = model.layer_kind(layer)
+        if kind not in kinds:
+            kinds[kind] = _local_kind(model, kind, par.tp, split)
+        out += [(layer, n, e, r) for n, e, r in kinds[kind]]
     if model.mtp_num_layers:
         out += [(layer, local_numel(t, par), t.shard == "expert", t.sp_reduce)
                 for layer, t in _mtp_local(model, par, stage, chunk)]
@@ -422,10 +468,11 @@ def stage_layer_params(model: ModelConfig, par: ParallelConfig, stage: int) -> i
 # --- fp8 primary weights (--fp8-param-gather) ---------------------------------------------
 
 FP8_LINEARS = frozenset({"qkv", "proj", "q_down", "q_up", "q_proj", "kv_down", "kv_up", "fc1", "fc2",
-                         "shared_fc1", "shared_fc2", "eh_proj"})
+                         "shared_fc1", "shared_fc2", "eh_proj", "in_proj", "out_proj"})
 """The linear layers Megatron-Core builds as Transformer Engine modules inside the transformer
 (and MTP) layers: under ``--fp8-param-gather`` their weights are created inside TE's
-``fp8_model_init`` (``fp8_utils.get_fp8_context(config, layer_no, is_init=True)`` with
+``fp8_model_init`` (the Mamba mixer's in_proj and out_proj are TE linears too,
+mamba_mixer.py at d98e8a64) (``fp8_utils.get_fp8_context(config, layer_no, is_init=True)`` with
 ``config.fp8_param`` = ``args.fp8_param_gather``, ``training/argument_utils.py`` at d98e8a64)
 and become ``Float8Tensor`` / ``MXFP8Tensor`` parameters. Everything else stays bf16: norm
 weights (TE's fused ``layer_norm_weight`` is a plain parameter), linear biases, the router

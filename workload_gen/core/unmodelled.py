@@ -37,9 +37,12 @@ _MOMENTS: tuple[tuple[str, str], ...] = (("fp32", "fp32"), ("bf16", "bf16"))
 """Adam moment dtypes modelled (workload_gen.core.optimizer_state): fp32, and both bf16, which
 Transformer Engine's kernel reads and writes as bf16 (FusedAdam ``fuse_unscale``)."""
 
-_NESTED: tuple[str, ...] = ("moe_act", "shared_experts", "layernorm")
-"""Modules Megatron would checkpoint inside (or around) the whole-MoE checkpoint of
---recompute-modules moe: nested checkpoints are not modelled yet."""
+_NESTED: tuple[str, ...] = ("shared_experts",)
+"""Modules Megatron would checkpoint inside the whole-MoE checkpoint of --recompute-modules
+moe that are not modelled together with it. moe_act and layernorm are: Megatron's pre-MLP
+norm checkpoint re-makes the MoE checkpoint's input, the MoE forward re-runs, and the expert
+activation, dropped again by its own checkpoint in that re-run, runs a third time before fc2's
+backward (moe_layer.py, experts.py, transformer_layer.py at d98e8a64; layer_ops.moe_block)."""
 
 
 def refusal(flag: str, mechanism: str) -> str:
@@ -70,9 +73,26 @@ def warning(flag: str, mechanism: str) -> str:
     return f"not modelled: {flag} ({mechanism}); simulated without it"
 
 
+def check_modelled_with_model(model: Any, par: Any) -> None:
+    """The refusals that need the model: layernorm recompute under fp8/fp4 with multi-latent
+    attention, whose input norm is a module of its own whose consumers (the duplicated down
+    projections) would save their bf16 input and re-quantize it (not modelled)."""
+    if (model.multi_latent_attention and par.recompute == "selective" and "layernorm" in par.recompute_modules
+            and par.dtype in ("fp8", "fp4")):
+        raise ConfigError("recompute_modules", list(par.recompute_modules), refusal(
+            f"--recompute-modules layernorm with {par.dtype} and multi-latent attention",
+            "Transformer Engine then saves the down projections' bf16 input and re-quantizes it in the backward"))
+
+
 def check_modelled(par: Any) -> None:
     """Raise one ConfigError naming the field, its value, the flag and the missing
-    mechanism for a combination the simulator refuses (see the module docstring)."""
+    mechanism for a combination the simulator refuses (see the module docstring).
+
+    Under fp8/fp4, moe_act and layernorm recompute are modelled as Megatron runs them
+    (Transformer Engine >= 2.6, current scaling): the GEMM that reads the re-made tensor (the
+    experts' fc2, the shared experts' fc1) saves its bf16 input (set_save_original_input) and
+    quantizes it again in the backward (layer_ops). Megatron refuses them with delayed scaling
+    (transformer_config.py at d98e8a64), and so does this check."""
     if par.fp8_param_gather:  # --reuse-grad-buf-for-mxfp8-param-ag alone acts on no weight
         _check_fp8_param_gather(par)
     if (par.exp_avg_dtype, par.exp_avg_sq_dtype) not in _MOMENTS:
@@ -81,16 +101,17 @@ def check_modelled(par: Any) -> None:
             "moments other than both fp32 or both bf16: TE FusedAdam's fp32 copies, unscaled before "
             "and rescaled after the kernel"))
     if par.recompute == "selective":
+        quantized_act = [m for m in ("moe_act", "layernorm") if m in par.recompute_modules]
+        if quantized_act and par.dtype == "fp8" and par.fp8_recipe == "delayed":
+            raise ConfigError("recompute_modules", list(par.recompute_modules),
+                              f"--recompute-modules {quantized_act[0]} needs an fp8 recipe other than delayed "
+                              "(Megatron: 'Delayed scaling does not support moe_act and layernorm recompute for fp8')")
         nested = [m for m in _NESTED if m in par.recompute_modules]
         if "moe" in par.recompute_modules and nested:
             raise ConfigError("recompute_modules", list(par.recompute_modules), refusal(
                 f"--recompute-modules moe {nested[0]}",
                 "a checkpoint nested in (or beside) the whole MoE layer's: which ops re-run twice"))
-        for module in ("moe_act", "layernorm"):
-            if module in par.recompute_modules and par.dtype in ("fp8", "fp4"):
-                raise ConfigError("recompute_modules", list(par.recompute_modules), refusal(
-                    f"--recompute-modules {module} with {par.dtype}",
-                    "Transformer Engine then saves the next GEMM's bf16 input and re-quantizes it in the backward"))
+
 
 
 def _check_fp8_param_gather(par: Any) -> None:
