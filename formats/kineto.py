@@ -39,6 +39,7 @@ import json
 import re
 import zlib
 from dataclasses import replace
+from operator import attrgetter
 from pathlib import Path
 
 from formats.gc_pause import no_cyclic_gc
@@ -183,8 +184,7 @@ def _finish(data: dict, rank: int, path: str, device: str, steps: dict[int, tupl
     step_list = tuple(Step(n, s * US, e * US) for n, (s, e) in sorted(steps.items()))
     origin = step_list[0].start if step_list else min((o.start for o in ops), default=0.0)
     step_list = tuple(Step(s.number, s.start - origin, s.end - origin) for s in step_list)
-    ops = sorted((o.moved(origin) for o in ops),
-                 key=lambda o: (o.start, o.end, o.stream, o.name))
+    ops = sorted([o.moved(origin) for o in ops], key=attrgetter("start", "end", "stream", "name"))
     meta = {k: v for k, v in data.items() if k != "traceEvents" and isinstance(v, (str, int, float))}
     return RankTrace(rank, path, device, step_list, tuple(ops), num_layers, meta)
 

@@ -337,9 +337,9 @@ def visit_all(forests: list[Forest], visit: Callable[[Node, Ctx], object]) -> No
 def input_dims_of(ev: dict) -> tuple[tuple[int, ...], ...]:
     """Input shapes recorded with ``record_shapes=True``; () for an input that is not a tensor."""
     dims = (ev.get("args") or {}).get("Input Dims") or []
-    # map(isinstance, ...) rather than a generator: this runs for every op made and every
-    # forward op with shapes, and the generator's frames were half its time.
-    return tuple(tuple(d) if isinstance(d, list) and all(map(isinstance, d, repeat(int))) else () for d in dims)
+    # map(isinstance, ...) and a list rather than generators: this runs for every op made and
+    # every forward op with shapes, and resuming the generators was half its time.
+    return tuple([tuple(d) if isinstance(d, list) and all(map(isinstance, d, repeat(int))) else () for d in dims])
 
 
 @lru_cache(maxsize=4096)
@@ -353,7 +353,7 @@ def norm_name(name: str) -> str:
 def concrete_of(ev: dict) -> tuple[str, ...]:
     """Scalar arguments as recorded (``Concrete Inputs``)."""
     vals = (ev.get("args") or {}).get("Concrete Inputs") or []
-    return tuple(str(v) for v in vals)
+    return tuple(map(str, vals))
 
 
 def dtype_of(ev: dict) -> str:

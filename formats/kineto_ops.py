@@ -33,6 +33,8 @@ from workload_gen.core.records import OpKind
 
 
 _GEMM_OPS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::matmul")
+_GEMM = OpKind.GEMM.value
+"""Read once: an Enum member's ``.value`` is a descriptor call, and the collector asks per op."""
 
 
 def _split_bwd_gemm(node: Node, fwd_dims: tuple[tuple[int, ...], ...]) -> list[tuple[Node, str, float]]:
@@ -159,7 +161,7 @@ class CpuOpCollector:
             self.ops.append(_op(self.rank, node, COMM, cls.coll.value, group, layer, phase, c.step, "cpu",
                                 nbytes=nbytes, group_size=gsize))
             return True
-        if cls.category == OpKind.GEMM.value and phase == "bwd":
+        if phase == "bwd" and cls.category == _GEMM:
             parts = _split_bwd_gemm(node, self.fwd.forward_of(c.seq, node.name)[0])
             if parts:
                 for ch, role, dur in parts:
@@ -177,8 +179,8 @@ class CpuOpCollector:
     def _optimizer_op(self, node: Node, c: Ctx) -> TraceOp:
         """One op for the whole step; its "inputs" are the tensors Adam updates (one
         ``lerp_`` of the first moment per parameter), so the import can count parameters."""
-        updated = tuple(input_dims_of(n.ev)[0] for n in descendants(node)
-                        if n.name == "aten::lerp_" and input_dims_of(n.ev))
+        lerps = (input_dims_of(n.ev) for n in descendants(node) if n.name == "aten::lerp_")
+        updated = tuple(dims[0] for dims in lerps if dims)
         return replace(_op(self.rank, node, OpKind.OPTIMIZER.value, "", "", None, "iter", c.step, "cpu"),
                        input_dims=updated)
 
@@ -266,7 +268,7 @@ def kernel_op(rank: int, k: dict, launch: _Launch, fwd: ForwardIndex) -> TraceOp
     fwd_conc: tuple[str, ...] = ()
     if phase == "bwd" and c.seq is not None and owner is not None:
         fwd_dims, fwd_conc = fwd.forward_of(c.seq, owner.name)
-        if category == OpKind.GEMM.value and gemm is not None and gemm is not owner:
+        if category == _GEMM and gemm is not None and gemm is not owner:
             # Which gradient this kernel computes: the role of its mm in the backward node.
             role = next((r for ch, r, _ in _split_bwd_gemm(owner, fwd_dims) if ch is gemm), None)
             if role is not None:
