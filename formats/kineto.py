@@ -143,8 +143,9 @@ def _rank_of(data: dict, path: Path, default: int) -> int:
 
 
 # --- one rank -------------------------------------------------------------------------
-# parse_rank reads a rank in four steps:
-#   split_events       CPU events per thread (to nest) and GPU kernels (to tie to launches)
+# parse_rank reads a rank in five steps:
+#   split_events       CPU events per thread (to nest) and GPU kernels (to tie to launches);
+#   build_forest       each thread's call trees, every node with the labels that hold at it
 #                      (formats.kineto_events);
 #   ForwardIndex       pass 1 over the CPU trees: steps, and per autograd sequence number the
 #                      layer and inputs of the forward ops (backward work needs them);
