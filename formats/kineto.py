@@ -39,10 +39,11 @@ import json
 import re
 import zlib
 from dataclasses import replace
+from operator import attrgetter
 from pathlib import Path
 
 from formats.gc_pause import no_cyclic_gc
-from formats.kineto_events import HEAD_LAYER, US, build_forest, split_events, walk_forests
+from formats.kineto_events import HEAD_LAYER, US, build_forest, split_events, visit_all, walk_forests
 from formats.kineto_ops import UNLAUNCHED, CpuOpCollector, ForwardIndex, LaunchIndex, kernel_op
 from formats.kineto_records import KinetoTrace, RankTrace, Step, TraceOp
 from workload_gen.core.errors import FormatError
@@ -142,8 +143,9 @@ def _rank_of(data: dict, path: Path, default: int) -> int:
 
 
 # --- one rank -------------------------------------------------------------------------
-# parse_rank reads a rank in four steps:
-#   split_events       CPU events per thread (to nest) and GPU kernels (to tie to launches)
+# parse_rank reads a rank in five steps:
+#   split_events       CPU events per thread (to nest) and GPU kernels (to tie to launches);
+#   build_forest       each thread's call trees, every node with the labels that hold at it
 #                      (formats.kineto_events);
 #   ForwardIndex       pass 1 over the CPU trees: steps, and per autograd sequence number the
 #                      layer and inputs of the forward ops (backward work needs them);
@@ -156,12 +158,12 @@ def parse_rank(data: dict, rank: int, path: str = "<trace>") -> RankTrace:
     events = split_events(data["traceEvents"], path)
     forests = [build_forest(v) for v in events.cpu_by_thread.values()]
     fwd = ForwardIndex()
-    walk_forests(forests, fwd.visit)
+    visit_all(forests, fwd.visit)
     steps = fwd.steps
     if events.kernels:
         # On a GPU the kernels are the work; the CPU ops only launched them.
         launches = LaunchIndex()
-        walk_forests(forests, launches.visit)
+        visit_all(forests, launches.visit)
         ops = [kernel_op(rank, k, launches.by_corr.get((k.get("args") or {}).get("correlation"), UNLAUNCHED), fwd)
                for k in events.kernels]
         steps = _gpu_step_windows(steps, ops)
@@ -183,8 +185,7 @@ def _finish(data: dict, rank: int, path: str, device: str, steps: dict[int, tupl
     step_list = tuple(Step(n, s * US, e * US) for n, (s, e) in sorted(steps.items()))
     origin = step_list[0].start if step_list else min((o.start for o in ops), default=0.0)
     step_list = tuple(Step(s.number, s.start - origin, s.end - origin) for s in step_list)
-    ops = sorted((replace(o, start=o.start - origin, end=o.end - origin) for o in ops),
-                 key=lambda o: (o.start, o.end, o.stream, o.name))
+    ops = sorted([o.moved(origin) for o in ops], key=attrgetter("start", "end", "stream", "name"))
     meta = {k: v for k, v in data.items() if k != "traceEvents" and isinstance(v, (str, int, float))}
     return RankTrace(rank, path, device, step_list, tuple(ops), num_layers, meta)
 

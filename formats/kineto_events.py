@@ -2,8 +2,9 @@
 
 The parsing layer of :mod:`formats.kineto`: it checks the complete (``ph == "X"``) events,
 splits them into GPU kernels and per-thread CPU events, nests each thread's events into a
-call tree by time containment (Chrome-trace semantics), and walks the trees carrying what
-the enclosing ranges say (profiler step, layer label, backward node, optimizer). It also
+call tree by time containment (Chrome-trace semantics), giving each node what the
+enclosing ranges say (profiler step, layer label, backward node, optimizer), and walks the
+trees. It also
 reads the argument fields the ops need (shapes, scalars, dtype, message sizes). What the
 work *is* (classification, attribution to layers) is :mod:`formats.kineto_ops`.
 
@@ -16,6 +17,9 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
+from itertools import repeat
+from operator import attrgetter
 from typing import NamedTuple
 
 from formats.kernel_classes import group_from_description
@@ -43,6 +47,7 @@ RUNTIME_CATS = ("cuda_runtime", "cuda_driver", "hip_runtime")
 _CPU_CATS = ("cpu_op", "user_annotation", "python_function", "")
 """Ops and ranges that nest into the call tree (``Trace``, the profiler's own span of the
 whole session, is not one of them)."""
+_TREE_CATS = frozenset(RUNTIME_CATS + _CPU_CATS)
 
 
 @dataclass(slots=True)
@@ -54,8 +59,8 @@ class RankEvents:
     that tree only through the correlation id of the runtime call that launched them.
     """
 
-    cpu_by_thread: dict[tuple, list[dict]] = field(default_factory=lambda: defaultdict(list))
-    """(pid, tid) -> CPU ops, ranges and runtime calls, in trace order."""
+    cpu_by_thread: dict[tuple, list[Node]] = field(default_factory=lambda: defaultdict(list))
+    """(pid, tid) -> CPU ops, ranges and runtime calls, in trace order, as yet unnested nodes."""
     kernels: list[dict] = field(default_factory=list)
     """Kernels, memcpys and memsets, in trace order."""
 
@@ -70,28 +75,36 @@ _SCALAR_TYPES = frozenset(_SCALAR_ID)
 _LIST_OR_NONE = frozenset((list, type(None)))
 
 
-def _check_event(e: dict, i: int, path: str) -> None:
+def _check_event(e: dict, i: int, path: str) -> tuple[str, str, float, float, object, object]:
     """Refuse a complete event whose fields the reader would trip over, naming the field
     (a valid trace passes untouched: nothing is converted or dropped here).
 
     Why two paths: this runs once per event of traces with millions of them. The first
-    asks, with exact type tests, whether every field is as a valid trace has it, and returns
-    (a third of the reader's time went to the general checks before); anything else takes
-    :func:`_check_event_fields`, which finds the field and says what is wrong with it."""
+    asks, with exact type tests, whether every field is as a valid trace has it, and that is
+    all (a third of the reader's time went to the general checks before); anything else takes
+    :func:`_check_event_fields`, which finds the field and says what is wrong with it.
+
+    Returns the fields the reader goes on with, (name, cat, ts, dur, pid, tid), as the event
+    has them (the check has them at hand: reading them again cost a tenth of the split)."""
     ts = e["ts"]
     dur = e.get("dur", 0)
     args = e.get("args")
     name = e.get("name", "")
-    if (type(ts) in _NUMBER and type(dur) in _NUMBER and ts - ts == 0 and dur - dur == 0 and dur >= 0
-            and type(name) is str and type(e.get("cat", "")) is str
-            and type(e.get("pid")) in _SCALAR_TYPES and type(e.get("tid")) in _SCALAR_TYPES
+    cat = e.get("cat", "")
+    pid = e.get("pid")
+    tid = e.get("tid")
+    if not (type(ts) in _NUMBER and type(dur) in _NUMBER and ts - ts == 0 and dur - dur == 0 and dur >= 0
+            and type(name) is str and type(cat) is str
+            and type(pid) in _SCALAR_TYPES and type(tid) in _SCALAR_TYPES
+            # the three list arguments spelled out: a generator over _LIST_ARGS cost a tenth of the check
             and (args is None or (type(args) is dict and type(args.get("correlation")) in _SCALAR_TYPES
-                                  and all(type(args.get(k)) in _LIST_OR_NONE for k in _LIST_ARGS)))
+                                  and type(args.get("Input Dims")) in _LIST_OR_NONE
+                                  and type(args.get("Concrete Inputs")) in _LIST_OR_NONE
+                                  and type(args.get("Input type")) in _LIST_OR_NONE))
             and not name.startswith("ProfilerStep#")
-            and (e.get("cat") != "user_annotation" or not _LAYER_RE.search(name))):
-        return
-    _check_event_fields(e, i, path)
-
+            and (cat != "user_annotation" or not _LAYER_RE.search(name))):
+        _check_event_fields(e, i, path)
+    return name, cat, ts, dur, pid, tid
 
 
 def _check_event_fields(e: dict, i: int, path: str) -> None:
@@ -139,57 +152,146 @@ def _check_event_fields(e: dict, i: int, path: str) -> None:
 
 
 def split_events(events: list, path: str = "<trace>") -> RankEvents:
-    """The complete events of a trace, each checked (:func:`_check_event`), split by where they ran."""
+    """The complete events of a trace, each checked (:func:`_check_event`), split by where they ran.
+
+    A CPU event becomes its :class:`Node` here, where its fields are at hand (a second pass
+    over the events to make the nodes cost as much again)."""
     out = RankEvents()
+    kernels = out.kernels
+    by_thread = out.cpu_by_thread
     for i, e in enumerate(events):
         if not isinstance(e, dict) or e.get("ph") != "X" or "ts" not in e:
             continue
-        _check_event(e, i, path)
-        cat = e.get("cat", "")
+        name, cat, ts, dur, pid, tid = _check_event(e, i, path)
         if cat in _KERNEL_CATS:
-            out.kernels.append(e)
-        elif cat in RUNTIME_CATS or cat in _CPU_CATS:
-            out.cpu_by_thread[(e.get("pid"), e.get("tid"))].append(e)
+            kernels.append(e)
+        elif cat in _TREE_CATS:
+            start = float(ts)
+            by_thread[(pid, tid)].append(Node(e, name, cat, start, start + float(dur)))
     return out
 
 
 # --- the CPU op tree ----------------------------------------------------------------
+class Ctx(NamedTuple):
+    """What the enclosing ranges say about an op (a NamedTuple: _replace is cheap per node)."""
+
+    layer: int | None = None
+    phase: str = "fwd"
+    step: int = -1
+    optimizer: bool = False
+    seq: int | None = None
+    """Sequence number of the enclosing backward node."""
+
+
+_TOP = Ctx()
+"""The context of a thread's outermost events: no range encloses them."""
+
+
 class Node:
-    """One X event of a thread with its place in the call tree (plain slots: built per event)."""
+    """One X event of a thread with its place in the call tree and the labels that hold at
+    it (plain slots: built per event)."""
 
-    __slots__ = ("ev", "name", "start", "end", "children", "parent")
+    __slots__ = ("ev", "name", "cat", "start", "end", "children", "parent", "ctx")
 
-    def __init__(self, ev: dict, name: str, start: float, end: float) -> None:
+    def __init__(self, ev: dict, name: str, cat: str, start: float, end: float) -> None:
         self.ev = ev
         self.name = name
+        self.cat = cat
         self.start = start
         self.end = end
         self.children: list[Node] = []
         self.parent: Node | None = None
+        self.ctx = _TOP
+        """What the enclosing ranges and the event itself say (set by :func:`build_forest`)."""
 
 
-def build_forest(events: list[dict]) -> list[Node]:
-    """Nest the X events of one thread by time containment (Chrome-trace semantics)."""
-    nodes = []
-    for e in events:
-        ts = float(e["ts"])
-        nodes.append(Node(e, e.get("name", ""), ts, ts + float(e.get("dur", 0.0))))
-    nodes.sort(key=lambda n: (n.start, -n.end))
+class Forest(NamedTuple):
+    """One thread's call trees."""
+
+    roots: list[Node]
+    nodes: list[Node]
+    """Every node in depth-first pre-order, children in time order (the order the nesting
+    made them in: a node's subtree follows it, before its next sibling)."""
+
+
+def build_forest(nodes: list[Node]) -> Forest:
+    """Nest the X events of one thread (fresh nodes from :func:`split_events`: they are
+    linked in place, once) by time containment (Chrome-trace semantics), and give each node
+    its label context (:class:`Ctx`).
+
+    WHY the labels here: a node's context is its parent's, changed only by the few ranges
+    that say something (steps, layers, backward nodes, the optimizer); the nesting meets
+    every node right after its parent, so each is worked out once, and the passes over the
+    trees need not carry it. What a name says is worked out once per distinct name and
+    category (a trace repeats a few hundred names tens of thousands of times)."""
+    # Two stable sorts, by end descending then by start: the order of the key (start, -end)
+    # without a Python key tuple per node.
+    nodes = sorted(nodes, key=_END, reverse=True)
+    nodes.sort(key=_START)
     roots: list[Node] = []
     stack: list[Node] = []
+    says: dict[tuple[str, str], tuple[str, int] | None] = {}
     eps = 1e-3  # us: Kineto rounds ts and dur separately
     for n in nodes:
-        while stack and stack[-1].end < n.end - eps and stack[-1].end <= n.start + eps:
-            stack.pop()
-        while stack and stack[-1].end < n.end - eps:
+        # What ends before n does cannot hold it (this loop alone is what two did before:
+        # the first, which also asked that the range ended before n began, only ever popped
+        # what the second would have).
+        end = n.end - eps
+        while stack and stack[-1].end < end:
             stack.pop()
         if stack:
-            n.parent = stack[-1]
-            stack[-1].children.append(n)
+            parent = stack[-1]
+            n.parent = parent
+            parent.children.append(n)
+            c = parent.ctx
         else:
             roots.append(n)
+            c = _TOP
+        key = (n.name, n.cat)
+        label = says.get(key, _UNSEEN)
+        if label is _UNSEEN:
+            label = says[key] = _label_of(n.name, n.cat)
+        n.ctx = c if label is None else _labelled(c, label, n)
         stack.append(n)
-    return roots
+    return Forest(roots, nodes)
+
+
+_START = attrgetter("start")
+_END = attrgetter("end")
+_STEP, _OPTIMIZER, _BACKWARD, _LAYER = "step", "optimizer", "backward", "layer"
+_UNSEEN = ("unseen", 0)
+"""Marks a name not yet looked at (None is a name that says nothing)."""
+
+
+def _label_of(name: str, cat: str) -> tuple[str, int] | None:
+    """What a range of this name and category says, if anything: (what, number)."""
+    m = STEP_RE.match(name)
+    if m:
+        return _STEP, int(m.group(1))
+    if _OPT_RE.search(name) and "zero_grad" not in name and cat in ("user_annotation", "cpu_op", "python_function"):
+        return _OPTIMIZER, 0
+    if name.startswith(_BWD_NODE):
+        return _BACKWARD, 0
+    if cat == "user_annotation":
+        lay = _label_layer(name)
+        if lay is not None:
+            return _LAYER, lay
+    return None
+
+
+def _labelled(c: Ctx, label: tuple[str, int], node: Node) -> Ctx:
+    """The context under ``node``, whose name says ``label`` (:func:`_label_of`), inside ``c``."""
+    what, number = label
+    if what == _STEP:
+        return c._replace(step=number)
+    if what == _OPTIMIZER:
+        return c._replace(optimizer=True, phase="iter", layer=None)
+    if what == _BACKWARD:
+        seq = (node.ev.get("args") or {}).get("Sequence number")
+        return c._replace(phase="bwd", seq=seq if isinstance(seq, int) else None)
+    if not c.optimizer and c.phase == "fwd":  # a layer label counts in the forward pass only
+        return c._replace(layer=number)
+    return c
 
 
 def descendants(node: Node) -> Iterator[Node]:
@@ -212,63 +314,38 @@ def _label_layer(name: str) -> int | None:
     return None
 
 
-class Ctx(NamedTuple):
-    """What the enclosing ranges say about an op (a NamedTuple: _replace is cheap per node)."""
-
-    layer: int | None = None
-    phase: str = "fwd"
-    step: int = -1
-    optimizer: bool = False
-    seq: int | None = None
-    """Sequence number of the enclosing backward node."""
-
-
-def _walk(roots: list[Node], ctx: Ctx, visit: Callable[[Node, Ctx], bool]) -> None:
-    """Depth-first walk carrying the label context; ``visit(node, ctx)`` returns True to stop descending."""
-    todo: list[tuple[Node, Ctx]] = [(n, ctx) for n in reversed(roots)]
-    while todo:
-        node, c = todo.pop()
-        name = node.name
-        cat = node.ev.get("cat", "")
-        m = STEP_RE.match(name)
-        if m:
-            c = c._replace(step=int(m.group(1)))
-        elif (_OPT_RE.search(name) and "zero_grad" not in name
-              and cat in ("user_annotation", "cpu_op", "python_function")):
-            c = c._replace(optimizer=True, phase="iter", layer=None)
-        elif name.startswith(_BWD_NODE):
-            seq = (node.ev.get("args") or {}).get("Sequence number")
-            c = c._replace(phase="bwd", seq=seq if isinstance(seq, int) else None)
-        elif cat == "user_annotation" and not c.optimizer and c.phase == "fwd":
-            lay = _label_layer(name)
-            if lay is not None:
-                c = c._replace(layer=lay)
-        if visit(node, c):
-            continue
-        todo.extend((ch, c) for ch in reversed(node.children))
+def walk_forests(forests: list[Forest], visit: Callable[[Node, Ctx], bool]) -> None:
+    """Depth-first over every thread's trees, in thread order; ``visit(node, ctx)`` returns
+    True to stop descending below ``node``."""
+    for forest in forests:
+        todo = forest.roots[::-1]
+        while todo:
+            node = todo.pop()
+            if not visit(node, node.ctx):
+                todo.extend(reversed(node.children))
 
 
-def walk_forests(forests: list[list[Node]], visit: Callable[[Node, Ctx], bool]) -> None:
-    """:func:`_walk` every thread's tree, each from an empty context, in thread order."""
-    for roots in forests:
-        _walk(roots, Ctx(), visit)
+def visit_all(forests: list[Forest], visit: Callable[[Node, Ctx], object]) -> None:
+    """Every node of every thread, in :func:`walk_forests`'s order, for a pass that never
+    stops descending (a plain loop: the walk's stack cost as much as the visits)."""
+    for forest in forests:
+        for node in forest.nodes:
+            visit(node, node.ctx)
 
 
 # --- argument readers ---------------------------------------------------------------
 def input_dims_of(ev: dict) -> tuple[tuple[int, ...], ...]:
     """Input shapes recorded with ``record_shapes=True``; () for an input that is not a tensor."""
     dims = (ev.get("args") or {}).get("Input Dims") or []
-    out = []
-    for d in dims:
-        if isinstance(d, list) and all(isinstance(x, int) for x in d):
-            out.append(tuple(d))
-        else:
-            out.append(())
-    return tuple(out)
+    # map(isinstance, ...) and a list rather than generators: this runs for every op made and
+    # every forward op with shapes, and resuming the generators was half its time.
+    return tuple([tuple(d) if isinstance(d, list) and all(map(isinstance, d, repeat(int))) else () for d in dims])
 
 
+@lru_cache(maxsize=4096)
 def norm_name(name: str) -> str:
-    """``aten::_log_softmax`` and ``LogSoftmaxBackward0`` both become ``logsoftmax``."""
+    """``aten::_log_softmax`` and ``LogSoftmaxBackward0`` both become ``logsoftmax`` (cached:
+    every forward op with recorded shapes asks, with a few hundred distinct names)."""
     base = re.sub(r"Backward\d*$", "", name.removeprefix("aten::"))
     return base.replace("_", "").lower()
 
@@ -276,7 +353,7 @@ def norm_name(name: str) -> str:
 def concrete_of(ev: dict) -> tuple[str, ...]:
     """Scalar arguments as recorded (``Concrete Inputs``)."""
     vals = (ev.get("args") or {}).get("Concrete Inputs") or []
-    return tuple(str(v) for v in vals)
+    return tuple(map(str, vals))
 
 
 def dtype_of(ev: dict) -> str:

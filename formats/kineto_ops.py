@@ -33,6 +33,8 @@ from workload_gen.core.records import OpKind
 
 
 _GEMM_OPS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::matmul")
+_GEMM = OpKind.GEMM.value
+"""Read once: an Enum member's ``.value`` is a descriptor call, and the collector asks per op."""
 
 
 def _split_bwd_gemm(node: Node, fwd_dims: tuple[tuple[int, ...], ...]) -> list[tuple[Node, str, float]]:
@@ -90,19 +92,20 @@ class ForwardIndex:
     ops_by_seq: dict[int, list[_FwdOp]] = field(default_factory=lambda: defaultdict(list))
     """Forward cpu_ops with recorded shapes, per sequence number, in visiting order."""
 
-    def visit(self, node: Node, c: Ctx) -> bool:
-        """Walk callback: record, never prune (every op of the tree is looked at)."""
+    def visit(self, node: Node, c: Ctx) -> None:
+        """Every node, in walk order (:func:`formats.kineto_events.visit_all`): record."""
         m = STEP_RE.match(node.name)
         if m:
             self.steps[int(m.group(1))] = (node.start, node.end)
+        if c.phase != "fwd" or node.cat != "cpu_op":  # the cheap tests first: most nodes stop here
+            return
         seq = (node.ev.get("args") or {}).get("Sequence number")
-        if c.phase == "fwd" and isinstance(seq, int) and node.ev.get("cat") == "cpu_op":
+        if isinstance(seq, int):
             if self.layer_by_seq.get(seq) is None:
                 self.layer_by_seq[seq] = c.layer
             dims = input_dims_of(node.ev)
             if dims:
                 self.ops_by_seq[seq].append(_FwdOp(norm_name(node.name), dims, concrete_of(node.ev)))
-        return False
 
     def attribute(self, c: Ctx) -> tuple[int | None, str]:
         """(layer, phase) of work under context ``c``: optimizer work belongs to no layer;
@@ -144,7 +147,7 @@ class CpuOpCollector:
         if c.optimizer:
             self.ops.append(self._optimizer_op(node, c))
             return True
-        if node.ev.get("cat", "") != "cpu_op":
+        if node.cat != "cpu_op":
             return False
         layer, phase = self.fwd.attribute(c)
         cls = classify_cpu_op(node.name)
@@ -155,28 +158,29 @@ class CpuOpCollector:
         if cls.category == COMM:
             nbytes, gsize, group = comm_info(node.ev)
             phase = "iter" if c.phase == "fwd" and layer is None else phase  # a collective outside any layer
-            self.ops.append(replace(_op(self.rank, node, COMM, cls.coll.value, group, layer, phase, c.step, "cpu"),
-                                    bytes=nbytes, group_size=gsize))
+            self.ops.append(_op(self.rank, node, COMM, cls.coll.value, group, layer, phase, c.step, "cpu",
+                                nbytes=nbytes, group_size=gsize))
             return True
-        if cls.category == OpKind.GEMM.value and phase == "bwd":
+        if phase == "bwd" and cls.category == _GEMM:
             parts = _split_bwd_gemm(node, self.fwd.forward_of(c.seq, node.name)[0])
             if parts:
                 for ch, role, dur in parts:
-                    self.ops.append(replace(_op(self.rank, ch, cls.category, "", "", layer, role, c.step, "cpu"),
-                                            end=(ch.start + dur) * US))
+                    self.ops.append(_op(self.rank, ch, cls.category, "", "", layer, role, c.step, "cpu",
+                                        end=(ch.start + dur) * US))
                 return True
-        op = _op(self.rank, node, cls.category, "", "", layer, phase, c.step, "cpu")
+        dims: tuple[tuple[int, ...], ...] = ()
+        conc: tuple[str, ...] = ()
         if phase == "bwd" and c.seq is not None:
             dims, conc = self.fwd.forward_of(c.seq, node.name)
-            op = replace(op, fwd_input_dims=dims, fwd_concrete=conc)
-        self.ops.append(op)
+        self.ops.append(_op(self.rank, node, cls.category, "", "", layer, phase, c.step, "cpu",
+                            fwd_input_dims=dims, fwd_concrete=conc))
         return True
 
     def _optimizer_op(self, node: Node, c: Ctx) -> TraceOp:
         """One op for the whole step; its "inputs" are the tensors Adam updates (one
         ``lerp_`` of the first moment per parameter), so the import can count parameters."""
-        updated = tuple(input_dims_of(n.ev)[0] for n in descendants(node)
-                        if n.name == "aten::lerp_" and input_dims_of(n.ev))
+        lerps = (input_dims_of(n.ev) for n in descendants(node) if n.name == "aten::lerp_")
+        updated = tuple(dims[0] for dims in lerps if dims)
         return replace(_op(self.rank, node, OpKind.OPTIMIZER.value, "", "", None, "iter", c.step, "cpu"),
                        input_dims=updated)
 
@@ -210,11 +214,10 @@ class LaunchIndex:
 
     by_corr: dict[object, _Launch] = field(default_factory=dict)
 
-    def visit(self, node: Node, c: Ctx) -> bool:
-        """Walk callback: record runtime calls; never prune (calls sit at any depth)."""
-        if node.ev.get("cat", "") in RUNTIME_CATS:
+    def visit(self, node: Node, c: Ctx) -> None:
+        """Every node, in walk order (:func:`formats.kineto_events.visit_all`): record runtime calls."""
+        if node.cat in RUNTIME_CATS:
             self.by_corr[(node.ev.get("args") or {}).get("correlation")] = _launch_of(node, c)
-        return False
 
 
 def _launch_of(call: Node, c: Ctx) -> _Launch:
@@ -265,7 +268,7 @@ def kernel_op(rank: int, k: dict, launch: _Launch, fwd: ForwardIndex) -> TraceOp
     fwd_conc: tuple[str, ...] = ()
     if phase == "bwd" and c.seq is not None and owner is not None:
         fwd_dims, fwd_conc = fwd.forward_of(c.seq, owner.name)
-        if category == OpKind.GEMM.value and gemm is not None and gemm is not owner:
+        if category == _GEMM and gemm is not None and gemm is not owner:
             # Which gradient this kernel computes: the role of its mm in the backward node.
             role = next((r for ch, r, _ in _split_bwd_gemm(owner, fwd_dims) if ch is gemm), None)
             if role is not None:
@@ -280,7 +283,11 @@ def kernel_op(rank: int, k: dict, launch: _Launch, fwd: ForwardIndex) -> TraceOp
 
 
 def _op(rank: int, node: Node, category: str, coll: str, group: str, layer: int | None, phase: str,
-        step: int, stream: str) -> TraceOp:
+        step: int, stream: str, *, end: float | None = None, nbytes: int = 0, group_size: int = 0,
+        fwd_input_dims: tuple[tuple[int, ...], ...] = (), fwd_concrete: tuple[str, ...] = ()) -> TraceOp:
+    """A CPU node as an op; ``end`` (seconds) when it is not the node's own (the keywords
+    rather than ``dataclasses.replace`` afterwards, which cost five constructions)."""
     return TraceOp(rank=rank, name=node.name, category=category, coll=coll, group=group, layer=layer, phase=phase,
-                   step=step, start=node.start * US, end=node.end * US, stream=stream,
-                   input_dims=input_dims_of(node.ev), dtype=dtype_of(node.ev), concrete=concrete_of(node.ev))
+                   step=step, start=node.start * US, end=node.end * US if end is None else end, stream=stream,
+                   input_dims=input_dims_of(node.ev), dtype=dtype_of(node.ev), bytes=nbytes, group_size=group_size,
+                   concrete=concrete_of(node.ev), fwd_input_dims=fwd_input_dims, fwd_concrete=fwd_concrete)

@@ -8,7 +8,8 @@ step), bytes.
 """
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import field, fields
+from operator import attrgetter
 
 from workload_gen.core.errors import FormatError
 from workload_gen.core.record import record
@@ -55,6 +56,21 @@ class TraceOp:
     @property
     def dur(self) -> float:
         return self.end - self.start
+
+    def moved(self, dt: float) -> TraceOp:
+        """This op ``dt`` seconds earlier, every other field as it is.
+
+        WHY not ``dataclasses.replace``: it looks every field up by name and was a tenth of
+        the Kineto reader's time when each op was moved to its step's time origin."""
+        values = list(_OP_VALUES(self))
+        values[_START] -= dt
+        values[_END] -= dt
+        return TraceOp(*values)
+
+
+_OP_FIELDS = tuple(f.name for f in fields(TraceOp))
+_OP_VALUES = attrgetter(*_OP_FIELDS)
+_START, _END = _OP_FIELDS.index("start"), _OP_FIELDS.index("end")
 
 
 @record
