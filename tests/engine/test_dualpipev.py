@@ -170,3 +170,12 @@ def test_a_combined_pass_labels_each_op_with_its_own_micro_batch():
                 bwd_start[key] = min(bwd_start.get(key, float("inf")), iv.start)
         assert set(fwd_end) == set(bwd_start) == {(r_, c, i) for r_ in (0, 1) for c in (0, 1) for i in range(4)}
         assert all(bwd_start[k] >= fwd_end[k] - 1e-12 for k in fwd_end), level
+
+
+def test_what_dualpipev_leaves_out_is_named_in_one_warning_line():
+    from workload_gen.core.unmodelled import unmodelled
+
+    par = ParallelConfig(world_size=4, pp=4, vpp=2, global_batch=8, pipeline_schedule="dualpipev")
+    lines = unmodelled(par)
+    assert len(lines) == 1 and "dualpipev" in lines[0] and "upper bound" in lines[0]
+    assert unmodelled(ParallelConfig(world_size=4, pp=4, vpp=2, global_batch=8)) == ()
