@@ -179,3 +179,12 @@ def test_what_dualpipev_leaves_out_is_named_in_one_warning_line():
     lines = unmodelled(par)
     assert len(lines) == 1 and "dualpipev" in lines[0] and "upper bound" in lines[0]
     assert unmodelled(ParallelConfig(world_size=4, pp=4, vpp=2, global_batch=8)) == ()
+
+
+def test_the_steady_state_shortcut_gives_the_full_simulations_answer():
+    """Past its warm-up DualPipeV repeats each period, so the three-run extrapolation
+    (engine.api._steady_state) must agree with simulating all 40 micro-batches."""
+    w, _ = attach_compute(_workload(4, 40), "h100", None)
+    fast = simulate(w, load_system("h100"), "analytical", timeline=False)
+    full = simulate(w, load_system("h100"), "analytical", timeline=False, extrapolate=False)
+    assert fast.iteration_time_s == pytest.approx(full.iteration_time_s, rel=1e-9)
