@@ -376,9 +376,9 @@ class ProfileDB:
         (``replace``) overwrite, counted by SQLite's change counter. Why the temporary table: a
         statement per row into kernel_times opened its table and both indexes each time (about
         4 us a row); one statement over all rows does not. A 10^6-row CSV import runs at about
-        NNNk rows per second, reading included (scripts/bench_input_readers.py; 60k with a
-        statement and a ProfileRow per line, 16k row by row).
-        """
+        100k rows per second, reading included (scripts/bench_input_readers.py: 9.9 CPU s at load
+        5-6 on a shared 2-core machine, about 8 s in a fresh process; 16.4 s, 61k, with a
+        statement and a ProfileRow per line; 16k row by row)."""
         if isinstance(rows, CsvTable):
             table = rows
         else:
@@ -420,7 +420,8 @@ class ProfileDB:
             rest = len(table) - inserted
             return MergeResult(inserted, rest if replace else 0, 0 if replace else rest)
 
-        return self._locked(write)
+        with no_cyclic_gc():  # a statement's parameters are lists: a full collection here walked the caller's heap
+            return self._locked(write)
 
     def merge(self, other: ProfileDB | str | Path, *, replace: bool = False) -> MergeResult:
         """Merge every row of another database (object or file path) into this one."""
@@ -570,7 +571,7 @@ def _csv_columns(path: str) -> CsvTable | None:
     except (UnicodeDecodeError, csv.Error):
         return None
     n = len(header)
-    if any(len(rec) != n for rec in lines):
+    if not set(map(len, lines)) <= {n}:
         return None
     cells = list(chain.from_iterable(lines))
     del lines
