@@ -27,8 +27,8 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import fields
-from itertools import chain
 from dataclasses import replace as replace_row
+from itertools import chain
 from pathlib import Path
 from typing import TypeVar
 
@@ -146,7 +146,10 @@ name is also looked up, :func:`stored_gpu_name`)."""
 
 def _float_ok(value: object, zero_ok: bool) -> bool:
     """One value against a float column's rule (:data:`_FLOAT_RULES`)."""
-    return _is_number(value) and math.isfinite(value) and (value >= 0 if zero_ok else value > 0)  # type: ignore[operator,arg-type]
+    if not _is_number(value):
+        return False
+    number: float = value  # type: ignore[assignment]
+    return math.isfinite(number) and (number >= 0 if zero_ok else number > 0)
 
 
 def _floats_ok(values: list[float | None], optional: bool, zero_ok: bool) -> bool:

@@ -130,7 +130,8 @@ def _old_put(con: sqlite3.Connection, values: list[tuple], replace: bool) -> Mer
 
 
 def _contents(db: ProfileDB) -> list[tuple]:
-    return db._con.execute(f"SELECT {', '.join(COLUMNS)} FROM kernel_times ORDER BY {', '.join(KEY_COLUMNS)}").fetchall()
+    sql = f"SELECT {', '.join(COLUMNS)} FROM kernel_times ORDER BY {', '.join(KEY_COLUMNS)}"
+    return db._con.execute(sql).fetchall()
 
 
 @settings(max_examples=60, deadline=None)
