@@ -24,14 +24,16 @@ import csv
 import math
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import fields
 from dataclasses import replace as replace_row
+from itertools import chain
 from pathlib import Path
 from typing import TypeVar
 
 from formats.atomic import atomic_write
+from formats.gc_pause import no_cyclic_gc
 from workload_gen.core.errors import ConfigError, FormatError
 from workload_gen.core.gpu_specs import get_gpu
 from workload_gen.core.record import record
@@ -49,6 +51,11 @@ LOCK_RETRIES = 30
 """Whole transactions retried after the busy timeout ran out (about 30 s in all), before
 giving up with one line."""
 _T = TypeVar("_T")
+_MAX_PARAMS = 999
+"""Parameters one statement may hold: SQLite's SQLITE_MAX_VARIABLE_NUMBER before 3.32 (32766 since)."""
+_STAGING = "kernel_times_staging"
+"""The temporary table a write goes through (:meth:`ProfileDB.put`); created and dropped inside
+the write's transaction, so a failed write leaves none behind."""
 
 
 @record(kw_only=True)
@@ -101,14 +108,12 @@ class ProfileRow:
             raise ConfigError("source", self.source, f"valid: {', '.join(SOURCES)}", where)
         if not self.shape_key:
             raise ConfigError("shape_key", self.shape_key, "must be non-empty", where)
-        if not (_is_number(self.time_s) and math.isfinite(self.time_s) and self.time_s > 0):
-            raise ConfigError("time_s", self.time_s, "must be a finite number > 0 (seconds)", where)
-        for name in ("flops", "bytes", "min_s", "max_s"):
+        for name, (optional, zero_ok, why) in _FLOAT_RULES.items():
             value = getattr(self, name)
-            if value is not None and not (_is_number(value) and math.isfinite(value) and value >= 0):
-                raise ConfigError(name, value, "must be empty or a finite number >= 0", where)
+            if not ((value is None and optional) or _float_ok(value, zero_ok)):
+                raise ConfigError(name, value, why, where)
         if self.repeats is not None and not (isinstance(self.repeats, int) and not isinstance(self.repeats, bool)
-                                             and 1 <= self.repeats <= SQLITE_MAX_INT):
+                                             and _INT_RANGE[0] <= self.repeats <= _INT_RANGE[1]):
             raise ConfigError("repeats", self.repeats, f"must be empty or an integer from 1 to {SQLITE_MAX_INT:,} "
                               "(SQLite's largest INTEGER)", where)
         for name in ("gpu", "kind", "shape_key", "dtype", "phase", "source", "torch_version", "cuda_version",
@@ -123,6 +128,39 @@ cannot be written (OverflowError), so a row carrying one is refused when it is r
 
 
 _KINDS = frozenset(k.value for k in OpKind)
+_FLOAT_RULES: dict[str, tuple[bool, bool, str]] = {
+    "time_s": (False, False, "must be a finite number > 0 (seconds)"),
+    **{name: (True, True, "must be empty or a finite number >= 0") for name in ("flops", "bytes", "min_s", "max_s")},
+}
+"""The float columns' rule, one home for ProfileRow.validate (a row) and the CSV import (a whole
+column): column -> (may be empty, 0 allowed, why refused); every value must be finite and not
+negative. Checked in this order."""
+_INT_RANGE = (1, SQLITE_MAX_INT)
+"""The values ``repeats`` may hold (the same two users)."""
+_TEXT_RULES: dict[str, Callable[[Sequence[str]], bool]] = {
+    "gpu": lambda texts: "" not in texts, "shape_key": lambda texts: "" not in texts,
+    "kind": _KINDS.issuperset, "phase": frozenset(PHASES).issuperset, "source": frozenset(SOURCES).issuperset}
+"""What ProfileRow.validate asks of these text columns, for a whole column of a CSV (the GPU
+name is also looked up, :func:`stored_gpu_name`)."""
+
+
+def _float_ok(value: object, zero_ok: bool) -> bool:
+    """One value against a float column's rule (:data:`_FLOAT_RULES`)."""
+    if not _is_number(value):
+        return False
+    number: float = value  # type: ignore[assignment]
+    return math.isfinite(number) and (number >= 0 if zero_ok else number > 0)
+
+
+def _floats_ok(values: list[float | None], optional: bool, zero_ok: bool) -> bool:
+    """A whole parsed column (None for an empty cell) against the same rule, vectorized: every
+    value that is not None must be finite and in range, and None only where ``optional``.
+    (np.array turns None into NaN; a NaN read from the text "nan" is told apart by counting.)"""
+    import numpy as np  # here: most users of this module never import a CSV
+
+    a = np.array(values, dtype=np.float64)
+    good = int(np.count_nonzero(np.isfinite(a) & (a >= 0 if zero_ok else a > 0)))
+    return good == len(values) - (values.count(None) if optional else 0)
 
 
 def _values(row: "ProfileRow") -> tuple:
@@ -331,46 +369,62 @@ class ProfileDB:
         return self._query("SELECT COUNT(*) FROM kernel_times")[0][0]
 
     # --- writing --------------------------------------------------------------
-    def put(self, rows: Iterable[ProfileRow], *, replace: bool = False, _checked: bool = False) -> MergeResult:
+    def put(self, rows: Iterable[ProfileRow] | CsvTable, *, replace: bool = False) -> MergeResult:
         """Insert rows; an existing key is overwritten only with ``replace=True``.
 
-        All rows are validated before anything is written, and the write is one
-        transaction, so a bad row leaves the database as it was. (``_checked``: the rows come
-        from :func:`read_csv_rows`, which validated each and stored its GPU name already.)
-        The rows go to SQLite in two ``executemany`` passes, insert-if-new then (``replace``)
-        overwrite, counted by SQLite's change counter: a 10^6-row CSV import streams at about
-        60k rows per second, reading included (scripts/bench_input_readers.py; row by row it
-        was 16k).
-        """
-        rows = list(rows)
-        if not _checked:
-            for i, r in enumerate(rows):
+        All rows are validated before anything is written (a :class:`CsvTable` was checked when
+        read, and holds stored GPU names already), and the write is one transaction, so a bad
+        row leaves the database as it was. The rows go to SQLite in one ``executemany`` into a
+        temporary table, then two ``INSERT ... SELECT`` passes in file order, insert-if-new then
+        (``replace``) overwrite, counted by SQLite's change counter. Why the temporary table: a
+        statement per row into kernel_times opened its table and both indexes each time (about
+        4 us a row); one statement over all rows does not. A 10^6-row CSV import runs at about
+        100k rows per second, reading included (scripts/bench_input_readers.py: 9.9 CPU s at load
+        5-6 on a shared 2-core machine, about 8 s in a fresh process; 16.4 s, 61k, with a
+        statement and a ProfileRow per line; 16k row by row)."""
+        if isinstance(rows, CsvTable):
+            table = rows
+        else:
+            checked = list(rows)
+            for i, r in enumerate(checked):
                 r.validate(f"row {i + 1}")
                 name = stored_gpu_name(r.gpu, f"row {i + 1}")
                 if name != r.gpu:
-                    rows[i] = replace_row(r, gpu=name)
+                    checked[i] = replace_row(r, gpu=name)
+            table = CsvTable(COLUMNS, list(chain.from_iterable(map(_values, checked))))
         if self.read_only:
             raise FormatError(self.path, None, "opened read-only; cannot add rows")
-        placeholders = ", ".join("?" * len(COLUMNS))
+        names = ", ".join(table.header)
+        copy = f"INSERT INTO kernel_times ({names}) SELECT {names} FROM temp.{_STAGING} WHERE true ORDER BY rowid"
         update = ", ".join(f"{c}=excluded.{c}" for c in COLUMNS if c not in KEY_COLUMNS)
-        values = [_values(r) for r in rows]
+
+        width = len(table.header)
+        cells, step = table.cells, _MAX_PARAMS // width * width  # whole lines to a statement
+        full = len(cells) // step * step
+        one = f"({', '.join('?' * width)})"
 
         def write() -> MergeResult:
             con = self._con
             with self._transaction(write=True):
+                con.execute(f"CREATE TEMP TABLE {_STAGING} ({names})")  # no types: values kept as bound
+                # many lines to a statement: one line a statement cost a third more
+                con.executemany(f"INSERT INTO temp.{_STAGING} VALUES {', '.join([one] * (step // width))}",
+                                (cells[k:k + step] for k in range(0, full, step)))
+                con.executemany(f"INSERT INTO temp.{_STAGING} VALUES {one}", zip(*[iter(cells[full:])] * width))
                 before = con.total_changes
-                con.executemany(f"INSERT INTO kernel_times ({', '.join(COLUMNS)}) VALUES ({placeholders}) "
-                                "ON CONFLICT DO NOTHING", values)
+                con.execute(f"{copy} ON CONFLICT DO NOTHING")
                 inserted = con.total_changes - before
-                if replace and inserted < len(values):
+                if replace and inserted < len(table):
                     # every row again, in order: a new row is rewritten with its own values, an
-                    # existing key takes the file's (its last row, as row-by-row merging did)
-                    con.executemany(f"INSERT INTO kernel_times ({', '.join(COLUMNS)}) VALUES ({placeholders}) "
-                                    f"ON CONFLICT ({', '.join(KEY_COLUMNS)}) DO UPDATE SET {update}", values)
-            rest = len(values) - inserted
+                    # existing key takes the file's (its last row, as row-by-row merging did); a
+                    # column the table lacks takes its default, as a ProfileRow's would
+                    con.execute(f"{copy} ON CONFLICT ({', '.join(KEY_COLUMNS)}) DO UPDATE SET {update}")
+                con.execute(f"DROP TABLE temp.{_STAGING}")
+            rest = len(table) - inserted
             return MergeResult(inserted, rest if replace else 0, 0 if replace else rest)
 
-        return self._locked(write)
+        with no_cyclic_gc():  # a statement's parameters are lists: a full collection here walked the caller's heap
+            return self._locked(write)
 
     def merge(self, other: ProfileDB | str | Path, *, replace: bool = False) -> MergeResult:
         """Merge every row of another database (object or file path) into this one."""
@@ -441,30 +495,128 @@ class ProfileDB:
 
     def import_csv(self, path: str | Path, *, replace: bool = False) -> MergeResult:
         """Read a CSV written by :meth:`export_csv` (or by hand with the same header)."""
-        return self.put(read_csv_rows(path), replace=replace, _checked=True)
+        return self.put(read_csv_table(path), replace=replace)
+
+
+@record
+class CsvTable:
+    """A checked profile CSV: each value as a ProfileRow would hold it (None for an empty cell,
+    the GPU under its stored name), line after line in one flat list, ``header`` order.
+
+    Why flat: an import hands these values to SQLite as they are, many lines to a statement
+    (:meth:`ProfileDB.put`), and each column is checked at once as a slice of the list;
+    making a ProfileRow per line and validating it was half of a large import's time."""
+
+    header: tuple[str, ...]
+    cells: list
+
+    def __len__(self) -> int:
+        return len(self.cells) // len(self.header)
+
+    def values(self) -> Iterator[tuple]:
+        """The lines' values, in file order."""
+        return zip(*[iter(self.cells)] * len(self.header))
+
+    def rows(self) -> list[ProfileRow]:
+        with no_cyclic_gc():
+            return [ProfileRow(**dict(zip(self.header, v))) for v in self.values()]  # type: ignore[arg-type]
 
 
 def read_csv_rows(path: str | Path) -> list[ProfileRow]:
-    """Parse a profile CSV; a bad cell raises FormatError naming file, line and column.
+    """Parse a profile CSV; a bad cell raises FormatError naming file, line and column
+    (:func:`read_csv_table`, as rows)."""
+    return read_csv_table(path).rows()
+
+
+def read_csv_table(path: str | Path) -> CsvTable:
+    """Parse and check a profile CSV; a bad cell raises FormatError naming file, line and column.
 
     Encoding errors, NUL bytes and cells over the csv module's field limit are FormatErrors
-    too, with the line where the reader stopped."""
+    too, with the line where the reader stopped. Two paths, one result: the whole file is
+    checked column by column (:func:`_csv_columns`, about twice as fast); a file that fails
+    there is read again line by line (:func:`_csv_line_by_line`), which finds the first bad line
+    and words its error (tests/compute_profile/test_csv_import_paths.py: both accept the same)."""
     path = str(path)
+    with no_cyclic_gc():  # a million lists, none of them garbage (formats/gc_pause.py)
+        table = _csv_columns(path)
+        if table is None:
+            header, rows = _csv_line_by_line(path)
+            table = CsvTable(header, [getattr(r, c) for r in rows for c in header])
+    return table
+
+
+def _csv_header(path: str, header: list[str]) -> tuple[type, ...]:
+    """Check the header line; the type of each column's values (str, float or int)."""
+    missing = [c for c in (*KEY_COLUMNS, "time_s", "source") if c not in header]
+    if missing:
+        raise FormatError(path, 1, f"missing column(s) {', '.join(missing)}; expected header {','.join(COLUMNS)}")
+    unknown = [c for c in header if c not in COLUMNS]
+    if unknown:
+        raise FormatError(path, 1, f"unknown column(s) {', '.join(unknown)[:200]}; valid: {','.join(COLUMNS)}")
+    if len(set(header)) != len(header):
+        raise FormatError(path, 1, "a column appears twice in the header")
+    return tuple(float if c in _FLOAT_COLS else int if c in _INT_COLS else str for c in header)
+
+
+def _csv_columns(path: str) -> CsvTable | None:
+    """The whole file checked a column at once, by the rules ProfileRow.validate applies to one
+    row (the same definitions: _KINDS, PHASES, SOURCES, _FLOAT_RULES, _INT_RANGE,
+    stored_gpu_name); None where any line would fail, or the csv module stops."""
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            reader = csv.reader(fh)
+            header = next(reader, None) or []
+            try:
+                kinds = _csv_header(path, header)
+            except FormatError:
+                return None
+            lines = list(reader)
+    except (UnicodeDecodeError, csv.Error):
+        return None
+    n = len(header)
+    if not set(map(len, lines)) <= {n}:
+        return None
+    cells = list(chain.from_iterable(lines))
+    del lines
+    for i, (col, kind) in enumerate(zip(header, kinds)):
+        texts = cells[i::n]
+        if kind is str:
+            rule = _TEXT_RULES.get(col)
+            if rule is not None and not rule(texts):
+                return None
+            if col == "gpu":
+                try:
+                    stored = {name: stored_gpu_name(name) for name in set(texts)}
+                except ConfigError:
+                    return None
+                cells[i::n] = map(stored.__getitem__, texts)
+            continue
+        try:
+            values = list(map(kind, texts)) if "" not in texts else [kind(t) if t != "" else None for t in texts]
+        except ValueError:
+            return None
+        if kind is float:
+            optional, zero_ok, _ = _FLOAT_RULES[col]
+            if not _floats_ok(values, optional, zero_ok):
+                return None
+        else:
+            present = [v for v in values if v is not None]
+            if present and not (_INT_RANGE[0] <= min(present) and max(present) <= _INT_RANGE[1]):
+                return None
+        cells[i::n] = values
+    return CsvTable(tuple(header), cells)
+
+
+def _csv_line_by_line(path: str) -> tuple[tuple[str, ...], list[ProfileRow]]:
+    """The header and the validated rows, line by line: the reference the column checks
+    (:func:`_csv_columns`) must agree with, and the one that words each error."""
     out: list[ProfileRow] = []
     line = 1
     try:
         with open(path, newline="", encoding="utf-8") as fh:
             reader = csv.reader(fh)  # quoted or bare cells; empty = NULL
             header = next(reader, None) or []
-            missing = [c for c in (*KEY_COLUMNS, "time_s", "source") if c not in header]
-            if missing:
-                raise FormatError(path, 1, f"missing column(s) {', '.join(missing)}; expected header {','.join(COLUMNS)}")
-            unknown = [c for c in header if c not in COLUMNS]
-            if unknown:
-                raise FormatError(path, 1, f"unknown column(s) {', '.join(unknown)[:200]}; valid: {','.join(COLUMNS)}")
-            if len(set(header)) != len(header):
-                raise FormatError(path, 1, "a column appears twice in the header")
-            kinds = tuple(float if c in _FLOAT_COLS else int if c in _INT_COLS else str for c in header)
+            kinds = _csv_header(path, header)
             gpus: dict[str, str] = {}  # GPU name as written -> as stored, looked up once per name
             for rec in reader:
                 line = reader.line_num
@@ -473,7 +625,7 @@ def read_csv_rows(path: str | Path) -> list[ProfileRow]:
         raise FormatError(path, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except csv.Error as exc:
         raise FormatError(path, line + 1, f"unreadable CSV ({exc})") from None
-    return out
+    return tuple(header), out
 
 
 def _csv_row(rec: list[str], header: list[str], kinds: tuple[type, ...], gpus: dict[str, str], path: str,

@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from compute_profile.db import ProfileDB
+from compute_profile.db import CsvTable, ProfileDB
 from engine.commands.parser import OneLineParser, run_cli
 from engine.commands.vocab import add_out, add_profile, add_quiet, inform
 from engine.commands.config_flags import add_config_arguments, configs_from_args
@@ -153,7 +153,7 @@ def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
     return {}
 
 
-def _put(db_path: str, rows: list, replace: bool) -> str:
+def _put(db_path: str, rows: list | CsvTable, replace: bool) -> str:
     with ProfileDB(db_path) as db:
         r = db.put(rows, replace=replace)
         total = len(db)
@@ -295,8 +295,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _cmd_import_csv(args: argparse.Namespace) -> int:
-    from compute_profile.db import read_csv_rows
-    inform(args, _put(args.profile, read_csv_rows(args.file), args.replace))
+    from compute_profile.db import read_csv_table
+    inform(args, _put(args.profile, read_csv_table(args.file), args.replace))
     return 0
 
 
