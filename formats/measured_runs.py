@@ -98,7 +98,10 @@ def _b200(r: dict[str, str]) -> MeasuredRun:
     # set_megatron_config: moe_pad_expert_input_to_capacity True, capacity 1, "just for align
     # the configuration with the benchmark"): the benchmark's experts take equal loads, so the
     # rows are read with that capacity, not with the learned-routing load prior.
-    moe = dict(moe_expert_capacity_factor=1.0, moe_pad_expert_input_to_capacity=True) if model.is_moe else {}
+    # Its Megatron launch script fuses the token permutation (simu_tools/megatron_scripts/scripts/
+    # run_pretrain_deepseekv2.sh: --moe-permute-fusion).
+    moe = (dict(moe_expert_capacity_factor=1.0, moe_pad_expert_input_to_capacity=True, moe_permute_fusion=True)
+           if model.is_moe else {})
     par = ParallelConfig(world_size=int(r["gpus"]), tp=tp, pp=pp, ep=ep, cp=int(r["cp"]), vpp=int(r["vp"]),
                          sp=tp > 1, micro_batch=int(r["mbs"]), global_batch=int(r["gbs"]),
                          seq_length=int(r["seq_len"]), dtype="bf16", recompute="none", distributed_optimizer=True,
