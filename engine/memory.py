@@ -714,7 +714,9 @@ def deferred_wgrad_bytes(workload: Workload, stage: int) -> float:
 def _in_flight_peak(workload: Workload, stage: int, per_chunk: dict[int, float], schedule: str) -> float:
     """Walk the schedule: forwards add the chunk's activations, backwards free them. A combined
     step (a forward run beside another micro-batch's backward, DualPipeV's) holds both until
-    it ends: the forward's are counted before the backward's are freed."""
+    it ends: the forward's are counted before the backward's are freed. A backward split in two
+    (engine.zero_bubble) frees them when its weight part runs (the weight gradients read the
+    saved inputs)."""
     par = workload.parallel
     steps = SCHEDULES.get(schedule)(par.pp, par.vpp, par.num_microbatches, stage)
     held = peak = 0.0
@@ -724,7 +726,7 @@ def _in_flight_peak(workload: Workload, stage: int, per_chunk: dict[int, float],
             peak = max(peak, held)
             if st.pair is not None:
                 held -= per_chunk[st.pair.chunk]
-        else:
+        elif st.part != "input":  # a split backward frees its activations with its weight part
             held -= per_chunk[st.chunk]
     return peak
 

@@ -58,7 +58,10 @@ class PipelineTransfers:
         ranks send forward to both neighbours; Megatron's schedules have one peer per direction)."""
 
     def _input_key(self, rank: RankState, step: Step) -> ReceiveKey | None:
-        """The transfer feeding ``step`` on ``rank``; None for a pass with no pipeline input."""
+        """The transfer feeding ``step`` on ``rank``; None for a pass with no pipeline input
+        (a deferred weight-gradient part has none: its input part received it)."""
+        if step.part == "weight":
+            return None
         virtual = virtual_stage(rank.stage, step.chunk, self.pp, self.vshape)
         if (virtual > 0) if step.forward else (virtual < self.num_virtual_stages - 1):  # has a pipeline input
             return (rank.rank, step.forward, virtual, step.microbatch)
@@ -118,7 +121,7 @@ class PipelineTransfers:
         cursor, steps = rank.cursor, rank.steps
         i = cursor.next_step
         if forward is not None:
-            while i < len(steps) and steps[i].forward != forward:
+            while i < len(steps) and (steps[i].forward != forward or steps[i].part == "weight"):
                 i += 1
         if i >= len(steps):
             return

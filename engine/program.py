@@ -165,7 +165,9 @@ def overlap_anchors(ops: tuple[Op, ...]) -> tuple[tuple[int, ...], dict[int, tup
     return tuple(deadline), issue_with
 
 
-def _split_pass(stage: int, chunk: int, forward: bool, ops: tuple[Op, ...]) -> PassSpec:
+def split_pass(stage: int, chunk: int, forward: bool, ops: tuple[Op, ...]) -> PassSpec:
+    """A pass's ops as the engine runs them: the pipeline send taken out, each layer's
+    gradient-ready point (backward), the overlappable collectives' anchors and deadlines."""
     kept: list[Op] = []
     send: CollectiveOp | None = None
     want_peer = 1 if forward else -1
@@ -202,8 +204,8 @@ def build_plans(workload: Workload) -> tuple[StagePlan, ...]:
             raise ConfigError("chunks", len(st.chunks), f"stage {st.stage} must have vpp={par.vpp} chunks")
         passes: dict[tuple[int, bool], PassSpec] = {}
         for ch in sorted(st.chunks, key=lambda c: c.chunk):
-            passes[(ch.chunk, True)] = _split_pass(st.stage, ch.chunk, True, ch.forward)
-            passes[(ch.chunk, False)] = _split_pass(st.stage, ch.chunk, False, ch.backward)
+            passes[(ch.chunk, True)] = split_pass(st.stage, ch.chunk, True, ch.forward)
+            passes[(ch.chunk, False)] = split_pass(st.stage, ch.chunk, False, ch.backward)
         where: dict[int, tuple[int, int]] = {}
         for (chunk, fwd), spec in sorted(passes.items()):
             if not fwd:
@@ -284,6 +286,6 @@ def _defer_output_wgrad(passes: dict[tuple[int, bool], PassSpec], microbatches: 
                     kept.append(replace(op, time_s=op.time_s * inline))
             else:
                 kept.append(op)
-        passes[(chunk, False)] = _split_pass(spec.stage, chunk, False, (*kept, *((spec.send,) if spec.send else ())))
+        passes[(chunk, False)] = split_pass(spec.stage, chunk, False, (*kept, *((spec.send,) if spec.send else ())))
         return moved
     return []

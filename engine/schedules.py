@@ -29,6 +29,9 @@ class Step:
     pair: Step | None = None
     """A backward step run together with this forward one as one combined pass (Megatron's
     EP all-to-all overlap, engine.a2a_overlap); None for a plain pass."""
+    part: str = ""
+    """A backward run in two (engine.zero_bubble): "input" (its input gradients, what the
+    previous stage waits for) or "weight" (its weight gradients, run later); "" for a whole pass."""
 
     def labels(self, phase: Phase) -> tuple[int, int]:
         """(chunk, micro-batch) of the pass an op of this step with ``phase`` belongs to: in a
@@ -102,26 +105,27 @@ def dualpipev(pp: int, vpp: int, m: int, stage: int) -> tuple[Step, ...]:
 
     1. 2(n - r - 1) forwards of chunk 0;
     2. r + 1 times: forward chunk 0, forward chunk 1;
-    3. n - r - 1 times: backward chunk 1, forward chunk 1;
+    3. n - r - 1 times: backward chunk 1 (input gradients only), its weight gradients, forward
+       chunk 1;
     4. m - 2n + r + 1 times: forward chunk 0 beside backward chunk 1, then forward chunk 1
        beside backward chunk 0 (the overlapped pairs; the last rank runs its first pair
        apart, as DualPipeV does "to further reduce bubble size");
     5. n - r - 1 times: backward chunk 1, then forward chunk 1 beside backward chunk 0;
-    6. r + 1 times: backward chunk 1, backward chunk 0;
-    7. n - r - 1 backwards of chunk 0;
-    8. the deferred weight gradients.
+    6. r + 1 times: backward chunk 1, backward chunk 0; from the middle iteration on (chunk 1's
+       from one later on even ranks) input gradients only;
+    7. n - r - 1 times: the oldest deferred weight gradients, backward chunk 0 (input only);
+    8. r + 1 times: the oldest deferred weight gradients.
 
-    Micro-batches enter each (chunk, direction) in order. DualPipeV's zero-bubble split
-    (phases 3, 6, 7 run a backward's input gradient first and its weight gradient later, phase
-    8 the rest) is not modelled: a backward here computes both, so the cool-down bubble is an
-    upper bound, by the deferred weight-gradient time of those phases (the README's
-    ``- 3W`` term)."""
+    Micro-batches enter each (chunk, direction) in order; deferred weight gradients run
+    first-in first-out (DualPipe's WeightGradStore queue). A split backward is two steps,
+    ``part`` "input" and "weight" (engine.zero_bubble)."""
     if vpp != 2:
         raise ConfigError("vpp", vpp, "DualPipeV needs vpp=2 (two chunks per rank, the V)")
     if m < 2 * pp:
         raise ConfigError("global_batch", m, f"DualPipeV needs at least 2*pp = {2 * pp} micro-batches")
     n, r = pp, stage
     nxt = {(0, True): 0, (1, True): 0, (0, False): 0, (1, False): 0}
+    deferred: list[Step] = []
 
     def take(chunk: int, forward: bool) -> Step:
         i = nxt[(chunk, forward)]
@@ -132,11 +136,19 @@ def dualpipev(pp: int, vpp: int, m: int, stage: int) -> tuple[Step, ...]:
         f = take(f_chunk, True)
         return Step(f.chunk, True, f.microbatch, pair=take(b_chunk, False))
 
+    def backward(chunk: int, zero_bubble: bool) -> Step:
+        b = take(chunk, False)
+        if not zero_bubble:
+            return b
+        deferred.append(Step(chunk, False, b.microbatch, part="weight"))
+        return Step(chunk, False, b.microbatch, part="input")
+
     steps: list[Step] = [take(0, True) for _ in range(2 * (n - r - 1))]
     for _ in range(r + 1):
         steps += [take(0, True), take(1, True)]
     for _ in range(n - r - 1):
-        steps += [take(1, False), take(1, True)]
+        steps.append(backward(1, True))
+        steps += [deferred.pop(0), take(1, True)]
     for i in range(m - 2 * n + r + 1):
         if i == 0 and r == n - 1:
             steps += [take(0, True), take(1, False)]
@@ -145,9 +157,19 @@ def dualpipev(pp: int, vpp: int, m: int, stage: int) -> tuple[Step, ...]:
         steps.append(pair(1, 0))
     for _ in range(n - r - 1):
         steps += [take(1, False), pair(1, 0)]
+    zb = False
+    for i in range(r + 1):
+        if i == (r + 1) // 2 and r % 2 == 1:
+            zb = True
+        steps.append(backward(1, zb))
+        if i == (r + 1) // 2 and r % 2 == 0:
+            zb = True
+        steps.append(backward(0, zb))
+    for _ in range(n - r - 1):
+        steps += [deferred.pop(0), backward(0, True)]
     for _ in range(r + 1):
-        steps += [take(1, False), take(0, False)]
-    steps += [take(0, False) for _ in range(n - r - 1)]
-    if any(v != m for v in nxt.values()):
-        raise AssertionError(f"DualPipeV schedule for rank {r} of {n}, {m} micro-batches runs {nxt}")
+        steps.append(deferred.pop(0))
+    if deferred or any(v != m for v in nxt.values()):
+        raise AssertionError(f"DualPipeV schedule for rank {r} of {n}, {m} micro-batches runs {nxt}, "
+                             f"{len(deferred)} weight passes left")
     return tuple(steps)

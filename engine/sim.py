@@ -136,6 +136,10 @@ class Simulator:
             for b in rank.plan.buckets:
                 if par.overlap_grad_reduce and b.chunk >= 0:
                     rank.grads.by_ready_point.setdefault((b.chunk, b.ready_index), []).append(b.op)
+        self._parts: dict[tuple[int, int, str], PassSpec] = {}
+        """(stage, chunk, "input" | "weight") -> a split backward's part (engine.zero_bubble)."""
+        if any(st.part for steps_of in steps for st in steps_of):
+            self._register_weight_parts()
         self.loop = EventLoop()
         self.comms = Communicators(par, backend, self.simulated_ranks, self.loop, memo=memo,
                                    slowdown=self.slowdown, flex_slowdown=self.flex_slowdown, coll_rec=coll_rec)
@@ -180,15 +184,46 @@ class Simulator:
                                                     self._layers, self.par.delay_wgrad_compute)
         return spec
 
-    def _profile(self, rank: RankState, spec: PassSpec, pair: int | None = None) -> PassProfile:
-        # (stage, chunk, forward, paired backward's chunk or -1): a bool and an int must not share a key slot
-        key = (rank.stage, spec.chunk, spec.forward, -1 if pair is None else pair)
+    def _split(self, stage: int, chunk: int) -> tuple[PassSpec, PassSpec, tuple[int, ...]]:
+        """The (input, weight, weight ops' full-pass indices) of a stage's backward of ``chunk``."""
+        from engine.zero_bubble import split_backward
+
+        got = split_backward(self.plans[stage].passes[(chunk, False)])
+        self._parts[(stage, chunk, "input")], self._parts[(stage, chunk, "weight")] = got[0], got[1]
+        return got
+
+    def _register_weight_parts(self) -> None:
+        """Gradient buckets of a split backward become ready in its weight part: each ready point
+        is registered again under the key (~chunk, index in the weight part)."""
+        from engine.zero_bubble import ready_in_weight_part
+
+        for rank in self.ranks:
+            by_point = rank.grads.by_ready_point
+            for (chunk, i), ops in list(by_point.items()):
+                if chunk < 0:
+                    continue
+                full_index = self._split(rank.stage, chunk)[2]
+                by_point.setdefault((~chunk, ready_in_weight_part(i, full_index)), []).extend(ops)
+
+    def _part(self, rank: RankState, step: Step) -> PassSpec:
+        spec = self._parts.get((rank.stage, step.chunk, step.part))
+        if spec is None:
+            self._split(rank.stage, step.chunk)
+            spec = self._parts[(rank.stage, step.chunk, step.part)]
+        return spec
+
+    def _profile(self, rank: RankState, spec: PassSpec, pair: int | None = None, part: str = "") -> PassProfile:
+        # (stage, chunk, forward, paired backward's chunk, or -1 / -2 input part / -3 weight
+        # part): a bool and an int must not share a key slot
+        slot = pair if pair is not None else {"": -1, "input": -2, "weight": -3}[part]
+        key = (rank.stage, spec.chunk, spec.forward, slot)
         prof = self._profiles.get(key)
         if prof is None:
-            if spec.forward:
+            if spec.forward or part == "input":
                 ready = frozenset()
             else:
-                ready = frozenset(i for (c, i) in rank.grads.by_ready_point if c == spec.chunk)
+                c = ~spec.chunk if part == "weight" else spec.chunk
+                ready = frozenset(i for (cc, i) in rank.grads.by_ready_point if cc == c)
             comms = self.comms
             prof = profile_pass(spec.ops, lambda op: comms.duration(op, comms.membership(rank, op.group).members),
                                 ready, spec.deadline, spec.issue_with, self.slowdown, self.flex_slowdown,
@@ -205,7 +240,7 @@ class Simulator:
             if fut is not None:  # its input has not arrived
                 block(rank, [fut], now)
                 return False
-            spec = rank.plan.passes[(step.chunk, step.forward)]
+            spec = self._part(rank, step) if step.part else rank.plan.passes[(step.chunk, step.forward)]
         else:  # a combined pass needs both inputs
             waiting = self.p2p.receive_all(rank, (step, step.pair), now)
             if waiting:
@@ -216,13 +251,13 @@ class Simulator:
         cursor.step = step
         grads, gathers = rank.grads, rank.gathers
         grads.release_this_pass = ((not step.forward) and step.microbatch == self.num_microbatches - 1
-                                   and bool(grads.by_ready_point))
+                                   and step.part != "input" and bool(grads.by_ready_point))
         gathers.gate_this_pass = step.forward and step.microbatch == 0 and bool(gathers.issued)
         # With interference, a pass that collectives from outside it may overlap (running
         # now, or gradient buckets it releases) runs op by op (see the module docstring).
         outside = (self.slowdown or self.flex_slowdown) and (rank.comm_busy or grads.release_this_pass)
         if self.memo and spec.memoisable and not gathers.gate_this_pass and not outside:
-            prof = self._profile(rank, spec, None if step.pair is None else step.pair.chunk)
+            prof = self._profile(rank, spec, None if step.pair is None else step.pair.chunk, step.part)
             acc = rank.acc
             acc.compute += prof.compute_s
             acc.optimizer += prof.optimizer_s
@@ -234,8 +269,9 @@ class Simulator:
                 rank.records.append(self._block_rec(rank.stage, rank.rank, prof, now, step.chunk, step.microbatch,
                                                     step.pair))
             if grads.release_this_pass:
+                c = ~step.chunk if step.part == "weight" else step.chunk
                 for i, off in prof.ready_offsets:
-                    ops = grads.by_ready_point.get((step.chunk, i))
+                    ops = grads.by_ready_point.get((c, i))
                     if ops:
                         self.loop.schedule(now + off, COMPLETION, EV_GRAD_READY, (rank, ops))
             cursor.spec = spec
@@ -414,6 +450,8 @@ class Simulator:
                 self.p2p.post_next_receive(rank, now, True)
                 self.p2p.post_next_receive(rank, now, False)
             return
+        if step.part == "weight":  # the input part sent the gradient; a weight part feeds no stage
+            return
         fut = self.p2p.send(rank, step, spec, now)
         if self.prefetch_p2p:
             self.p2p.post_next_receive(rank, now, step.forward)
@@ -463,7 +501,8 @@ class Simulator:
                 cursor = rank.cursor
                 grads = rank.grads
                 if grads.release_this_pass:
-                    ops = grads.by_ready_point.get((cursor.step.chunk, cursor.op_index))
+                    st = cursor.step
+                    ops = grads.by_ready_point.get((~st.chunk if st.part == "weight" else st.chunk, cursor.op_index))
                     if ops:
                         for op in ops:
                             grads.issued.append(self.comms.issue(rank, op, t, cursor.step.chunk, -1))

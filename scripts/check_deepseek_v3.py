@@ -20,9 +20,9 @@ What the simulator is given, and where it differs from the report:
   the embedding and the loss, as DualPipe puts "the shallowest layers (including the embedding
   layer) and deepest layers (including the output head) of the model on the same PP rank"
   (report Sec. 3.2.1). Its steady state runs each forward beside another micro-batch's
-  backward with the EP all-to-alls hidden under the other's compute, as DualPipe does. Not
-  modelled: DualPipe's two parameter copies (DualPipeV holds one) and the zero-bubble split of
-  some backwards into input and weight gradients (a bound on the cool-down bubble);
+  backward with the EP all-to-alls hidden under the other's compute, as DualPipe does, and its
+  warm-up and cool-down split some backwards into input and weight gradients (zero bubble,
+  engine/zero_bubble.py). Not modelled: DualPipe's two parameter copies (DualPipeV holds one);
 - the layout: the 61 layers (the first 3 dense) and the MTP module over the 32 virtual
   stages so that no rank does more work than a rank of four MoE layers: rank 0 holds the
   embedding, one dense layer, the MTP module and the loss (its compute per micro-batch is

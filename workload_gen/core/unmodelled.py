@@ -60,10 +60,6 @@ def unmodelled(par: Any) -> tuple[str, ...]:
     if par.moe_token_dispatcher in _DISPATCHERS:
         value = par.moe_token_dispatcher
         lines.append(warning(f"--moe-token-dispatcher-type {value}", _DISPATCHERS[value]))
-    if getattr(par, "pipeline_schedule", None) == "dualpipev":
-        lines.append(warning("--pipeline-schedule dualpipev", "its zero-bubble split of some backwards into "
-                             "input and weight gradients; a backward computes both, so the cool-down bubble "
-                             "is an upper bound"))
     for name, flag, noop, mechanism in UNMODELLED:
         value = getattr(par, name)
         if value != noop:
