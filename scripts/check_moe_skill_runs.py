@@ -12,7 +12,15 @@ setting, so each pair is a measured ratio of one mechanism:
   with the overlap);
 - the alltoall dispatcher with and without the overlap, and with delayed weight gradients,
   permute fusion and CUDA graphs off (the same file, "Correctness-first alltoall smoke":
-  41.25 s, 31.31 s, 31.20 s; NVIDIA calls these directional, 6 steady iterations).
+  41.25 s, 31.31 s, 31.20 s; NVIDIA calls these directional, 6 steady iterations);
+- the alltoall dispatcher with the recipe's CUDA graphs (``moe_router``, ``moe_preprocess``)
+  and permute fusion off, without the overlap (skills/nemo-mbridge-perf-moe-dispatcher-
+  selection/SKILL.md, a 2026-05-17 smoke run: 45.65 s mean over 5 steps after warm-up);
+- the canonical HybridEP recipe (the same page: 32 HybridEP SMs, 64-token combine chunks,
+  plain EP overlap, CUDA graphs over ``moe_router`` and ``moe_preprocess``: 20.14729 s over
+  steps 41-50). It differs from "HybridEP + EP overlap" only in HybridEP's combine chunking,
+  which no Megatron flag here sets and the model does not see: the two measurements (20.99
+  and 20.15 s) bracket one prediction.
 
 The flags are the 26.04 Megatron-Bridge recipe's for this model (moe_recipes/, the
 translation README there) with its FP8 flags dropped and each row's stated differences
@@ -67,8 +75,10 @@ RUNS = (
     Run("alltoall", 41.25, (), True),
     Run("alltoall + EP overlap", 31.31, tuple(OVERLAP), True),
     Run("alltoall + EP overlap + delayed wgrad", 31.20, tuple(OVERLAP + ["--delay-wgrad-compute"]), True),
+    Run("alltoall + CUDA graphs", 45.65, tuple(GRAPHS), True),
+    Run("HybridEP + EP overlap, canonical", 20.14729, tuple(GRAPHS + OVERLAP), False),
 )
-PAIRS = ((0, 1), (2, 3), (2, 4), (0, 2))
+PAIRS = ((0, 1), (2, 3), (2, 4), (0, 2), (5, 2))
 """(slower, faster) rows whose measured ratio is one mechanism's gain."""
 
 
