@@ -64,6 +64,7 @@ FIELDS: tuple[Field, ...] = (
     _field("first_stage_layers", "--decoder-first-pipeline-num-layers"),
     _field("last_stage_layers", "--decoder-last-pipeline-num-layers"),
     _field("pipeline_layout", "--pipeline-model-parallel-layout", flag="--pp-layout"),
+    _field("pipeline_schedule", None),
     _field("moe_token_dispatcher", "--moe-token-dispatcher-type", flag="--moe-token-dispatcher-type"),
     _field("moe_flex_dispatcher_backend", "--moe-flex-dispatcher-backend"),
     _field("overlap_moe_expert_parallel_comm", "--overlap-moe-expert-parallel-comm", "switch"),

@@ -306,3 +306,15 @@ def test_a_refused_search_is_the_clis_line():
         got = runner.view()
     assert got["state"] == "failed" and got["result"] is None
     assert got["error"] == cli_error("--model", "llama9-1t")
+
+
+def test_the_pipeline_schedule_is_a_field_and_reads_back_from_pasted_flags(server):
+    """DualPipeV on the page: the plan runs as run-analytical runs its flags, and pasted
+    --pipeline-schedule lands in the field (not in "not on the form")."""
+    plan = {**SMALL, "num_layers": "8", "world_size": "8", "tp": "2", "pp": "2", "vpp": "2", "global_batch": "16",
+            "pipeline_schedule": "dualpipev"}
+    got = evaluate(server, plan)
+    assert "error" not in got, got
+    status, body = request(server, "POST", "/api/flags", json.dumps({"text": " ".join(megatron_argv(plan))}))
+    back = json.loads(body)
+    assert back["plan"]["pipeline_schedule"] == "dualpipev" and back["not_on_form"] == []

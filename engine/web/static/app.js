@@ -13,7 +13,7 @@ const DEFAULT_PLAN = {model: "llama3-8b", system: "h100", num_layers: "", world_
                       micro_batch: "1", seq_length: "8192", tp: "2", pp: "1", vpp: "1", cp: "1", ep: "1", etp: "",
                       dtype: "bf16", fp8_recipe: "delayed", recompute: "none", sp: true, dist_opt: false, overlap_grad_reduce: false,
                       overlap_param_gather: false, tp_comm_overlap: false, first_stage_layers: "",
-                      last_stage_layers: "", pipeline_layout: "", moe_token_dispatcher: "",
+                      last_stage_layers: "", pipeline_layout: "", pipeline_schedule: "", moe_token_dispatcher: "",
                       moe_flex_dispatcher_backend: "", overlap_moe_expert_parallel_comm: false};
 const COLORS = {compute: "#4e79a7", exposed_tp: "#f28e2b", exposed_cp: "#edc948", exposed_ep: "#b07aa1",
                 exposed_etp: "#ff9da7", exposed_dp: "#e15759", exposed_edp: "#9c755f", exposed_pp: "#76b7b2",
@@ -155,7 +155,7 @@ function renderChoices(choices, plan, moe) {
   $("moe-box").hidden = !moe && !plan.moe_token_dispatcher && !plan.overlap_moe_expert_parallel_comm;
   $("flex-box").hidden = plan.moe_token_dispatcher !== "flex";
   $("pp-box").hidden = Number(plan.pp || 1) <= 1 && !plan.first_stage_layers && !plan.last_stage_layers
-    && !plan.pipeline_layout;  // how layers split over stages: a pipeline's only
+    && !plan.pipeline_layout && !plan.pipeline_schedule;  // how layers split over stages: a pipeline's only
   for (const axis of AXES) {
     const ok = choices[axis].filter((c) => c.error === null).map((c) => String(c.value));
     if (plan[axis] && !ok.includes(String(plan[axis]))) ok.push(String(plan[axis]));
