@@ -115,10 +115,10 @@ def _fill(rows: np.ndarray, mult: np.ndarray, capacity: np.ndarray, pad: int) ->
     n_res = rem.size
     rate = np.full(k, np.inf)
     live = np.arange(k)
+    sub, w = local_rows, mult  # the live rows and their multiplicities (all, at first)
     while live.size:
-        sub = local_rows[live]
         flat = sub.ravel()
-        users = np.bincount(flat, weights=np.repeat(mult[live], hops), minlength=n_res)
+        users = np.bincount(flat, weights=np.repeat(w, hops), minlength=n_res)
         with np.errstate(divide="ignore", invalid="ignore"):
             share = np.where((users > 0) & ~free, rem / users, np.inf)
         flow_min = share[sub].min(axis=1)
@@ -129,11 +129,14 @@ def _fill(rows: np.ndarray, mult: np.ndarray, capacity: np.ndarray, pad: int) ->
         undercut = np.repeat(flow_min * (1 + REL_TIE), hops) < share[flat]
         local = (np.bincount(flat, weights=undercut, minlength=n_res) == 0) & ~free
         hit = local[sub].any(axis=1)
+        if hit.all():  # the last round (most solves have one): no capacity left to track
+            rate[live] = flow_min
+            break
         frozen = live[hit]
         level = flow_min[hit]
         rate[frozen] = level
-        rem -= np.bincount(local_rows[frozen].ravel(), weights=np.repeat(level * mult[frozen], hops),
-                           minlength=n_res)
+        rem -= np.bincount(sub[hit].ravel(), weights=np.repeat(level * w[hit], hops), minlength=n_res)
         np.maximum(rem, 0.0, out=rem)
-        live = live[~hit]
+        keep = ~hit
+        live, sub, w = live[keep], sub[keep], w[keep]
     return rate

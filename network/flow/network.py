@@ -302,30 +302,32 @@ class FlowNetwork:
         else:
             fin = self._act_rem <= tol
             left_nic = self._act_unsent & ((self._act_nic <= tol) | fin)
-        if left_nic.any():
-            self._act_unsent[left_nic] = False
-            self._act_nic[left_nic] = np.inf
-            self._act_nic_rate[left_nic] = 1.0
+        # row indices, not masks, from here: each masked write was a pass over every row
+        nic_rows = np.flatnonzero(left_nic)
+        if nic_rows.size:
+            self._act_unsent[nic_rows] = False
+            self._act_nic[nic_rows] = np.inf
+            self._act_nic_rate[nic_rows] = 1.0
             self._nic_dirty = True
-            sent = self._act_id[left_nic]
+            sent = self._act_id[nic_rows]
             self.flows["sent"][sent] = self.now
             self._release(sent, self._send_ptr, self._send_kids)
-        if not fin.any():
+        rows = np.flatnonzero(fin)
+        if not rows.size:
             return
-        ids = self._act_id[fin]
-        done_paths = self._act_path[fin]
+        ids = self._act_id[rows]
+        done_paths = self._act_path[rows]
         self._changed.append(done_paths)
-        self.link_bytes += np.bincount(done_paths.ravel(), weights=np.repeat(self.flows["wire"][ids], self.width),
-                                       minlength=self.pad + 1)
+        np.add.at(self.link_bytes, done_paths.ravel(), np.repeat(self.flows["wire"][ids], self.width))
         # finished rows stay in place, inert (inf bytes at rate 1 on no link, in no group),
         # until they are half the rows: compacting every event copied every array each time
-        self._act_rem[fin] = np.inf
-        self._act_rate[fin] = 1.0
-        self._act_path[fin] = self.pad
-        self._act_group[fin] = DEAD
-        self._act_unsent[fin] = False
-        self._act_nic[fin] = np.inf
-        self._act_nic_rate[fin] = 1.0
+        self._act_rem[rows] = np.inf
+        self._act_rate[rows] = 1.0
+        self._act_path[rows] = self.pad
+        self._act_group[rows] = DEAD
+        self._act_unsent[rows] = False
+        self._act_nic[rows] = np.inf
+        self._act_nic_rate[rows] = 1.0
         self._dead += ids.size
         if 2 * self._dead > self._act_id.size:
             self._compact()
@@ -379,9 +381,12 @@ class FlowNetwork:
         total = int(cnt.sum())
         if total == 0:
             return
-        idx = np.repeat(lo - np.r_[0, np.cumsum(cnt)[:-1]], cnt) + np.arange(total)
+        idx = np.repeat(lo - (np.cumsum(cnt) - cnt), cnt) + np.arange(total)  # np.r_ cost more than the rest
         ch = kids[idx]
-        uniq, k = np.unique(ch, return_counts=True)
+        if total == 1:
+            uniq, k = ch, 1
+        else:
+            uniq, k = np.unique(ch, return_counts=True)
         pend = self.flows["pending"]
         pend[uniq] -= k
         ready = uniq[pend[uniq] == 0]
