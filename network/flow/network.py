@@ -274,12 +274,15 @@ class FlowNetwork:
 
     def lower_bound_next_completion(self) -> float:
         """No collective can complete before every draining flow has moved its remaining
-        bytes at no more than the fastest rate it could get (its path's narrowest link)."""
+        bytes at no more than the fastest rate it could get (its path's narrowest link),
+        less the event window (what falls due within it is handled up to that much early)."""
         live = self._act_group != DEAD
         if not live.any():
-            return self._heap[0][0] if self._heap else math.inf
-        cap = self.capacity[self._act_path[live]].min(axis=1)
-        return self.now + float(np.min(self._act_rem[live] / cap))
+            t = self._heap[0][0] if self._heap else math.inf
+        else:
+            cap = self.capacity[self._act_path[live]].min(axis=1)
+            t = self.now + float(np.min(self._act_rem[live] / cap))
+        return max(self.now, t - self.event_window_s)
 
     # ------------------------------------------------------------------ internals
     def _push(self, t: float, kind: int, ids: np.ndarray) -> None:
