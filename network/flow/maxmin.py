@@ -126,8 +126,9 @@ def _fill(rows: np.ndarray, mult: np.ndarray, capacity: np.ndarray, pad: int) ->
             break  # only unconstrained rows left: they keep inf
         # a link is a local minimum unless some flow through it has a lower share elsewhere
         # (the same test as share <= min over its flows of flow_min, without ufunc.at)
-        undercut = np.repeat(flow_min * (1 + REL_TIE), hops) < share[flat]
-        local = (np.bincount(flat, weights=undercut, minlength=n_res) == 0) & ~free
+        around = np.full(n_res, np.inf)
+        np.minimum.at(around, flat, np.repeat(flow_min, hops))
+        local = (share <= around * (1 + REL_TIE)) & ~free
         hit = local[sub].any(axis=1)
         if hit.all():  # the last round (most solves have one): no capacity left to track
             rate[live] = flow_min
