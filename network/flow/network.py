@@ -57,7 +57,7 @@ EVENT_WINDOW_S = 1e-8
 of one 9 KB packet's time on a 400 Gb/s link (180 ns), below the resolution of the
 packet-level model this one stands in for, and six orders of magnitude below a large
 collective's time. Measured effect on the 128 MiB all-reduce's time: 64 GPUs +2.9e-5,
-256 GPUs +1.1e-5, 1,024 GPUs -9.3e-5 (relative); tests/flow/test_physics.py bounds it on
+256 GPUs +1.1e-5, 1,024 GPUs -9.3e-5 (relative); tests/flow/test_maxmin.py bounds it on
 a small fabric. 0 handles only exactly simultaneous events together."""
 
 DEAD = -2
