@@ -27,46 +27,68 @@ REL_TIE = 1e-9
 (float noise must not split one bottleneck level into two rounds)."""
 
 
-def maxmin_rates(paths: np.ndarray, capacity: np.ndarray, pad: int, *, dedupe: bool = True) -> np.ndarray:
+def maxmin_rates(paths: np.ndarray, capacity: np.ndarray, pad: int, *, dedupe: bool = True,
+                 keys: np.ndarray | None = None) -> np.ndarray:
     """Max-min fair rate of each flow (row of ``paths``) given ``capacity`` per resource.
 
     ``pad`` is the id used to pad short rows; its capacity is ignored (treated as
     infinite). A row of only ``pad`` constrains nothing and gets ``inf``: the caller
-    gives such flows a private resource if they need a finite rate.
+    gives such flows a private resource if they need a finite rate. ``keys``: the rows'
+    :func:`path_keys`, if the caller keeps them (hashing every row on every solve was a
+    seventh of a 1,024-GPU all-reduce's CPU).
     """
     f = paths.shape[0]
     if f == 0:
         return np.zeros(0)
     rows, inverse, mult = paths, None, np.ones(f, dtype=np.int64)
     if dedupe and f > 64:
-        found = _unique_rows(paths)
+        found = _unique_rows(paths, path_keys(paths) if keys is None else keys)
         if found is not None:
             rows, inverse, mult = found
-    rate = _fill(rows, mult.astype(np.float64), capacity, pad)
+    rate = _fill(_trim(rows, pad), mult.astype(np.float64), capacity, pad)
     return rate if inverse is None else rate[inverse]
 
+
+COMPACT_RATIO = 16
+"""A solve renumbers its resources densely when the fabric has this many times more
+resources than the solve's row entries: every round then works on arrays of the
+resources it uses, not of all of them (a 16,384-GPU fabric has ~10^5 resources, most
+solves use a few hundred); below that the sort costs more than it saves."""
 
 _HASH_MUL = np.uint64(0x9E3779B97F4A7C15)
 """Odd 64-bit multiplier (the golden-ratio constant of splitmix64) mixing a row's ids into one key."""
 
 
-def _unique_rows(paths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+def path_keys(paths: np.ndarray) -> np.ndarray:
+    """One uint64 per row, equal for equal rows (distinct rows may collide: callers check)."""
+    key = np.zeros(paths.shape[0], dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for c in range(paths.shape[1]):
+            key = (key ^ paths[:, c].astype(np.uint64)) * _HASH_MUL
+            key ^= key >> np.uint64(29)
+    return key
+
+
+def _unique_rows(paths: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """Distinct rows, the row of each input row, and their counts; None when two distinct
     rows share a key (then the caller solves every row: exact either way).
 
     Why a key instead of ``np.unique(axis=0)``: that sorts the rows as opaque byte strings,
     about 100x slower than sorting one uint64 per row (48 of 60 CPU s of a 144-GPU NVL72
     all-to-all went there)."""
-    key = np.zeros(paths.shape[0], dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        for c in range(paths.shape[1]):
-            key = (key ^ paths[:, c].astype(np.uint64)) * _HASH_MUL
-            key ^= key >> np.uint64(29)
     _, first, inverse, counts = np.unique(key, return_index=True, return_inverse=True, return_counts=True)
     rows = paths[first]
     if not np.array_equal(rows[inverse], paths):
         return None
     return rows, inverse, counts
+
+
+def _trim(rows: np.ndarray, pad: int) -> np.ndarray:
+    """``rows`` without the columns that are padding in every row: an NVLink-only solve
+    (two ports per flow) then works on 2 columns, not the fabric's path width. Padding
+    constrains nothing, so the rates are the same."""
+    used = (rows != pad).any(axis=0)
+    return rows if used.all() or not used.any() else rows[:, used]
 
 
 def _fill(rows: np.ndarray, mult: np.ndarray, capacity: np.ndarray, pad: int) -> np.ndarray:
@@ -80,29 +102,42 @@ def _fill(rows: np.ndarray, mult: np.ndarray, capacity: np.ndarray, pad: int) ->
     chain of bottlenecks that feed each other, not the distinct rate levels (with per-node
     NVLink components and a fabric of many leaves, the levels number in the hundreds)."""
     k, hops = rows.shape
-    n_res = capacity.shape[0]
-    rem = capacity.astype(np.float64, copy=True)
+    if capacity.size > COMPACT_RATIO * rows.size:
+        res, local_rows = np.unique(rows, return_inverse=True)
+        local_rows = local_rows.reshape(k, hops)
+        rem = capacity[res].astype(np.float64, copy=True)  # resources of this solve only
+        free = res == pad
+    else:
+        local_rows = rows
+        rem = capacity.astype(np.float64, copy=True)
+        free = np.zeros(rem.size, dtype=bool)
+        free[pad] = True
+    n_res = rem.size
     rate = np.full(k, np.inf)
     live = np.arange(k)
+    sub, w = local_rows, mult  # the live rows and their multiplicities (all, at first)
     while live.size:
-        sub = rows[live]
-        users = np.bincount(sub.ravel(), weights=np.repeat(mult[live], hops), minlength=n_res)
-        users[pad] = 0
+        flat = sub.ravel()
+        users = np.bincount(flat, weights=np.repeat(w, hops), minlength=n_res)
         with np.errstate(divide="ignore", invalid="ignore"):
-            share = np.where(users > 0, rem / users, np.inf)
-        share[pad] = np.inf
+            share = np.where((users > 0) & ~free, rem / users, np.inf)
         flow_min = share[sub].min(axis=1)
         if not np.isfinite(flow_min).any():
             break  # only unconstrained rows left: they keep inf
+        # a link is a local minimum unless some flow through it has a lower share elsewhere
+        # (the same test as share <= min over its flows of flow_min, without ufunc.at)
         around = np.full(n_res, np.inf)
-        np.minimum.at(around, sub.ravel(), np.repeat(flow_min, hops))
-        local = share <= around * (1 + REL_TIE)
-        local[pad] = False
+        np.minimum.at(around, flat, np.repeat(flow_min, hops))
+        local = (share <= around * (1 + REL_TIE)) & ~free
         hit = local[sub].any(axis=1)
+        if hit.all():  # the last round (most solves have one): no capacity left to track
+            rate[live] = flow_min
+            break
         frozen = live[hit]
         level = flow_min[hit]
         rate[frozen] = level
-        rem -= np.bincount(rows[frozen].ravel(), weights=np.repeat(level * mult[frozen], hops), minlength=n_res)
+        rem -= np.bincount(sub[hit].ravel(), weights=np.repeat(level * w[hit], hops), minlength=n_res)
         np.maximum(rem, 0.0, out=rem)
-        live = live[~hit]
+        keep = ~hit
+        live, sub, w = live[keep], sub[keep], w[keep]
     return rate

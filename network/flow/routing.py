@@ -76,14 +76,17 @@ def next_ports(counter: np.ndarray, hosts: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     order = np.argsort(hosts, kind="stable")
     sh = hosts[order]
-    first = np.r_[True, sh[1:] != sh[:-1]]
+    first = np.empty(sh.size, dtype=bool)  # np.r_ here cost as much as the rest of the function
+    first[0] = True
+    np.not_equal(sh[1:], sh[:-1], out=first[1:])
     starts = np.flatnonzero(first)
-    rank_sorted = np.arange(sh.size) - np.repeat(starts, np.diff(np.r_[starts, sh.size]))
+    counts = np.diff(np.append(starts, sh.size))
+    rank_sorted = np.arange(sh.size) - np.repeat(starts, counts)
     rank = np.empty_like(rank_sorted)
     rank[order] = rank_sorted
     span = LAST_PORT - FIRST_PORT + 1
     ports = FIRST_PORT + (counter[hosts] - FIRST_PORT + rank) % span
-    uniq, counts = sh[first], np.diff(np.r_[starts, sh.size])
+    uniq = sh[first]
     counter[uniq] = FIRST_PORT + (counter[uniq] - FIRST_PORT + counts) % span
     return ports
 
