@@ -43,7 +43,8 @@ from operator import attrgetter
 from pathlib import Path
 
 from formats.gc_pause import no_cyclic_gc
-from formats.kineto_events import HEAD_LAYER, US, build_forest, split_events, visit_all, walk_forests
+from formats.kineto_events import (HEAD_LAYER, US, Forest, RankEvents, build_forest, release_forests, split_events,
+                                   visit_all, walk_forests)
 from formats.kineto_ops import UNLAUNCHED, CpuOpCollector, ForwardIndex, LaunchIndex, kernel_op
 from formats.kineto_records import KinetoTrace, RankTrace, Step, TraceOp
 from workload_gen.core.errors import FormatError
@@ -157,6 +158,14 @@ def parse_rank(data: dict, rank: int, path: str = "<trace>") -> RankTrace:
     """Classify and attribute the work of one rank's trace (see the module docstring)."""
     events = split_events(data["traceEvents"], path)
     forests = [build_forest(v) for v in events.cpu_by_thread.values()]
+    try:
+        return _attribute(data, rank, path, events, forests)
+    finally:
+        release_forests(forests)  # no parent/child cycles left for the collector (kineto_events)
+
+
+def _attribute(data: dict, rank: int, path: str, events: RankEvents, forests: list[Forest]) -> RankTrace:
+    """Pass 1 and 2 of :func:`parse_rank` over the trees (module comment above)."""
     fwd = ForwardIndex()
     visit_all(forests, fwd.visit)
     steps = fwd.steps

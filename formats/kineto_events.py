@@ -256,6 +256,20 @@ def build_forest(nodes: list[Node]) -> Forest:
     return Forest(roots, nodes)
 
 
+def release_forests(forests: list[Forest]) -> None:
+    """Unlink every node from its parent once the trees have been read.
+
+    Why: a parent and its children point at each other, so a thread's trees (and, through
+    each node's ``ev``, the whole parsed JSON) form cycles that reference counting never
+    frees; they lingered until the cyclic collector's next full pass, which then had half a
+    million objects to traverse (0.12 s of a 0.43 s read of a 38k-event trace, paid right
+    after the read). Without the back links the trees are plain trees and go when the
+    reader drops them."""
+    for forest in forests:
+        for n in forest.nodes:
+            n.parent = None
+
+
 _START = attrgetter("start")
 _END = attrgetter("end")
 _STEP, _OPTIMIZER, _BACKWARD, _LAYER = "step", "optimizer", "backward", "layer"

@@ -77,3 +77,26 @@ def test_moved_keeps_every_other_field():
     for f in fields(TraceOp):
         want = values[f.name] - 0.25 if f.name in ("start", "end") else values[f.name]
         assert getattr(moved, f.name) == want, f.name
+
+
+def test_a_read_leaves_no_call_tree_for_the_cyclic_collector():
+    """Once read_kineto returns, the call trees and the parsed JSON they point at are gone by
+    reference counting alone (no parent/child cycles left, kineto_events.release_forests): with
+    the collector off, no Node and no event dict outlives the read."""
+    import gc
+    from pathlib import Path
+
+    from formats.kineto import read_kineto
+
+    trace = Path(__file__).resolve().parents[1] / "data" / "cpu_gpt2l_h256_trace.json.gz"
+    was = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        before = sum(1 for o in gc.get_objects() if type(o) is Node)
+        kt = read_kineto(trace)
+        assert kt.ranks and kt.ranks[0].ops
+        assert sum(1 for o in gc.get_objects() if type(o) is Node) == before == 0
+    finally:
+        if was:
+            gc.enable()
