@@ -38,6 +38,7 @@ import itertools
 import json
 import math
 import operator
+import warnings
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -412,7 +413,11 @@ def _compile_filter(expr: str, source: str):
         raise ConfigError("filters", _shown(expr), f"over {MAX_EXPR_CHARS:,} characters "
                           "(workload_gen/core/limits.py MAX_EXPR_CHARS)", source)
     try:
-        tree = ast.parse(expr.strip(), mode="eval").body
+        with warnings.catch_warnings():
+            # Python warns on stderr of a literal run into a keyword ("1and": invalid decimal
+            # literal) whether it then accepts or refuses it: a filter's outcome is one line
+            warnings.simplefilter("ignore", SyntaxWarning)
+            tree = ast.parse(expr.strip(), mode="eval").body
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
         raise ConfigError("filters", _shown(expr), "not a valid expression", source) from None
     _check_tree(tree, expr, source)

@@ -73,3 +73,22 @@ def test_a_model_field_swept_on_a_preset_overrides_the_preset():
     pts = expand(spec_from_dict({"base": BASE, "grid": [{"product": {"model.num_layers": [6, 12]}}]}))
     model, _ = configs_from_dict(pts[0].config)
     assert model.num_layers == 6 and model.hidden_size == 768  # the rest is gpt3-125m's
+
+
+def test_a_filter_python_warns_about_gives_no_warning_line():
+    """Python prints "SyntaxWarning: invalid decimal literal" for a literal run into a keyword,
+    accepted ("tp==1and pp==2") or not ("1_a"): a filter's outcome is one line, the warning
+    is not printed (seen in the sweep fuzzer's output)."""
+    import warnings
+
+    import pytest
+
+    from engine.sweep.grid import _compile_filter
+    from workload_gen.core.errors import ConfigError
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        _compile_filter("tp==1and pp==2", "spec.yaml")
+        with pytest.raises(ConfigError, match="not a valid expression"):
+            _compile_filter("1_a + 2", "spec.yaml")
+    assert not [w for w in seen if issubclass(w.category, SyntaxWarning)]
