@@ -66,6 +66,10 @@ from workload_gen.core.records import STEP_OVERHEAD_OP, ComputeOp, OpKind, Workl
 from workload_gen.core.run_result import Breakdown
 
 
+_PART_SLOT = {"": -1, "input": -2, "weight": -3}
+"""A pass's profile-cache slot when it has no paired backward: whole, or a split backward's
+input or weight part (engine.zero_bubble)."""
+
 class Simulator:
     """One iteration of one workload on one backend; call :meth:`run` once.
 
@@ -215,7 +219,7 @@ class Simulator:
     def _profile(self, rank: RankState, spec: PassSpec, pair: int | None = None, part: str = "") -> PassProfile:
         # (stage, chunk, forward, paired backward's chunk, or -1 / -2 input part / -3 weight
         # part): a bool and an int must not share a key slot
-        slot = pair if pair is not None else {"": -1, "input": -2, "weight": -3}[part]
+        slot = pair if pair is not None else _PART_SLOT[part]
         key = (rank.stage, spec.chunk, spec.forward, slot)
         prof = self._profiles.get(key)
         if prof is None:

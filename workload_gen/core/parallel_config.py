@@ -401,7 +401,7 @@ for stability; Megatron-Bridge's nemotron_3_super_bf16_with_nvfp4_mixed keeps th
             raise ConfigError("vpp", self.vpp, "interleaving needs pp > 1")
         if self.pipeline_schedule is not None:
             self._check_schedule()
-        elif self.vpp > 1 and self.num_microbatches % self.pp:
+        if self.schedule == "interleaved" and self.num_microbatches % self.pp:
             raise ConfigError(
                 "global_batch", self.global_batch,
                 f"the interleaved schedule needs micro-batches ({self.num_microbatches}) divisible by pp={self.pp}",
@@ -492,9 +492,6 @@ for stability; Megatron-Bridge's nemotron_3_super_bf16_with_nvfp4_mixed keeps th
             raise ConfigError("pipeline_schedule", name, f"valid: {', '.join(PIPELINE_SCHEDULES)}")
         if name == "1f1b" and self.vpp != 1:
             raise ConfigError("pipeline_schedule", name, f"needs vpp=1 (vpp={self.vpp}: use interleaved)")
-        if name == "interleaved" and self.vpp > 1 and self.num_microbatches % self.pp:
-            raise ConfigError("global_batch", self.global_batch, f"the interleaved schedule needs micro-batches "
-                                                                 f"({self.num_microbatches}) divisible by pp={self.pp}")
         if name == "interleaved" and self.vpp == 1:
             raise ConfigError("pipeline_schedule", name, "needs vpp > 1 (vpp=1: use 1f1b)")
         if name != "dualpipev":

@@ -301,7 +301,7 @@ def chunk_layers(model: ModelConfig, par: ParallelConfig, stage: int, chunk: int
     interleaved uneven branch). A pipeline layout lists the layers of each virtual stage
     (:mod:`workload_gen.core.pipeline_layout`); a chunk may then hold none. Under DualPipeV the
     virtual stages sit on the ranks in a V (workload_gen.core.virtual_stages)."""
-    vshape = getattr(par, "vshape", False)
+    vshape = par.vshape
     if par.pipeline_layout is not None:
         from workload_gen.core.pipeline_layout import parse_layout
 
@@ -330,14 +330,14 @@ def mtp_chunk(model: ModelConfig, par: ParallelConfig) -> tuple[int, int] | None
     if par.pipeline_layout is not None:
         from workload_gen.core.pipeline_layout import parse_layout
 
-        return parse_layout(par.pipeline_layout, par.pp).holder("m", vshape=getattr(par, "vshape", False))
+        return parse_layout(par.pipeline_layout, par.pp).holder("m", vshape=par.vshape)
     return head_chunk(par)
 
 
 def head_chunk(par: ParallelConfig) -> tuple[int, int]:
     """(stage, chunk) holding the output layer and the loss: the last virtual stage's
     (workload_gen.core.virtual_stages.last_chunk)."""
-    return last_chunk(par.pp, par.vpp, getattr(par, "vshape", False))
+    return last_chunk(par.pp, par.vpp, par.vshape)
 
 
 def mtp_tensors(model: ModelConfig) -> tuple[ParamTensor, ...]:
@@ -360,7 +360,7 @@ def mtp_embedding_copy(model: ModelConfig, par: ParallelConfig) -> bool:
     _allreduce_word_embedding_grads). With tied embeddings and the MTP layers on the last
     stage that copy is the output layer's, already counted by head_tensors."""
     at = mtp_chunk(model, par)
-    if at is None or at == (0, 0) or (getattr(par, "vshape", False) and at[0] == 0):
+    if at is None or at == (0, 0) or (par.vshape and at[0] == 0):
         return False  # on the embedding's rank (DualPipeV's rank 0 holds both ends): no copy
     return not (model.tied_embeddings and par.pp > 1 and at == head_chunk(par))
 
