@@ -217,7 +217,6 @@ class ModelConfig:
         if self.hybrid_layer_pattern is None:
             return
         symbols = parse_hybrid_pattern(self.hybrid_layer_pattern, self.num_layers)
-        object.__setattr__(self, "hybrid_layer_pattern", symbols)
         if "E" in symbols and not self.num_experts:
             raise ConfigError("hybrid_layer_pattern", symbols, "has MoE layers (E) but num_experts is 0")
         if self.moe_layer_pattern is not None or self.num_dense_layers:
