@@ -112,7 +112,8 @@ class Simulator:
         one combined pass (engine.a2a_overlap)."""
         extra = {"extra_warmup": 1} if self.a2a_overlap and schedule == "interleaved" else {}
         steps = [sched(par.pp, par.vpp, self.num_microbatches, s, **extra) for s in range(par.pp)]
-        if self.a2a_overlap and schedule != "dualpipev":  # DualPipeV's schedule pairs its own steps
+        if self.a2a_overlap and not any(st.pair is not None for stage in steps for st in stage):
+            # a schedule that pairs its own forwards and backwards (DualPipeV) is kept as it is
             from engine.a2a_overlap import pair_steps  # MoE runs only: kept off the dense import path
 
             steps = [pair_steps(st, self.num_microbatches) for st in steps]
