@@ -112,6 +112,7 @@ def merge_passes(f: PassSpec, b: PassSpec, layers: int, delay_wgrad: bool) -> Pa
     b_post = [r for r in b_runs if B[r[0]].layer < 0]
     order: list[tuple[str, int]] = []  # ("f" | "b", index in its own pass)
     a2a: set[tuple[str, int]] = set()  # the all-to-alls made overlappable
+    early: dict[int, list[tuple[str, int]]] = {}  # forward dispatch -> ops the host launches before it
 
     def put(side: str, idx: list[int]) -> None:
         order.extend((side, i) for i in idx)
@@ -138,6 +139,9 @@ def merge_passes(f: PassSpec, b: PassSpec, layers: int, delay_wgrad: bool) -> Pa
         put("f", f_disp)
         dgrad = [i for i in b_mlp if not _is_wgrad(B[i])]
         wgrad = [i for i in b_mlp if _is_wgrad(B[i])]
+        # the host issues the backward's expert part (mlp.backward: without the delay its
+        # weight gradients too) before it reaches the forward dispatch
+        early[f_disp[0]] = [("b", i) for i in (dgrad if delay_wgrad else b_mlp)]
         if delay_wgrad:
             put("b", dgrad)
             put("b", b_disp)
@@ -158,16 +162,18 @@ def merge_passes(f: PassSpec, b: PassSpec, layers: int, delay_wgrad: bool) -> Pa
         put("f", r)
     for r in b_post:
         put("b", r)
-    return _spec(f, b, order, a2a)
+    return _spec(f, b, order, a2a, early)
 
 
 def _is_wgrad(op: Op) -> bool:
     return type(op) is ComputeOp and op.phase is Phase.BWD_WEIGHT
 
 
-def _spec(f: PassSpec, b: PassSpec, order: list[tuple[str, int]], a2a: set[tuple[str, int]]) -> PassSpec:
+def _spec(f: PassSpec, b: PassSpec, order: list[tuple[str, int]], a2a: set[tuple[str, int]],
+          early: dict[int, list[tuple[str, int]]]) -> PassSpec:
     """The merged PassSpec: ops in ``order``, each direction's deadlines and anchors re-indexed,
-    the all-to-alls in ``a2a`` overlappable until the next op of their own direction."""
+    the all-to-alls in ``a2a`` overlappable until the next op of their own direction, and
+    ``early`` (forward dispatch index -> ops the host launches before it) as ``launched_before``."""
     src = {"f": f, "b": b}
     pos = {key: n for n, key in enumerate(order)}
     if len(pos) != len(f.ops) + len(b.ops):
@@ -199,5 +205,6 @@ def _spec(f: PassSpec, b: PassSpec, order: list[tuple[str, int]], a2a: set[tuple
             issue_with[n] = tuple(pos[(side, k)] for k in run)
     pre = frozenset(k for run in issue_with.values() for k in run)
     grad_ready = tuple(sorted((pos[("b", i)], layer) for i, layer in b.grad_ready))
+    launched_before = {pos[("f", d)]: tuple(pos[k] for k in run) for d, run in early.items() if run}
     return PassSpec(f.stage, f.chunk, True, tuple(ops), None, grad_ready, f.memoisable and b.memoisable,
-                    tuple(deadline), issue_with, pre)
+                    tuple(deadline), issue_with, pre, launched_before)

@@ -40,7 +40,7 @@ class Future:
     """
 
     __slots__ = ("seq", "group", "op", "ranks", "missing", "ready_time", "ready_stage", "start", "end",
-                 "waiters", "exposed_by_rank", "comm", "joined")
+                 "waiters", "exposed_by_rank", "comm", "joined", "host_gated")
 
     def __init__(self, seq: int, group: str, op: CollectiveOp | None, ranks: tuple[int, ...], missing: int) -> None:
         self.seq = seq
@@ -67,6 +67,9 @@ class Future:
         self.joined: list[RankState] | None = None
         """Simulated members that issued it, kept only when compute is slowed beside
         collectives (their ``comm_busy`` drops when it ends)."""
+        self.host_gated = False
+        """Issued when the host launched it, after the rank reached it (EV_HOST_ISSUE): a wait
+        before it was ready is the host's, not skew (engine.waits.unblock)."""
 
 
 class Comm:

@@ -18,3 +18,8 @@ EV_GRAD_READY = 3
 EV_LAUNCHED = 4
 """The host has launched a collective the rank's GPU stream was waiting for (a dispatch
 issued after a host synchronisation, engine.host_launch); payload: its RankState."""
+EV_HOST_ISSUE = 5
+"""The host has launched an overlappable collective it issues late (the EP overlap's forward
+dispatch after its host synchronisation, engine.host_launch) while the rank's compute stream
+ran on; payload: (RankState, op, (chunk, micro-batch) labels, the placeholder Future the
+rank's pending list holds until then)."""

@@ -48,8 +48,11 @@ Sources of the constants:
   22.82 s GPU-active), 0.62 ms per layer's dispatch: the two figures agree. DeepEP has no
   published figure; its set-up is taken as about five torch calls (:data:`FLEX_PREPROCESS_OPS`).
   In the EP overlap's combined pass Megatron issues the other micro-batch's expert backward
-  before the dispatch waits (TransformerLayerSchedulePlan.run), so the GPU stays fed: no wait
-  is modelled there.
+  before it reaches the forward dispatch (TransformerLayerSchedulePlan.run): the dispatch still
+  waits for the GPU to reach it on its stream and spends its host work before it starts, but
+  the expert backward, launched before the wait, keeps the compute stream fed meanwhile
+  (PassSpec.launched_before moves those launches ahead of the wait; an overlappable collective
+  starts at its launch and the compute stream does not wait for it, engine.passes.profile_pass).
 
 Units: seconds.
 """
@@ -74,8 +77,10 @@ GRAPH_REPLAY_OPS = 1.0
 
 _GEMM_KINDS = (OpKind.GEMM, OpKind.ATTENTION)
 
-HostPlan = tuple[tuple[float, ...], tuple[bool, ...], bool]
-"""A pass's host plan: seconds per op, sync after op, starts synced (HostModel.plan)."""
+HostPlan = tuple[tuple[float, ...], tuple[bool, ...], bool, dict[int, float | None]]
+"""A pass's host plan: seconds per op, sync after op, starts synced, and the ops launched out of
+list order: per collective the host seconds spent before its wait on launches the host makes
+ahead of it, and None for each op so launched (the GPU never waits for its launch; HostModel.plan)."""
 
 
 def _scope(op: ComputeOp, layer_part: str, moe_layer: bool) -> str:
@@ -120,20 +125,23 @@ class HostModel:
         """Eager-op equivalents the CPU spends on ``op`` outside any CUDA graph."""
         return op_units(op, self.local_experts, self.alltoall)
 
-    def plan(self, key: int, ops: Sequence[Op]) -> HostPlan | None:
-        """(host seconds per op, sync after op, starts synced) for one pass's ops, cached by ``key``;
-        None when the host can never delay this pass (it starts far ahead and never syncs), so
-        the engine skips the host's clock.
+    def plan(self, key: int, ops: Sequence[Op],
+             launched_before: dict[int, tuple[int, ...]] | None = None) -> HostPlan | None:
+        """(host seconds per op, sync after op, starts synced, host seconds before a collective's
+        wait) for one pass's ops, cached by ``key``; None when the host can never delay this pass
+        (it starts far ahead and never syncs), so the engine skips the host's clock.
 
         A pass starts synced (the host at the GPU's clock) when the schedule synchronises at pass
-        boundaries or when its launch work exceeds its compute (the host cannot stay ahead)."""
+        boundaries or when its launch work exceeds its compute (the host cannot stay ahead).
+        ``launched_before`` (PassSpec.launched_before): ops whose launch the host makes before it
+        reaches a given collective; their cost moves there, ahead of that collective's wait."""
         try:
             return self._cache[key]
         except KeyError:
-            got = self._cache[key] = self._build(ops)
+            got = self._cache[key] = self._build(ops, launched_before or {})
             return got
 
-    def _build(self, ops: Sequence[Op]) -> HostPlan | None:
+    def _build(self, ops: Sequence[Op], launched_before: dict[int, tuple[int, ...]]) -> HostPlan | None:
         if self.op_s == 0.0:
             return None
         costs: list[float] = []
@@ -146,7 +154,7 @@ class HostModel:
         host = gpu = 0.0
         for op in ops:
             if type(op) is not ComputeOp:
-                waits = op.name == sync_name and op.phase is Phase.FWD and not op.overlappable
+                waits = op.name == sync_name and op.phase is Phase.FWD
                 c = self.dispatch_units * op_s if waits else op_s
                 costs.append(c)
                 syncs.append(waits)
@@ -179,7 +187,13 @@ class HostModel:
         synced = self.boundary_sync or host > gpu
         if not synced and not any(syncs):
             return None
-        return tuple(costs), tuple(syncs), synced
+        before: dict[int, float | None] = {}
+        for at, run in launched_before.items():
+            before[at] = sum(costs[k] for k in run)
+            for k in run:
+                costs[k] = 0.0
+                before[k] = None
+        return tuple(costs), tuple(syncs), synced, before
 
     def _is_moe(self, layer: int) -> bool:
         return self.model is not None and self.model.is_moe_layer(layer)

@@ -93,11 +93,13 @@ class _Overlapped:
     """An overlappable collective in flight while profiling; ``exposed`` grows if the
     pass has to wait for it. Becomes a ProfileRecord when the pass is done."""
 
-    __slots__ = ("index", "deadline", "group", "start", "end", "exposed", "factor")
+    __slots__ = ("index", "deadline", "group", "start", "end", "exposed", "factor", "issued")
 
     def __init__(self, index: int, deadline: int, group: str, start: float, end: float,
-                 factor: float = 0.0) -> None:
+                 factor: float = 0.0, issued: float = 0.0) -> None:
         self.index = index
+        self.issued = issued
+        """When the rank issued it: after the pass reached it when the host launched it late."""
         self.deadline = deadline
         """Index of the op that may not start before it has ended."""
         self.factor = factor
@@ -134,6 +136,9 @@ def profile_pass(
     ``host``: (host seconds per op, sync after op, starts synced) from
     :meth:`engine.host_launch.HostModel.plan`; a compute op starts no earlier than the host has
     launched it (the wait is ``host_s``), and after a sync op the host is at least at its end.
+    An overlappable collective starts no earlier than its launch while the compute stream runs
+    on; one that is a sync point first waits (host and compute stream) for its group's earlier
+    collectives; ops the plan marks launched ahead never wait for the host.
     """
     issue_with = issue_with or {}
     pre_issued = {k for run in issue_with.values() for k in run}
@@ -141,7 +146,7 @@ def profile_pass(
     t = 0.0
     compute = optimizer = slowed = host_wait = 0.0
     if host is not None:
-        launch, syncs, synced = host
+        launch, syncs, synced, before = host
         cpu = 0.0 if synced else -INF
     stream_free: dict[str, float] = {}
     exposed: dict[str, float] = {}
@@ -162,15 +167,22 @@ def profile_pass(
 
     def issue_overlapped(k: int, now: float) -> None:
         g, s, e = on_stream(ops[k], now)
-        coll = _Overlapped(k, deadline[k], g, s, e, interference(ops[k], slowdown, flex_slowdown))
+        coll = _Overlapped(k, deadline[k], g, s, e, interference(ops[k], slowdown, flex_slowdown), now)
         in_flight.append(len(records))
         records.append(coll)
         pending.append(coll)
 
     def wait_for(last: _Overlapped, now: float) -> float:
-        """The compute stream waits until ``last`` ends; the whole wait is charged to it."""
+        """The compute stream waits until ``last`` ends: the part before the host issued it is
+        host time, the rest is charged to it."""
+        nonlocal host_wait
         if last.end > now:
             w = last.end - now
+            h = last.issued - now
+            if h > 0:
+                h = w if h > w else h
+                host_wait += h
+                w -= h
             exposed[last.group] = exposed.get(last.group, 0.0) + w
             last.exposed += w
             return last.end
@@ -186,12 +198,13 @@ def profile_pass(
             for k in issue_with.get(i, ()):
                 issue_overlapped(k, t)
             d = op.time_s
-            f = max((c.factor for c in pending if t < c.end), default=0.0) if interferes and pending and d else 0.0
+            f = (max((c.factor for c in pending if c.issued <= t < c.end), default=0.0)
+                 if interferes and pending and d else 0.0)
             if f:
                 extra = d * f
                 slowed += extra
                 d += extra
-            if host is not None:
+            if host is not None and not (before and i in before):  # else launched ahead
                 cpu += launch[i]
                 if cpu > t:  # the GPU waits for the launch
                     host_wait += cpu - t
@@ -207,18 +220,34 @@ def profile_pass(
             if i in ready_indices:
                 offsets.append((i, t))
             continue
+        issue_at = t
+        if host is not None and syncs[i] and op.overlappable and pending:
+            # the host's wait is for the GPU to reach it on its own stream too: the collectives
+            # its group runs before it (HybridEP's sync follows its stream's earlier kernels)
+            ahead = [c for c in pending if c.group == op.group.value]
+            if ahead:
+                t = wait_for(max(ahead, key=_END_ORDER), t)
         if host is not None:
             # a collective's launch delays the host, not the GPU, unless it is a sync point:
-            # then the host first waits for the GPU to reach it and the GPU waits for the launch
+            # then the host first waits for the GPU to reach it and the GPU waits for the
+            # launch. An overlappable one starts no earlier than its launch and the compute
+            # stream runs on (what the host launched before it): the EP overlap's forward
+            # dispatch after its host wait, and what the host issues after that
+            pre = before.get(i)
+            if pre:
+                cpu += pre
             if syncs[i] and cpu < t:
                 cpu = t
             cpu += launch[i]
-            if syncs[i] and cpu > t:
+            if op.overlappable:
+                if cpu > t:  # it starts when launched: the compute stream runs on meanwhile
+                    issue_at = cpu
+            elif syncs[i] and cpu > t:
                 host_wait += cpu - t
                 t = cpu
         if op.overlappable:
             if i not in pre_issued:
-                issue_overlapped(i, t)
+                issue_overlapped(i, issue_at)
             continue
         # A blocking collective: the compute stream waits for all of it.
         g, s, e = on_stream(op, t)

@@ -55,6 +55,11 @@ class PassSpec:
     the op that produces their data, see :func:`overlap_anchors`)."""
     pre_issued: frozenset[int] = frozenset()
     """The collectives listed in ``issue_with`` (skipped when the rank reaches them)."""
+    launched_before: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    """Collective index -> later ops whose host launch comes before it: in the EP overlap's
+    combined pass Megatron's host issues the paired backward's expert backward before it
+    reaches the forward dispatch (engine.a2a_overlap), so their launch cost is spent before
+    the dispatch's host wait, not after it (engine.host_launch)."""
 
 
 @record

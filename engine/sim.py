@@ -53,7 +53,8 @@ from __future__ import annotations
 
 from engine.communicators import Communicators
 from engine.entities import INF, MEMOISED_PASS, Future, RankState
-from engine.event_kinds import EV_COMPUTE_DONE, EV_FUTURE_DONE, EV_GRAD_READY, EV_LAUNCHED, EV_PASS_DONE
+from engine.event_kinds import (EV_COMPUTE_DONE, EV_FUTURE_DONE, EV_GRAD_READY, EV_HOST_ISSUE, EV_LAUNCHED,
+                                EV_PASS_DONE)
 from engine.loop import COMPLETION, EventLoop
 from engine.passes import PassProfile, profile_pass
 from engine.pipeline_transfers import PipelineTransfers
@@ -62,7 +63,7 @@ from engine.schedules import SCHEDULES, Step
 from engine.sim_results import rank_breakdown, timeline_parts
 from engine.waits import block, unblock
 from network.backend import NetworkBackend
-from workload_gen.core.records import STEP_OVERHEAD_OP, ComputeOp, OpKind, Workload
+from workload_gen.core.records import STEP_OVERHEAD_OP, CollectiveOp, ComputeOp, OpKind, Workload
 from workload_gen.core.run_result import Breakdown
 
 
@@ -176,6 +177,20 @@ class Simulator:
                     unblock(rank, now)
                     self._run(rank)
 
+    def _host_issue(self, now: float, rank: RankState, op: CollectiveOp, labels: tuple[int, int],
+                    hold: Future) -> None:
+        """The host launches a collective the rank reached earlier (EV_HOST_ISSUE): the real
+        instance replaces the placeholder wherever the rank holds it."""
+        fut = self.comms.issue(rank, op, now, *labels)
+        fut.host_gated = True
+        overlapped = rank.overlapped
+        overlapped.pending = [(d, fut if f is hold else f) for d, f in overlapped.pending]
+        blocked = rank.blocked.futures
+        if blocked is not None and hold in blocked:
+            rank.blocked.futures = [fut if f is hold else f for f in blocked]
+            if fut.end is None:
+                fut.waiters.append(rank)
+
     # ------------------------------------------------------------------ passes
     def _combined(self, rank: RankState, step: Step) -> PassSpec:
         """The combined pass of ``step`` and its paired backward (engine.a2a_overlap)."""
@@ -232,7 +247,7 @@ class Simulator:
             comms = self.comms
             prof = profile_pass(spec.ops, lambda op: comms.duration(op, comms.membership(rank, op.group).members),
                                 ready, spec.deadline, spec.issue_with, self.slowdown, self.flex_slowdown,
-                                self.host.plan(id(spec), spec.ops))
+                                self.host.plan(id(spec), spec.ops, spec.launched_before))
             self._profiles[key] = prof
         return prof
 
@@ -285,7 +300,7 @@ class Simulator:
             return False
         cursor.spec = spec
         cursor.op_index = 0
-        rank.host = plan = self.host.plan(id(spec), spec.ops)
+        rank.host = plan = self.host.plan(id(spec), spec.ops, spec.launched_before)
         if plan is not None:
             rank.cpu = now if plan[2] else -INF
         return True
@@ -372,7 +387,7 @@ class Simulator:
                         d += extra
                     start = now
                     host = rank.host
-                    if host is not None:
+                    if host is not None and not (host[3] and i in host[3]):  # else launched ahead
                         rank.cpu += host[0][i]
                         if rank.cpu > now:  # the GPU waits for the launch
                             rank.acc.host += rank.cpu - now
@@ -391,14 +406,29 @@ class Simulator:
                     self.loop.schedule(start + d, COMPLETION, EV_COMPUTE_DONE, rank)
                     return
                 host = rank.host
+                issue_at = now
+                if host is not None and rank.launched != i and host[1][i] and op.overlappable:
+                    # as engine.passes.profile_pass: the host's wait covers its group's earlier collectives
+                    g = op.group.value
+                    ahead = [f for _, f in overlapped.pending if f.group == g and f.end is None]
+                    if ahead:
+                        block(rank, ahead, now)
+                        return
                 if host is not None and rank.launched != i:
                     # as engine.passes.profile_pass: a collective's launch delays the host, not the
-                    # GPU, unless it is a sync point (the host waits for the GPU, the GPU for it)
+                    # GPU, unless it is a sync point (the host waits for the GPU, the GPU for it);
+                    # an overlappable one starts at its launch while the compute stream runs on
                     sync = host[1][i]
+                    pre = host[3].get(i)
+                    if pre:
+                        rank.cpu += pre
                     if sync and rank.cpu < now:
                         rank.cpu = now
                     rank.cpu += host[0][i]
-                    if sync and rank.cpu > now:
+                    if op.overlappable:
+                        if rank.cpu > now:  # it starts when launched; the compute stream runs on
+                            issue_at = rank.cpu
+                    elif sync and rank.cpu > now:
                         rank.acc.host += rank.cpu - now
                         rank.launched = i  # resumed by EV_LAUNCHED at the launch, its cost paid
                         self.loop.schedule(rank.cpu, COMPLETION, EV_LAUNCHED, rank)
@@ -410,7 +440,12 @@ class Simulator:
                 elif op.overlappable:
                     if i not in spec.pre_issued:
                         step = cursor.step
-                        fut = self.comms.issue(rank, op, now, *step.labels(op.phase))
+                        if issue_at > now:  # launched by the host later: a placeholder until then
+                            fut = Future(-1, op.group.value, op, (), 1)
+                            self.loop.schedule(issue_at, COMPLETION, EV_HOST_ISSUE,
+                                               (rank, op, step.labels(op.phase), fut))
+                        else:
+                            fut = self.comms.issue(rank, op, now, *step.labels(op.phase))
                         deadline = spec.deadline[i]
                         overlapped.pending.append((deadline, fut))
                         if deadline < overlapped.next_deadline:
@@ -517,6 +552,8 @@ class Simulator:
                 self._complete(data, t)
             elif kind == EV_LAUNCHED:
                 self._run(data)
+            elif kind == EV_HOST_ISSUE:
+                self._host_issue(t, *data)
             elif kind == EV_PASS_DONE:
                 rank = data
                 rank.cursor.op_index = 0

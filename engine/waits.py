@@ -7,7 +7,8 @@ nothing but the rank and the futures it waited for.
 Whenever a rank's compute stream waits, the wait is charged when it ends, to what it
 waited for: the part before every member had arrived is pipeline bubble when the late
 member is in another stage (the sender of a pipeline transfer always is) and ``other``
-when it is in the same stage (skew between ranks); the rest is exposed communication of
+when it is in the same stage (skew between ranks), or host time when the host issued it
+late (a dispatch launched after its host synchronisation); the rest is exposed communication of
 that collective's group. With several collectives waited on at once, the one that ended
 last takes the wait. (Idle time after a rank's last op is charged at the end of the run,
 :func:`engine.sim_results.rank_breakdown`.)
@@ -44,6 +45,8 @@ def unblock(rank: RankState, now: float) -> None:
     if before > 0:
         if last.ready_stage != rank.stage:
             acc.bubble += before
+        elif last.host_gated:
+            acc.host += before
         else:
             acc.other += before
     rest = span - before

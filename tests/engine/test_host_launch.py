@@ -30,7 +30,7 @@ def test_a_host_bound_pass_runs_at_the_hosts_pace():
     # three 1 us kernels, each 10 us to launch, the host starting with the GPU: kernel k
     # starts when it is launched, at 10, 20 and 30 us; the GPU waited 10 + 9 + 9 us
     ops = tuple(_op(f"k{i}", 1 * US) for i in range(3))
-    prof = profile_pass(ops, _no_coll, host=((10 * US,) * 3, (False,) * 3, True))
+    prof = profile_pass(ops, _no_coll, host=((10 * US,) * 3, (False,) * 3, True, {}))
     assert prof.duration == pytest.approx(31 * US)
     assert prof.host_s == pytest.approx(28 * US)
     assert prof.compute_s == pytest.approx(3 * US)
@@ -39,7 +39,7 @@ def test_a_host_bound_pass_runs_at_the_hosts_pace():
 
 def test_a_host_far_ahead_costs_nothing():
     ops = tuple(_op(f"k{i}", 1 * US) for i in range(3))
-    prof = profile_pass(ops, _no_coll, host=((10 * US,) * 3, (False,) * 3, False))
+    prof = profile_pass(ops, _no_coll, host=((10 * US,) * 3, (False,) * 3, False, {}))
     assert prof.duration == pytest.approx(3 * US) and prof.host_s == 0.0
 
 
@@ -48,11 +48,11 @@ def test_after_a_sync_the_gpu_waits_for_each_launch():
     # each, the host far ahead at the start: A 0-100; the host resumes at 100, launches B at
     # 110 (B 110-115) and C at 120 (C 120-220). The GPU waited 10 + 5 us.
     ops = (_op("a", 100 * US), _op("b", 5 * US), _op("c", 100 * US))
-    prof = profile_pass(ops, _no_coll, host=((10 * US,) * 3, (True, False, False), False))
+    prof = profile_pass(ops, _no_coll, host=((10 * US,) * 3, (True, False, False), False, {}))
     assert prof.duration == pytest.approx(220 * US)
     assert prof.host_s == pytest.approx(15 * US)
     # the same pass without the sync: the host stays ahead, nothing waits
-    free = profile_pass(ops, _no_coll, host=((10 * US,) * 3, (False,) * 3, False))
+    free = profile_pass(ops, _no_coll, host=((10 * US,) * 3, (False,) * 3, False, {}))
     assert free.duration == pytest.approx(205 * US) and free.host_s == 0.0
 
 
@@ -111,8 +111,8 @@ def test_graphing_the_attention_replaces_its_launches_by_one():
     op_s = SYSTEMS["h100"].launch_op_s
     hp, hg = HostModel(plain, op_s), HostModel(graphed, op_s)
     fwd = plain.stages[0].chunks[0].forward
-    cost_p, _, _ = hp.plan(0, fwd)
-    cost_g, _, _ = hg.plan(0, graphed.stages[0].chunks[0].forward)
+    cost_p, _, _, _ = hp.plan(0, fwd)
+    cost_g, _, _, _ = hg.plan(0, graphed.stages[0].chunks[0].forward)
     attn = [i for i, op in enumerate(fwd) if getattr(op, "layer", -1) == 0 and op.name in
             ("input_norm", "qkv", "q_norm", "k_norm", "rope", "core_attn", "proj", "attn_residual")]
     # per layer, the captured attention costs one replay; qkv and proj are TE modules
@@ -154,12 +154,12 @@ def test_a_dispatch_that_syncs_waits_for_the_gpu_then_for_its_launch():
     # dispatch at 130 (130-180); C, launched at 140, runs 180-280. The GPU waited 30 us.
     disp = CollectiveOp(MOE_DISPATCH_OP, 0, Phase.FWD, CollKind.ALL_TO_ALL, Group.EP, 8, 1 << 20)
     ops = (_op("a", 100 * US), disp, _op("c", 100 * US))
-    prof = profile_pass(ops, lambda op: 50 * US, host=((10 * US, 30 * US, 10 * US), (False, True, False), False))
+    prof = profile_pass(ops, lambda op: 50 * US, host=((10 * US, 30 * US, 10 * US), (False, True, False), False, {}))
     assert prof.duration == pytest.approx(280 * US)
     assert prof.host_s == pytest.approx(30 * US)
     assert prof.exposed == (("ep", pytest.approx(50 * US)),)
     # without the sync the host, far ahead, launched it long before: nothing waits
-    free = profile_pass(ops, lambda op: 50 * US, host=((10 * US, 30 * US, 10 * US), (False,) * 3, False))
+    free = profile_pass(ops, lambda op: 50 * US, host=((10 * US, 30 * US, 10 * US), (False,) * 3, False, {}))
     assert free.duration == pytest.approx(250 * US) and free.host_s == 0.0
 
 
@@ -171,7 +171,7 @@ def test_hybrideps_dispatch_costs_the_host_its_measured_call():
     for backend, units in (("hybridep", HYBRIDEP_DISPATCH_OPS), ("deepep", 1 + FLEX_PREPROCESS_OPS)):
         w = _qwen(moe_token_dispatcher="flex", moe_flex_dispatcher_backend=backend)
         fwd = w.stages[0].chunks[0].forward
-        costs, syncs, _ = HostModel(w, op_s).plan(0, fwd)
+        costs, syncs, _, _ = HostModel(w, op_s).plan(0, fwd)
         at = [i for i, op in enumerate(fwd) if op.name == MOE_DISPATCH_OP]
         assert len(at) == 2 and all(syncs[i] for i in at) and sum(syncs) == 2
         assert [costs[i] for i in at] == pytest.approx([units * op_s] * 2)
@@ -190,3 +190,60 @@ def test_the_dispatch_wait_is_the_same_at_both_engine_levels(backend):
     units = HYBRIDEP_DISPATCH_OPS if backend == "hybridep" else 1 + FLEX_PREPROCESS_OPS
     step = next(op.time_s for op in w.stages[0].iteration if op.name == STEP_OVERHEAD_OP)
     assert fast.breakdown.host_s >= step + 2 * units * SYSTEMS["h100"].launch_op_s * (1 - 1e-9)
+
+
+def test_the_ep_overlaps_dispatch_starts_at_its_launch_while_the_compute_stream_runs_on():
+    """Megatron's combined pass (TransformerLayerSchedulePlan.run): the host issues the paired
+    backward's combine (B-comb, 300 us on the EP stream), the forward's pre-dispatch work A
+    (100 us), the backward's expert gradient G (200 us, needs B-comb), then reaches the forward
+    dispatch D: HybridEP waits there for the GPU to reach D on its stream (after B-comb, at
+    300) and spends 30 us setting it up, so D runs 330-380 while G, launched before the wait,
+    runs 300-500 undelayed; F (100 us, needs D) runs 500-600. 10 us per other launch, the
+    host far ahead. Worked out by hand; the same at both engine levels is
+    test_a2a_overlap.test_combined_passes_memoised_equal_op_level."""
+    def a2a(name, phase):
+        return CollectiveOp(name, 0, phase, CollKind.ALL_TO_ALL, Group.EP, 8, 1 << 20, overlappable=True)
+
+    comb_b, disp = a2a("combine_a2a", Phase.BWD_INPUT), a2a(MOE_DISPATCH_OP, Phase.FWD)
+    ops = (comb_b, _op("a", 100 * US), disp, _op("g", 200 * US), _op("f", 100 * US))
+    wire = {"combine_a2a": 300 * US, MOE_DISPATCH_OP: 50 * US}
+    deadline = (3, -1, 4, -1, -1)  # G needs B-comb, F needs D
+    host = ((10 * US, 10 * US, 30 * US, 0.0, 10 * US), (False, False, True, False, False), False,
+            {2: 10 * US, 3: None})  # G's launch made before D's wait
+    prof = profile_pass(ops, lambda op: wire[op.name], frozenset(), deadline, host=host)
+    starts = {r.op.name: (r.start, r.end) for r in prof.records}
+    assert starts[MOE_DISPATCH_OP] == pytest.approx((330 * US, 380 * US))
+    assert starts["g"] == pytest.approx((300 * US, 500 * US))
+    assert starts["f"] == pytest.approx((500 * US, 600 * US))
+    assert prof.duration == pytest.approx(600 * US)
+    assert prof.host_s == 0.0 and prof.exposed == (("ep", pytest.approx(200 * US)),)  # A's end to B-comb's
+    # G's launch counted at its own place instead (after D's set-up): it would wait for the host
+    late = profile_pass(ops, lambda op: wire[op.name], frozenset(), deadline,
+                        host=(host[0][:3] + (10 * US,) + host[0][4:], host[1], False, {}))
+    assert {r.op.name: r.start for r in late.records}["g"] == pytest.approx(340 * US)
+
+
+def test_the_combined_pass_moves_the_expert_backwards_launch_ahead_of_the_forward_dispatch():
+    """What the host issues before it reaches the forward dispatch (Megatron's order: the
+    backward's mlp.backward, with its weight gradients unless they are delayed) is exactly the
+    expert backward the combined pass places after the dispatch."""
+    from engine.a2a_overlap import merge_passes
+    from engine.program import build_plans
+
+    for delay in (False, True):
+        model = replace(get_preset("qwen3-30b-a3b"), num_layers=1)
+        par = ParallelConfig(world_size=8, ep=8, global_batch=16, micro_batch=1, seq_length=2048, dtype="bf16",
+                             moe_token_dispatcher="flex", moe_flex_dispatcher_backend="hybridep",
+                             overlap_moe_expert_parallel_comm=True, delay_wgrad_compute=delay)
+        w, _ = attach(build(model, par), "h100-sxm")
+        (plan,) = build_plans(w)
+        m = merge_passes(plan.passes[(0, True)], plan.passes[(0, False)], 1, delay)
+        ((at, early),) = m.launched_before.items()
+        assert m.ops[at].name == MOE_DISPATCH_OP and m.ops[at].phase is Phase.FWD
+        assert list(early) == list(range(at + 1, at + 1 + len(early)))  # right after it in the list
+        got = [(m.ops[k].name, m.ops[k].phase) for k in early]
+        assert all(name.startswith("expert_") for name, _ in got)
+        assert any(p is Phase.BWD_WEIGHT for _, p in got) is (not delay)
+        costs, syncs, _, before = HostModel(w, SYSTEMS["h100"].launch_op_s).plan(0, m.ops, m.launched_before)
+        assert syncs[at] and all(costs[k] == 0.0 and before[k] is None for k in early)
+        assert before[at] > 0
