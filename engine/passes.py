@@ -133,7 +133,7 @@ def profile_pass(
     starts while a collective the pass issued has not ended takes ``1 + slowdown`` times its time
     (the engine's rule, engine.sim); ``flex_slowdown`` replaces it beside the flex
     dispatcher's kernels (the largest factor among the collectives running applies).
-    ``host``: (host seconds per op, sync after op, starts synced) from
+    ``host``: (host seconds per op, sync after op, starts synced, ops launched out of order) from
     :meth:`engine.host_launch.HostModel.plan`; a compute op starts no earlier than the host has
     launched it (the wait is ``host_s``), and after a sync op the host is at least at its end.
     An overlappable collective starts no earlier than its launch while the compute stream runs
@@ -220,13 +220,13 @@ def profile_pass(
             if i in ready_indices:
                 offsets.append((i, t))
             continue
-        issue_at = t
         if host is not None and syncs[i] and op.overlappable and pending:
             # the host's wait is for the GPU to reach it on its own stream too: the collectives
             # its group runs before it (HybridEP's sync follows its stream's earlier kernels)
             ahead = [c for c in pending if c.group == op.group.value]
             if ahead:
                 t = wait_for(max(ahead, key=_END_ORDER), t)
+        issue_at = t
         if host is not None:
             # a collective's launch delays the host, not the GPU, unless it is a sync point:
             # then the host first waits for the GPU to reach it and the GPU waits for the
