@@ -12,11 +12,13 @@
 //   the sender's trace sinks keep what was sent) and the receiving device copies it again
 //   for its own trace sinks; nothing here keeps a sent packet, so the one packet moves on;
 // - no trace sources: the counters they fed (LinkStat's bytes, serialisation clock and
-//   lost packets; a host queue's peak) are updated by direct calls.
+//   lost packets; a host queue's peak) are updated by direct calls;
+// - a received frame goes straight to the node's IPv4 (SetIpv4), the one handler that the
+//   node's and the traffic-control layer's handler lists would have found for it.
 //
 // What stays ns-3's: the device queue (a DropTailQueue, with ns-3's flow control attached
 // on switch ports by the fabric builder, tsim_fabric.h), the receive error model (link
-// error rates), the node's receive path above the device.
+// error rates), IPv4 and everything above it.
 //
 // Units: bytes for sizes, nanoseconds (ns-3 Time) for delays.
 #pragma once
@@ -95,7 +97,26 @@ class LinkDevice : public NetDevice
             }
             return;
         }
+        if (m_ipv4)
+        {
+            // what the node's receive path does with an IPv4 frame from this device, in one
+            // call: Node::ReceiveFromDevice and TrafficControlLayer::Receive each scan a list
+            // of two handlers per interface (IPv4 and ARP, 2 x a switch's radix) for the one
+            // registered for this device and protocol, Ipv4L3Protocol::Receive
+            m_ipv4->Receive(this, p, Ipv4L3Protocol::PROT_NUMBER, m_remote, m_self, NetDevice::PACKET_HOST);
+            return;
+        }
         m_rxCallback(this, p, Ipv4L3Protocol::PROT_NUMBER, m_remote);
+    }
+
+    // The node's IPv4, which has this device as an interface (Ipv4L3Protocol::AddInterface
+    // registered its handlers for it): frames go to it directly. Only for nodes whose one
+    // protocol on this device is IPv4 (ARP is never used on point-to-point links, and
+    // nothing else, such as a packet socket or a promiscuous sniffer, is installed).
+    void SetIpv4(Ptr<Ipv4L3Protocol> ipv4)
+    {
+        m_ipv4 = PeekPointer(ipv4); // the node keeps it alive
+        m_self = GetAddress();
     }
 
     // ---- NetDevice ----
@@ -248,6 +269,7 @@ class LinkDevice : public NetDevice
         m_queue = nullptr;
         m_errorModel = nullptr;
         m_peer = nullptr;
+        m_ipv4 = nullptr;
         NetDevice::DoDispose();
     }
 
@@ -282,6 +304,8 @@ class LinkDevice : public NetDevice
     LinkDevice* m_peer{nullptr}; // the channel's other device (kept alive by its node)
     uint32_t m_peerNode{0};      // its node's id: the context its receive events run in
     Address m_remote;            // its address (what the node's receive path is told)
+    Address m_self;              // this device's address, as the node's receive path passes it on
+    Ipv4L3Protocol* m_ipv4{nullptr}; // where received frames go (SetIpv4); null: the node's receive callback
     DataRate m_bps;
     Time m_delay;
     Mac48Address m_address;

@@ -230,6 +230,7 @@ class Fabric
                 // EcmpRouting reads a packet's interface as its device's index
                 throw std::runtime_error("tsim: IPv4 interface and device indices differ");
             }
+            pdev->SetIpv4(nodes.Get(n)->GetObject<Ipv4L3Protocol>());
             ifs[side] = iface;
             if (n < numHosts)
             {
