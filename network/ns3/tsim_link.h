@@ -32,6 +32,16 @@ struct LinkStat
     double bps{0};                  // the link's real rate, bits/s
     double carryNs{0};              // exact minus granted serialisation time so far, ns
 
+    // OnTx's last two (frame bytes, ns) -> frame time; size 0 never occurs (an empty slot)
+    struct TxMemo
+    {
+        uint32_t size{0};
+        int64_t n{0};
+        Time t;
+    };
+    TxMemo memo[2];
+    int memoNext{0};
+
     // A frame of `size` bytes on the wire (PPP included) starts: counts it and returns its
     // serialisation time.
     Time OnTx(uint32_t size)
@@ -42,8 +52,21 @@ struct LinkStat
         carryNs = exact - n;
         // the time at the rate that makes size bytes take n ns, computed as ns-3's
         // PointToPointNetDevice computed it from that rate (DataRate's own rounding kept:
-        // the same nanoseconds as before this device replaced it)
-        return DataRate(uint64_t(std::llround(double(size) * 8e9 / n))).CalculateBytesTxTime(size);
+        // the same nanoseconds as before this device replaced it). A pure function of
+        // (size, n), and a link sees few pairs (full frames alternate between two n), so
+        // the last two are remembered: no 128-bit division per frame.
+        int64_t ni = int64_t(n);
+        for (auto& m : memo)
+        {
+            if (m.size == size && m.n == ni)
+            {
+                return m.t;
+            }
+        }
+        Time t = DataRate(uint64_t(std::llround(double(size) * 8e9 / n))).CalculateBytesTxTime(size);
+        memo[memoNext] = {size, ni, t};
+        memoNext ^= 1;
+        return t;
     }
 
     void OnDrop(Ptr<const QueueDiscItem>)
