@@ -15,6 +15,8 @@
 //   models:
 //   tsim_routing.h  EcmpRouting: per-flow ECMP
 //   tsim_link.h     LinkStat: a link direction's counters and sub-ns serialisation clock
+//   tsim_device.h   LinkDevice, LinkChannel: the point-to-point link, PointToPointNetDevice's
+//                   events with less work per packet
 //   tsim_switch.h   SwitchMmu (shared buffer, PFC), EcnQueueDisc (egress port: ECN, INT)
 //   tsim_cc.h       QpState, CongestionControl, LossRecovery: a queue pair's pieces
 //   tsim_dcqcn.h    Dcqcn: DCQCN's notification and reaction points

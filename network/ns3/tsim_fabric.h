@@ -13,6 +13,7 @@
 #pragma once
 
 #include "tsim_common.h"
+#include "tsim_device.h"
 #include "tsim_link.h"
 #include "tsim_routing.h"
 #include "tsim_switch.h"
@@ -48,7 +49,7 @@ class Fabric
     std::vector<std::vector<EcnQueueDisc*>> qdiscs; // [switch node][iface]: its egress queue
     std::vector<std::unique_ptr<SwitchMmu>> mmus;   // [node]: null for hosts
     std::vector<std::pair<uint32_t, uint32_t>> linkIfaces; // per link: a's and b's interface
-    std::vector<std::pair<Ptr<PointToPointNetDevice>, Ptr<PointToPointNetDevice>>> linkDevs; // per link: a's, b's device
+    std::vector<std::pair<Ptr<LinkDevice>, Ptr<LinkDevice>>> linkDevs; // per link: a's, b's device
     std::function<void(uint32_t host, bool pause)> hostPause; // a host NIC paused/resumed
     std::vector<uint64_t> hostPausesReceived;      // per host
     std::vector<double> hostPausedSince, hostPausedTotal; // per host, s (-1: not paused)
@@ -156,31 +157,29 @@ class Fabric
     }
 
 
-    // What PointToPointHelper::Install does, except that only switch ports get ns-3's
-    // flow control (a NetDeviceQueueInterface on the device). A switch port's queue disc
-    // needs it: the device stops and wakes it as its one-packet queue fills and drains.
-    // A host's device queue never fills (it holds a million packets, and the RDMA NIC hands
-    // it one packet at a time), so there it would only cost one extra event per packet
-    // sent (NetDeviceQueue::PacketDequeued's ScheduleNow, which then finds nothing to
-    // wake); without it the traffic-control layer hands the host's packets straight to the
-    // device, as it did when the queue was never stopped. Nothing simulated changes.
+    // What PointToPointHelper::Install does, with trainsim's lean point-to-point device
+    // (LinkDevice, tsim_device.h: the same events, less work per packet), except that only
+    // switch ports get ns-3's flow control (a NetDeviceQueueInterface on the device). A
+    // switch port's queue disc needs it: the device stops and wakes it as its one-packet
+    // queue fills and drains. A host's device queue never fills (it holds a million
+    // packets, and the RDMA NIC hands it one packet at a time), so there it would only cost
+    // one extra event per packet sent (NetDeviceQueue::PacketDequeued's ScheduleNow, which
+    // then finds nothing to wake); without it the traffic-control layer hands the host's
+    // packets straight to the device, as it did when the queue was never stopped. Nothing
+    // simulated changes.
     NetDeviceContainer InstallLink(uint32_t a, uint32_t b, double bps, double delay, uint32_t mtu)
     {
-        ObjectFactory devFactory("ns3::PointToPointNetDevice");
-        devFactory.Set("DataRate", DataRateValue(DataRate(uint64_t(bps))));
-        devFactory.Set("Mtu", UintegerValue(mtu));
-        ObjectFactory queueFactory("ns3::DropTailQueue<Packet>");
-        ObjectFactory channelFactory("ns3::PointToPointChannel");
-        channelFactory.Set("Delay", TimeValue(Seconds(delay)));
         NetDeviceContainer d;
-        Ptr<PointToPointNetDevice> dev[2];
+        Ptr<LinkDevice> dev[2];
         for (int side = 0; side < 2; side++)
         {
             uint32_t n = side == 0 ? a : b;
-            dev[side] = devFactory.Create<PointToPointNetDevice>();
+            dev[side] = CreateObject<LinkDevice>();
+            dev[side]->SetDataRate(DataRate(uint64_t(bps)));
+            dev[side]->SetMtu(uint16_t(mtu));
             dev[side]->SetAddress(Mac48Address::Allocate());
             nodes.Get(n)->AddDevice(dev[side]);
-            Ptr<Queue<Packet>> queue = queueFactory.Create<Queue<Packet>>();
+            Ptr<Queue<Packet>> queue = CreateObject<DropTailQueue<Packet>>();
             dev[side]->SetQueue(queue);
             if (n >= numHosts)
             {
@@ -189,12 +188,13 @@ class Fabric
                 dev[side]->AggregateObject(ndqi);
             }
         }
-        Ptr<PointToPointChannel> channel = channelFactory.Create<PointToPointChannel>();
+        Ptr<LinkChannel> channel = CreateObject<LinkChannel>();
         for (int side = 0; side < 2; side++)
         {
-            dev[side]->Attach(channel);
+            dev[side]->Attach(channel, Seconds(delay));
             d.Add(dev[side]);
         }
+        channel->Connect();
         return d;
     }
 
@@ -218,12 +218,11 @@ class Fabric
         {
             uint32_t n = side == 0 ? a : b;
             Ptr<NetDevice> dev = d.Get(side);
-            Ptr<PointToPointNetDevice> pdev = DynamicCast<PointToPointNetDevice>(dev);
+            Ptr<LinkDevice> pdev = DynamicCast<LinkDevice>(dev);
             LinkStat* st = new LinkStat();
-            st->dev = pdev;
             st->bps = bps;
             linkStats.push_back(st);
-            pdev->TraceConnectWithoutContext("PhyTxBegin", MakeCallback(&LinkStat::OnTx, st));
+            pdev->m_txStat = st; // the device counts its bytes and takes its frame times from it
             Ptr<Ipv4> ip = nodes.Get(n)->GetObject<Ipv4>();
             uint32_t iface = ip->AddInterface(dev);
             if (iface != dev->GetIfIndex())
@@ -231,6 +230,7 @@ class Fabric
                 // EcmpRouting reads a packet's interface as its device's index
                 throw std::runtime_error("tsim: IPv4 interface and device indices differ");
             }
+            pdev->SetIpv4(nodes.Get(n)->GetObject<Ipv4L3Protocol>());
             ifs[side] = iface;
             if (n < numHosts)
             {
@@ -240,9 +240,7 @@ class Fabric
                 hostLineBps[n] = std::max(hostLineBps[n], bps);
                 // Hosts: the TCP sender may burst a window into its own device; keep it.
                 pdev->GetQueue()->SetMaxSize(QueueSize(QueueSizeUnit::PACKETS, 1000000));
-                pdev->GetQueue()->TraceConnectWithoutContext(
-                    "BytesInQueue",
-                    MakeCallback(&LinkStat::OnQueue, st));
+                pdev->m_queuePeak = &st->peakQueue; // noted by the device as it enqueues
                 pdev->GetQueue()->TraceConnectWithoutContext(
                     "Drop",
                     MakeCallback(&LinkStat::OnDevDrop, st));
@@ -270,7 +268,7 @@ class Fabric
             ip->SetUp(iface);
         }
         linkIfaces.push_back({ifs[0], ifs[1]});
-        linkDevs.push_back({DynamicCast<PointToPointNetDevice>(d.Get(0)), DynamicCast<PointToPointNetDevice>(d.Get(1))});
+        linkDevs.push_back({DynamicCast<LinkDevice>(d.Get(0)), DynamicCast<LinkDevice>(d.Get(1))});
         for (int side = 0; side < 2; side++)
         {
             uint32_t n = side == 0 ? a : b, other = side == 0 ? b : a;
@@ -308,13 +306,13 @@ class Fabric
     {
         for (int side = 0; side < 2; side++)
         {
-            Ptr<PointToPointNetDevice> rx = side == 0 ? linkDevs[link].second : linkDevs[link].first;
+            Ptr<LinkDevice> rx = side == 0 ? linkDevs[link].second : linkDevs[link].first;
             Ptr<RateErrorModel> em = CreateObject<RateErrorModel>();
             em->SetUnit(RateErrorModel::ERROR_UNIT_PACKET);
             em->SetRate(rate);
             em->AssignStreams(int64_t(1000000 + 2 * link + side)); // runs repeat exactly
             rx->SetReceiveErrorModel(em);
-            rx->TraceConnectWithoutContext("PhyRxDrop", MakeCallback(&LinkStat::OnLost, linkStats[2 * link + side]));
+            rx->m_rxStat = linkStats[2 * link + side];
         }
     }
 

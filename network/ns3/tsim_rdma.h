@@ -37,6 +37,8 @@ struct Qp : QpState
     int32_t flow{-1}; // -1 once delivered: the NIC drops it from its list lazily
     Ptr<Socket> sock;
     uint32_t src{0};
+    uint32_t dst{0};
+    uint16_t port{0};      // its socket's local (source) port
     uint64_t maxSent{0};   // the furthest sndNxt has been
     bool inActive{false};  // in its NIC's round-robin list
     double nextAvail{0};   // s: earliest time its next packet may leave (pacing at rc)
@@ -83,6 +85,7 @@ class RdmaTransport
     CcTraits ccTraits;                   // the run's congestion control, as the rest sees it (Init)
     std::vector<RdmaNic> nics;           // per host
     std::vector<Ptr<Socket>> receivers;  // per host: the UDP socket on kRdmaPort
+    std::vector<Ptr<UdpL4Protocol>> udp; // per host: its UDP, which data packets are handed to (SendData)
     std::unordered_map<int32_t, Qp*> qpOfFlow; // flows in flight -> their queue pair
     std::deque<Qp> qpStore; // stable addresses; one per RDMA flow of the run
     std::unordered_map<uint64_t, double> rttCache; // (src, dst) -> base RTT, s
@@ -116,6 +119,7 @@ class RdmaTransport
         s->Bind(InetSocketAddress(Ipv4Address::GetAny(), kRdmaPort));
         s->SetRecvCallback(MakeCallback(&RdmaTransport::Receive, this));
         receivers.push_back(s);
+        udp.push_back(m_fabric.Host(h)->GetObject<UdpL4Protocol>());
         nics[h].m_lineBps = m_fabric.hostLineBps[h];
     }
 
@@ -164,6 +168,8 @@ class RdmaTransport
         Qp* q = &qpStore.back();
         q->flow = id;
         q->src = f.src;
+        q->dst = f.dst;
+        q->port = port;
         q->bytes = f.bytes;
         q->line = nics[f.src].m_lineBps;
         q->rc = q->line;
@@ -188,6 +194,47 @@ class RdmaTransport
             q->loss->Start(f.start);
         }
         Activate(q);
+    }
+
+    // A data packet out of queue pair q's socket: what UdpSocketImpl::Send does for a
+    // connected socket bound to any address on a node with a routing protocol (ns-3.44,
+    // UdpSocketImpl::DoSendTo), without the per-packet work that changes nothing here: the
+    // socket's state checks (it is bound, connected and open until its flow is delivered,
+    // and a payload of at most an MTU fits any datagram), the broadcast check (a queue
+    // pair never sends to its own host: such a flow takes the socket's path) and the copy
+    // of a packet nobody else holds. The same tags (TOS; priority, none for kDataTos;
+    // don't-fragment off, UdpSocket's MtuDiscover default), the same route from the same
+    // routing call, the same UDP send: the same bytes and tags leave the host.
+    void SendData(Qp* q, Ptr<Packet> p)
+    {
+        if (q->dst == q->src)
+        {
+            q->sock->Send(p);
+            return;
+        }
+        SocketIpTosTag tos;
+        tos.SetTos(kDataTos); // the socket's IpTos (StartFlow)
+        p->ReplacePacketTag(tos);
+        uint8_t priority = Socket::IpTos2Priority(kDataTos);
+        if (priority)
+        {
+            SocketPriorityTag tag;
+            tag.SetPriority(priority);
+            p->ReplacePacketTag(tag);
+        }
+        SocketSetDontFragmentTag df;
+        if (!p->RemovePacketTag(df))
+        {
+            df.Disable();
+            p->AddPacketTag(df);
+        }
+        Ipv4Header header;
+        Ipv4Address dst(kBaseAddr + q->dst);
+        header.SetDestination(dst);
+        header.SetProtocol(UdpL4Protocol::PROT_NUMBER);
+        Socket::SocketErrno err;
+        Ptr<Ipv4Route> route = m_fabric.routing[q->src]->RouteOutput(p, header, nullptr, err);
+        udp[q->src]->Send(p, route->GetSource(), dst, q->port, kRdmaPort, route);
     }
 
     void Activate(Qp* q)
@@ -429,7 +476,7 @@ RdmaNic::Tick()
             p->AddPacketTag(t);
             pick->loss->OnSend(now);
         }
-        pick->sock->Send(p);
+        T.SendData(pick, p);
         pick->sndNxt += size;
         pick->cc->OnSent(size);
         double wire = double(size + 30 + T.ccTraits.intBytes) * 8.0; // + IPv4, UDP, PPP (and INT)

@@ -3,8 +3,9 @@
 The cost of run-ns3 is per packet per hop, so the number of events each data packet
 causes is the figure to hold down. One flow NIC -> switch -> NIC, lossless RDMA:
 
-- the NIC's pacing tick that hands the packet to its UDP socket: 1;
-- per link, PointToPointNetDevice's transmit-complete and the far end's receive: 2 x 2;
+- the NIC's pacing tick that hands the packet to UDP (RdmaTransport::SendData): 1;
+- per link, the device's transmit-complete and the far end's receive (LinkDevice,
+  tsim_device.h: PointToPointNetDevice's two events): 2 x 2;
 - at the switch port, ns-3's flow control waking the queue disc once the device has
   taken the packet (NetDeviceQueue::PacketDequeued's ScheduleNow): 1.
 
