@@ -40,17 +40,16 @@ def maxmin_rates(paths: np.ndarray, capacity: np.ndarray, pad: int, *, dedupe: b
     f = paths.shape[0]
     if f == 0:
         return np.zeros(0)
+    paths = _trim(paths, pad)
+    one = _one_link(paths, pad)
+    if one is not None:  # no filling to save by merging equal rows: not worth their sort
+        return _share_one(one, np.ones(f), capacity, pad)
     rows, inverse, mult = paths, None, np.ones(f, dtype=np.int64)
     if dedupe and f > 64:
         found = _unique_rows(paths, path_keys(paths) if keys is None else keys)
         if found is not None:
             rows, inverse, mult = found
-    rows = _trim(rows, pad)
-    one = _one_link(rows, pad)
-    if one is not None:
-        rate = _share_one(one, mult.astype(np.float64), capacity, pad)
-    else:
-        rate = _fill(rows, mult.astype(np.float64), capacity, pad)
+    rate = _fill(rows, mult.astype(np.float64), capacity, pad)
     return rate if inverse is None else rate[inverse]
 
 

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from network.flow.columns import Columns
+from network.flow.local import crosses, fastest_per_link, local_rates
 from network.flow.maxmin import maxmin_rates, path_keys
 from network.flow.routing import FIRST_PORT, EcmpRouter, next_ports
 
@@ -73,6 +74,11 @@ fabric events solve all fabric flows without searching (on a fat-tree the search
 never prunes: 3,057 of 3,087 searches of a 256-GPU all-reduce reached every flow), then
 search again in case the fabric traffic has split. Solving a union of components is
 exact, so this is a cost choice only."""
+
+LOCAL_RETRY_AFTER = 0
+"""After a local re-solve of the fabric gave up (:func:`network.flow.local.local_rates`:
+its check failed or the change reached most flows), the next this many fabric events
+solve as before without trying it. A cost choice only: both give the same rates."""
 
 DEDUPE_WORTH, DEDUPE_RECHECK_EVERY = 0.5, 16
 """A solve merges rows with the same path (:func:`maxmin_rates`' dedupe) only if its last
@@ -179,6 +185,12 @@ class FlowNetwork:
         """Bytes left below which a draining flow counts as finished (FINISH_REL, FINISH_ABS)."""
         self._nic_dirty = False
         self._skip_search = 0
+        self._local_skip = 0
+        self.local_solves = 0
+        self._fastest = np.zeros(self.pad + 1)
+        """Per fabric link direction, the fastest draining flow crossing it (bytes/s), as
+        :func:`network.flow.local.local_rates` needs it; kept up to date by every fabric solve."""
+        """Fabric solves done locally (:mod:`network.flow.local`), of ``solves``."""
         self._dedupe = [True, True]
         """Per solve kind (0 fabric, 1 NVLink): merge rows with the same path (DEDUPE_WORTH)."""
         self._merge_rows: bool | None = None
@@ -547,17 +559,37 @@ class FlowNetwork:
             want[domains + 2] = True
             solved += self._solve(np.flatnonzero(want[self._act_group + 2]), 1)
         if (touched == 0).any():
-            solved += self._solve(self._fabric_component(changed), 0)
+            solved += self._solve_fabric(changed)
             self._nic_dirty = True  # only fabric rates bound the NIC shares
         if solved:
             self.solves += 1
             self.solved_rows += solved
 
-    def _fabric_component(self, changed: np.ndarray) -> np.ndarray:
-        """Rows of the draining fabric flows that share links, within
+    def _solve_fabric(self, changed: np.ndarray) -> int:
+        """New rates for the fabric flows a change of the resources ``changed`` can
+        reach: first only through saturated links (:func:`network.flow.local.local_rates`,
+        checked), else the component search below. Returns the rows re-rated."""
+        fab = np.flatnonzero(self._act_group == 0)
+        if not fab.size:
+            return 0
+        if self._local_skip > 0:
+            self._local_skip -= 1
+        else:
+            got = local_rates(self._act_path[fab], self._act_rate[fab], changed, self.capacity, self.pad,
+                              lambda rows, cap: self._rates(fab[rows], 0, cap), self._fastest)
+            if got is not None:
+                rows, rate = got
+                self.local_solves += 1
+                return self._set_rates(fab[rows], rate)
+            self._local_skip = LOCAL_RETRY_AFTER
+        solved = self._solve(self._fabric_component(changed, fab), 0)
+        self._fastest = fastest_per_link(self._act_path[fab], self._act_rate[fab], self.pad + 1)
+        return solved
+
+    def _fabric_component(self, changed: np.ndarray, fab: np.ndarray) -> np.ndarray:
+        """Rows of the draining fabric flows (``fab``) that share links, within
         FABRIC_SEARCH_ROUNDS hops, with the resources ``changed``; all fabric rows if the
         search is still growing then."""
-        fab = np.flatnonzero(self._act_group == 0)
         if self._skip_search > 0:
             self._skip_search -= 1
             return fab
@@ -565,7 +597,7 @@ class FlowNetwork:
         mark = np.zeros(self.pad + 1, dtype=bool)
         mark[changed] = True
         mark[self.pad] = False
-        reach = mark[path].any(axis=1)
+        reach = crosses(mark, path)
         for _ in range(FABRIC_SEARCH_ROUNDS):
             grow = path[reach].ravel()
             new = grow[~mark[grow]]
@@ -575,7 +607,7 @@ class FlowNetwork:
                 return fab[reach]
             mark[new] = True
             mark[self.pad] = False
-            reach = mark[path].any(axis=1)
+            reach = crosses(mark, path)
         self._skip_search = FABRIC_RECHECK_EVERY
         return fab
 
@@ -586,16 +618,25 @@ class FlowNetwork:
         width. Returns the rows."""
         if not sel.size:
             return 0
+        return self._set_rates(sel, self._rates(sel, kind, self.capacity))
+
+    def _rates(self, sel: np.ndarray, kind: int, capacity: np.ndarray) -> np.ndarray:
+        """Max-min rates of rows ``sel`` of ``kind`` on ``capacity`` (bytes/s per resource)."""
         keys = self._act_key[sel]
         if self._dedupe_check[kind] <= 0:
             self._dedupe[kind] = np.unique(keys).size < DEDUPE_WORTH * sel.size
             self._dedupe_check[kind] = DEDUPE_RECHECK_EVERY
         self._dedupe_check[kind] -= 1
         merge = self._dedupe[kind] if self._merge_rows is None else self._merge_rows
-        rate = maxmin_rates(self._act_path[sel], self.capacity, self.pad, dedupe=merge, keys=keys)
+        rate = maxmin_rates(self._act_path[sel], capacity, self.pad, dedupe=merge, keys=keys)
         rate[~np.isfinite(rate)] = self.nvlink_Bps  # NVSwitch to NVSwitch: no GPU port limits it
-        self._reanchor(sel)
-        self._act_rate[sel] = rate
+        return rate
+
+    def _set_rates(self, sel: np.ndarray, rate: np.ndarray) -> int:
+        """Give rows ``sel`` their new rates (bytes/s). Returns the rows."""
+        if sel.size:
+            self._reanchor(sel)
+            self._act_rate[sel] = rate
         return int(sel.size)
 
     def _share_nics(self) -> None:
@@ -609,5 +650,9 @@ class FlowNetwork:
             return
         first = self._act_path[at_nic, 0]
         users = np.bincount(first, minlength=self.pad + 1)
-        self._reanchor(at_nic)
-        self._act_nic_rate[at_nic] = np.maximum(self.capacity[first] / users[first], self._act_rate[at_nic])
+        share = np.maximum(self.capacity[first] / users[first], self._act_rate[at_nic])
+        moved = share != self._act_nic_rate[at_nic]  # only these need their bytes brought up to date
+        if moved.any():
+            rows = at_nic[moved]
+            self._reanchor(rows)
+            self._act_nic_rate[rows] = share[moved]
