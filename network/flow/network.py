@@ -75,11 +75,6 @@ never prunes: 3,057 of 3,087 searches of a 256-GPU all-reduce reached every flow
 search again in case the fabric traffic has split. Solving a union of components is
 exact, so this is a cost choice only."""
 
-LOCAL_RETRY_AFTER = 0
-"""After a local re-solve of the fabric gave up (:func:`network.flow.local.local_rates`:
-its check failed or the change reached most flows), the next this many fabric events
-solve as before without trying it. A cost choice only: both give the same rates."""
-
 DEDUPE_WORTH, DEDUPE_RECHECK_EVERY = 0.5, 16
 """A solve merges rows with the same path (:func:`maxmin_rates`' dedupe) only if its last
 check found fewer distinct paths than this fraction of its rows; the check (one sort of
@@ -185,7 +180,6 @@ class FlowNetwork:
         """Bytes left below which a draining flow counts as finished (FINISH_REL, FINISH_ABS)."""
         self._nic_dirty = False
         self._skip_search = 0
-        self._local_skip = 0
         self.local_solves = 0
         self._fastest = np.zeros(self.pad + 1)
         """Per fabric link direction, the fastest draining flow crossing it (bytes/s), as
@@ -567,21 +561,18 @@ class FlowNetwork:
 
     def _solve_fabric(self, changed: np.ndarray) -> int:
         """New rates for the fabric flows a change of the resources ``changed`` can
-        reach: first only through saturated links (:func:`network.flow.local.local_rates`,
-        checked), else the component search below. Returns the rows re-rated."""
+        reach: first the flows on those links, grown where the bottleneck check fails
+        (:func:`network.flow.local.local_rates`), else the component search below.
+        Returns the rows re-rated."""
         fab = np.flatnonzero(self._act_group == 0)
         if not fab.size:
             return 0
-        if self._local_skip > 0:
-            self._local_skip -= 1
-        else:
-            got = local_rates(self._act_path[fab], self._act_rate[fab], changed, self.capacity, self.pad,
-                              lambda rows, cap: self._rates(fab[rows], 0, cap), self._fastest)
-            if got is not None:
-                rows, rate = got
-                self.local_solves += 1
-                return self._set_rates(fab[rows], rate)
-            self._local_skip = LOCAL_RETRY_AFTER
+        got = local_rates(self._act_path[fab], self._act_rate[fab], changed, self.capacity, self.pad,
+                          lambda rows, cap: self._rates(fab[rows], 0, cap), self._fastest)
+        if got is not None:
+            rows, rate = got
+            self.local_solves += 1
+            return self._set_rates(fab[rows], rate)
         solved = self._solve(self._fabric_component(changed, fab), 0)
         self._fastest = fastest_per_link(self._act_path[fab], self._act_rate[fab], self.pad + 1)
         return solved

@@ -1,9 +1,9 @@
 """The local re-solve (network/flow/local.py) gives the rates a full max-min solve gives.
 
-After flows start and stop, re-solving only the flows the change reaches through
-saturated links, and checking that each of them has a bottleneck, must give every flow
-the rate a fresh solve of all flows gives; when it cannot vouch for that it must give up
-(None), never answer wrongly.
+After flows start and stop, re-solving only the flows on the changed links, and checking
+that every flow whose links changed load has a bottleneck (taking in those that fail),
+must give every flow the rate a fresh solve of all flows gives; when it cannot vouch for
+that it must give up (None), never answer wrongly.
 """
 from __future__ import annotations
 
