@@ -568,7 +568,7 @@ class FlowNetwork:
         if not fab.size:
             return 0
         got = local_rates(self._act_path[fab], self._act_rate[fab], changed, self.capacity, self.pad,
-                          lambda rows, cap: self._rates(fab[rows], 0, cap), self._fastest)
+                          lambda rows, paths, cap, pad: self._rates(fab[rows], 0, cap, paths, pad), self._fastest)
         if got is not None:
             rows, rate = got
             self.local_solves += 1
@@ -611,15 +611,19 @@ class FlowNetwork:
             return 0
         return self._set_rates(sel, self._rates(sel, kind, self.capacity))
 
-    def _rates(self, sel: np.ndarray, kind: int, capacity: np.ndarray) -> np.ndarray:
-        """Max-min rates of rows ``sel`` of ``kind`` on ``capacity`` (bytes/s per resource)."""
+    def _rates(self, sel: np.ndarray, kind: int, capacity: np.ndarray, paths: np.ndarray | None = None,
+               pad: int | None = None) -> np.ndarray:
+        """Max-min rates of rows ``sel`` of ``kind`` on ``capacity`` (bytes/s per resource);
+        ``paths``/``pad``: their paths renumbered to ``capacity`` (default: as stored)."""
         keys = self._act_key[sel]
         if self._dedupe_check[kind] <= 0:
             self._dedupe[kind] = np.unique(keys).size < DEDUPE_WORTH * sel.size
             self._dedupe_check[kind] = DEDUPE_RECHECK_EVERY
         self._dedupe_check[kind] -= 1
         merge = self._dedupe[kind] if self._merge_rows is None else self._merge_rows
-        rate = maxmin_rates(self._act_path[sel], capacity, self.pad, dedupe=merge, keys=keys)
+        if paths is None:
+            paths, pad = self._act_path[sel], self.pad
+        rate = maxmin_rates(paths, capacity, pad, dedupe=merge, keys=keys)
         rate[~np.isfinite(rate)] = self.nvlink_Bps  # NVSwitch to NVSwitch: no GPU port limits it
         return rate
 

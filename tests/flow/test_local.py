@@ -43,8 +43,8 @@ def test_a_local_re_solve_equals_a_full_solve(seed, n_res, monkeypatch):
     after = np.concatenate([paths[~gone], new])
     held = np.r_[rate[~gone], np.zeros(new.shape[0])]
 
-    def solve(rows: np.ndarray, room: np.ndarray) -> np.ndarray:
-        return maxmin_rates(after[rows], room, pad, dedupe=False)
+    def solve(rows: np.ndarray, sub: np.ndarray, room: np.ndarray, sub_pad: int) -> np.ndarray:
+        return maxmin_rates(sub, room, sub_pad, dedupe=False)
 
     got = local_rates(after, held, changed, cap, pad, solve, fastest_per_link(paths, rate, cap.size))
     full = maxmin_rates(after, cap, pad, dedupe=False)
@@ -70,7 +70,7 @@ def test_the_local_re_solve_answers_for_most_small_changes():
         gone = np.zeros(paths.shape[0], dtype=bool)
         gone[rng.integers(0, paths.shape[0])] = True
         got = local_rates(paths[~gone], rate[~gone], paths[gone].ravel(), cap, pad,
-                          lambda rows, room, p=paths[~gone]: maxmin_rates(p[rows], room, pad, dedupe=False),
+                          lambda rows, sub, room, sub_pad: maxmin_rates(sub, room, sub_pad, dedupe=False),
                           fastest_per_link(paths[~gone], rate[~gone], cap.size))
         answered += got is not None
     assert answered >= 20
@@ -91,9 +91,9 @@ def test_the_check_refuses_a_flow_held_too_fast_outside_the_change(monkeypatch):
     after = before[[0, 1, 3]]
     solved = []
 
-    def solve(rows: np.ndarray, room: np.ndarray) -> np.ndarray:
+    def solve(rows: np.ndarray, sub: np.ndarray, room: np.ndarray, sub_pad: int) -> np.ndarray:
         solved.append(rows.tolist())
-        return maxmin_rates(after[rows], room, pad, dedupe=False)
+        return maxmin_rates(sub, room, sub_pad, dedupe=False)
 
     rows, x = local_rates(after, rate[[0, 1, 3]], np.array([A, pad]), cap, pad, solve,
                           fastest_per_link(before, rate, cap.size))
