@@ -10,8 +10,10 @@ the packets:
   after the NVLink latency, on its GPUs' egress and ingress ports (tsim_nvlink.h);
 - while draining it moves its *wire* bytes (payload plus per-packet headers) at its
   max-min fair rate (:mod:`network.flow.maxmin`), re-solved whenever a flow starts or
-  stops draining, only for the flows that share links, transitively, with those that
-  changed (the affected connected component);
+  stops draining, only for the flows whose rates that can move: on the fabric those on
+  the changed links, grown until every flow on a link whose load changed has a
+  bottleneck (:mod:`network.flow.local`), else the affected connected component; on
+  NVLink the domains touched;
 - a fabric flow leaves its NIC at the NIC's round-robin share among the flows that still
   have bytes to hand it (the RDMA NIC of tsim_rdma.h serves its queue pairs round robin at
   line rate; what runs ahead of the bottleneck waits in the lossless switch buffers), so
