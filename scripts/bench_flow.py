@@ -61,7 +61,7 @@ def _line(name: str, backend, result: tuple[float | None, float, int], total: in
     st = backend.stats()
     net = backend.net
     submitted = net.flows.size
-    head = (f"{name}: simulated {t * 1e3:.3f} ms" if t is not None else
+    head = (f"{name}: simulated {t * 1e3:.6f} ms" if t is not None else
             f"{name}: STOPPED at the CPU budget after {net.now * 1e3:.3f} ms simulated, "
             f"{done}/{total} collectives done")
     return (f"{head}; {st['flows']:,}/{submitted:,} flows done, {st['fabric_bytes'] / 1e9:.2f} fabric GB, "

@@ -40,13 +40,50 @@ def maxmin_rates(paths: np.ndarray, capacity: np.ndarray, pad: int, *, dedupe: b
     f = paths.shape[0]
     if f == 0:
         return np.zeros(0)
+    paths = _trim(paths, pad)
+    one = _one_link(paths, pad)
+    if one is not None:  # no filling to save by merging equal rows: not worth their sort
+        return _share_one(one, np.ones(f), capacity, pad)
     rows, inverse, mult = paths, None, np.ones(f, dtype=np.int64)
     if dedupe and f > 64:
         found = _unique_rows(paths, path_keys(paths) if keys is None else keys)
         if found is not None:
             rows, inverse, mult = found
-    rate = _fill(_trim(rows, pad), mult.astype(np.float64), capacity, pad)
+    rate = _fill(rows, mult.astype(np.float64), capacity, pad)
     return rate if inverse is None else rate[inverse]
+
+
+def _one_link(rows: np.ndarray, pad: int) -> np.ndarray | None:
+    """The one resource of each row (``pad`` for none) if no row crosses two; else None.
+
+    Why: an NVLS flow's NVLink path is one GPU port (the other end is the NVSwitch), and
+    most NVLink solves of an NVLS all-reduce are only such rows: their max-min rates are
+    each port's capacity shared equally, with no progressive filling to run. ``pad`` is
+    the largest resource id, so a row's minimum is its real resource."""
+    if rows.shape[1] == 1:
+        return rows[:, 0]
+    if rows.shape[1] != 2:
+        return None  # a fabric path: two hops or more
+    a, b = rows[:, 0], rows[:, 1]
+    if ((a != pad) & (b != pad)).any():
+        return None
+    return np.minimum(a, b)
+
+
+def _share_one(link: np.ndarray, mult: np.ndarray, capacity: np.ndarray, pad: int) -> np.ndarray:
+    """Max-min rates of flows that each cross one resource (``link``; ``pad``: none, inf):
+    the resource's capacity over its flows, the first and only round of progressive
+    filling, with the same arithmetic as :func:`_fill`."""
+    if capacity.size <= COMPACT_RATIO * 1024:  # counting over every resource is cheaper than a sort
+        users = np.bincount(link, weights=mult, minlength=capacity.size)
+        share = capacity[link] / users[link]
+        share[link == pad] = np.inf
+        return share
+    res, inv = np.unique(link, return_inverse=True)
+    users = np.bincount(inv, weights=mult, minlength=res.size)
+    share = capacity[res] / users
+    share[res == pad] = np.inf
+    return share[inv]
 
 
 COMPACT_RATIO = 16

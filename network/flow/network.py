@@ -10,8 +10,10 @@ the packets:
   after the NVLink latency, on its GPUs' egress and ingress ports (tsim_nvlink.h);
 - while draining it moves its *wire* bytes (payload plus per-packet headers) at its
   max-min fair rate (:mod:`network.flow.maxmin`), re-solved whenever a flow starts or
-  stops draining, only for the flows that share links, transitively, with those that
-  changed (the affected connected component);
+  stops draining, only for the flows whose rates that can move: on the fabric those on
+  the changed links, grown until every flow on a link whose load changed has a
+  bottleneck (:mod:`network.flow.local`), else the affected connected component; on
+  NVLink the domains touched;
 - a fabric flow leaves its NIC at the NIC's round-robin share among the flows that still
   have bytes to hand it (the RDMA NIC of tsim_rdma.h serves its queue pairs round robin at
   line rate; what runs ahead of the bottleneck waits in the lossless switch buffers), so
@@ -44,6 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from network.flow.columns import Columns
+from network.flow.local import crosses, fastest_per_link, local_rates
 from network.flow.maxmin import maxmin_rates, path_keys
 from network.flow.routing import FIRST_PORT, EcmpRouter, next_ports
 
@@ -156,6 +159,17 @@ class FlowNetwork:
         self._seq = itertools.count()
         self._act_id = np.zeros(0, dtype=np.int64)
         self._act_rem = np.zeros(0)
+        """Wire bytes each draining flow had left at its anchor time ``_act_t0`` (lazy
+        draining: a row's bytes are brought up to date only when its rates change, so an
+        event costs passes over the rows it touches, not over every draining flow)."""
+        self._act_t0 = np.zeros(0)
+        self._act_ev = np.zeros(0)
+        """Per row: the instant it drains or leaves its NIC at its current rates (inf: never)."""
+        self._act_due = np.zeros(0)
+        """Per row: the instant from which it counts as drained or sent (its bytes within
+        the finish tolerance); an event at ``now`` handles the rows due by ``now + window``."""
+        self._dirty: list[np.ndarray] = []
+        """Rows whose rates or state changed in this event: ``_act_ev``/``_act_due`` to redo."""
         self._act_rate = np.zeros(0)
         self._act_path = np.zeros((0, self.width), dtype=np.int64)
         self._act_key = np.zeros(0, dtype=np.uint64)
@@ -168,6 +182,11 @@ class FlowNetwork:
         """Bytes left below which a draining flow counts as finished (FINISH_REL, FINISH_ABS)."""
         self._nic_dirty = False
         self._skip_search = 0
+        self.local_solves = 0
+        self._fastest = np.zeros(self.pad + 1)
+        """Per fabric link direction, the fastest draining flow crossing it (bytes/s), as
+        :func:`network.flow.local.local_rates` needs it; kept up to date by every fabric solve."""
+        """Fabric solves done locally (:mod:`network.flow.local`), of ``solves``."""
         self._dedupe = [True, True]
         """Per solve kind (0 fabric, 1 NVLink): merge rows with the same path (DEDUPE_WORTH)."""
         self._merge_rows: bool | None = None
@@ -232,20 +251,14 @@ class FlowNetwork:
     def run_until(self, t_end: float, stop_on_transfer: bool = True) -> None:
         """Run to ``t_end`` (s), or until an instant at which a collective completed."""
         while True:
-            t_drain = math.inf
-            if self._act_rem.size:
-                t_drain = self.now + float(np.min(self._act_rem / self._act_rate))
-                # flows past their NIC phase hold inf bytes at rate 1 there: never the minimum
-                t_drain = min(t_drain, self.now + float(np.min(self._act_nic / self._act_nic_rate)))
+            t_drain = float(self._act_ev.min()) if self._act_ev.size else math.inf
             t_heap = self._heap[0][0] if self._heap else math.inf
             t_next = min(t_drain, t_heap)
             if t_next > t_end or math.isinf(t_next):
                 if math.isfinite(t_end) and t_end > self.now:
-                    self._drain(t_end - self.now)
                     self.now = t_end
                 return
             if t_next > self.now:
-                self._drain(t_next - self.now)
                 self.now = t_next
             self.events += 1
             n_done = len(self.done)
@@ -261,6 +274,7 @@ class FlowNetwork:
                     self._deliver(ids)
             self._resolve()
             self._share_nics()
+            self._retime()
             if stop_on_transfer and len(self.done) > n_done:
                 return
 
@@ -281,7 +295,8 @@ class FlowNetwork:
             t = self._heap[0][0] if self._heap else math.inf
         else:
             cap = self.capacity[self._act_path[live]].min(axis=1)
-            t = self.now + float(np.min(self._act_rem[live] / cap))
+            rem = self._act_rem[live] - self._act_rate[live] * (self.now - self._act_t0[live])
+            t = self.now + float(np.min(rem / cap))
         return max(self.now, t - self.event_window_s)
 
     # ------------------------------------------------------------------ internals
@@ -289,25 +304,54 @@ class FlowNetwork:
         if ids.size:
             heapq.heappush(self._heap, (t, next(self._seq), kind, ids))
 
-    def _drain(self, dt: float) -> None:
-        self._act_rem -= self._act_rate * dt
-        self._act_nic -= self._act_nic_rate * dt
+    def _reanchor(self, rows: np.ndarray) -> None:
+        """Bring rows' bytes left (end to end and at the NIC) up to now, before their
+        rates change."""
+        dt = self.now - self._act_t0[rows]
+        self._act_rem[rows] -= self._act_rate[rows] * dt
+        self._act_nic[rows] -= self._act_nic_rate[rows] * dt  # inf (sent) stays inf
+        self._act_t0[rows] = self.now
+        self._dirty.append(rows)
+
+    def _retime(self) -> None:
+        """``_act_ev`` and ``_act_due`` of the rows changed in this event, from their
+        bytes and rates: finish when ``rem`` reaches 0, due when it reaches ``tol``
+        (FINISH_REL, FINISH_ABS); the same for the bytes still to hand the NIC."""
+        if not self._dirty:
+            return
+        rows = np.concatenate(self._dirty) if len(self._dirty) > 1 else self._dirty[0]
+        self._dirty = []
+        t0, rem, rate, tol = self._act_t0[rows], self._act_rem[rows], self._act_rate[rows], self._act_tol[rows]
+        nic, nic_rate = self._act_nic[rows], self._act_nic_rate[rows]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ev = t0 + np.minimum(rem / rate, nic / nic_rate)
+            due_fin = np.where(rem <= tol, -np.inf, t0 + (rem - tol) / rate)
+            due_nic = np.where(nic <= tol, -np.inf, t0 + (nic - tol) / nic_rate)
+        due = np.minimum(due_fin, np.where(self._act_unsent[rows], due_nic, np.inf))
+        dead = self._act_group[rows] == DEAD
+        ev[dead] = np.inf
+        due[dead] = np.inf
+        self._act_ev[rows] = ev
+        self._act_due[rows] = due
 
     def _finish_draining(self, ahead: float = 0.0) -> None:
         """Flows that have drained (or left their NIC) by ``ahead`` seconds from now count
         as done now (the event window, EVENT_WINDOW_S): their last bytes are not moved."""
-        if not self._act_rem.size:
+        if not self._act_due.size:
             return
-        tol = self._act_tol
-        if ahead > 0:
-            fin = self._act_rem <= tol + self._act_rate * ahead
-            left_nic = self._act_unsent & ((self._act_nic <= tol + self._act_nic_rate * ahead) | fin)
-        else:
-            fin = self._act_rem <= tol
-            left_nic = self._act_unsent & ((self._act_nic <= tol) | fin)
-        # row indices, not masks, from here: each masked write was a pass over every row
-        nic_rows = np.flatnonzero(left_nic)
+        cand = np.flatnonzero(self._act_due <= self.now + ahead)  # the one pass over every row
+        if not cand.size:
+            return
+        # the tests of the rows that may be due, on their bytes as of now
+        dt = self.now - self._act_t0[cand]
+        tol, rate, nic_rate = self._act_tol[cand], self._act_rate[cand], self._act_nic_rate[cand]
+        rem = self._act_rem[cand] - rate * dt
+        nic = self._act_nic[cand] - nic_rate * dt
+        fin_c = rem <= tol + rate * ahead
+        left_c = self._act_unsent[cand] & ((nic <= tol + nic_rate * ahead) | fin_c)
+        nic_rows = cand[left_c]
         if nic_rows.size:
+            self._reanchor(nic_rows)
             self._act_unsent[nic_rows] = False
             self._act_nic[nic_rows] = np.inf
             self._act_nic_rate[nic_rows] = 1.0
@@ -315,7 +359,7 @@ class FlowNetwork:
             sent = self._act_id[nic_rows]
             self.flows["sent"][sent] = self.now
             self._release(sent, self._send_ptr, self._send_kids)
-        rows = np.flatnonzero(fin)
+        rows = cand[fin_c]
         if not rows.size:
             return
         ids = self._act_id[rows]
@@ -331,6 +375,8 @@ class FlowNetwork:
         self._act_unsent[rows] = False
         self._act_nic[rows] = np.inf
         self._act_nic_rate[rows] = 1.0
+        self._act_ev[rows] = np.inf
+        self._act_due[rows] = np.inf
         self._dead += ids.size
         if 2 * self._dead > self._act_id.size:
             self._compact()
@@ -359,15 +405,19 @@ class FlowNetwork:
         self._act_nic, self._act_nic_rate = more(self._act_nic, np.inf), more(self._act_nic_rate, 1.0)
         self._act_unsent, self._act_tol = more(self._act_unsent, False), more(self._act_tol, 0.0)
         self._act_group, self._act_key = more(self._act_group, DEAD), more(self._act_key, 0)
+        self._act_t0, self._act_ev = more(self._act_t0, 0.0), more(self._act_ev, np.inf)
+        self._act_due = more(self._act_due, np.inf)
         self._dead += extra
 
     def _compact(self) -> None:
+        self._retime()  # its pending rows are numbered as before the compaction
         keep = self._act_group != DEAD
         self._act_id, self._act_rem = self._act_id[keep], self._act_rem[keep]
         self._act_rate, self._act_path = self._act_rate[keep], self._act_path[keep]
         self._act_nic, self._act_nic_rate = self._act_nic[keep], self._act_nic_rate[keep]
         self._act_unsent, self._act_tol = self._act_unsent[keep], self._act_tol[keep]
         self._act_group, self._act_key = self._act_group[keep], self._act_key[keep]
+        self._act_t0, self._act_ev, self._act_due = self._act_t0[keep], self._act_ev[keep], self._act_due[keep]
         self._dead = 0
 
     def draining(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -458,6 +508,8 @@ class FlowNetwork:
         self._act_nic_rate[slots] = 1.0
         self._act_unsent[slots] = ~fluid
         self._act_tol[slots] = np.maximum(FINISH_ABS, FINISH_REL * wire)
+        self._act_t0[slots] = self.now
+        self._dirty.append(slots)
         self._nic_dirty |= not fluid.all()
         self._changed.append(path)
 
@@ -503,17 +555,34 @@ class FlowNetwork:
             want[domains + 2] = True
             solved += self._solve(np.flatnonzero(want[self._act_group + 2]), 1)
         if (touched == 0).any():
-            solved += self._solve(self._fabric_component(changed), 0)
+            solved += self._solve_fabric(changed)
             self._nic_dirty = True  # only fabric rates bound the NIC shares
         if solved:
             self.solves += 1
             self.solved_rows += solved
 
-    def _fabric_component(self, changed: np.ndarray) -> np.ndarray:
-        """Rows of the draining fabric flows that share links, within
+    def _solve_fabric(self, changed: np.ndarray) -> int:
+        """New rates for the fabric flows a change of the resources ``changed`` can
+        reach: first the flows on those links, grown where the bottleneck check fails
+        (:func:`network.flow.local.local_rates`), else the component search below.
+        Returns the rows re-rated."""
+        fab = np.flatnonzero(self._act_group == 0)
+        if not fab.size:
+            return 0
+        got = local_rates(self._act_path[fab], self._act_rate[fab], changed, self.capacity, self.pad,
+                          lambda rows, paths, cap, pad: self._rates(fab[rows], 0, cap, paths, pad), self._fastest)
+        if got is not None:
+            rows, rate = got
+            self.local_solves += 1
+            return self._set_rates(fab[rows], rate)
+        solved = self._solve(self._fabric_component(changed, fab), 0)
+        self._fastest = fastest_per_link(self._act_path[fab], self._act_rate[fab], self.pad + 1)
+        return solved
+
+    def _fabric_component(self, changed: np.ndarray, fab: np.ndarray) -> np.ndarray:
+        """Rows of the draining fabric flows (``fab``) that share links, within
         FABRIC_SEARCH_ROUNDS hops, with the resources ``changed``; all fabric rows if the
         search is still growing then."""
-        fab = np.flatnonzero(self._act_group == 0)
         if self._skip_search > 0:
             self._skip_search -= 1
             return fab
@@ -521,7 +590,7 @@ class FlowNetwork:
         mark = np.zeros(self.pad + 1, dtype=bool)
         mark[changed] = True
         mark[self.pad] = False
-        reach = mark[path].any(axis=1)
+        reach = crosses(mark, path)
         for _ in range(FABRIC_SEARCH_ROUNDS):
             grow = path[reach].ravel()
             new = grow[~mark[grow]]
@@ -531,7 +600,7 @@ class FlowNetwork:
                 return fab[reach]
             mark[new] = True
             mark[self.pad] = False
-            reach = mark[path].any(axis=1)
+            reach = crosses(mark, path)
         self._skip_search = FABRIC_RECHECK_EVERY
         return fab
 
@@ -542,15 +611,29 @@ class FlowNetwork:
         width. Returns the rows."""
         if not sel.size:
             return 0
+        return self._set_rates(sel, self._rates(sel, kind, self.capacity))
+
+    def _rates(self, sel: np.ndarray, kind: int, capacity: np.ndarray, paths: np.ndarray | None = None,
+               pad: int | None = None) -> np.ndarray:
+        """Max-min rates of rows ``sel`` of ``kind`` on ``capacity`` (bytes/s per resource);
+        ``paths``/``pad``: their paths renumbered to ``capacity`` (default: as stored)."""
         keys = self._act_key[sel]
         if self._dedupe_check[kind] <= 0:
             self._dedupe[kind] = np.unique(keys).size < DEDUPE_WORTH * sel.size
             self._dedupe_check[kind] = DEDUPE_RECHECK_EVERY
         self._dedupe_check[kind] -= 1
         merge = self._dedupe[kind] if self._merge_rows is None else self._merge_rows
-        rate = maxmin_rates(self._act_path[sel], self.capacity, self.pad, dedupe=merge, keys=keys)
+        if paths is None:
+            paths, pad = self._act_path[sel], self.pad
+        rate = maxmin_rates(paths, capacity, pad, dedupe=merge, keys=keys)
         rate[~np.isfinite(rate)] = self.nvlink_Bps  # NVSwitch to NVSwitch: no GPU port limits it
-        self._act_rate[sel] = rate
+        return rate
+
+    def _set_rates(self, sel: np.ndarray, rate: np.ndarray) -> int:
+        """Give rows ``sel`` their new rates (bytes/s). Returns the rows."""
+        if sel.size:
+            self._reanchor(sel)
+            self._act_rate[sel] = rate
         return int(sel.size)
 
     def _share_nics(self) -> None:
@@ -559,9 +642,14 @@ class FlowNetwork:
         if not self._nic_dirty:
             return
         self._nic_dirty = False
-        at_nic = self._act_unsent
-        if not at_nic.any():
+        at_nic = np.flatnonzero(self._act_unsent)
+        if not at_nic.size:
             return
         first = self._act_path[at_nic, 0]
         users = np.bincount(first, minlength=self.pad + 1)
-        self._act_nic_rate[at_nic] = np.maximum(self.capacity[first] / users[first], self._act_rate[at_nic])
+        share = np.maximum(self.capacity[first] / users[first], self._act_rate[at_nic])
+        moved = share != self._act_nic_rate[at_nic]  # only these need their bytes brought up to date
+        if moved.any():
+            rows = at_nic[moved]
+            self._reanchor(rows)
+            self._act_nic_rate[rows] = share[moved]
