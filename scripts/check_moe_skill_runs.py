@@ -58,6 +58,11 @@ NSIGHT_GPU_ACTIVE_S = 22.821
 NSIGHT_COMM_S = 9.079e-3 / 0.0011
 """HybridEP without the overlap: GPU-active union and communication-kernel time per step
 (the SKILL.md's Nsight table; 0.11% is rounded, so 7.9-8.6 s)."""
+NSIGHT_OVERLAP_CONCURRENT_S = 3.958997
+NSIGHT_OVERLAP_COMM_S = NSIGHT_OVERLAP_CONCURRENT_S / 0.3655
+"""HybridEP with the overlap: communication-kernel time concurrent with GEMMs and attention
+(3,958.997 ms, 36.55% of it) and so all of it, 10.83 s per step (the same table); the rest,
+6.87 s, ran with no compute beside it."""
 
 
 @dataclass(frozen=True)
@@ -140,6 +145,11 @@ def main(argv: list[str] | None = None) -> int:
           f"{NSIGHT_GPU_ACTIVE_S - NSIGHT_COMM_S:.2f} s measured, {b.compute_s:.2f} s predicted; communication "
           f"{NSIGHT_COMM_S:.2f} s measured, {b.exposed_comm_s.get('ep', 0.0):.2f} s exposed EP predicted; GPU idle "
           f"{RUNS[0].measured_s - NSIGHT_GPU_ACTIVE_S:.2f} s measured, {b.host_s:.2f} s host predicted")
+    o = results[1][0].breakdown
+    print(f"HybridEP with the overlap: communication with no compute beside it "
+          f"{NSIGHT_OVERLAP_COMM_S - NSIGHT_OVERLAP_CONCURRENT_S:.2f} s measured (of {NSIGHT_OVERLAP_COMM_S:.2f} s), "
+          f"{o.exposed_comm_s.get('ep', 0.0):.2f} s exposed EP predicted (+{o.host_s:.2f} s host); compute "
+          f"{o.compute_s:.2f} s predicted, slowed beside the all-to-alls from {b.compute_s:.2f} s")
     return 0
 
 

@@ -46,3 +46,19 @@ def test_the_hybridep_step_splits_as_nvidias_profile_does():
     b = result.breakdown
     assert b.compute_s == pytest.approx(skill.NSIGHT_GPU_ACTIVE_S - skill.NSIGHT_COMM_S, rel=0.10)
     assert b.host_s == pytest.approx(skill.RUNS[0].measured_s - skill.NSIGHT_GPU_ACTIVE_S, rel=0.25)
+
+
+def test_the_overlap_nsight_split_adds_up():
+    """With the overlap NVIDIA counts 3,958.997 ms of communication beside compute, 36.55% of it:
+    10.83 s in all, 1.31x the 8.25 s without (engine.a2a_overlap.OVERLAPPED_COMM_STRETCH), and
+    6.87 s with nothing beside it. The compute-only time of the run without the overlap (14.57 s)
+    plus those 6.87 s is within 3% of the measured 20.99 s step: the reading is consistent with
+    itself, and with compute that the overlap hardly slows."""
+    from engine.a2a_overlap import OVERLAPPED_COMM_STRETCH
+
+    assert skill.NSIGHT_OVERLAP_COMM_S == pytest.approx(10.832, abs=1e-3)
+    assert skill.NSIGHT_OVERLAP_COMM_S / skill.NSIGHT_COMM_S == pytest.approx(OVERLAPPED_COMM_STRETCH, rel=1e-9)
+    alone = skill.NSIGHT_OVERLAP_COMM_S - skill.NSIGHT_OVERLAP_CONCURRENT_S
+    assert alone == pytest.approx(6.873, abs=1e-3)
+    compute_only = skill.NSIGHT_GPU_ACTIVE_S - skill.NSIGHT_COMM_S
+    assert compute_only + alone == pytest.approx(skill.RUNS[1].measured_s, rel=0.03)
