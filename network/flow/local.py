@@ -68,7 +68,7 @@ def fastest_per_link(paths: np.ndarray, rate: np.ndarray, n_res: int) -> np.ndar
 
 def local_rates(paths: np.ndarray, rate: np.ndarray, changed: np.ndarray, capacity: np.ndarray, pad: int,
                 solve: Callable[[np.ndarray, np.ndarray, np.ndarray, int], np.ndarray],
-                fastest: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+                fastest: np.ndarray, load: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray] | None:
     """Rows to re-rate and their new max-min rates, or None: solve every row instead.
 
     ``paths``: every draining flow of the component kind ([flows, hops]); ``rate``: their
@@ -78,13 +78,16 @@ def local_rates(paths: np.ndarray, rate: np.ndarray, changed: np.ndarray, capaci
     rates of the flows ``paths[rows]``, given as ``local_paths`` over resources
     renumbered to ``local_capacity``; ``fastest``: :func:`fastest_per_link` of the rates
     before the change (links the change touched may be stale), brought up to date in
-    place when this answers. Returns (row indices into ``paths``, their rates).
+    place when this answers; ``load``: per resource, the sum of ``rate`` over the rows
+    crossing it, if the caller keeps it (else counted here, a pass over every row).
+    Returns (row indices into ``paths``, their rates).
 
     Each round works on the resources that C and the flows beside it cross, renumbered
     densely (a few thousand), not on all of them (~100,000 at 16,384 GPUs)."""
     k, hops = paths.shape
     n_res = capacity.size
-    load = np.bincount(paths.ravel(), weights=np.repeat(rate, hops), minlength=n_res)
+    if load is None:
+        load = np.bincount(paths.ravel(), weights=np.repeat(rate, hops), minlength=n_res)
     touched = np.zeros(n_res, dtype=bool)
     touched[changed] = True
     touched[pad] = False
