@@ -68,7 +68,8 @@ def fastest_per_link(paths: np.ndarray, rate: np.ndarray, n_res: int) -> np.ndar
 
 def local_rates(paths: np.ndarray, rate: np.ndarray, changed: np.ndarray, capacity: np.ndarray, pad: int,
                 solve: Callable[[np.ndarray, np.ndarray, np.ndarray, int], np.ndarray],
-                fastest: np.ndarray, load: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray] | None:
+                fastest: np.ndarray, load: np.ndarray | None = None,
+                n_rows: int | None = None) -> tuple[np.ndarray, np.ndarray] | None:
     """Rows to re-rate and their new max-min rates, or None: solve every row instead.
 
     ``paths``: every draining flow of the component kind ([flows, hops]); ``rate``: their
@@ -79,12 +80,17 @@ def local_rates(paths: np.ndarray, rate: np.ndarray, changed: np.ndarray, capaci
     renumbered to ``local_capacity``; ``fastest``: :func:`fastest_per_link` of the rates
     before the change (links the change touched may be stale), brought up to date in
     place when this answers; ``load``: per resource, the sum of ``rate`` over the rows
-    crossing it, if the caller keeps it (else counted here, a pass over every row).
+    crossing it, if the caller keeps it (else counted here, a pass over every row);
+    ``n_rows``: how many rows are flows of the kind (default all; rows crossing no
+    changed link, such as a caller's inert or other-kind rows, are never touched), which
+    MAX_FRACTION is a fraction of.
     Returns (row indices into ``paths``, their rates).
 
     Each round works on the resources that C and the flows beside it cross, renumbered
     densely (a few thousand), not on all of them (~100,000 at 16,384 GPUs)."""
     k, hops = paths.shape
+    if n_rows is not None:
+        k = n_rows
     n_res = capacity.size
     if load is None:
         load = np.bincount(paths.ravel(), weights=np.repeat(rate, hops), minlength=n_res)

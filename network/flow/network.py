@@ -597,16 +597,21 @@ class FlowNetwork:
         reach: first the flows on those links, grown where the bottleneck check fails
         (:func:`network.flow.local.local_rates`), else the component search below.
         Returns the rows re-rated."""
-        fab = np.flatnonzero(self._act_group == 0)
-        if not fab.size:
+        if not self._n_fab:
             return 0
-        got = local_rates(self._act_path[fab], self._act_rate[fab], changed, self.capacity, self.pad,
-                          lambda rows, paths, cap, pad: self._rates(fab[rows], 0, cap, paths, pad), self._fastest,
-                          load=self._load)
+        # the local solve reads every row, not the fabric rows gathered (a copy of ~11,000
+        # paths per event at 16,384 GPUs): NVLink, NVSwitch-only and finished rows cross
+        # no fabric link, so with the NVLink ports left out of ``changed`` none of them is
+        # found, and the fabric rows come out in the same order
+        fab_changed = changed[self._res_group[changed] == 0]
+        got = local_rates(self._act_path, self._act_rate, fab_changed, self.capacity, self.pad,
+                          lambda rows, paths, cap, pad: self._rates(rows, 0, cap, paths, pad), self._fastest,
+                          load=self._load, n_rows=self._n_fab)
         if got is not None:
             rows, rate = got
             self.local_solves += 1
-            return self._set_rates(fab[rows], rate)
+            return self._set_rates(rows, rate)
+        fab = np.flatnonzero(self._act_group == 0)
         solved = self._solve(self._fabric_component(changed, fab), 0)
         self._fastest = fastest_per_link(self._act_path[fab], self._act_rate[fab], self.pad + 1)
         return solved
