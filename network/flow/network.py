@@ -49,6 +49,7 @@ from network.flow.columns import Columns
 from network.flow.local import crosses, fastest_per_link, local_rates
 from network.flow.maxmin import maxmin_rates, path_keys
 from network.flow.routing import FIRST_PORT, EcmpRouter, next_ports
+from network.flow.subset import PathSubset
 
 NVSWITCH_END = -1
 """Endpoint of an NVLink flow that is the node's NVSwitch (NVLS): constrains no GPU port."""
@@ -191,8 +192,10 @@ class FlowNetwork:
         self._rerated: list[np.ndarray] = []
         """Rows re-rated since the last ``_share_nics``: with the flows of the NICs in
         ``_nic_moved``, the only ones whose share can change."""
-        self._n_fab = 0
-        """Draining fabric flows (rows of group 0)."""
+        self._fab = PathSubset(self.width, self.pad)
+        """The fabric rows' paths, compact: what the local fabric re-solve searches."""
+        self._act_fab = np.zeros(0, dtype=np.int64)
+        """Per row: its slot in ``_fab`` (-1: not a draining fabric flow)."""
         self._act_tol = np.zeros(0)
         """Bytes left below which a draining flow counts as finished (FINISH_REL, FINISH_ABS)."""
         self._nic_dirty = False
@@ -385,7 +388,7 @@ class FlowNetwork:
             return
         ids = self._act_id[rows]
         self._shift_load(rows, -self._act_rate[rows])
-        self._n_fab -= int(np.count_nonzero(self._act_group[rows] == 0))
+        self._leave_fabric(rows)
         done_paths = self._act_path[rows]
         self._changed.append(done_paths)
         np.add.at(self.link_bytes, done_paths.ravel(), np.repeat(self.flows["wire"][ids], self.width))
@@ -428,6 +431,7 @@ class FlowNetwork:
         self._act_nic, self._act_nic_rate = more(self._act_nic, np.inf), more(self._act_nic_rate, 1.0)
         self._act_unsent, self._act_tol = more(self._act_unsent, False), more(self._act_tol, 0.0)
         self._act_nic_link = more(self._act_nic_link, self.pad)
+        self._act_fab = more(self._act_fab, -1)
         self._act_group, self._act_key = more(self._act_group, DEAD), more(self._act_key, 0)
         self._act_t0, self._act_ev = more(self._act_t0, 0.0), more(self._act_ev, np.inf)
         self._act_due = more(self._act_due, np.inf)
@@ -440,7 +444,8 @@ class FlowNetwork:
         self._act_rate, self._act_path = self._act_rate[keep], self._act_path[keep]
         self._act_nic, self._act_nic_rate = self._act_nic[keep], self._act_nic_rate[keep]
         self._act_unsent, self._act_tol = self._act_unsent[keep], self._act_tol[keep]
-        self._act_nic_link = self._act_nic_link[keep]
+        self._act_nic_link, self._act_fab = self._act_nic_link[keep], self._act_fab[keep]
+        self._fab.renumber_rows(np.cumsum(keep) - 1)
         self._act_group, self._act_key = self._act_group[keep], self._act_key[keep]
         self._act_t0, self._act_ev, self._act_due = self._act_t0[keep], self._act_ev[keep], self._act_due[keep]
         self._dead = 0
@@ -537,7 +542,9 @@ class FlowNetwork:
         np.add.at(self._nic_users, nic_link, 1)
         self._nic_users[self.pad] = 0
         self._nic_moved.append(nic_link)
-        self._n_fab += int(np.count_nonzero(group == 0))
+        on_fab = group == 0
+        if on_fab.any():
+            self._act_fab[slots[on_fab]] = self._fab.add(slots[on_fab], path[on_fab])
         self._act_tol[slots] = np.maximum(FINISH_ABS, FINISH_REL * wire)
         self._act_t0[slots] = self.now
         self._dirty.append(slots)
@@ -597,20 +604,19 @@ class FlowNetwork:
         reach: first the flows on those links, grown where the bottleneck check fails
         (:func:`network.flow.local.local_rates`), else the component search below.
         Returns the rows re-rated."""
-        if not self._n_fab:
+        sub = self._fab
+        n_fab = sub.row.size - sub.free
+        if not n_fab:
             return 0
-        # the local solve reads every row, not the fabric rows gathered (a copy of ~11,000
-        # paths per event at 16,384 GPUs): NVLink, NVSwitch-only and finished rows cross
-        # no fabric link, so with the NVLink ports left out of ``changed`` none of them is
-        # found, and the fabric rows come out in the same order
-        fab_changed = changed[self._res_group[changed] == 0]
-        got = local_rates(self._act_path, self._act_rate, fab_changed, self.capacity, self.pad,
-                          lambda rows, paths, cap, pad: self._rates(rows, 0, cap, paths, pad), self._fastest,
-                          load=self._load, n_rows=self._n_fab)
+        # the local solve searches the fabric rows' own path matrix (free slots cross
+        # nothing), not a copy gathered per event nor every row
+        got = local_rates(sub.path, self._act_rate, changed, self.capacity, self.pad,
+                          lambda rows, paths, cap, pad: self._rates(sub.row[rows], 0, cap, paths, pad), self._fastest,
+                          load=self._load, n_rows=n_fab, rate_rows=sub.row)
         if got is not None:
             rows, rate = got
             self.local_solves += 1
-            return self._set_rates(rows, rate)
+            return self._set_rates(sub.row[rows], rate)
         fab = np.flatnonzero(self._act_group == 0)
         solved = self._solve(self._fabric_component(changed, fab), 0)
         self._fastest = fastest_per_link(self._act_path[fab], self._act_rate[fab], self.pad + 1)
@@ -680,6 +686,18 @@ class FlowNetwork:
         np.add.at(self._load, self._act_path[rows].ravel(), np.repeat(delta, self.width))
         self._load[self.pad] = 0.0
 
+    def _leave_fabric(self, rows: np.ndarray) -> None:
+        """Finished rows ``rows`` leave the fabric rows' subset (those in it)."""
+        slots = self._act_fab[rows]
+        slots = slots[slots >= 0]
+        if not slots.size:
+            return
+        self._act_fab[rows] = -1
+        new = self._fab.remove(slots)
+        if new is not None:  # the subset compacted: its slots are renumbered
+            used = self._act_fab >= 0
+            self._act_fab[used] = new[self._act_fab[used]]
+
     def _leave_nics(self, rows: np.ndarray) -> None:
         """Rows ``rows`` have handed their NIC their last byte: they leave its round robin."""
         links = self._act_nic_link[rows]
@@ -711,7 +729,15 @@ class FlowNetwork:
             cand.append(r[self._act_nic_link[r] != self.pad])
         if not cand:
             return
-        at_nic = np.unique(np.concatenate(cand)) if len(cand) > 1 else cand[0]
+        if len(cand) == 1:
+            at_nic = cand[0]
+        elif sum(c.size for c in cand) > self._act_id.size // 8:  # np.unique of millions (a MoE step's start) took seconds
+            pick = np.zeros(self._act_id.size, dtype=bool)
+            for c in cand:
+                pick[c] = True
+            at_nic = np.flatnonzero(pick)
+        else:
+            at_nic = np.unique(np.concatenate(cand))
         if not at_nic.size:
             return
         first = self._act_nic_link[at_nic]

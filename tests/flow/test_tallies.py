@@ -16,7 +16,7 @@ from workload_gen.core.records import CollectiveOp, CollKind, Group, Phase
 from workload_gen.core.system import load_system
 
 
-def test_kept_link_loads_nic_users_and_fabric_count_equal_a_recount():
+def test_kept_link_loads_nic_users_and_fabric_subset_equal_a_recount():
     """A ring all-gather and an all-to-all at once on a 4:1 fat-tree (hundreds of flow
     arrivals, NIC departures and completions, fabric and NVLink): after every slice of
     simulated time, the kept per-resource loads (rtol 1e-12 of the largest capacity), NIC
@@ -41,7 +41,15 @@ def test_kept_link_loads_nic_users_and_fabric_count_equal_a_recount():
         np.testing.assert_array_equal(net._nic_users, users)
         np.testing.assert_array_equal(net._act_nic_link[unsent], net._act_path[unsent, 0])
         assert (net._act_nic_link[~unsent] == net.pad).all()
-        assert net._n_fab == int(np.count_nonzero(net._act_group == 0))
+        fab_rows = np.flatnonzero(net._act_group == 0)
+        sub = net._fab
+        used = np.flatnonzero(sub.row >= 0)
+        assert sub.free == sub.row.size - used.size
+        np.testing.assert_array_equal(np.sort(sub.row[used]), fab_rows)
+        np.testing.assert_array_equal(sub.path[used], net._act_path[sub.row[used]])
+        np.testing.assert_array_equal(net._act_fab[sub.row[used]], used)
+        assert (sub.path[sub.row < 0] == net.pad).all()
+        assert np.count_nonzero(net._act_fab >= 0) == used.size
         checks += int(ids.size > 0)
     assert checks > 20
     assert len(net.take_done()) == 2
