@@ -68,7 +68,9 @@ def fastest_per_link(paths: np.ndarray, rate: np.ndarray, n_res: int) -> np.ndar
 
 def local_rates(paths: np.ndarray, rate: np.ndarray, changed: np.ndarray, capacity: np.ndarray, pad: int,
                 solve: Callable[[np.ndarray, np.ndarray, np.ndarray, int], np.ndarray],
-                fastest: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+                fastest: np.ndarray, load: np.ndarray | None = None,
+                n_rows: int | None = None, rate_rows: np.ndarray | None = None
+                ) -> tuple[np.ndarray, np.ndarray] | None:
     """Rows to re-rate and their new max-min rates, or None: solve every row instead.
 
     ``paths``: every draining flow of the component kind ([flows, hops]); ``rate``: their
@@ -78,13 +80,23 @@ def local_rates(paths: np.ndarray, rate: np.ndarray, changed: np.ndarray, capaci
     rates of the flows ``paths[rows]``, given as ``local_paths`` over resources
     renumbered to ``local_capacity``; ``fastest``: :func:`fastest_per_link` of the rates
     before the change (links the change touched may be stale), brought up to date in
-    place when this answers. Returns (row indices into ``paths``, their rates).
+    place when this answers; ``load``: per resource, the sum of ``rate`` over the rows
+    crossing it, if the caller keeps it (else counted here, a pass over every row);
+    ``n_rows``: how many rows are flows of the kind (default all; rows crossing no
+    changed link, such as a caller's free rows, are never touched), which MAX_FRACTION
+    is a fraction of; ``rate_rows``: if given, row r's rate is ``rate[rate_rows[r]]``
+    (the paths are a subset of the caller's rows, the rates its whole array).
+    Returns (row indices into ``paths``, their rates).
 
     Each round works on the resources that C and the flows beside it cross, renumbered
     densely (a few thousand), not on all of them (~100,000 at 16,384 GPUs)."""
     k, hops = paths.shape
+    if n_rows is not None:
+        k = n_rows
     n_res = capacity.size
-    load = np.bincount(paths.ravel(), weights=np.repeat(rate, hops), minlength=n_res)
+    if load is None:
+        per_row = rate if rate_rows is None else np.where(rate_rows >= 0, rate[rate_rows], 0.0)
+        load = np.bincount(paths.ravel(), weights=np.repeat(per_row, hops), minlength=n_res)
     touched = np.zeros(n_res, dtype=bool)
     touched[changed] = True
     touched[pad] = False
@@ -103,14 +115,15 @@ def local_rates(paths: np.ndarray, rate: np.ndarray, changed: np.ndarray, capaci
         on[pad] = False
         others = np.flatnonzero(~member & crosses(on, paths))  # every other flow on them
         osub = paths[others]
-        held = rate[others]
+        held = rate[others] if rate_rows is None else rate[rate_rows[others]]
         # renumber the resources of C and the others densely; pad (the largest id) last
         ids, inv = np.unique(np.concatenate([sub.ravel(), osub.ravel(), [pad]]), return_inverse=True)
         n_c = sub.size
         lsub, losub = inv[:n_c].reshape(sub.shape), inv[n_c:-1].reshape(osub.shape)
         lpad = ids.size - 1
         cap = capacity[ids]
-        rest = load[ids] - np.bincount(lsub.ravel(), weights=np.repeat(rate[rows], hops), minlength=ids.size)
+        rate_c = rate[rows] if rate_rows is None else rate[rate_rows[rows]]
+        rest = load[ids] - np.bincount(lsub.ravel(), weights=np.repeat(rate_c, hops), minlength=ids.size)
         x = solve(rows, lsub, np.maximum(cap - rest, 0.0), lpad)  # the pad's room stays inf
         # step 3: every flow on those links has a bottleneck
         new_load = rest + np.bincount(lsub.ravel(), weights=np.repeat(x, hops), minlength=ids.size)

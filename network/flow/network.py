@@ -49,6 +49,7 @@ from network.flow.columns import Columns
 from network.flow.local import crosses, fastest_per_link, local_rates
 from network.flow.maxmin import maxmin_rates, path_keys
 from network.flow.routing import FIRST_PORT, EcmpRouter, next_ports
+from network.flow.subset import PathSubset
 
 NVSWITCH_END = -1
 """Endpoint of an NVLink flow that is the node's NVSwitch (NVLS): constrains no GPU port."""
@@ -178,11 +179,33 @@ class FlowNetwork:
         """Wire bytes each draining flow has still to hand its NIC (0 once sent, and for NVLink)."""
         self._act_nic_rate = np.zeros(0)
         self._act_unsent = np.zeros(0, dtype=bool)
+        self._act_nic_link = np.zeros(0, dtype=np.int64)
+        """Per row: the first link of a flow that still has bytes to hand its NIC (``pad``
+        once sent, and for NVLink and finished rows), contiguous so that finding the flows
+        of the NICs whose sharing changed is one gather, not a strided one."""
+        self._nic_users = np.zeros(self.pad + 1, dtype=np.int64)
+        """Per resource: the draining flows whose first link it is that still have bytes to
+        hand their NIC (the round robin's users), kept as flows start and leave their NIC
+        instead of counted over every such flow per event."""
+        self._nic_moved: list[np.ndarray] = []
+        """NIC links whose users changed since the last ``_share_nics``."""
+        self._rerated: list[np.ndarray] = []
+        """Rows re-rated since the last ``_share_nics``: with the flows of the NICs in
+        ``_nic_moved``, the only ones whose share can change."""
+        self._fab = PathSubset(self.width, self.pad)
+        """The fabric rows' paths, compact: what the local fabric re-solve searches."""
+        self._act_fab = np.zeros(0, dtype=np.int64)
+        """Per row: its slot in ``_fab`` (-1: not a draining fabric flow)."""
         self._act_tol = np.zeros(0)
         """Bytes left below which a draining flow counts as finished (FINISH_REL, FINISH_ABS)."""
         self._nic_dirty = False
         self._skip_search = 0
         self.local_solves = 0
+        self._load = np.zeros(self.pad + 1)
+        """Per resource, the sum of the rates (bytes/s) of the draining flows crossing it,
+        kept as rates change (``_shift_load``) instead of recounted from every draining
+        flow per fabric solve (a pass over ~4 x 11,000 path entries per event at 16,384
+        GPUs); the padding resource's entry is held at 0."""
         self._fastest = np.zeros(self.pad + 1)
         """Per fabric link direction, the fastest draining flow crossing it (bytes/s), as
         :func:`network.flow.local.local_rates` needs it; kept up to date by every fabric solve."""
@@ -353,6 +376,7 @@ class FlowNetwork:
         if nic_rows.size:
             self._reanchor(nic_rows)
             self._act_unsent[nic_rows] = False
+            self._leave_nics(nic_rows)
             self._act_nic[nic_rows] = np.inf
             self._act_nic_rate[nic_rows] = 1.0
             self._nic_dirty = True
@@ -363,6 +387,8 @@ class FlowNetwork:
         if not rows.size:
             return
         ids = self._act_id[rows]
+        self._shift_load(rows, -self._act_rate[rows])
+        self._leave_fabric(rows)
         done_paths = self._act_path[rows]
         self._changed.append(done_paths)
         np.add.at(self.link_bytes, done_paths.ravel(), np.repeat(self.flows["wire"][ids], self.width))
@@ -404,6 +430,8 @@ class FlowNetwork:
         self._act_rate, self._act_path = more(self._act_rate, 1.0), more(self._act_path, self.pad)
         self._act_nic, self._act_nic_rate = more(self._act_nic, np.inf), more(self._act_nic_rate, 1.0)
         self._act_unsent, self._act_tol = more(self._act_unsent, False), more(self._act_tol, 0.0)
+        self._act_nic_link = more(self._act_nic_link, self.pad)
+        self._act_fab = more(self._act_fab, -1)
         self._act_group, self._act_key = more(self._act_group, DEAD), more(self._act_key, 0)
         self._act_t0, self._act_ev = more(self._act_t0, 0.0), more(self._act_ev, np.inf)
         self._act_due = more(self._act_due, np.inf)
@@ -416,6 +444,8 @@ class FlowNetwork:
         self._act_rate, self._act_path = self._act_rate[keep], self._act_path[keep]
         self._act_nic, self._act_nic_rate = self._act_nic[keep], self._act_nic_rate[keep]
         self._act_unsent, self._act_tol = self._act_unsent[keep], self._act_tol[keep]
+        self._act_nic_link, self._act_fab = self._act_nic_link[keep], self._act_fab[keep]
+        self._fab.renumber_rows(np.cumsum(keep) - 1)
         self._act_group, self._act_key = self._act_group[keep], self._act_key[keep]
         self._act_t0, self._act_ev, self._act_due = self._act_t0[keep], self._act_ev[keep], self._act_due[keep]
         self._dead = 0
@@ -507,6 +537,14 @@ class FlowNetwork:
         self._act_nic[slots] = np.where(fluid, np.inf, wire)
         self._act_nic_rate[slots] = 1.0
         self._act_unsent[slots] = ~fluid
+        nic_link = np.where(fluid, self.pad, path[:, 0])
+        self._act_nic_link[slots] = nic_link
+        np.add.at(self._nic_users, nic_link, 1)
+        self._nic_users[self.pad] = 0
+        self._nic_moved.append(nic_link)
+        on_fab = group == 0
+        if on_fab.any():
+            self._act_fab[slots[on_fab]] = self._fab.add(slots[on_fab], path[on_fab])
         self._act_tol[slots] = np.maximum(FINISH_ABS, FINISH_REL * wire)
         self._act_t0[slots] = self.now
         self._dirty.append(slots)
@@ -566,15 +604,20 @@ class FlowNetwork:
         reach: first the flows on those links, grown where the bottleneck check fails
         (:func:`network.flow.local.local_rates`), else the component search below.
         Returns the rows re-rated."""
-        fab = np.flatnonzero(self._act_group == 0)
-        if not fab.size:
+        sub = self._fab
+        n_fab = sub.row.size - sub.free
+        if not n_fab:
             return 0
-        got = local_rates(self._act_path[fab], self._act_rate[fab], changed, self.capacity, self.pad,
-                          lambda rows, paths, cap, pad: self._rates(fab[rows], 0, cap, paths, pad), self._fastest)
+        # the local solve searches the fabric rows' own path matrix (free slots cross
+        # nothing), not a copy gathered per event nor every row
+        got = local_rates(sub.path, self._act_rate, changed, self.capacity, self.pad,
+                          lambda rows, paths, cap, pad: self._rates(sub.row[rows], 0, cap, paths, pad), self._fastest,
+                          load=self._load, n_rows=n_fab, rate_rows=sub.row)
         if got is not None:
             rows, rate = got
             self.local_solves += 1
-            return self._set_rates(fab[rows], rate)
+            return self._set_rates(sub.row[rows], rate)
+        fab = np.flatnonzero(self._act_group == 0)
         solved = self._solve(self._fabric_component(changed, fab), 0)
         self._fastest = fastest_per_link(self._act_path[fab], self._act_rate[fab], self.pad + 1)
         return solved
@@ -633,20 +676,77 @@ class FlowNetwork:
         """Give rows ``sel`` their new rates (bytes/s). Returns the rows."""
         if sel.size:
             self._reanchor(sel)
+            self._shift_load(sel, rate - self._act_rate[sel])
             self._act_rate[sel] = rate
+            self._rerated.append(sel)
         return int(sel.size)
+
+    def _shift_load(self, rows: np.ndarray, delta: np.ndarray) -> None:
+        """Add ``delta`` (bytes/s per row) to the load of every resource rows ``rows`` cross."""
+        np.add.at(self._load, self._act_path[rows].ravel(), np.repeat(delta, self.width))
+        self._load[self.pad] = 0.0
+
+    def _leave_fabric(self, rows: np.ndarray) -> None:
+        """Finished rows ``rows`` leave the fabric rows' subset (those in it)."""
+        slots = self._act_fab[rows]
+        slots = slots[slots >= 0]
+        if not slots.size:
+            return
+        self._act_fab[rows] = -1
+        new = self._fab.remove(slots)
+        if new is not None:  # the subset compacted: its slots are renumbered
+            used = self._act_fab >= 0
+            self._act_fab[used] = new[self._act_fab[used]]
+
+    def _leave_nics(self, rows: np.ndarray) -> None:
+        """Rows ``rows`` have handed their NIC their last byte: they leave its round robin."""
+        links = self._act_nic_link[rows]
+        np.add.at(self._nic_users, links, -1)
+        self._nic_users[self.pad] = 0
+        self._act_nic_link[rows] = self.pad
+        self._nic_moved.append(links)
 
     def _share_nics(self) -> None:
         """Each NIC's line rate, round robin among its flows that still have bytes to hand
-        it; never below a flow's end-to-end rate (bytes cannot arrive before they leave)."""
+        it; never below a flow's end-to-end rate (bytes cannot arrive before they leave).
+
+        Only the flows of the NICs whose users changed and the fabric rows re-rated since
+        the last call can have a new share (every other flow's users and rate are as when
+        its share was set), so only those are recomputed."""
+        links, self._nic_moved = self._nic_moved, []
+        rerated, self._rerated = self._rerated, []
         if not self._nic_dirty:
             return
         self._nic_dirty = False
-        at_nic = np.flatnonzero(self._act_unsent)
+        cand = []
+        if links:
+            mark = np.zeros(self.pad + 1, dtype=bool)
+            for m in links:
+                mark[m] = True
+            mark[self.pad] = False
+            # searched among the fabric rows only (a third of the rows at 16,384 GPUs, a
+            # tenth in NVLink phases): every flow still at its NIC is one, its first link
+            # its NIC's, and the sent ones are told apart by their ``_act_nic_link``
+            sub = self._fab
+            rows = sub.row[np.flatnonzero(mark[sub.path[:, 0]])]
+            cand.append(rows[self._act_nic_link[rows] != self.pad])
+        for r in rerated:
+            cand.append(r[self._act_nic_link[r] != self.pad])
+        if not cand:
+            return
+        if len(cand) == 1:
+            at_nic = cand[0]
+        elif sum(c.size for c in cand) > self._act_id.size // 8:  # np.unique of millions (a MoE step's start) took seconds
+            pick = np.zeros(self._act_id.size, dtype=bool)
+            for c in cand:
+                pick[c] = True
+            at_nic = np.flatnonzero(pick)
+        else:
+            at_nic = np.unique(np.concatenate(cand))
         if not at_nic.size:
             return
-        first = self._act_path[at_nic, 0]
-        users = np.bincount(first, minlength=self.pad + 1)
+        first = self._act_nic_link[at_nic]
+        users = self._nic_users
         share = np.maximum(self.capacity[first] / users[first], self._act_rate[at_nic])
         moved = share != self._act_nic_rate[at_nic]  # only these need their bytes brought up to date
         if moved.any():
