@@ -77,10 +77,10 @@ GRAPH_REPLAY_OPS = 1.0
 
 _GEMM_KINDS = (OpKind.GEMM, OpKind.ATTENTION)
 
-HostPlan = tuple[tuple[float, ...], tuple[bool, ...], bool, dict[int, float | None]]
-"""A pass's host plan: seconds per op, sync after op, starts synced, and the ops launched out of
-list order: per collective the host seconds spent before its wait on launches the host makes
-ahead of it, and None for each op so launched (the GPU never waits for its launch; HostModel.plan)."""
+HostPlan = tuple[tuple[float, ...], tuple[bool, ...], bool, dict[int, float], frozenset[int]]
+"""A pass's host plan (HostModel.plan): seconds per op, sync after op, starts synced, per
+collective the host seconds spent before its wait on launches the host makes ahead of it, and
+the ops so launched (the GPU never waits for their launch)."""
 
 
 def _scope(op: ComputeOp, layer_part: str, moe_layer: bool) -> str:
@@ -128,8 +128,9 @@ class HostModel:
     def plan(self, key: int, ops: Sequence[Op],
              launched_before: dict[int, tuple[int, ...]] | None = None) -> HostPlan | None:
         """(host seconds per op, sync after op, starts synced, host seconds before a collective's
-        wait) for one pass's ops, cached by ``key``; None when the host can never delay this pass
-        (it starts far ahead and never syncs), so the engine skips the host's clock.
+        wait, ops launched ahead) for one pass's ops, cached by ``key``; None when the host can
+        never delay this pass (it starts far ahead and never syncs), so the engine skips the
+        host's clock.
 
         A pass starts synced (the host at the GPU's clock) when the schedule synchronises at pass
         boundaries or when its launch work exceeds its compute (the host cannot stay ahead).
@@ -187,13 +188,11 @@ class HostModel:
         synced = self.boundary_sync or host > gpu
         if not synced and not any(syncs):
             return None
-        before: dict[int, float | None] = {}
-        for at, run in launched_before.items():
-            before[at] = sum(costs[k] for k in run)
-            for k in run:
-                costs[k] = 0.0
-                before[k] = None
-        return tuple(costs), tuple(syncs), synced, before
+        before = {at: sum(costs[k] for k in run) for at, run in launched_before.items()}
+        ahead = frozenset(k for run in launched_before.values() for k in run)
+        for k in ahead:
+            costs[k] = 0.0
+        return tuple(costs), tuple(syncs), synced, before, ahead
 
     def _is_moe(self, layer: int) -> bool:
         return self.model is not None and self.model.is_moe_layer(layer)

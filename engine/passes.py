@@ -133,7 +133,8 @@ def profile_pass(
     starts while a collective the pass issued has not ended takes ``1 + slowdown`` times its time
     (the engine's rule, engine.sim); ``flex_slowdown`` replaces it beside the flex
     dispatcher's kernels (the largest factor among the collectives running applies).
-    ``host``: (host seconds per op, sync after op, starts synced, ops launched out of order) from
+    ``host``: (host seconds per op, sync after op, starts synced, host seconds before a
+    collective's wait, ops launched ahead) from
     :meth:`engine.host_launch.HostModel.plan`; a compute op starts no earlier than the host has
     launched it (the wait is ``host_s``), and after a sync op the host is at least at its end.
     An overlappable collective starts no earlier than its launch while the compute stream runs
@@ -146,7 +147,7 @@ def profile_pass(
     t = 0.0
     compute = optimizer = slowed = host_wait = 0.0
     if host is not None:
-        launch, syncs, synced, before = host
+        launch, syncs, synced, before, early = host
         cpu = 0.0 if synced else -INF
     stream_free: dict[str, float] = {}
     exposed: dict[str, float] = {}
@@ -204,7 +205,7 @@ def profile_pass(
                 extra = d * f
                 slowed += extra
                 d += extra
-            if host is not None and not (before and i in before):  # else launched ahead
+            if host is not None and not (early and i in early):  # else launched ahead
                 cpu += launch[i]
                 if cpu > t:  # the GPU waits for the launch
                     host_wait += cpu - t

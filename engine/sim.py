@@ -387,7 +387,7 @@ class Simulator:
                         d += extra
                     start = now
                     host = rank.host
-                    if host is not None and not (host[3] and i in host[3]):  # else launched ahead
+                    if host is not None and not (host[4] and i in host[4]):  # else launched ahead
                         rank.cpu += host[0][i]
                         if rank.cpu > now:  # the GPU waits for the launch
                             rank.acc.host += rank.cpu - now

@@ -30,7 +30,7 @@ def test_a_host_bound_pass_runs_at_the_hosts_pace():
     # three 1 us kernels, each 10 us to launch, the host starting with the GPU: kernel k
     # starts when it is launched, at 10, 20 and 30 us; the GPU waited 10 + 9 + 9 us
     ops = tuple(_op(f"k{i}", 1 * US) for i in range(3))
-    prof = profile_pass(ops, _no_coll, host=((10 * US,) * 3, (False,) * 3, True, {}))
+    prof = profile_pass(ops, _no_coll, host=((10 * US,) * 3, (False,) * 3, True, {}, frozenset()))
     assert prof.duration == pytest.approx(31 * US)
     assert prof.host_s == pytest.approx(28 * US)
     assert prof.compute_s == pytest.approx(3 * US)
@@ -39,7 +39,7 @@ def test_a_host_bound_pass_runs_at_the_hosts_pace():
 
 def test_a_host_far_ahead_costs_nothing():
     ops = tuple(_op(f"k{i}", 1 * US) for i in range(3))
-    prof = profile_pass(ops, _no_coll, host=((10 * US,) * 3, (False,) * 3, False, {}))
+    prof = profile_pass(ops, _no_coll, host=((10 * US,) * 3, (False,) * 3, False, {}, frozenset()))
     assert prof.duration == pytest.approx(3 * US) and prof.host_s == 0.0
 
 
@@ -48,11 +48,11 @@ def test_after_a_sync_the_gpu_waits_for_each_launch():
     # each, the host far ahead at the start: A 0-100; the host resumes at 100, launches B at
     # 110 (B 110-115) and C at 120 (C 120-220). The GPU waited 10 + 5 us.
     ops = (_op("a", 100 * US), _op("b", 5 * US), _op("c", 100 * US))
-    prof = profile_pass(ops, _no_coll, host=((10 * US,) * 3, (True, False, False), False, {}))
+    prof = profile_pass(ops, _no_coll, host=((10 * US,) * 3, (True, False, False), False, {}, frozenset()))
     assert prof.duration == pytest.approx(220 * US)
     assert prof.host_s == pytest.approx(15 * US)
     # the same pass without the sync: the host stays ahead, nothing waits
-    free = profile_pass(ops, _no_coll, host=((10 * US,) * 3, (False,) * 3, False, {}))
+    free = profile_pass(ops, _no_coll, host=((10 * US,) * 3, (False,) * 3, False, {}, frozenset()))
     assert free.duration == pytest.approx(205 * US) and free.host_s == 0.0
 
 
@@ -111,8 +111,8 @@ def test_graphing_the_attention_replaces_its_launches_by_one():
     op_s = SYSTEMS["h100"].launch_op_s
     hp, hg = HostModel(plain, op_s), HostModel(graphed, op_s)
     fwd = plain.stages[0].chunks[0].forward
-    cost_p, _, _, _ = hp.plan(0, fwd)
-    cost_g, _, _, _ = hg.plan(0, graphed.stages[0].chunks[0].forward)
+    cost_p, _, _, _, _ = hp.plan(0, fwd)
+    cost_g, _, _, _, _ = hg.plan(0, graphed.stages[0].chunks[0].forward)
     attn = [i for i, op in enumerate(fwd) if getattr(op, "layer", -1) == 0 and op.name in
             ("input_norm", "qkv", "q_norm", "k_norm", "rope", "core_attn", "proj", "attn_residual")]
     # per layer, the captured attention costs one replay; qkv and proj are TE modules
@@ -154,12 +154,12 @@ def test_a_dispatch_that_syncs_waits_for_the_gpu_then_for_its_launch():
     # dispatch at 130 (130-180); C, launched at 140, runs 180-280. The GPU waited 30 us.
     disp = CollectiveOp(MOE_DISPATCH_OP, 0, Phase.FWD, CollKind.ALL_TO_ALL, Group.EP, 8, 1 << 20)
     ops = (_op("a", 100 * US), disp, _op("c", 100 * US))
-    prof = profile_pass(ops, lambda op: 50 * US, host=((10 * US, 30 * US, 10 * US), (False, True, False), False, {}))
+    prof = profile_pass(ops, lambda op: 50 * US, host=((10 * US, 30 * US, 10 * US), (False, True, False), False, {}, frozenset()))
     assert prof.duration == pytest.approx(280 * US)
     assert prof.host_s == pytest.approx(30 * US)
     assert prof.exposed == (("ep", pytest.approx(50 * US)),)
     # without the sync the host, far ahead, launched it long before: nothing waits
-    free = profile_pass(ops, lambda op: 50 * US, host=((10 * US, 30 * US, 10 * US), (False,) * 3, False, {}))
+    free = profile_pass(ops, lambda op: 50 * US, host=((10 * US, 30 * US, 10 * US), (False,) * 3, False, {}, frozenset()))
     assert free.duration == pytest.approx(250 * US) and free.host_s == 0.0
 
 
@@ -171,7 +171,7 @@ def test_hybrideps_dispatch_costs_the_host_its_measured_call():
     for backend, units in (("hybridep", HYBRIDEP_DISPATCH_OPS), ("deepep", 1 + FLEX_PREPROCESS_OPS)):
         w = _qwen(moe_token_dispatcher="flex", moe_flex_dispatcher_backend=backend)
         fwd = w.stages[0].chunks[0].forward
-        costs, syncs, _, _ = HostModel(w, op_s).plan(0, fwd)
+        costs, syncs, _, _, _ = HostModel(w, op_s).plan(0, fwd)
         at = [i for i, op in enumerate(fwd) if op.name == MOE_DISPATCH_OP]
         assert len(at) == 2 and all(syncs[i] for i in at) and sum(syncs) == 2
         assert [costs[i] for i in at] == pytest.approx([units * op_s] * 2)
@@ -209,7 +209,7 @@ def test_the_ep_overlaps_dispatch_starts_at_its_launch_while_the_compute_stream_
     wire = {"combine_a2a": 300 * US, MOE_DISPATCH_OP: 50 * US}
     deadline = (3, -1, 4, -1, -1)  # G needs B-comb, F needs D
     host = ((10 * US, 10 * US, 30 * US, 0.0, 10 * US), (False, False, True, False, False), False,
-            {2: 10 * US, 3: None})  # G's launch made before D's wait
+            {2: 10 * US}, frozenset({3}))  # G's launch made before D's wait
     prof = profile_pass(ops, lambda op: wire[op.name], frozenset(), deadline, host=host)
     starts = {r.op.name: (r.start, r.end) for r in prof.records}
     assert starts[MOE_DISPATCH_OP] == pytest.approx((330 * US, 380 * US))
@@ -219,7 +219,7 @@ def test_the_ep_overlaps_dispatch_starts_at_its_launch_while_the_compute_stream_
     assert prof.host_s == 0.0 and prof.exposed == (("ep", pytest.approx(200 * US)),)  # A's end to B-comb's
     # G's launch counted at its own place instead (after D's set-up): it would wait for the host
     late = profile_pass(ops, lambda op: wire[op.name], frozenset(), deadline,
-                        host=(host[0][:3] + (10 * US,) + host[0][4:], host[1], False, {}))
+                        host=(host[0][:3] + (10 * US,) + host[0][4:], host[1], False, {}, frozenset()))
     assert {r.op.name: r.start for r in late.records}["g"] == pytest.approx(340 * US)
 
 
@@ -244,6 +244,6 @@ def test_the_combined_pass_moves_the_expert_backwards_launch_ahead_of_the_forwar
         got = [(m.ops[k].name, m.ops[k].phase) for k in early]
         assert all(name.startswith("expert_") for name, _ in got)
         assert any(p is Phase.BWD_WEIGHT for _, p in got) is (not delay)
-        costs, syncs, _, before = HostModel(w, SYSTEMS["h100"].launch_op_s).plan(0, m.ops, m.launched_before)
-        assert syncs[at] and all(costs[k] == 0.0 and before[k] is None for k in early)
+        costs, syncs, _, before, ahead = HostModel(w, SYSTEMS["h100"].launch_op_s).plan(0, m.ops, m.launched_before)
+        assert syncs[at] and all(costs[k] == 0.0 for k in early) and ahead == frozenset(early)
         assert before[at] > 0
