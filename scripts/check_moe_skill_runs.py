@@ -45,6 +45,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from check_recipes import MEASURED, build_flags, recipe_argv  # noqa: E402
+from engine.a2a_overlap import NSIGHT_OVERLAP_COMM_S, NSIGHT_OVERLAP_CONCURRENT_S, NSIGHT_PLAIN_COMM_S  # noqa: E402,F401
 
 BASE = MEASURED / "moe_recipes" / "bridge-26.04-qwen3-30b-a3b-h100-16gpu-fp8cs.args"
 FP8_FLAGS = {"--fp8-format", "--fp8-param-gather", "--fp8-recipe"}
@@ -55,14 +56,11 @@ OVERLAP = ["--overlap-moe-expert-parallel-comm"]
 ALLTOALL = ["--moe-token-dispatcher-type", "alltoall"]
 
 NSIGHT_GPU_ACTIVE_S = 22.821
-NSIGHT_COMM_S = 9.079e-3 / 0.0011
-"""HybridEP without the overlap: GPU-active union and communication-kernel time per step
-(the SKILL.md's Nsight table; 0.11% is rounded, so 7.9-8.6 s)."""
-NSIGHT_OVERLAP_CONCURRENT_S = 3.958997
-NSIGHT_OVERLAP_COMM_S = NSIGHT_OVERLAP_CONCURRENT_S / 0.3655
-"""HybridEP with the overlap: communication-kernel time concurrent with GEMMs and attention
-(3,958.997 ms, 36.55% of it) and so all of it, 10.83 s per step (the same table); the rest,
-6.87 s, ran with no compute beside it."""
+"""HybridEP without the overlap: GPU-active union per step (the SKILL.md's Nsight table)."""
+NSIGHT_COMM_S = NSIGHT_PLAIN_COMM_S
+"""Its communication-kernel time per step (0.11% is rounded, so 7.9-8.6 s); with the overlap,
+NSIGHT_OVERLAP_COMM_S (10.83 s), of which NSIGHT_OVERLAP_CONCURRENT_S ran beside GEMMs and
+attention and the rest, 6.87 s, with no compute beside it. One home: engine.a2a_overlap."""
 
 
 @dataclass(frozen=True)
