@@ -29,9 +29,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from engine.program import PassSpec
+from engine.program import PassSpec, is_weight_grad
 from engine.schedules import Step
-from workload_gen.core.records import MOE_COMBINE_OP, MOE_DISPATCH_OP, CollectiveOp, CollKind, ComputeOp, Group, Op, Phase
+from workload_gen.core.records import MOE_COMBINE_OP, MOE_DISPATCH_OP, CollectiveOp, CollKind, Group, Op
 
 
 NSIGHT_PLAIN_COMM_S = 9.079e-3 / 0.0011
@@ -143,8 +143,8 @@ def merge_passes(f: PassSpec, b: PassSpec, layers: int, delay_wgrad: bool) -> Pa
         put("b", b_comb)
         put("f", f_pre_d)
         put("f", f_disp)
-        dgrad = [i for i in b_mlp if not _is_wgrad(B[i])]
-        wgrad = [i for i in b_mlp if _is_wgrad(B[i])]
+        dgrad = [i for i in b_mlp if not is_weight_grad(B[i])]
+        wgrad = [i for i in b_mlp if is_weight_grad(B[i])]
         # the host issues the backward's expert part (mlp.backward: without the delay its
         # weight gradients too) before it reaches the forward dispatch
         early[f_disp[0]] = [("b", i) for i in (dgrad if delay_wgrad else b_mlp)]
@@ -158,9 +158,9 @@ def merge_passes(f: PassSpec, b: PassSpec, layers: int, delay_wgrad: bool) -> Pa
         put("f", f_mlp)
         put("f", f_comb)
         if delay_wgrad:  # the attention block's weight gradients last (Megatron's backward_dw)
-            put("b", [i for i in b_pre_d if not _is_wgrad(B[i])])
+            put("b", [i for i in b_pre_d if not is_weight_grad(B[i])])
             put("f", f_after)
-            put("b", [i for i in b_pre_d if _is_wgrad(B[i])])
+            put("b", [i for i in b_pre_d if is_weight_grad(B[i])])
         else:
             put("b", b_pre_d)
             put("f", f_after)
@@ -169,10 +169,6 @@ def merge_passes(f: PassSpec, b: PassSpec, layers: int, delay_wgrad: bool) -> Pa
     for r in b_post:
         put("b", r)
     return _spec(f, b, order, a2a, early)
-
-
-def _is_wgrad(op: Op) -> bool:
-    return type(op) is ComputeOp and op.phase is Phase.BWD_WEIGHT
 
 
 def _spec(f: PassSpec, b: PassSpec, order: list[tuple[str, int]], a2a: set[tuple[str, int]],

@@ -170,6 +170,12 @@ def overlap_anchors(ops: tuple[Op, ...]) -> tuple[tuple[int, ...], dict[int, tup
     return tuple(deadline), issue_with
 
 
+def is_weight_grad(op: Op) -> bool:
+    """A weight-gradient kernel (``Phase.BWD_WEIGHT``): what a zero-bubble split defers
+    (engine.zero_bubble) and the EP overlap's combined pass places apart (engine.a2a_overlap)."""
+    return type(op) is ComputeOp and op.phase is Phase.BWD_WEIGHT
+
+
 def split_pass(stage: int, chunk: int, forward: bool, ops: tuple[Op, ...]) -> PassSpec:
     """A pass's ops as the engine runs them: the pipeline send taken out, each layer's
     gradient-ready point (backward), the overlappable collectives' anchors and deadlines."""

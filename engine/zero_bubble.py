@@ -17,12 +17,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from engine.program import PassSpec, split_pass
-from workload_gen.core.records import ComputeOp, Op, Phase
-
-
-def _is_weight(op: Op) -> bool:
-    return type(op) is ComputeOp and op.phase is Phase.BWD_WEIGHT
+from engine.program import PassSpec, is_weight_grad, split_pass
 
 
 def split_backward(spec: PassSpec) -> tuple[PassSpec, PassSpec, tuple[int, ...]]:
@@ -32,8 +27,8 @@ def split_backward(spec: PassSpec) -> tuple[PassSpec, PassSpec, tuple[int, ...]]
     if spec.forward:
         raise ValueError("only a backward pass splits into input and weight gradients")
     send = (spec.send,) if spec.send is not None else ()
-    inp = split_pass(spec.stage, spec.chunk, False, (*(op for op in spec.ops if not _is_weight(op)), *send))
-    full_index = tuple(i for i, op in enumerate(spec.ops) if _is_weight(op))
+    inp = split_pass(spec.stage, spec.chunk, False, (*(op for op in spec.ops if not is_weight_grad(op)), *send))
+    full_index = tuple(i for i, op in enumerate(spec.ops) if is_weight_grad(op))
     weight = split_pass(spec.stage, spec.chunk, False, tuple(spec.ops[i] for i in full_index))
     return replace(inp, grad_ready=()), weight, full_index
 
