@@ -607,7 +607,7 @@ def mamba_activation_bytes(model: ModelConfig, par: ParallelConfig, g: float, e:
     sp_div = t if par.sp else 1
     T = par.seq_length // par.cp * par.micro_batch
     h, d = model.hidden_size, model.mamba_d_inner
-    in_proj_out = 2 * d + 2 * model.mamba_num_groups * model.mamba_state_dim + model.mamba_heads
+    in_proj_out = model.mamba_in_proj_width
     return (e * T * h / sp_div + g * T * h / sp_div  # norm input; in_proj input (the norm output)
             + e * T * in_proj_out / t                 # zxBCdt, saved by the scan
             + 2 * e * T * d / t                       # out_x; the gated norm's input
@@ -767,9 +767,7 @@ def _temporary(workload: Workload, stage: int) -> float:
     dense = [layer for layer in blocks if model.layer_kind(layer) in ("dense", "-")]
     if any(model.layer_symbol(layer) == "M" for layer in blocks):
         # Backward of a Mamba layer: the gradient of in_proj's output beside the scan's output gradient
-        d = model.mamba_d_inner
-        width_in = 2 * d + 2 * model.mamba_num_groups * model.mamba_state_dim + model.mamba_heads
-        temp = max(temp, e * T * (width_in + d) / par.tp)
+        temp = max(temp, e * T * (model.mamba_in_proj_width + model.mamba_d_inner) / par.tp)
     if dense:
         # Backward of a dense MLP: gradients of the FC2 input and of the FC1 output coexist.
         f = model.dense_ffn if model.is_moe else model.ffn

@@ -244,6 +244,12 @@ class ModelConfig:
         """The Mamba mixer's inner width: heads * head_dim (mamba_mixer.py d_inner)."""
         return self.mamba_heads * self.mamba_head_dim
 
+    @property
+    def mamba_in_proj_width(self) -> int:
+        """in_proj's output width, [z, x, B, C, dt]: 2*d_inner + 2*groups*state_dim + heads
+        (mamba_mixer.py in_proj, @d98e8a64): its parameters and what the layer saves of it."""
+        return 2 * self.mamba_d_inner + 2 * self.mamba_num_groups * self.mamba_state_dim + self.mamba_heads
+
     def layer_symbol(self, layer: int) -> str | None:
         """Global layer ``layer``'s hybrid symbol (M, *, -, E), or None in a GPT model
         (attention then MLP or MoE in every layer)."""

@@ -151,7 +151,7 @@ def mamba_tensors(model: ModelConfig) -> tuple[ParamTensor, ...]:
     gn = model.mamba_num_groups * model.mamba_state_dim
     conv = d + 2 * gn
     ts = list(_norm(model, "mamba_norm", h))
-    ts += _linear(model, "in_proj", h, 2 * d + 2 * gn + H, "col", bias=False)
+    ts += _linear(model, "in_proj", h, model.mamba_in_proj_width, "col", bias=False)
     ts += [ParamTensor("mamba.ssm.conv1d.weight", conv * MAMBA_CONV_KERNEL, "tp"),
            ParamTensor("mamba.ssm.conv1d.bias", conv, "tp"),
            ParamTensor("mamba.ssm.dt_bias", H, "tp"),
