@@ -162,7 +162,7 @@ def _fill(rows: np.ndarray, mult: np.ndarray, capacity: np.ndarray, pad: int) ->
         if not np.isfinite(flow_min).any():
             break  # only unconstrained rows left: they keep inf
         # a link is a local minimum unless some flow through it has a lower share elsewhere
-        # (the same test as share <= min over its flows of flow_min, without ufunc.at)
+        # (share <= the least flow_min of the flows through it, within REL_TIE)
         around = np.full(n_res, np.inf)
         np.minimum.at(around, flat, np.repeat(flow_min, hops))
         local = (share <= around * (1 + REL_TIE)) & ~free
