@@ -91,6 +91,10 @@ def local_rates(paths: np.ndarray, rate: np.ndarray, changed: np.ndarray, capaci
     Each round works on the resources that C and the flows beside it cross, renumbered
     densely (a few thousand), not on all of them (~100,000 at 16,384 GPUs)."""
     k, hops = paths.shape
+
+    def rate_of(r: np.ndarray) -> np.ndarray:  # the current rates of rows r of ``paths``
+        return rate[r] if rate_rows is None else rate[rate_rows[r]]
+
     if n_rows is not None:
         k = n_rows
     n_res = capacity.size
@@ -115,14 +119,14 @@ def local_rates(paths: np.ndarray, rate: np.ndarray, changed: np.ndarray, capaci
         on[pad] = False
         others = np.flatnonzero(~member & crosses(on, paths))  # every other flow on them
         osub = paths[others]
-        held = rate[others] if rate_rows is None else rate[rate_rows[others]]
+        held = rate_of(others)
         # renumber the resources of C and the others densely; pad (the largest id) last
         ids, inv = np.unique(np.concatenate([sub.ravel(), osub.ravel(), [pad]]), return_inverse=True)
         n_c = sub.size
         lsub, losub = inv[:n_c].reshape(sub.shape), inv[n_c:-1].reshape(osub.shape)
         lpad = ids.size - 1
         cap = capacity[ids]
-        rate_c = rate[rows] if rate_rows is None else rate[rate_rows[rows]]
+        rate_c = rate_of(rows)
         rest = load[ids] - np.bincount(lsub.ravel(), weights=np.repeat(rate_c, hops), minlength=ids.size)
         x = solve(rows, lsub, np.maximum(cap - rest, 0.0), lpad)  # the pad's room stays inf
         # step 3: every flow on those links has a bottleneck

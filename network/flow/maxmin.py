@@ -43,7 +43,7 @@ def maxmin_rates(paths: np.ndarray, capacity: np.ndarray, pad: int, *, dedupe: b
     paths = _trim(paths, pad)
     one = _one_link(paths, pad)
     if one is not None:  # no filling to save by merging equal rows: not worth their sort
-        return _share_one(one, np.ones(f), capacity, pad)
+        return _share_one(one, capacity, pad)
     rows, inverse, mult = paths, None, np.ones(f, dtype=np.int64)
     if dedupe and f > 64:
         found = _unique_rows(paths, path_keys(paths) if keys is None else keys)
@@ -70,17 +70,17 @@ def _one_link(rows: np.ndarray, pad: int) -> np.ndarray | None:
     return np.minimum(a, b)
 
 
-def _share_one(link: np.ndarray, mult: np.ndarray, capacity: np.ndarray, pad: int) -> np.ndarray:
+def _share_one(link: np.ndarray, capacity: np.ndarray, pad: int) -> np.ndarray:
     """Max-min rates of flows that each cross one resource (``link``; ``pad``: none, inf):
     the resource's capacity over its flows, the first and only round of progressive
     filling, with the same arithmetic as :func:`_fill`."""
     if capacity.size <= COMPACT_RATIO * 1024:  # counting over every resource is cheaper than a sort
-        users = np.bincount(link, weights=mult, minlength=capacity.size)
+        users = np.bincount(link, minlength=capacity.size)
         share = capacity[link] / users[link]
         share[link == pad] = np.inf
         return share
     res, inv = np.unique(link, return_inverse=True)
-    users = np.bincount(inv, weights=mult, minlength=res.size)
+    users = np.bincount(inv, minlength=res.size)
     share = capacity[res] / users
     share[res == pad] = np.inf
     return share[inv]
@@ -162,7 +162,7 @@ def _fill(rows: np.ndarray, mult: np.ndarray, capacity: np.ndarray, pad: int) ->
         if not np.isfinite(flow_min).any():
             break  # only unconstrained rows left: they keep inf
         # a link is a local minimum unless some flow through it has a lower share elsewhere
-        # (the same test as share <= min over its flows of flow_min, without ufunc.at)
+        # (share <= the least flow_min of the flows through it, within REL_TIE)
         around = np.full(n_res, np.inf)
         np.minimum.at(around, flat, np.repeat(flow_min, hops))
         local = (share <= around * (1 + REL_TIE)) & ~free

@@ -201,6 +201,7 @@ class FlowNetwork:
         self._nic_dirty = False
         self._skip_search = 0
         self.local_solves = 0
+        """Fabric solves done locally (:mod:`network.flow.local`), of ``solves``."""
         self._load = np.zeros(self.pad + 1)
         """Per resource, the sum of the rates (bytes/s) of the draining flows crossing it,
         kept as rates change (``_shift_load``) instead of recounted from every draining
@@ -209,7 +210,6 @@ class FlowNetwork:
         self._fastest = np.zeros(self.pad + 1)
         """Per fabric link direction, the fastest draining flow crossing it (bytes/s), as
         :func:`network.flow.local.local_rates` needs it; kept up to date by every fabric solve."""
-        """Fabric solves done locally (:mod:`network.flow.local`), of ``solves``."""
         self._dedupe = [True, True]
         """Per solve kind (0 fabric, 1 NVLink): merge rows with the same path (DEDUPE_WORTH)."""
         self._merge_rows: bool | None = None
