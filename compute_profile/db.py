@@ -410,7 +410,8 @@ class ProfileDB:
                 # many lines to a statement: one line a statement cost a third more
                 con.executemany(f"INSERT INTO temp.{_STAGING} VALUES {', '.join([one] * (step // width))}",
                                 (cells[k:k + step] for k in range(0, full, step)))
-                con.executemany(f"INSERT INTO temp.{_STAGING} VALUES {one}", zip(*[iter(cells[full:])] * width))
+                con.executemany(f"INSERT INTO temp.{_STAGING} VALUES {one}",
+                                CsvTable(table.header, cells[full:]).values())
                 before = con.total_changes
                 con.execute(f"{copy} ON CONFLICT DO NOTHING")
                 inserted = con.total_changes - before
