@@ -137,8 +137,14 @@ column): column -> (may be empty, 0 allowed, why refused); every value must be f
 negative. Checked in this order."""
 _INT_RANGE = (1, SQLITE_MAX_INT)
 """The values ``repeats`` may hold (the same two users)."""
+
+
+def _none_empty(texts: Sequence[str]) -> bool:
+    return "" not in texts
+
+
 _TEXT_RULES: dict[str, Callable[[Sequence[str]], bool]] = {
-    "gpu": lambda texts: "" not in texts, "shape_key": lambda texts: "" not in texts,
+    "gpu": _none_empty, "shape_key": _none_empty,
     "kind": _KINDS.issuperset, "phase": frozenset(PHASES).issuperset, "source": frozenset(SOURCES).issuperset}
 """What ProfileRow.validate asks of these text columns, for a whole column of a CSV (the GPU
 name is also looked up, :func:`stored_gpu_name`)."""
