@@ -137,8 +137,14 @@ column): column -> (may be empty, 0 allowed, why refused); every value must be f
 negative. Checked in this order."""
 _INT_RANGE = (1, SQLITE_MAX_INT)
 """The values ``repeats`` may hold (the same two users)."""
+
+
+def _none_empty(texts: Sequence[str]) -> bool:
+    return "" not in texts
+
+
 _TEXT_RULES: dict[str, Callable[[Sequence[str]], bool]] = {
-    "gpu": lambda texts: "" not in texts, "shape_key": lambda texts: "" not in texts,
+    "gpu": _none_empty, "shape_key": _none_empty,
     "kind": _KINDS.issuperset, "phase": frozenset(PHASES).issuperset, "source": frozenset(SOURCES).issuperset}
 """What ProfileRow.validate asks of these text columns, for a whole column of a CSV (the GPU
 name is also looked up, :func:`stored_gpu_name`)."""
@@ -410,7 +416,8 @@ class ProfileDB:
                 # many lines to a statement: one line a statement cost a third more
                 con.executemany(f"INSERT INTO temp.{_STAGING} VALUES {', '.join([one] * (step // width))}",
                                 (cells[k:k + step] for k in range(0, full, step)))
-                con.executemany(f"INSERT INTO temp.{_STAGING} VALUES {one}", zip(*[iter(cells[full:])] * width))
+                con.executemany(f"INSERT INTO temp.{_STAGING} VALUES {one}",
+                                CsvTable(table.header, cells[full:]).values())
                 before = con.total_changes
                 con.execute(f"{copy} ON CONFLICT DO NOTHING")
                 inserted = con.total_changes - before
