@@ -318,8 +318,31 @@ def load_params(gpu: str, path: str | None = None,
     own = sections.get(name) or {}
     base = data["defaults"]
     if "sustains_like" in own:  # defaults, then the sibling's fitted values, then its own
-        base = _deep_merge(base, _sibling_fit(name, own["sustains_like"], sections, declared, src))
+        fit = _sibling_fit(name, own["sustains_like"], sections, declared, src)
+        if "tensor_throughput" in fit:
+            fit["tensor_throughput"] = power_scaled_throughput(
+                float(fit["tensor_throughput"]), get_gpu(own["sustains_like"]), get_gpu(name),
+                float(base.get("power_exponent", 1.0)))
+        base = _deep_merge(base, fit)
     return params_from_dict(name, _deep_merge(base, own), src)
+
+
+def power_scaled_throughput(fitted: float, sibling: GpuSpec, gpu: GpuSpec, exponent: float) -> float:
+    """The ``tensor_throughput`` a GPU takes from the sibling whose fit it shares.
+
+    Why: a fitted ``tensor_throughput`` is mostly the clock a GEMM-bound step holds at the
+    board's power limit (the sibling's long kernels ran at ~0.7 of its short ones). Two parts
+    of one silicon at different limits (B200 at 1,000 W, GB200 at 1,200 W, GB300 at 1,400 W)
+    then sustain absolute tensor rates in the ratio of their limits to ``exponent``
+    (defaults.power_exponent, from a GB300 power-cap sweep), not the same fraction of their
+    datasheet peaks, which assume different clocks. Capped at 1: no part runs faster than the
+    public kernel figures (the caps) measured at an unthrottled clock. Parts at the same
+    limit and peak (H200 and H800 beside H100 SXM) keep the fitted value as it is; so does a
+    part whose limit, or its sibling's, is not known (0)."""
+    if gpu.board_power_w <= 0 or sibling.board_power_w <= 0:
+        return fitted
+    rate = fitted * sibling.peak("bf16") * (gpu.board_power_w / sibling.board_power_w) ** exponent
+    return min(1.0, rate / gpu.peak("bf16"))
 
 
 def _sibling_fit(name: str, sibling: Any, sections: dict[str, Any], declared: tuple[DeclaredParameter, ...],

@@ -209,6 +209,42 @@ def test_h200_sustains_what_h100_does():
     assert ratio == pytest.approx(0.80 / 0.75, rel=1e-9)  # the two sourced caps
 
 
+def test_blackwell_siblings_sustain_in_proportion_to_board_power():
+    """GB200 (1,200 W), GB300 (1,400 W) and B300 (1,100 W) share B200's fit (1,000 W). A
+    power-limited GEMM's absolute tensor rate scales as the board power (exponent 1, the GB300
+    power-cap sweep's lower bound), so the sustained tensor rate (throughput factor x
+    datasheet bf16 peak) is B200's times exactly the power ratio, whatever their peaks
+    (GB200/GB300 list 2.5 PF bf16 at a higher clock, B200/B300 2.25). A large GEMM at one
+    shared cap then runs faster by that ratio up to the parts' SM counts' wave effects."""
+    b200 = load_params("b200")
+    rate_b200 = b200.tensor_throughput * get_gpu("b200").peak("bf16")
+    op = gemm("big", 16384, 16384, 16384)
+    t_b200 = explain(op, "b200", b200).compute_s
+    for name, watts in (("gb200", 1200), ("gb300", 1400), ("b300", 1100)):
+        params = load_params(name)
+        assert params.gemm.fp8_speedup == b200.gemm.fp8_speedup
+        assert params.tensor_throughput * get_gpu(name).peak("bf16") == pytest.approx(rate_b200 * watts / 1000)
+        assert explain(op, name, params).compute_s == pytest.approx(t_b200 * 1000 / watts, rel=0.02)
+    # the same limit and peak (H200, H800 beside H100 SXM): the fitted value unchanged
+    assert load_params("h800").tensor_throughput == load_params("h100-sxm").tensor_throughput
+
+
+def test_power_scaling_never_passes_the_unthrottled_kernel_figures():
+    """The caps are public kernel figures at an unthrottled clock: a sibling with far more
+    power than its fit's part sustains them (factor 1), not more; an unknown limit (0)
+    keeps the fitted factor."""
+    from dataclasses import replace
+
+    from compute_profile.estimator import power_scaled_throughput
+    from workload_gen.core.gpu_specs import get_gpu
+
+    b200, gb300 = get_gpu("b200"), get_gpu("gb300")
+    assert power_scaled_throughput(0.69, b200, replace(gb300, board_power_w=5000), 1.0) == 1.0
+    assert power_scaled_throughput(0.69, b200, replace(gb300, board_power_w=0), 1.0) == 0.69
+    # 0.69 x 2.25 PF x 1.4 over GB300's 2.5 PF
+    assert power_scaled_throughput(0.69, b200, gb300, 1.0) == pytest.approx(0.69 * 2250 * 1.4 / 2500)
+
+
 def test_sustains_like_must_name_a_gpu_section(tmp_path):
     import yaml
 

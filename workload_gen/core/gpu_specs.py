@@ -37,6 +37,11 @@ class GpuSpec:
     compute_capability: tuple[int, int]
     """CUDA compute capability (major, minor), from NVIDIA's CUDA GPUs table: A100 8.0,
     H100/H800/H200/H20 9.0, B200/GB200 10.0, B300/GB300 10.3. NCCL picks its tuning tables by it (collectives.protocol)."""
+    board_power_w: float = 0.0
+    """The GPU's default board power limit (TDP), W; 0 where no GPU of the same silicon shares
+    its fitted throughput. A GEMM-heavy training step runs power-limited on these parts, so a
+    sibling at another limit sustains a different fraction of its peak
+    (compute_profile.estimator.power_scaled_throughput)."""
 
     def peak(self, dtype: str) -> float:
         try:
@@ -73,6 +78,7 @@ GPUS: dict[str, GpuSpec] = {
         source="NVIDIA H100 datasheet, SXM",
         peak_flops={"bf16": 989.4 * T, "fp16": 989.4 * T, "fp8": 1978.9 * T, "tf32": 494.7 * T, "fp32": 66.9 * T},
         hbm_bw=3350 * GB, sm_count=132, compute_capability=(9, 0),
+        board_power_w=700,  # H100 datasheet, SXM: max TDP up to 700 W
         # torch.cuda.get_device_properties: "NVIDIA H100 80GB HBM3 ... total_memory=81090MB" (MiB;
         # 8 GPUs printed in Stanford CS336 spring 2025 lecture 6 notes); other public printouts give
         # 81,082-81,106 MiB by driver (deviceQuery 85,045,477,376 bytes: github.com/thamada/
@@ -92,6 +98,7 @@ GPUS: dict[str, GpuSpec] = {
         source="NVIDIA H800 SXM5 datasheet (H100 SXM compute, 400 GB/s NVLink)",
         peak_flops={"bf16": 989.4 * T, "fp16": 989.4 * T, "fp8": 1978.9 * T, "tf32": 494.7 * T, "fp32": 66.9 * T},
         hbm_bw=3350 * GB, sm_count=132, compute_capability=(9, 0),
+        board_power_w=700,  # H800 SXM5: the H100 SXM's 700 W board
         memory_bytes=81_090 * MiB,
     ),
     "h200": GpuSpec(
@@ -100,6 +107,7 @@ GPUS: dict[str, GpuSpec] = {
         source="NVIDIA H200 datasheet, SXM",
         peak_flops={"bf16": 989.4 * T, "fp16": 989.4 * T, "fp8": 1978.9 * T, "tf32": 494.7 * T, "fp32": 66.9 * T},
         hbm_bw=4800 * GB, sm_count=132, compute_capability=(9, 0),
+        board_power_w=700,  # H200 datasheet, SXM: max TDP up to 700 W
         # torch: "NVIDIA H200 ... total_memory=143156MB" (MiB; a public Modal vLLM example's
         # printout, found by code search); nvidia-smi shows 143,771 MiB.
         memory_bytes=143_156 * MiB,
@@ -125,6 +133,7 @@ GPUS: dict[str, GpuSpec] = {
         peak_flops={"bf16": 2250 * T, "fp16": 2250 * T, "fp8": 4500 * T, "fp4": 9000 * T, "tf32": 1100 * T,
                     "fp32": 75 * T},
         hbm_bw=8000 * GB, sm_count=148, compute_capability=(10, 0),
+        board_power_w=1000,  # HGX B200 / DGX B200 datasheets: 1,000 W per GPU (the B200 rows fitted were DGX B200)
         # torch: "NVIDIA B200 ... total_memory=182631MB" (MiB; public printouts give 182,631 and
         # 182,642); CUDA "Total Global Memory: 178.35 GB" (GiB, = 182,630 MiB:
         # github.com/pytorch/ao/pull/4002); nvidia-smi shows 183,359 MiB
@@ -144,6 +153,7 @@ GPUS: dict[str, GpuSpec] = {
         peak_flops={"bf16": 2500 * T, "fp16": 2500 * T, "fp8": 5000 * T, "fp4": 10_000 * T, "tf32": 1250 * T,
                     "fp32": 90 * T},
         hbm_bw=8000 * GB, sm_count=152, compute_capability=(10, 0),
+        board_power_w=1200,  # GB200 NVL72: 1,200 W per GPU (glennklockwood.com/garden/processors/B200 tabulates NVIDIA's GB200 figures "when configured to 1,200 W"; Verda's Blackwell table)
         # No public CUDA totalGlobalMem printout was found. nvidia-smi shows 189,471 MiB ("NVIDIA
         # GB200, 189471 MiB", TACC Vista run metadata and other public logs, drivers 580/590);
         # the B200's driver reserve (nvidia-smi 183,359 - totalGlobalMem 182,631 = 728 MiB, see
@@ -164,6 +174,9 @@ GPUS: dict[str, GpuSpec] = {
         peak_flops={"bf16": 2500 * T, "fp16": 2500 * T, "fp8": 5000 * T, "fp4": 15_000 * T, "tf32": 1250 * T,
                     "fp32": 80 * T},
         hbm_bw=8000 * GB, sm_count=152, compute_capability=(10, 3),
+        # 1,400 W: Verda's per-GPU Blackwell table (max TDP GB300 1.4 kW); nvidia-smi on GB300
+        # reports default_limit == max_limit == 1,400 W (facebookexperimental/triton PR 2023).
+        board_power_w=1400,
         # No public CUDA totalGlobalMem printout found; nvidia-smi shows 284,208 MiB ("NVIDIA
         # GB300, 284208 MiB, 580.95.05" in public test data) less the B200's 728 MiB driver
         # reserve: DERIVED.
@@ -182,6 +195,7 @@ GPUS: dict[str, GpuSpec] = {
         peak_flops={"bf16": 2250 * T, "fp16": 2250 * T, "fp8": 4500 * T, "fp4": 13_500 * T, "tf32": 1125 * T,
                     "fp32": 75 * T},
         hbm_bw=8000 * GB, sm_count=148, compute_capability=(10, 3),
+        board_power_w=1100,  # Verda's per-GPU Blackwell table: B300 max TDP 1.1 kW
         # No public CUDA totalGlobalMem printout found; nvidia-smi shows 275,040 MiB ("NVIDIA B300
         # SXM6 AC, 275040 MiB, 580.95.05" in public test data) less the B200's 728 MiB driver
         # reserve: DERIVED.
