@@ -211,8 +211,8 @@ def test_h200_sustains_what_h100_does():
 
 def test_blackwell_siblings_sustain_in_proportion_to_board_power():
     """GB200 (1,200 W), GB300 (1,400 W) and B300 (1,100 W) share B200's fit (1,000 W). A
-    power-limited GEMM's absolute tensor rate scales as the board power (exponent 1, the GB300
-    power-cap sweep's lower bound), so the sustained tensor rate (throughput factor x
+    power-limited GEMM's absolute tensor rate scales as the board power (exponent 1, the low end
+    of the 0.925-1.22 a GB300 power-cap sweep allows), so the sustained tensor rate (throughput factor x
     datasheet bf16 peak) is B200's times exactly the power ratio, whatever their peaks
     (GB200/GB300 list 2.5 PF bf16 at a higher clock, B200/B300 2.25). A large GEMM at one
     shared cap then runs faster by that ratio up to the parts' SM counts' wave effects."""
