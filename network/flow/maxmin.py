@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from network.flow.kernels import share_one
+
 REL_TIE = 1e-9
 """Links whose fair shares agree to this relative precision saturate in the same round
 (float noise must not split one bottleneck level into two rounds)."""
@@ -74,16 +76,7 @@ def _share_one(link: np.ndarray, capacity: np.ndarray, pad: int) -> np.ndarray:
     """Max-min rates of flows that each cross one resource (``link``; ``pad``: none, inf):
     the resource's capacity over its flows, the first and only round of progressive
     filling, with the same arithmetic as :func:`_fill`."""
-    if capacity.size <= COMPACT_RATIO * 1024:  # counting over every resource is cheaper than a sort
-        users = np.bincount(link, minlength=capacity.size)
-        share = capacity[link] / users[link]
-        share[link == pad] = np.inf
-        return share
-    res, inv = np.unique(link, return_inverse=True)
-    users = np.bincount(inv, minlength=res.size)
-    share = capacity[res] / users
-    share[res == pad] = np.inf
-    return share[inv]
+    return share_one(np.ascontiguousarray(link), capacity, pad)
 
 
 COMPACT_RATIO = 16

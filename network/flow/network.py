@@ -45,8 +45,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from network.flow import kernels
 from network.flow.columns import Columns
-from network.flow.local import crosses, fastest_per_link, local_rates
+from network.flow.local import fastest_per_link, local_rates
 from network.flow.maxmin import maxmin_rates, path_keys
 from network.flow.routing import FIRST_PORT, EcmpRouter, next_ports
 from network.flow.subset import PathSubset
@@ -208,6 +209,9 @@ class FlowNetwork:
         flow per fabric solve (a pass over ~4 x 11,000 path entries per event at 16,384
         GPUs); the padding resource's entry is held at 0."""
         self._fastest = np.zeros(self.pad + 1)
+        self._lut = np.full(self.pad + 1, -1, dtype=np.int64)
+        """Scratch per resource, all -1 between uses: the local fabric solve's renumbering
+        (:func:`network.flow.kernels.dense_ids`)."""
         """Per fabric link direction, the fastest draining flow crossing it (bytes/s), as
         :func:`network.flow.local.local_rates` needs it; kept up to date by every fabric solve."""
         self._dedupe = [True, True]
@@ -330,10 +334,8 @@ class FlowNetwork:
     def _reanchor(self, rows: np.ndarray) -> None:
         """Bring rows' bytes left (end to end and at the NIC) up to now, before their
         rates change."""
-        dt = self.now - self._act_t0[rows]
-        self._act_rem[rows] -= self._act_rate[rows] * dt
-        self._act_nic[rows] -= self._act_nic_rate[rows] * dt  # inf (sent) stays inf
-        self._act_t0[rows] = self.now
+        kernels.reanchor(rows, self.now, self._act_t0, self._act_rem, self._act_rate, self._act_nic,
+                         self._act_nic_rate)
         self._dirty.append(rows)
 
     def _retime(self) -> None:
@@ -344,25 +346,15 @@ class FlowNetwork:
             return
         rows = np.concatenate(self._dirty) if len(self._dirty) > 1 else self._dirty[0]
         self._dirty = []
-        t0, rem, rate, tol = self._act_t0[rows], self._act_rem[rows], self._act_rate[rows], self._act_tol[rows]
-        nic, nic_rate = self._act_nic[rows], self._act_nic_rate[rows]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ev = t0 + np.minimum(rem / rate, nic / nic_rate)
-            due_fin = np.where(rem <= tol, -np.inf, t0 + (rem - tol) / rate)
-            due_nic = np.where(nic <= tol, -np.inf, t0 + (nic - tol) / nic_rate)
-        due = np.minimum(due_fin, np.where(self._act_unsent[rows], due_nic, np.inf))
-        dead = self._act_group[rows] == DEAD
-        ev[dead] = np.inf
-        due[dead] = np.inf
-        self._act_ev[rows] = ev
-        self._act_due[rows] = due
+        kernels.retime(rows, self._act_t0, self._act_rem, self._act_rate, self._act_tol, self._act_nic,
+                       self._act_nic_rate, self._act_unsent, self._act_group, DEAD, self._act_ev, self._act_due)
 
     def _finish_draining(self, ahead: float = 0.0) -> None:
         """Flows that have drained (or left their NIC) by ``ahead`` seconds from now count
         as done now (the event window, EVENT_WINDOW_S): their last bytes are not moved."""
         if not self._act_due.size:
             return
-        cand = np.flatnonzero(self._act_due <= self.now + ahead)  # the one pass over every row
+        cand = kernels.rows_at_most(self._act_due, self.now + ahead)  # the one pass over every row
         if not cand.size:
             return
         # the tests of the rows that may be due, on their bytes as of now
@@ -465,14 +457,7 @@ class FlowNetwork:
         if total == 0:
             return
         idx = np.repeat(lo - (np.cumsum(cnt) - cnt), cnt) + np.arange(total)  # np.r_ cost more than the rest
-        ch = kids[idx]
-        if total == 1:
-            uniq, k = ch, 1
-        else:
-            uniq, k = np.unique(ch, return_counts=True)
-        pend = self.flows["pending"]
-        pend[uniq] -= k
-        ready = uniq[pend[uniq] == 0]
+        ready = kernels.count_down(self.flows["pending"], kids[idx])
         self._push(self.now, _READY, ready)
 
     def _ready(self, ids: np.ndarray) -> None:
@@ -526,7 +511,7 @@ class FlowNetwork:
         n = ids.size
         if self._dead < n:
             self._grow(max(n - self._dead, self._act_id.size // 2))
-        slots = np.flatnonzero(self._act_group == DEAD)[:n]
+        slots = kernels.first_equal(self._act_group, DEAD, n)
         self._dead -= n
         self._act_id[slots] = ids
         self._act_rem[slots] = wire
@@ -591,7 +576,7 @@ class FlowNetwork:
         if domains.size:
             want = np.zeros(self._n_groups + 2, dtype=bool)  # shifted by 2: DEAD and -1 map to False
             want[domains + 2] = True
-            solved += self._solve(np.flatnonzero(want[self._act_group + 2]), 1)
+            solved += self._solve(kernels.rows_in(want, self._act_group, 2), 1)
         if (touched == 0).any():
             solved += self._solve_fabric(changed)
             self._nic_dirty = True  # only fabric rates bound the NIC shares
@@ -612,7 +597,7 @@ class FlowNetwork:
         # nothing), not a copy gathered per event nor every row
         got = local_rates(sub.path, self._act_rate, changed, self.capacity, self.pad,
                           lambda rows, paths, cap, pad: self._rates(sub.row[rows], 0, cap, paths, pad), self._fastest,
-                          load=self._load, n_rows=n_fab, rate_rows=sub.row)
+                          load=self._load, n_rows=n_fab, rate_rows=sub.row, lut=self._lut)
         if got is not None:
             rows, rate = got
             self.local_solves += 1
@@ -633,7 +618,7 @@ class FlowNetwork:
         mark = np.zeros(self.pad + 1, dtype=bool)
         mark[changed] = True
         mark[self.pad] = False
-        reach = crosses(mark, path)
+        reach = kernels.crosses_any(mark, path)
         for _ in range(FABRIC_SEARCH_ROUNDS):
             grow = path[reach].ravel()
             new = grow[~mark[grow]]
@@ -643,7 +628,7 @@ class FlowNetwork:
                 return fab[reach]
             mark[new] = True
             mark[self.pad] = False
-            reach = crosses(mark, path)
+            reach = kernels.crosses_any(mark, path)
         self._skip_search = FABRIC_RECHECK_EVERY
         return fab
 
@@ -683,7 +668,7 @@ class FlowNetwork:
 
     def _shift_load(self, rows: np.ndarray, delta: np.ndarray) -> None:
         """Add ``delta`` (bytes/s per row) to the load of every resource rows ``rows`` cross."""
-        np.add.at(self._load, self._act_path[rows].ravel(), np.repeat(delta, self.width))
+        kernels.add_along_paths(self._load, self._act_path, rows, delta)
         self._load[self.pad] = 0.0
 
     def _leave_fabric(self, rows: np.ndarray) -> None:
