@@ -35,21 +35,6 @@ def crosses_any(mark: np.ndarray, paths: np.ndarray) -> np.ndarray:
 
 
 @numba.njit(cache=True)
-def rows_at_most(a: np.ndarray, t: float) -> np.ndarray:
-    """Indices of the entries of ``a`` that are ``<= t``, ascending.
-
-    Replaces ``np.flatnonzero(a <= t)`` (a full boolean temporary, then a second pass):
-    one pass, for the event loop's scan of every row's due time."""
-    out = np.empty(a.size, dtype=np.int64)
-    k = 0
-    for i in range(a.size):
-        if a[i] <= t:
-            out[k] = i
-            k += 1
-    return out[:k].copy()
-
-
-@numba.njit(cache=True)
 def first_equal(a: np.ndarray, value: int, n: int) -> np.ndarray:
     """The first ``n`` indices at which ``a`` equals ``value`` (fewer if it has fewer).
 
@@ -260,3 +245,59 @@ def rows_in(want: np.ndarray, group: np.ndarray, shift: int) -> np.ndarray:
             out[k] = i
             k += 1
     return out[:k].copy()
+
+
+@numba.njit(cache=True)
+def first_hop_marked(mark: np.ndarray, paths: np.ndarray) -> np.ndarray:
+    """Indices of the rows of ``paths`` whose first resource is marked in ``mark``, ascending.
+
+    Replaces ``np.flatnonzero(mark[paths[:, 0]])``: a strided gather over every fabric row
+    and a nonzero, per event in which a NIC's round robin changed."""
+    n = paths.shape[0]
+    out = np.empty(n, dtype=np.int64)
+    k = 0
+    for i in range(n):
+        if mark[paths[i, 0]]:
+            out[k] = i
+            k += 1
+    return out[:k].copy()
+
+
+@numba.njit(cache=True)
+def row_keys(paths: np.ndarray, mul: np.uint64) -> np.ndarray:
+    """One uint64 per row of ``paths`` mixing its ids in order (multiply by the odd ``mul``,
+    xor-shift by 29, per hop; wrapping), as :func:`network.flow.maxmin.path_keys` defines it.
+
+    Replaces a loop over the hops of three whole-column numpy operations each (a cast, a
+    multiply, a shift), per start of flows."""
+    n, hops = paths.shape
+    key = np.zeros(n, dtype=np.uint64)
+    s = np.uint64(29)
+    for i in range(n):
+        k = np.uint64(0)
+        for j in range(hops):
+            k = (k ^ np.uint64(paths[i, j])) * mul
+            k ^= k >> s
+        key[i] = k
+    return key
+
+
+@numba.njit(cache=True)
+def due_tests(cand: np.ndarray, now: float, ahead: float, t0: np.ndarray, rem: np.ndarray, rate: np.ndarray,
+              nic: np.ndarray, nic_rate: np.ndarray, tol: np.ndarray, unsent: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """For rows ``cand``, with their bytes brought from ``t0`` to ``now`` (s): finished
+    (``rem`` within ``tol`` plus what ``rate`` moves in ``ahead`` s), and left the NIC
+    (``unsent`` and finished, or ``nic`` within the same margin at ``nic_rate``).
+
+    Replaces seven gathers and a dozen whole-array operations per event (the event
+    window's test of the rows that may be due), with the same arithmetic."""
+    fin = np.empty(cand.size, dtype=np.bool_)
+    left = np.empty(cand.size, dtype=np.bool_)
+    for i in range(cand.size):
+        r = cand[i]
+        dt = now - t0[r]
+        f = rem[r] - rate[r] * dt <= tol[r] + rate[r] * ahead
+        fin[i] = f
+        left[i] = unsent[r] and (nic[r] - nic_rate[r] * dt <= tol[r] + nic_rate[r] * ahead or f)
+    return fin, left

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from network.flow.kernels import share_one
+from network.flow.kernels import row_keys, share_one
 
 REL_TIE = 1e-9
 """Links whose fair shares agree to this relative precision saturate in the same round
@@ -91,12 +91,7 @@ _HASH_MUL = np.uint64(0x9E3779B97F4A7C15)
 
 def path_keys(paths: np.ndarray) -> np.ndarray:
     """One uint64 per row, equal for equal rows (distinct rows may collide: callers check)."""
-    key = np.zeros(paths.shape[0], dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        for c in range(paths.shape[1]):
-            key = (key ^ paths[:, c].astype(np.uint64)) * _HASH_MUL
-            key ^= key >> np.uint64(29)
-    return key
+    return row_keys(np.ascontiguousarray(paths), _HASH_MUL)
 
 
 def _unique_rows(paths: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:

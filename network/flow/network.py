@@ -354,16 +354,12 @@ class FlowNetwork:
         as done now (the event window, EVENT_WINDOW_S): their last bytes are not moved."""
         if not self._act_due.size:
             return
-        cand = kernels.rows_at_most(self._act_due, self.now + ahead)  # the one pass over every row
+        cand = np.flatnonzero(self._act_due <= self.now + ahead)  # the one pass over every row (numpy's SIMD compare beats a loop)
         if not cand.size:
             return
         # the tests of the rows that may be due, on their bytes as of now
-        dt = self.now - self._act_t0[cand]
-        tol, rate, nic_rate = self._act_tol[cand], self._act_rate[cand], self._act_nic_rate[cand]
-        rem = self._act_rem[cand] - rate * dt
-        nic = self._act_nic[cand] - nic_rate * dt
-        fin_c = rem <= tol + rate * ahead
-        left_c = self._act_unsent[cand] & ((nic <= tol + nic_rate * ahead) | fin_c)
+        fin_c, left_c = kernels.due_tests(cand, self.now, ahead, self._act_t0, self._act_rem, self._act_rate,
+                                          self._act_nic, self._act_nic_rate, self._act_tol, self._act_unsent)
         nic_rows = cand[left_c]
         if nic_rows.size:
             self._reanchor(nic_rows)
@@ -713,7 +709,7 @@ class FlowNetwork:
             # tenth in NVLink phases): every flow still at its NIC is one, its first link
             # its NIC's, and the sent ones are told apart by their ``_act_nic_link``
             sub = self._fab
-            rows = sub.row[np.flatnonzero(mark[sub.path[:, 0]])]
+            rows = sub.row[kernels.first_hop_marked(mark, sub.path)]
             cand.append(rows[self._act_nic_link[rows] != self.pad])
         for r in rerated:
             cand.append(r[self._act_nic_link[r] != self.pad])

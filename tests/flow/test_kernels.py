@@ -41,13 +41,9 @@ def test_row_searches(seed, hops):
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_index_scans(seed):
-    """rows_at_most, first_equal: the indices np.flatnonzero finds."""
+    """first_equal: the indices np.flatnonzero finds, the first few."""
     rng = np.random.default_rng(seed)
     n = int(rng.integers(0, 500))
-    due = np.where(rng.random(n) < 0.2, np.inf, rng.uniform(0, 1e-3, n))
-    due[rng.random(n) < 0.05] = -np.inf
-    t = float(rng.uniform(0, 1e-3))
-    np.testing.assert_array_equal(kernels.rows_at_most(due, t), np.flatnonzero(due <= t))
     group = rng.integers(-2, 3, n)
     for want in (0, 1, n, n + 5):
         np.testing.assert_array_equal(kernels.first_equal(group, -2, want), np.flatnonzero(group == -2)[:want])
@@ -154,3 +150,68 @@ def test_reanchor_and_retime(seed):
     kernels.retime(rows, t0, rem, rate, tol, nic, nic_rate, unsent, group, -2, ev, due)
     np.testing.assert_array_equal(ev, want_ev)
     np.testing.assert_array_equal(due, want_due)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_group_and_first_hop_scans(seed):
+    """rows_in (rows of flagged groups) and first_hop_marked (rows whose first hop is marked)."""
+    rng = np.random.default_rng(seed)
+    n_res = int(rng.integers(2, 200))
+    paths = _paths(rng, int(rng.integers(0, 400)), n_res, int(rng.integers(1, 5)))
+    mark = rng.random(n_res + 1) < 0.1
+    np.testing.assert_array_equal(kernels.first_hop_marked(mark, paths), np.flatnonzero(mark[paths[:, 0]]))
+    group = rng.integers(-2, 20, paths.shape[0])
+    want = rng.random(24) < 0.3
+    np.testing.assert_array_equal(kernels.rows_in(want, group, 2), np.flatnonzero(want[group + 2]))
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_share_one_is_capacity_over_users(seed):
+    """share_one: each flow's one resource's capacity (bytes/s) over the flows on it, inf
+    on the padding, as np.unique's count gives it."""
+    rng = np.random.default_rng(seed)
+    n_res = int(rng.integers(1, 300))
+    pad = n_res
+    cap = np.r_[rng.choice([5e10, 4.5e11, 1.25e10 / 3], n_res), np.inf]
+    link = rng.integers(0, n_res + 1, size=int(rng.integers(0, 500)))
+    res, inv = np.unique(link, return_inverse=True)
+    share = cap[res] / np.bincount(inv, minlength=res.size)
+    share[res == pad] = np.inf
+    np.testing.assert_array_equal(kernels.share_one(link, cap, pad), share[inv])
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_row_keys_is_the_column_hash(seed):
+    """row_keys: the hash path_keys defined column by column in numpy (wrapping uint64)."""
+    rng = np.random.default_rng(seed)
+    paths = rng.integers(0, 2**40, size=(int(rng.integers(0, 300)), int(rng.integers(1, 7))))
+    mul = np.uint64(0x9E3779B97F4A7C15)
+    key = np.zeros(paths.shape[0], dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for c in range(paths.shape[1]):
+            key = (key ^ paths[:, c].astype(np.uint64)) * mul
+            key ^= key >> np.uint64(29)
+    np.testing.assert_array_equal(kernels.row_keys(paths, mul), key)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_due_tests(seed):
+    """due_tests: the event window's finished / left-the-NIC tests of numpy's expressions."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 300))
+    now, ahead = 1e-3, 1e-8
+    t0 = rng.uniform(0.99e-3, now, n)
+    rate = rng.choice([1.0, 5e10, 1.25e10, 5e10 / 7], size=n)
+    nic_rate = rng.choice([1.0, 5e10, 5e10 / 3], size=n)
+    rem = rng.uniform(0, 3e4, n)
+    rem[rng.random(n) < 0.1] = np.inf
+    nic = np.where(rng.random(n) < 0.3, np.inf, rng.uniform(0, 3e4, n))
+    tol = np.maximum(1.0, 1e-6 * rng.uniform(0, 1e8, n))
+    unsent = rng.random(n) < 0.5
+    cand = np.sort(rng.permutation(n)[: int(rng.integers(0, n + 1))])
+    dt = now - t0[cand]
+    fin = rem[cand] - rate[cand] * dt <= tol[cand] + rate[cand] * ahead
+    left = unsent[cand] & ((nic[cand] - nic_rate[cand] * dt <= tol[cand] + nic_rate[cand] * ahead) | fin)
+    got = kernels.due_tests(cand, now, ahead, t0, rem, rate, nic, nic_rate, tol, unsent)
+    np.testing.assert_array_equal(got[0], fin)
+    np.testing.assert_array_equal(got[1], left)
