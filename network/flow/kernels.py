@@ -301,3 +301,53 @@ def due_tests(cand: np.ndarray, now: float, ahead: float, t0: np.ndarray, rem: n
         fin[i] = f
         left[i] = unsent[r] and (nic[r] - nic_rate[r] * dt <= tol[r] + nic_rate[r] * ahead or f)
     return fin, left
+
+
+@numba.njit(cache=True)
+def sum_along_paths(paths: np.ndarray, value: np.ndarray, n: int) -> np.ndarray:
+    """Per resource id below ``n``: the sum of ``value[i]`` over the rows i of ``paths``
+    crossing it (once per hop), added in row-major order from 0.
+
+    Replaces ``np.bincount(paths.ravel(), weights=np.repeat(value, hops), minlength=n)``
+    (the same additions in the same order) without the repeat and ravel temporaries: the
+    load per link in every round of a max-min solve."""
+    out = np.zeros(n)
+    rows, hops = paths.shape
+    for i in range(rows):
+        v = value[i]
+        for j in range(hops):
+            out[paths[i, j]] += v
+    return out
+
+
+@numba.njit(cache=True)
+def min_along_paths(low: np.ndarray, paths: np.ndarray, value: np.ndarray) -> None:
+    """``low[paths[i, j]] = min(low[paths[i, j]], value[i])`` for every row i and hop j, in place.
+
+    Replaces ``np.minimum.at(low, paths.ravel(), np.repeat(value, hops))`` (progressive
+    filling's least share among the flows through each link); values never nan."""
+    n, hops = paths.shape
+    for i in range(n):
+        v = value[i]
+        for j in range(hops):
+            p = paths[i, j]
+            if v < low[p]:
+                low[p] = v
+
+
+@numba.njit(cache=True)
+def row_min(per_resource: np.ndarray, paths: np.ndarray) -> np.ndarray:
+    """Per row of ``paths``: the least ``per_resource`` value of the resources it crosses.
+
+    Replaces ``per_resource[paths].min(axis=1)``: a gather of the whole path matrix and a
+    reduction along short rows, per round of progressive filling; values never nan."""
+    n, hops = paths.shape
+    out = np.empty(n)
+    for i in range(n):
+        m = per_resource[paths[i, 0]]
+        for j in range(1, hops):
+            v = per_resource[paths[i, j]]
+            if v < m:
+                m = v
+        out[i] = m
+    return out

@@ -31,7 +31,8 @@ from typing import Callable
 
 import numpy as np
 
-from network.flow.kernels import crosses_any, crossing_rows, dense_ids, has_bottleneck, max_along_paths
+from network.flow.kernels import (crosses_any, crossing_rows, dense_ids, has_bottleneck, max_along_paths,
+                                   sum_along_paths)
 
 CHECK_REL = 1e-9
 """Tolerance of the bottleneck check (as :data:`network.flow.maxmin.REL_TIE`): saturated
@@ -117,10 +118,10 @@ def local_rates(paths: np.ndarray, rate: np.ndarray, changed: np.ndarray, capaci
         lpad = ids.size - 1
         cap = capacity[ids]
         rate_c = rate_of(rows)
-        rest = load[ids] - np.bincount(lsub.ravel(), weights=np.repeat(rate_c, hops), minlength=ids.size)
+        rest = load[ids] - sum_along_paths(lsub, rate_c, ids.size)
         x = solve(rows, lsub, np.maximum(cap - rest, 0.0), lpad)  # the pad's room stays inf
         # step 3: every flow on those links has a bottleneck
-        new_load = rest + np.bincount(lsub.ravel(), weights=np.repeat(x, hops), minlength=ids.size)
+        new_load = rest + sum_along_paths(lsub, x, ids.size)
         top = fastest[ids]  # links not touched: the same flows at the same rates as before
         on_l = on[ids]
         top[on_l] = 0.0

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from network.flow.kernels import row_keys, share_one
+from network.flow.kernels import crosses_any, min_along_paths, row_keys, row_min, share_one, sum_along_paths
 
 REL_TIE = 1e-9
 """Links whose fair shares agree to this relative precision saturate in the same round
@@ -133,7 +133,7 @@ def _fill(rows: np.ndarray, mult: np.ndarray, capacity: np.ndarray, pad: int) ->
         rem = capacity[res].astype(np.float64, copy=True)  # resources of this solve only
         free = res == pad
     else:
-        local_rows = rows
+        local_rows = np.ascontiguousarray(rows)
         rem = capacity.astype(np.float64, copy=True)
         free = np.zeros(rem.size, dtype=bool)
         free[pad] = True
@@ -142,26 +142,25 @@ def _fill(rows: np.ndarray, mult: np.ndarray, capacity: np.ndarray, pad: int) ->
     live = np.arange(k)
     sub, w = local_rows, mult  # the live rows and their multiplicities (all, at first)
     while live.size:
-        flat = sub.ravel()
-        users = np.bincount(flat, weights=np.repeat(w, hops), minlength=n_res)
+        users = sum_along_paths(sub, w, n_res)
         with np.errstate(divide="ignore", invalid="ignore"):
             share = np.where((users > 0) & ~free, rem / users, np.inf)
-        flow_min = share[sub].min(axis=1)
+        flow_min = row_min(share, sub)
         if not np.isfinite(flow_min).any():
             break  # only unconstrained rows left: they keep inf
         # a link is a local minimum unless some flow through it has a lower share elsewhere
         # (share <= the least flow_min of the flows through it, within REL_TIE)
         around = np.full(n_res, np.inf)
-        np.minimum.at(around, flat, np.repeat(flow_min, hops))
+        min_along_paths(around, sub, flow_min)
         local = (share <= around * (1 + REL_TIE)) & ~free
-        hit = local[sub].any(axis=1)
+        hit = crosses_any(local, sub)
         if hit.all():  # the last round (most solves have one): no capacity left to track
             rate[live] = flow_min
             break
         frozen = live[hit]
         level = flow_min[hit]
         rate[frozen] = level
-        rem -= np.bincount(sub[hit].ravel(), weights=np.repeat(level * w[hit], hops), minlength=n_res)
+        rem -= sum_along_paths(sub[hit], level * w[hit], n_res)
         np.maximum(rem, 0.0, out=rem)
         keep = ~hit
         live, sub, w = live[keep], sub[keep], w[keep]

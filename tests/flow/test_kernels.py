@@ -215,3 +215,24 @@ def test_due_tests(seed):
     got = kernels.due_tests(cand, now, ahead, t0, rem, rate, nic, nic_rate, tol, unsent)
     np.testing.assert_array_equal(got[0], fin)
     np.testing.assert_array_equal(got[1], left)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_filling_passes(seed):
+    """sum_along_paths (np.bincount of per-row weights over hops), min_along_paths
+    (np.minimum.at), row_min (a gather's least per row): progressive filling's passes."""
+    rng = np.random.default_rng(seed)
+    n_res = int(rng.integers(2, 100))
+    paths = _paths(rng, int(rng.integers(0, 400)), n_res, int(rng.integers(1, 6)))
+    hops = paths.shape[1]
+    w = rng.choice([1.0, 3.0, 5e10 / 3, 1.25e10 * 0.1], size=paths.shape[0])
+    np.testing.assert_array_equal(kernels.sum_along_paths(paths, w, n_res + 1),
+                                  np.bincount(paths.ravel(), weights=np.repeat(w, hops), minlength=n_res + 1))
+    share = np.where(rng.random(n_res + 1) < 0.2, np.inf, rng.uniform(1e9, 5e10, n_res + 1))
+    if paths.shape[0]:
+        np.testing.assert_array_equal(kernels.row_min(share, paths), share[paths].min(axis=1))
+    low = np.full(n_res + 1, np.inf)
+    want = low.copy()
+    np.minimum.at(want, paths.ravel(), np.repeat(w, hops))
+    kernels.min_along_paths(low, paths, w)
+    np.testing.assert_array_equal(low, want)
