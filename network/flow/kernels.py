@@ -79,20 +79,28 @@ def dense_ids(flat: np.ndarray, lut: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 
 @numba.njit(cache=True)
-def count_down(pending: np.ndarray, children: np.ndarray) -> np.ndarray:
-    """Take one from ``pending`` per entry of ``children`` (a child appears once per
-    parent that released it); return the children that reached 0, ascending.
+def release(ids: np.ndarray, ptr: np.ndarray, kids: np.ndarray, pending: np.ndarray) -> np.ndarray:
+    """Flows ``ids`` release their children (``kids[ptr[f]:ptr[f + 1]]`` of flow f): take
+    one from each child's ``pending`` per parent released; return the children that
+    reached 0, ascending.
 
-    Replaces ``np.unique(children, return_counts=True)`` and a subtraction: a sort per
-    event only to count repeats."""
-    out = np.empty(children.size, dtype=np.int64)
+    Replaces a CSR gather (two gathers, a cumsum, a repeat, an arange) then
+    ``np.unique(children, return_counts=True)`` and a subtraction: a sort per event only
+    to count repeats."""
+    out = np.empty(64, dtype=np.int64)
     k = 0
-    for i in range(children.size):
-        c = children[i]
-        pending[c] -= 1
-        if pending[c] == 0:
-            out[k] = c
-            k += 1
+    for i in range(ids.size):
+        f = ids[i]
+        for e in range(ptr[f], ptr[f + 1]):
+            c = kids[e]
+            pending[c] -= 1
+            if pending[c] == 0:
+                if k == out.size:
+                    grown = np.empty(2 * k, dtype=np.int64)
+                    grown[:k] = out
+                    out = grown
+                out[k] = c
+                k += 1
     return np.sort(out[:k])
 
 
@@ -351,3 +359,20 @@ def row_min(per_resource: np.ndarray, paths: np.ndarray) -> np.ndarray:
                 m = v
         out[i] = m
     return out
+
+
+@numba.njit(cache=True)
+def used_columns(rows: np.ndarray, pad: int) -> np.ndarray:
+    """Per column of ``rows``: does any row hold a resource other than ``pad`` there?
+
+    Replaces ``(rows != pad).any(axis=0)``: a boolean copy of the whole matrix per solve,
+    to find the columns that are padding in every row; this stops at each column's first
+    real resource."""
+    n, hops = rows.shape
+    used = np.zeros(hops, dtype=np.bool_)
+    for j in range(hops):
+        for i in range(n):
+            if rows[i, j] != pad:
+                used[j] = True
+                break
+    return used

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from network.flow.kernels import crosses_any, min_along_paths, row_keys, row_min, share_one, sum_along_paths
+from network.flow.kernels import (crosses_any, min_along_paths, row_keys, row_min, share_one, sum_along_paths,
+                                   used_columns)
 
 REL_TIE = 1e-9
 """Links whose fair shares agree to this relative precision saturate in the same round
@@ -112,7 +113,7 @@ def _trim(rows: np.ndarray, pad: int) -> np.ndarray:
     """``rows`` without the columns that are padding in every row: an NVLink-only solve
     (two ports per flow) then works on 2 columns, not the fabric's path width. Padding
     constrains nothing, so the rates are the same."""
-    used = (rows != pad).any(axis=0)
+    used = used_columns(rows, pad)
     return rows if used.all() or not used.any() else rows[:, used]
 
 

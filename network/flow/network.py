@@ -379,7 +379,7 @@ class FlowNetwork:
         self._leave_fabric(rows)
         done_paths = self._act_path[rows]
         self._changed.append(done_paths)
-        np.add.at(self.link_bytes, done_paths.ravel(), np.repeat(self.flows["wire"][ids], self.width))
+        kernels.add_along_paths(self.link_bytes, self._act_path, rows, self.flows["wire"][ids])
         # finished rows stay in place, inert (inf bytes at rate 1 on no link, in no group),
         # until they are half the rows: compacting every event copied every array each time
         self._act_rem[rows] = np.inf
@@ -446,14 +446,7 @@ class FlowNetwork:
     def _release(self, ids: np.ndarray, ptr_cols: Columns, kid_cols: Columns) -> None:
         """The children (in this CSR) of flows ``ids`` lose a parent; those with none left
         become ready now."""
-        ptr, kids = ptr_cols["p"], kid_cols["c"]
-        lo, hi = ptr[ids], ptr[ids + 1]
-        cnt = hi - lo
-        total = int(cnt.sum())
-        if total == 0:
-            return
-        idx = np.repeat(lo - (np.cumsum(cnt) - cnt), cnt) + np.arange(total)  # np.r_ cost more than the rest
-        ready = kernels.count_down(self.flows["pending"], kids[idx])
+        ready = kernels.release(ids, ptr_cols["p"], kid_cols["c"], self.flows["pending"])
         self._push(self.now, _READY, ready)
 
     def _ready(self, ids: np.ndarray) -> None:

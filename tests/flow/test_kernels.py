@@ -64,17 +64,22 @@ def test_dense_ids_is_unique_with_inverse(seed):
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_count_down(seed):
-    """count_down: each child loses one pending parent per entry; those at 0 are ready."""
+def test_release(seed):
+    """release: the children (CSR) of the flows released each lose one pending parent per
+    release; those at 0 are ready, as the CSR gather and np.unique's counts give them."""
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 300))
-    pending = rng.integers(1, 4, n)
-    children = rng.integers(0, n, size=int(rng.integers(0, 200)))
-    children = children[np.bincount(children, minlength=n)[children] <= pending[children]]  # never below 0
+    n_kids = rng.integers(0, 4, n)
+    ptr = np.r_[0, np.cumsum(n_kids)]
+    kids = rng.integers(0, n, size=int(ptr[-1]))
+    ids = rng.permutation(n)[: int(rng.integers(0, n + 1))]
+    lo, hi = ptr[ids], ptr[ids + 1]
+    children = np.concatenate([kids[a:b] for a, b in zip(lo, hi)] + [np.zeros(0, dtype=np.int64)])
+    pending = np.bincount(kids, minlength=n) + rng.integers(0, 2, n)  # some wait on parents not released
     want = pending.copy()
     uniq, k = np.unique(children, return_counts=True)
     want[uniq] -= k
-    ready = kernels.count_down(pending, children)
+    ready = kernels.release(ids, ptr, kids, pending)
     np.testing.assert_array_equal(pending, want)
     np.testing.assert_array_equal(ready, uniq[want[uniq] == 0])
 
@@ -236,3 +241,13 @@ def test_filling_passes(seed):
     np.minimum.at(want, paths.ravel(), np.repeat(w, hops))
     kernels.min_along_paths(low, paths, w)
     np.testing.assert_array_equal(low, want)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_used_columns(seed):
+    """used_columns: the columns not all padding, as (rows != pad).any(axis=0)."""
+    rng = np.random.default_rng(seed)
+    pad = 50
+    rows = _paths(rng, int(rng.integers(0, 50)), pad, int(rng.integers(1, 6)))
+    rows[:, rng.random(rows.shape[1]) < 0.4] = pad
+    np.testing.assert_array_equal(kernels.used_columns(rows, pad), (rows != pad).any(axis=0))
