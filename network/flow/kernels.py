@@ -376,3 +376,24 @@ def used_columns(rows: np.ndarray, pad: int) -> np.ndarray:
                 used[j] = True
                 break
     return used
+
+
+@numba.njit(cache=True)
+def retire(rows: np.ndarray, pad: int, dead: int, path: np.ndarray, group: np.ndarray, rem: np.ndarray,
+           rate: np.ndarray, nic: np.ndarray, nic_rate: np.ndarray, unsent: np.ndarray, ev: np.ndarray,
+           due: np.ndarray) -> None:
+    """Make finished ``rows`` inert in place: inf bytes (end to end and at the NIC) at
+    rate 1 (bytes/s) on no link (``pad``), in group ``dead``, never due (inf, s).
+
+    Replaces nine scatters of constants per event that finishes flows."""
+    for i in range(rows.size):
+        r = rows[i]
+        path[r, :] = pad
+        group[r] = dead
+        rem[r] = np.inf
+        rate[r] = 1.0
+        nic[r] = np.inf
+        nic_rate[r] = 1.0
+        unsent[r] = False
+        ev[r] = np.inf
+        due[r] = np.inf

@@ -354,7 +354,8 @@ class FlowNetwork:
         as done now (the event window, EVENT_WINDOW_S): their last bytes are not moved."""
         if not self._act_due.size:
             return
-        cand = np.flatnonzero(self._act_due <= self.now + ahead)  # the one pass over every row (numpy's SIMD compare beats a loop)
+        # the one pass over every row: numpy's SIMD compare and nonzero beat a compiled loop here
+        cand = np.flatnonzero(self._act_due <= self.now + ahead)
         if not cand.size:
             return
         # the tests of the rows that may be due, on their bytes as of now
@@ -382,15 +383,8 @@ class FlowNetwork:
         kernels.add_along_paths(self.link_bytes, self._act_path, rows, self.flows["wire"][ids])
         # finished rows stay in place, inert (inf bytes at rate 1 on no link, in no group),
         # until they are half the rows: compacting every event copied every array each time
-        self._act_rem[rows] = np.inf
-        self._act_rate[rows] = 1.0
-        self._act_path[rows] = self.pad
-        self._act_group[rows] = DEAD
-        self._act_unsent[rows] = False
-        self._act_nic[rows] = np.inf
-        self._act_nic_rate[rows] = 1.0
-        self._act_ev[rows] = np.inf
-        self._act_due[rows] = np.inf
+        kernels.retire(rows, self.pad, DEAD, self._act_path, self._act_group, self._act_rem, self._act_rate,
+                       self._act_nic, self._act_nic_rate, self._act_unsent, self._act_ev, self._act_due)
         self._dead += ids.size
         if 2 * self._dead > self._act_id.size:
             self._compact()

@@ -251,3 +251,20 @@ def test_used_columns(seed):
     rows = _paths(rng, int(rng.integers(0, 50)), pad, int(rng.integers(1, 6)))
     rows[:, rng.random(rows.shape[1]) < 0.4] = pad
     np.testing.assert_array_equal(kernels.used_columns(rows, pad), (rows != pad).any(axis=0))
+
+
+def test_retire_makes_rows_inert():
+    """retire: the rows given, and only they, get inf bytes at rate 1 on no link, dead, never due."""
+    rng = np.random.default_rng(0)
+    n, pad = 50, 9
+    arrays = [rng.random(n) for _ in range(6)]
+    path, group, unsent = rng.integers(0, pad, (n, 4)), rng.integers(0, 3, n), rng.random(n) < 0.5
+    rows = np.array([3, 7, 49])
+    before = [a.copy() for a in (*arrays, path, group, unsent)]
+    rem, rate, nic, nic_rate, ev, due = arrays
+    kernels.retire(rows, pad, -2, path, group, rem, rate, nic, nic_rate, unsent, ev, due)
+    want = [a.copy() for a in before]
+    for a, v in zip(want, (np.inf, 1.0, np.inf, 1.0, np.inf, np.inf, pad, -2, False)):
+        a[rows] = v
+    for got, w in zip((rem, rate, nic, nic_rate, ev, due, path, group, unsent), want):
+        np.testing.assert_array_equal(got, w)
