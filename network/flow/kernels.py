@@ -340,41 +340,6 @@ def sum_along_paths(paths: np.ndarray, value: np.ndarray, n: int) -> np.ndarray:
 
 
 @numba.njit(cache=True)
-def min_along_paths(low: np.ndarray, paths: np.ndarray, value: np.ndarray) -> None:
-    """``low[paths[i, j]] = min(low[paths[i, j]], value[i])`` for every row i and hop j, in place.
-
-    Replaces ``np.minimum.at(low, paths.ravel(), np.repeat(value, hops))`` (progressive
-    filling's least share among the flows through each link); values never nan. 6.8
-    against 16 us, 2,000 rows."""
-    n, hops = paths.shape
-    for i in range(n):
-        v = value[i]
-        for j in range(hops):
-            p = paths[i, j]
-            if v < low[p]:
-                low[p] = v
-
-
-@numba.njit(cache=True)
-def row_min(per_resource: np.ndarray, paths: np.ndarray) -> np.ndarray:
-    """Per row of ``paths``: the least ``per_resource`` value of the resources it crosses.
-
-    Replaces ``per_resource[paths].min(axis=1)``: a gather of the whole path matrix and a
-    reduction along short rows, per round of progressive filling; values never nan.
-    5.1 against 83 us, 2,000 rows."""
-    n, hops = paths.shape
-    out = np.empty(n)
-    for i in range(n):
-        m = per_resource[paths[i, 0]]
-        for j in range(1, hops):
-            v = per_resource[paths[i, j]]
-            if v < m:
-                m = v
-        out[i] = m
-    return out
-
-
-@numba.njit(cache=True)
 def used_columns(rows: np.ndarray, pad: int) -> np.ndarray:
     """Per column of ``rows``: does any row hold a resource other than ``pad`` there?
 
@@ -411,3 +376,73 @@ def retire(rows: np.ndarray, pad: int, dead: int, path: np.ndarray, group: np.nd
         unsent[r] = False
         ev[r] = np.inf
         due[r] = np.inf
+
+
+@numba.njit(cache=True)
+def fill(rows: np.ndarray, mult: np.ndarray, rem: np.ndarray, free: np.ndarray, rel_tie: float) -> np.ndarray:
+    """Progressive filling's rounds (:func:`network.flow.maxmin._fill`, which documents the
+    method): max-min rates (bytes/s) of ``rows`` (resource ids, each row ``mult`` flows)
+    on the remaining capacities ``rem`` (bytes/s, used up in place); ``free`` marks
+    resources that constrain nothing.
+
+    Replaces a round of about fifteen numpy operations (two bincounts, a gather and row
+    minimum, ``np.minimum.at``, a gather and row ``any``, and the copies that drop the
+    frozen rows) with loops over the live rows, in the same order and with the same
+    arithmetic: each sum per resource is accumulated from 0 in row order and then applied
+    (15 against 173 us for 300 rows on 900 links, 97 against 536 us for 2,000 on 5,000)."""
+    k, hops = rows.shape
+    n_res = rem.size
+    rate = np.full(k, np.inf)
+    live = np.ones(k, dtype=np.bool_)
+    n_live = k
+    flow_min = np.empty(k)
+    while n_live:
+        users = np.zeros(n_res)
+        for i in range(k):
+            if live[i]:
+                for j in range(hops):
+                    users[rows[i, j]] += mult[i]
+        share = np.full(n_res, np.inf)
+        for r in range(n_res):
+            if users[r] > 0 and not free[r]:
+                share[r] = rem[r] / users[r]
+        finite = False
+        for i in range(k):
+            if live[i]:
+                m = share[rows[i, 0]]
+                for j in range(1, hops):
+                    v = share[rows[i, j]]
+                    if v < m:
+                        m = v
+                flow_min[i] = m
+                finite |= m < np.inf
+        if not finite:
+            break  # only unconstrained rows left: they keep inf
+        around = np.full(n_res, np.inf)
+        for i in range(k):
+            if live[i]:
+                for j in range(hops):
+                    if flow_min[i] < around[rows[i, j]]:
+                        around[rows[i, j]] = flow_min[i]
+        used = np.zeros(n_res)
+        n_hit = 0
+        for i in range(k):
+            if live[i]:
+                hit = False
+                for j in range(hops):
+                    r = rows[i, j]
+                    if not free[r] and share[r] <= around[r] * (1 + rel_tie):
+                        hit = True
+                        break
+                if hit:
+                    rate[i] = flow_min[i]
+                    live[i] = False
+                    n_hit += 1
+                    for j in range(hops):
+                        used[rows[i, j]] += flow_min[i] * mult[i]
+        if n_hit == n_live:
+            break  # the last round (most solves have one): no capacity left to track
+        n_live -= n_hit
+        for r in range(n_res):
+            rem[r] = max(rem[r] - used[r], 0.0)
+    return rate

@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from network.flow.kernels import (crosses_any, min_along_paths, row_keys, row_min, share_one, sum_along_paths,
-                                   used_columns)
+from network.flow.kernels import fill, row_keys, share_one, used_columns
 
 REL_TIE = 1e-9
 """Links whose fair shares agree to this relative precision saturate in the same round
@@ -126,7 +125,9 @@ def _fill(rows: np.ndarray, mult: np.ndarray, capacity: np.ndarray, pad: int) ->
     frozen at ``x <= C/n`` leaves ``(C - x)/(n - 1) >= C/n``), so nothing can undercut it.
     Every such local minimum freezes in the same round, so the rounds number the longest
     chain of bottlenecks that feed each other, not the distinct rate levels (with per-node
-    NVLink components and a fabric of many leaves, the levels number in the hundreds)."""
+    NVLink components and a fabric of many leaves, the levels number in the hundreds).
+    The rounds run in :func:`network.flow.kernels.fill`; here the resources are renumbered
+    densely first when the solve uses few of them."""
     k, hops = rows.shape
     if capacity.size > COMPACT_RATIO * rows.size:
         res, local_rows = np.unique(rows, return_inverse=True)
@@ -138,31 +139,4 @@ def _fill(rows: np.ndarray, mult: np.ndarray, capacity: np.ndarray, pad: int) ->
         rem = capacity.astype(np.float64, copy=True)
         free = np.zeros(rem.size, dtype=bool)
         free[pad] = True
-    n_res = rem.size
-    rate = np.full(k, np.inf)
-    live = np.arange(k)
-    sub, w = local_rows, mult  # the live rows and their multiplicities (all, at first)
-    while live.size:
-        users = sum_along_paths(sub, w, n_res)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            share = np.where((users > 0) & ~free, rem / users, np.inf)
-        flow_min = row_min(share, sub)
-        if not np.isfinite(flow_min).any():
-            break  # only unconstrained rows left: they keep inf
-        # a link is a local minimum unless some flow through it has a lower share elsewhere
-        # (share <= the least flow_min of the flows through it, within REL_TIE)
-        around = np.full(n_res, np.inf)
-        min_along_paths(around, sub, flow_min)
-        local = (share <= around * (1 + REL_TIE)) & ~free
-        hit = crosses_any(local, sub)
-        if hit.all():  # the last round (most solves have one): no capacity left to track
-            rate[live] = flow_min
-            break
-        frozen = live[hit]
-        level = flow_min[hit]
-        rate[frozen] = level
-        rem -= sum_along_paths(sub[hit], level * w[hit], n_res)
-        np.maximum(rem, 0.0, out=rem)
-        keep = ~hit
-        live, sub, w = live[keep], sub[keep], w[keep]
-    return rate
+    return fill(local_rows, mult, rem, free, REL_TIE)

@@ -222,25 +222,62 @@ def test_due_tests(seed):
     np.testing.assert_array_equal(got[1], left)
 
 
+def _numpy_fill(rows: np.ndarray, mult: np.ndarray, rem: np.ndarray, free: np.ndarray, rel_tie: float) -> np.ndarray:
+    """Progressive filling as network/flow/maxmin.py ran it in numpy before kernels.fill."""
+    k, hops = rows.shape
+    n_res = rem.size
+    rem = rem.copy()
+    rate = np.full(k, np.inf)
+    live = np.arange(k)
+    sub, w = rows, mult
+    while live.size:
+        flat = sub.ravel()
+        users = np.bincount(flat, weights=np.repeat(w, hops), minlength=n_res)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share = np.where((users > 0) & ~free, rem / users, np.inf)
+        flow_min = share[sub].min(axis=1)
+        if not np.isfinite(flow_min).any():
+            break
+        around = np.full(n_res, np.inf)
+        np.minimum.at(around, flat, np.repeat(flow_min, hops))
+        local = (share <= around * (1 + rel_tie)) & ~free
+        hit = local[sub].any(axis=1)
+        if hit.all():
+            rate[live] = flow_min
+            break
+        rate[live[hit]] = flow_min[hit]
+        rem -= np.bincount(sub[hit].ravel(), weights=np.repeat(flow_min[hit] * w[hit], hops), minlength=n_res)
+        np.maximum(rem, 0.0, out=rem)
+        live, sub, w = live[~hit], sub[~hit], w[~hit]
+    return rate
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_fill_is_numpys_progressive_filling(seed):
+    """fill: the rates (bytes/s) of the numpy rounds it replaces, to the bit, on random
+    paths and capacities with ties (equal capacities), multiplicities and padding."""
+    rng = np.random.default_rng(seed)
+    n_res = int(rng.integers(2, 80))
+    paths = _paths(rng, int(rng.integers(1, 200)), n_res, int(rng.integers(1, 5)))
+    cap = np.r_[rng.choice([10.0, 10.0, 25.0, 5e10 / 3, rng.uniform(1, 40)], n_res), np.inf]
+    mult = rng.integers(1, 4, paths.shape[0]).astype(np.float64)
+    free = np.zeros(n_res + 1, dtype=bool)
+    free[n_res] = True
+    want = _numpy_fill(paths, mult, cap, free, 1e-9)
+    rem = cap.copy()
+    np.testing.assert_array_equal(kernels.fill(paths, mult, rem, free, 1e-9), want)
+
+
 @pytest.mark.parametrize("seed", SEEDS)
-def test_filling_passes(seed):
-    """sum_along_paths (np.bincount of per-row weights over hops), min_along_paths
-    (np.minimum.at), row_min (a gather's least per row): progressive filling's passes."""
+def test_sum_along_paths_is_bincount(seed):
+    """sum_along_paths: np.bincount of per-row weights over their hops."""
     rng = np.random.default_rng(seed)
     n_res = int(rng.integers(2, 100))
     paths = _paths(rng, int(rng.integers(0, 400)), n_res, int(rng.integers(1, 6)))
-    hops = paths.shape[1]
     w = rng.choice([1.0, 3.0, 5e10 / 3, 1.25e10 * 0.1], size=paths.shape[0])
     np.testing.assert_array_equal(kernels.sum_along_paths(paths, w, n_res + 1),
-                                  np.bincount(paths.ravel(), weights=np.repeat(w, hops), minlength=n_res + 1))
-    share = np.where(rng.random(n_res + 1) < 0.2, np.inf, rng.uniform(1e9, 5e10, n_res + 1))
-    if paths.shape[0]:
-        np.testing.assert_array_equal(kernels.row_min(share, paths), share[paths].min(axis=1))
-    low = np.full(n_res + 1, np.inf)
-    want = low.copy()
-    np.minimum.at(want, paths.ravel(), np.repeat(w, hops))
-    kernels.min_along_paths(low, paths, w)
-    np.testing.assert_array_equal(low, want)
+                                  np.bincount(paths.ravel(), weights=np.repeat(w, paths.shape[1]),
+                                              minlength=n_res + 1))
 
 
 @pytest.mark.parametrize("seed", SEEDS)
