@@ -8,7 +8,7 @@ chains each. Each kernel here is one such chain as one loop (numba, compiled on 
 and cached on disk), with the same arithmetic in the same order, so the results are the
 same to the bit. The gain stated per kernel is its time against the numpy expression's
 on random inputs of the size stated (the sizes of the 16,384-GPU all-reduce's events;
-2-core development machine, best of 5); the whole: that all-reduce from 80.5 to 53.5 CPU s
+2-core development machine, best of 5); the whole: that all-reduce from 79.2 to 51.5 CPU s
 (docs/flow.md, "Cost").
 
 Units: as the callers' (seconds, bytes, bytes/s; indices have none).
