@@ -305,3 +305,18 @@ def test_retire_makes_rows_inert():
         a[rows] = v
     for got, w in zip((rem, rate, nic, nic_rate, ev, due, path, group, unsent), want):
         np.testing.assert_array_equal(got, w)
+
+
+def test_run_flow_without_numba_says_how_to_install_it(monkeypatch):
+    """numba is the ``flow`` extra: without it the flow kind refuses in one ConfigError line
+    naming the extra, before anything imports the kernels (a None entry in sys.modules makes
+    ``import numba`` raise ImportError, as a missing package does)."""
+    import sys
+
+    from network.flow.kind import FLOW
+    from workload_gen.core.errors import ConfigError
+    from workload_gen.core.system import load_system
+
+    monkeypatch.setitem(sys.modules, "numba", None)
+    with pytest.raises(ConfigError, match=r"numba.*pip install -e '\.\[flow\]'"):
+        FLOW.create(load_system("h100"), 16)
