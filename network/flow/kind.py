@@ -19,11 +19,22 @@ from workload_gen.core.errors import ConfigError
 from workload_gen.core.system import SystemConfig
 
 
+def require_numba() -> None:
+    """One ConfigError line if numba, which network/flow/kernels.py compiles its per-event
+    passes with, is missing (it is the ``flow`` extra, not a core dependency)."""
+    try:
+        import numba  # noqa: F401
+    except ImportError:
+        raise ConfigError("numba", "not installed",
+                          "the flow backend compiles its kernels with it: pip install -e '.[flow]'") from None
+
+
 class FlowKind:
     name = "flow"
     description = "flow-level network: max-min fair sharing of run-ns3's fabric, ECMP as ns-3, no packets"
 
     def create(self, system: SystemConfig, world_size: int, **options: Any) -> Any:
+        require_numba()
         from network.flow.backend import FlowBackend
 
         return FlowBackend(system, world_size, **options)

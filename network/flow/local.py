@@ -31,6 +31,9 @@ from typing import Callable
 
 import numpy as np
 
+from network.flow.kernels import (crosses_any, crossing_rows, dense_ids, has_bottleneck, max_along_paths,
+                                   sum_along_paths)
+
 CHECK_REL = 1e-9
 """Tolerance of the bottleneck check (as :data:`network.flow.maxmin.REL_TIE`): saturated
 within this fraction, and no flow on the link faster by more than this fraction."""
@@ -42,35 +45,20 @@ solve and its check would cost more than the plain solve saves."""
 MAX_ROUNDS = 12
 """Give up when the check still fails after this many solves of a growing C."""
 
-_ROW_VIEW = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
-
-
-def crosses(mark: np.ndarray, paths: np.ndarray) -> np.ndarray:
-    """Per row of ``paths``: does it cross a resource marked in ``mark`` (bool per resource)?
-
-    Why not ``mark[paths].any(axis=1)``: a reduction along rows of 4 is 6x slower than
-    reading each row's 4 booleans as one 32-bit word (0.42 against 0.07 ms for 27,000
-    fabric paths), and the search below does it several times per solve."""
-    hit = mark[paths]
-    view = _ROW_VIEW.get(paths.shape[1])
-    if view is None or not hit.flags.c_contiguous:
-        return hit.any(axis=1)
-    return hit.view(view).ravel() != 0
-
 
 def fastest_per_link(paths: np.ndarray, rate: np.ndarray, n_res: int) -> np.ndarray:
     """Per resource, the highest rate of a flow crossing it (0 if none): what
     :func:`local_rates` needs of the links it does not re-solve."""
     out = np.zeros(n_res)
-    np.maximum.at(out, paths.ravel(), np.repeat(rate, paths.shape[1]))
+    max_along_paths(out, np.ascontiguousarray(paths), np.ascontiguousarray(rate, dtype=np.float64))
     return out
 
 
 def local_rates(paths: np.ndarray, rate: np.ndarray, changed: np.ndarray, capacity: np.ndarray, pad: int,
                 solve: Callable[[np.ndarray, np.ndarray, np.ndarray, int], np.ndarray],
                 fastest: np.ndarray, load: np.ndarray | None = None,
-                n_rows: int | None = None, rate_rows: np.ndarray | None = None
-                ) -> tuple[np.ndarray, np.ndarray] | None:
+                n_rows: int | None = None, rate_rows: np.ndarray | None = None,
+                lut: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray] | None:
     """Rows to re-rate and their new max-min rates, or None: solve every row instead.
 
     ``paths``: every draining flow of the component kind ([flows, hops]); ``rate``: their
@@ -85,7 +73,8 @@ def local_rates(paths: np.ndarray, rate: np.ndarray, changed: np.ndarray, capaci
     ``n_rows``: how many rows are flows of the kind (default all; rows crossing no
     changed link, such as a caller's free rows, are never touched), which MAX_FRACTION
     is a fraction of; ``rate_rows``: if given, row r's rate is ``rate[rate_rows[r]]``
-    (the paths are a subset of the caller's rows, the rates its whole array).
+    (the paths are a subset of the caller's rows, the rates its whole array); ``lut``:
+    scratch of ``capacity.size`` int64 entries all -1 (left so), if the caller keeps one.
     Returns (row indices into ``paths``, their rates).
 
     Each round works on the resources that C and the flows beside it cross, renumbered
@@ -101,12 +90,14 @@ def local_rates(paths: np.ndarray, rate: np.ndarray, changed: np.ndarray, capaci
     if load is None:
         per_row = rate if rate_rows is None else np.where(rate_rows >= 0, rate[rate_rows], 0.0)
         load = np.bincount(paths.ravel(), weights=np.repeat(per_row, hops), minlength=n_res)
+    if lut is None:
+        lut = np.full(n_res, -1, dtype=np.int64)
     touched = np.zeros(n_res, dtype=bool)
     touched[changed] = True
     touched[pad] = False
     # growing C first through saturated links (max-min couples flows only through them)
     # made it 3x larger and cost more than the check's rounds it saved (16,384 GPUs)
-    member = crosses(touched, paths)
+    member = crosses_any(touched, paths)
     for _ in range(MAX_ROUNDS):
         if np.count_nonzero(member) > MAX_FRACTION * k:
             return None
@@ -117,29 +108,29 @@ def local_rates(paths: np.ndarray, rate: np.ndarray, changed: np.ndarray, capaci
         on = touched.copy()  # the links whose load may change: C's and the changed ones
         on[sub.ravel()] = True
         on[pad] = False
-        others = np.flatnonzero(~member & crosses(on, paths))  # every other flow on them
+        others = crossing_rows(on, paths, member)  # every other flow on them
         osub = paths[others]
         held = rate_of(others)
         # renumber the resources of C and the others densely; pad (the largest id) last
-        ids, inv = np.unique(np.concatenate([sub.ravel(), osub.ravel(), [pad]]), return_inverse=True)
+        ids, inv = dense_ids(np.concatenate([sub.ravel(), osub.ravel(), [pad]]), lut)
         n_c = sub.size
         lsub, losub = inv[:n_c].reshape(sub.shape), inv[n_c:-1].reshape(osub.shape)
         lpad = ids.size - 1
         cap = capacity[ids]
         rate_c = rate_of(rows)
-        rest = load[ids] - np.bincount(lsub.ravel(), weights=np.repeat(rate_c, hops), minlength=ids.size)
+        rest = load[ids] - sum_along_paths(lsub, rate_c, ids.size)
         x = solve(rows, lsub, np.maximum(cap - rest, 0.0), lpad)  # the pad's room stays inf
         # step 3: every flow on those links has a bottleneck
-        new_load = rest + np.bincount(lsub.ravel(), weights=np.repeat(x, hops), minlength=ids.size)
+        new_load = rest + sum_along_paths(lsub, x, ids.size)
         top = fastest[ids]  # links not touched: the same flows at the same rates as before
         on_l = on[ids]
         top[on_l] = 0.0
-        np.maximum.at(top, lsub.ravel(), np.repeat(x, hops))
-        np.maximum.at(top, losub.ravel(), np.repeat(held, hops))
+        max_along_paths(top, lsub, x)
+        max_along_paths(top, losub, held)
         full = new_load >= cap * (1.0 - CHECK_REL)
         full[lpad] = False
-        ok_c = (full[lsub] & (x[:, None] >= top[lsub] * (1.0 - CHECK_REL))).any(axis=1)
-        ok_o = (full[losub] & (held[:, None] >= top[losub] * (1.0 - CHECK_REL))).any(axis=1)
+        ok_c = has_bottleneck(full, top, lsub, x, CHECK_REL)
+        ok_o = has_bottleneck(full, top, losub, held, CHECK_REL)
         if ok_c.all() and ok_o.all():
             fastest[ids[on_l]] = top[on_l]
             return rows, x
@@ -149,5 +140,5 @@ def local_rates(paths: np.ndarray, rate: np.ndarray, changed: np.ndarray, capaci
             bad = np.zeros(ids.size, dtype=bool)
             bad[lsub[~ok_c].ravel()] = True
             bad[lpad] = False
-            member[others[crosses(bad, losub)]] = True
+            member[others[crosses_any(bad, losub)]] = True
     return None

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from network.flow.kernels import fill, row_keys, share_one, used_columns
+
 REL_TIE = 1e-9
 """Links whose fair shares agree to this relative precision saturate in the same round
 (float noise must not split one bottleneck level into two rounds)."""
@@ -74,16 +76,7 @@ def _share_one(link: np.ndarray, capacity: np.ndarray, pad: int) -> np.ndarray:
     """Max-min rates of flows that each cross one resource (``link``; ``pad``: none, inf):
     the resource's capacity over its flows, the first and only round of progressive
     filling, with the same arithmetic as :func:`_fill`."""
-    if capacity.size <= COMPACT_RATIO * 1024:  # counting over every resource is cheaper than a sort
-        users = np.bincount(link, minlength=capacity.size)
-        share = capacity[link] / users[link]
-        share[link == pad] = np.inf
-        return share
-    res, inv = np.unique(link, return_inverse=True)
-    users = np.bincount(inv, minlength=res.size)
-    share = capacity[res] / users
-    share[res == pad] = np.inf
-    return share[inv]
+    return share_one(np.ascontiguousarray(link), capacity, pad)
 
 
 COMPACT_RATIO = 16
@@ -98,12 +91,7 @@ _HASH_MUL = np.uint64(0x9E3779B97F4A7C15)
 
 def path_keys(paths: np.ndarray) -> np.ndarray:
     """One uint64 per row, equal for equal rows (distinct rows may collide: callers check)."""
-    key = np.zeros(paths.shape[0], dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        for c in range(paths.shape[1]):
-            key = (key ^ paths[:, c].astype(np.uint64)) * _HASH_MUL
-            key ^= key >> np.uint64(29)
-    return key
+    return row_keys(np.ascontiguousarray(paths), _HASH_MUL)
 
 
 def _unique_rows(paths: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -124,7 +112,7 @@ def _trim(rows: np.ndarray, pad: int) -> np.ndarray:
     """``rows`` without the columns that are padding in every row: an NVLink-only solve
     (two ports per flow) then works on 2 columns, not the fabric's path width. Padding
     constrains nothing, so the rates are the same."""
-    used = (rows != pad).any(axis=0)
+    used = used_columns(rows, pad)
     return rows if used.all() or not used.any() else rows[:, used]
 
 
@@ -137,7 +125,9 @@ def _fill(rows: np.ndarray, mult: np.ndarray, capacity: np.ndarray, pad: int) ->
     frozen at ``x <= C/n`` leaves ``(C - x)/(n - 1) >= C/n``), so nothing can undercut it.
     Every such local minimum freezes in the same round, so the rounds number the longest
     chain of bottlenecks that feed each other, not the distinct rate levels (with per-node
-    NVLink components and a fabric of many leaves, the levels number in the hundreds)."""
+    NVLink components and a fabric of many leaves, the levels number in the hundreds).
+    The rounds run in :func:`network.flow.kernels.fill`; here the resources are renumbered
+    densely first when the solve uses few of them."""
     k, hops = rows.shape
     if capacity.size > COMPACT_RATIO * rows.size:
         res, local_rows = np.unique(rows, return_inverse=True)
@@ -145,36 +135,8 @@ def _fill(rows: np.ndarray, mult: np.ndarray, capacity: np.ndarray, pad: int) ->
         rem = capacity[res].astype(np.float64, copy=True)  # resources of this solve only
         free = res == pad
     else:
-        local_rows = rows
+        local_rows = np.ascontiguousarray(rows)
         rem = capacity.astype(np.float64, copy=True)
         free = np.zeros(rem.size, dtype=bool)
         free[pad] = True
-    n_res = rem.size
-    rate = np.full(k, np.inf)
-    live = np.arange(k)
-    sub, w = local_rows, mult  # the live rows and their multiplicities (all, at first)
-    while live.size:
-        flat = sub.ravel()
-        users = np.bincount(flat, weights=np.repeat(w, hops), minlength=n_res)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            share = np.where((users > 0) & ~free, rem / users, np.inf)
-        flow_min = share[sub].min(axis=1)
-        if not np.isfinite(flow_min).any():
-            break  # only unconstrained rows left: they keep inf
-        # a link is a local minimum unless some flow through it has a lower share elsewhere
-        # (share <= the least flow_min of the flows through it, within REL_TIE)
-        around = np.full(n_res, np.inf)
-        np.minimum.at(around, flat, np.repeat(flow_min, hops))
-        local = (share <= around * (1 + REL_TIE)) & ~free
-        hit = local[sub].any(axis=1)
-        if hit.all():  # the last round (most solves have one): no capacity left to track
-            rate[live] = flow_min
-            break
-        frozen = live[hit]
-        level = flow_min[hit]
-        rate[frozen] = level
-        rem -= np.bincount(sub[hit].ravel(), weights=np.repeat(level * w[hit], hops), minlength=n_res)
-        np.maximum(rem, 0.0, out=rem)
-        keep = ~hit
-        live, sub, w = live[keep], sub[keep], w[keep]
-    return rate
+    return fill(local_rows, mult, rem, free, REL_TIE)

@@ -45,8 +45,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from network.flow import kernels
 from network.flow.columns import Columns
-from network.flow.local import crosses, fastest_per_link, local_rates
+from network.flow.local import fastest_per_link, local_rates
 from network.flow.maxmin import maxmin_rates, path_keys
 from network.flow.routing import FIRST_PORT, EcmpRouter, next_ports
 from network.flow.subset import PathSubset
@@ -208,6 +209,9 @@ class FlowNetwork:
         flow per fabric solve (a pass over ~4 x 11,000 path entries per event at 16,384
         GPUs); the padding resource's entry is held at 0."""
         self._fastest = np.zeros(self.pad + 1)
+        self._lut = np.full(self.pad + 1, -1, dtype=np.int64)
+        """Scratch per resource, all -1 between uses: the local fabric solve's renumbering
+        (:func:`network.flow.kernels.dense_ids`)."""
         """Per fabric link direction, the fastest draining flow crossing it (bytes/s), as
         :func:`network.flow.local.local_rates` needs it; kept up to date by every fabric solve."""
         self._dedupe = [True, True]
@@ -330,10 +334,8 @@ class FlowNetwork:
     def _reanchor(self, rows: np.ndarray) -> None:
         """Bring rows' bytes left (end to end and at the NIC) up to now, before their
         rates change."""
-        dt = self.now - self._act_t0[rows]
-        self._act_rem[rows] -= self._act_rate[rows] * dt
-        self._act_nic[rows] -= self._act_nic_rate[rows] * dt  # inf (sent) stays inf
-        self._act_t0[rows] = self.now
+        kernels.reanchor(rows, self.now, self._act_t0, self._act_rem, self._act_rate, self._act_nic,
+                         self._act_nic_rate)
         self._dirty.append(rows)
 
     def _retime(self) -> None:
@@ -344,34 +346,21 @@ class FlowNetwork:
             return
         rows = np.concatenate(self._dirty) if len(self._dirty) > 1 else self._dirty[0]
         self._dirty = []
-        t0, rem, rate, tol = self._act_t0[rows], self._act_rem[rows], self._act_rate[rows], self._act_tol[rows]
-        nic, nic_rate = self._act_nic[rows], self._act_nic_rate[rows]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ev = t0 + np.minimum(rem / rate, nic / nic_rate)
-            due_fin = np.where(rem <= tol, -np.inf, t0 + (rem - tol) / rate)
-            due_nic = np.where(nic <= tol, -np.inf, t0 + (nic - tol) / nic_rate)
-        due = np.minimum(due_fin, np.where(self._act_unsent[rows], due_nic, np.inf))
-        dead = self._act_group[rows] == DEAD
-        ev[dead] = np.inf
-        due[dead] = np.inf
-        self._act_ev[rows] = ev
-        self._act_due[rows] = due
+        kernels.retime(rows, self._act_t0, self._act_rem, self._act_rate, self._act_tol, self._act_nic,
+                       self._act_nic_rate, self._act_unsent, self._act_group, DEAD, self._act_ev, self._act_due)
 
     def _finish_draining(self, ahead: float = 0.0) -> None:
         """Flows that have drained (or left their NIC) by ``ahead`` seconds from now count
         as done now (the event window, EVENT_WINDOW_S): their last bytes are not moved."""
         if not self._act_due.size:
             return
-        cand = np.flatnonzero(self._act_due <= self.now + ahead)  # the one pass over every row
+        # the one pass over every row: numpy's SIMD compare and nonzero beat a compiled loop here
+        cand = np.flatnonzero(self._act_due <= self.now + ahead)
         if not cand.size:
             return
         # the tests of the rows that may be due, on their bytes as of now
-        dt = self.now - self._act_t0[cand]
-        tol, rate, nic_rate = self._act_tol[cand], self._act_rate[cand], self._act_nic_rate[cand]
-        rem = self._act_rem[cand] - rate * dt
-        nic = self._act_nic[cand] - nic_rate * dt
-        fin_c = rem <= tol + rate * ahead
-        left_c = self._act_unsent[cand] & ((nic <= tol + nic_rate * ahead) | fin_c)
+        fin_c, left_c = kernels.due_tests(cand, self.now, ahead, self._act_t0, self._act_rem, self._act_rate,
+                                          self._act_nic, self._act_nic_rate, self._act_tol, self._act_unsent)
         nic_rows = cand[left_c]
         if nic_rows.size:
             self._reanchor(nic_rows)
@@ -391,18 +380,11 @@ class FlowNetwork:
         self._leave_fabric(rows)
         done_paths = self._act_path[rows]
         self._changed.append(done_paths)
-        np.add.at(self.link_bytes, done_paths.ravel(), np.repeat(self.flows["wire"][ids], self.width))
+        kernels.add_along_paths(self.link_bytes, self._act_path, rows, self.flows["wire"][ids])
         # finished rows stay in place, inert (inf bytes at rate 1 on no link, in no group),
         # until they are half the rows: compacting every event copied every array each time
-        self._act_rem[rows] = np.inf
-        self._act_rate[rows] = 1.0
-        self._act_path[rows] = self.pad
-        self._act_group[rows] = DEAD
-        self._act_unsent[rows] = False
-        self._act_nic[rows] = np.inf
-        self._act_nic_rate[rows] = 1.0
-        self._act_ev[rows] = np.inf
-        self._act_due[rows] = np.inf
+        kernels.retire(rows, self.pad, DEAD, self._act_path, self._act_group, self._act_rem, self._act_rate,
+                       self._act_nic, self._act_nic_rate, self._act_unsent, self._act_ev, self._act_due)
         self._dead += ids.size
         if 2 * self._dead > self._act_id.size:
             self._compact()
@@ -458,21 +440,7 @@ class FlowNetwork:
     def _release(self, ids: np.ndarray, ptr_cols: Columns, kid_cols: Columns) -> None:
         """The children (in this CSR) of flows ``ids`` lose a parent; those with none left
         become ready now."""
-        ptr, kids = ptr_cols["p"], kid_cols["c"]
-        lo, hi = ptr[ids], ptr[ids + 1]
-        cnt = hi - lo
-        total = int(cnt.sum())
-        if total == 0:
-            return
-        idx = np.repeat(lo - (np.cumsum(cnt) - cnt), cnt) + np.arange(total)  # np.r_ cost more than the rest
-        ch = kids[idx]
-        if total == 1:
-            uniq, k = ch, 1
-        else:
-            uniq, k = np.unique(ch, return_counts=True)
-        pend = self.flows["pending"]
-        pend[uniq] -= k
-        ready = uniq[pend[uniq] == 0]
+        ready = kernels.release(ids, ptr_cols["p"], kid_cols["c"], self.flows["pending"])
         self._push(self.now, _READY, ready)
 
     def _ready(self, ids: np.ndarray) -> None:
@@ -526,7 +494,7 @@ class FlowNetwork:
         n = ids.size
         if self._dead < n:
             self._grow(max(n - self._dead, self._act_id.size // 2))
-        slots = np.flatnonzero(self._act_group == DEAD)[:n]
+        slots = kernels.first_equal(self._act_group, DEAD, n)
         self._dead -= n
         self._act_id[slots] = ids
         self._act_rem[slots] = wire
@@ -591,7 +559,7 @@ class FlowNetwork:
         if domains.size:
             want = np.zeros(self._n_groups + 2, dtype=bool)  # shifted by 2: DEAD and -1 map to False
             want[domains + 2] = True
-            solved += self._solve(np.flatnonzero(want[self._act_group + 2]), 1)
+            solved += self._solve(kernels.rows_in(want, self._act_group, 2), 1)
         if (touched == 0).any():
             solved += self._solve_fabric(changed)
             self._nic_dirty = True  # only fabric rates bound the NIC shares
@@ -612,7 +580,7 @@ class FlowNetwork:
         # nothing), not a copy gathered per event nor every row
         got = local_rates(sub.path, self._act_rate, changed, self.capacity, self.pad,
                           lambda rows, paths, cap, pad: self._rates(sub.row[rows], 0, cap, paths, pad), self._fastest,
-                          load=self._load, n_rows=n_fab, rate_rows=sub.row)
+                          load=self._load, n_rows=n_fab, rate_rows=sub.row, lut=self._lut)
         if got is not None:
             rows, rate = got
             self.local_solves += 1
@@ -633,7 +601,7 @@ class FlowNetwork:
         mark = np.zeros(self.pad + 1, dtype=bool)
         mark[changed] = True
         mark[self.pad] = False
-        reach = crosses(mark, path)
+        reach = kernels.crosses_any(mark, path)
         for _ in range(FABRIC_SEARCH_ROUNDS):
             grow = path[reach].ravel()
             new = grow[~mark[grow]]
@@ -643,7 +611,7 @@ class FlowNetwork:
                 return fab[reach]
             mark[new] = True
             mark[self.pad] = False
-            reach = crosses(mark, path)
+            reach = kernels.crosses_any(mark, path)
         self._skip_search = FABRIC_RECHECK_EVERY
         return fab
 
@@ -683,7 +651,7 @@ class FlowNetwork:
 
     def _shift_load(self, rows: np.ndarray, delta: np.ndarray) -> None:
         """Add ``delta`` (bytes/s per row) to the load of every resource rows ``rows`` cross."""
-        np.add.at(self._load, self._act_path[rows].ravel(), np.repeat(delta, self.width))
+        kernels.add_along_paths(self._load, self._act_path, rows, delta)
         self._load[self.pad] = 0.0
 
     def _leave_fabric(self, rows: np.ndarray) -> None:
@@ -728,7 +696,7 @@ class FlowNetwork:
             # tenth in NVLink phases): every flow still at its NIC is one, its first link
             # its NIC's, and the sent ones are told apart by their ``_act_nic_link``
             sub = self._fab
-            rows = sub.row[np.flatnonzero(mark[sub.path[:, 0]])]
+            rows = sub.row[kernels.first_hop_marked(mark, sub.path)]
             cand.append(rows[self._act_nic_link[rows] != self.pad])
         for r in rerated:
             cand.append(r[self._act_nic_link[r] != self.pad])

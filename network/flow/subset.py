@@ -4,7 +4,7 @@ rows join and leave, so that a pass over them reads only them.
 Why: the flow network's draining-state arrays hold every draining flow (NVLink and
 fabric) plus finished rows awaiting compaction and free headroom; at 16,384 GPUs the
 fabric flows are a minority of those rows, and the local fabric re-solve's searches
-(:func:`network.flow.local.crosses`, two or more per fabric event) either gathered the
+(:func:`network.flow.kernels.crosses_any`, two or more per fabric event) either gathered the
 fabric rows' paths first or read every row. Here the fabric paths sit in their own
 matrix, free slots padded (they cross nothing), so each search reads about the fabric
 rows only and nothing is gathered per event.
@@ -14,6 +14,8 @@ Units: none (row and resource indices).
 from __future__ import annotations
 
 import numpy as np
+
+from network.flow import kernels
 
 
 class PathSubset:
@@ -35,7 +37,7 @@ class PathSubset:
             self.path = np.concatenate([self.path, np.full((extra, self.path.shape[1]), self.pad, np.int64)])
             self.row = np.concatenate([self.row, np.full(extra, -1, np.int64)])
             self.free += extra
-        slots = np.flatnonzero(self.row < 0)[:n]
+        slots = kernels.first_equal(self.row, -1, n)  # free slots hold -1
         self.path[slots] = paths
         self.row[slots] = rows
         self.free -= n
