@@ -21,7 +21,11 @@ low-precision gains: for every pair of runs of one model on one system in one re
 same layout (parallel sizes, micro and global batch) where one is NVFP4 and the other BF16,
 MXFP8 or FP8 current scaling, the measured and predicted throughput ratio NVFP4 / other.
 
-Usage: python scripts/check_rack_scale.py [--no-simulate]
+``--plot FILE.png`` also draws the runs that ran: predicted against measured step time,
+one colour per system and one marker per model, with issue 28's bands (8% for the median,
+15% for every row), and each run's error grouped by system and model.
+
+Usage: python scripts/check_rack_scale.py [--no-simulate] [--plot FILE.png]
 Units: seconds; gains are throughput ratios (tokens/s).
 """
 from __future__ import annotations
@@ -34,6 +38,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from check_recipes import MEASURED, Outcome, read_rows, run_recipe  # noqa: E402
+from engine.commands.parser import run_cli  # noqa: E402
 
 TABLE = MEASURED / "megatron_bridge_rack_measured.csv"
 
@@ -56,6 +61,83 @@ def precision_label(row: dict[str, str]) -> str:
 def check(row: dict[str, str], simulate: bool = True) -> Outcome:
     """One measured run: its recipe on the system its table column names (check_recipes' path)."""
     return run_recipe(row, SYSTEMS[row["gpu"]], simulate)
+
+
+SYSTEM_COLORS = {"gb200-nvl72": "#4C72B0", "gb300-nvl72": "#55A868", "b300": "#C44E52"}
+MODEL_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+BANDS = ((0.08, ":"), (0.15, "--"))
+"""Issue 28's goals on these rows: median |error| <= 8%, every row <= 15%."""
+
+
+def render_png(rows: list[dict[str, str]], outcomes: list[Outcome]) -> bytes:
+    """PNG bytes: left, predicted against measured step time of every run that ran (log axes,
+    the diagonal and the BANDS); right, each run's error, grouped by system, then model.
+    Runs without a prediction (refused, or --no-simulate) are left out. matplotlib (Agg) is
+    imported here so that the check itself stays light."""
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ran = sorted(((SYSTEMS[r["gpu"]], r["model"], o) for r, o in zip(rows, outcomes)
+                  if o.predicted_s is not None and math.isfinite(o.predicted_s)),
+                 key=lambda t: (t[0], t[1], t[2].measured_s))
+    if not ran:
+        raise ValueError("no run was simulated: nothing to plot")
+    models = sorted({m for _, m, _ in ran})
+    marker = {m: MODEL_MARKERS[i % len(MODEL_MARKERS)] for i, m in enumerate(models)}
+    fig, (ax_s, ax_e) = plt.subplots(1, 2, figsize=(14, 6), gridspec_kw={"width_ratios": [1, 1.6]})
+    fig.suptitle(f"check_rack_scale: {len(ran)} NVIDIA rack-scale runs, predicted by the analytical backend; "
+                 "no parameter fitted to them")
+    lo = min(min(o.measured_s, o.predicted_s) for _, _, o in ran) / 1.3
+    hi = max(max(o.measured_s, o.predicted_s) for _, _, o in ran) * 1.3
+    xs = [lo, hi]
+    ax_s.plot(xs, xs, color="black", lw=0.8)
+    for f, style in BANDS:
+        ax_s.plot(xs, [x * (1 + f) for x in xs], color="grey", lw=0.6, ls=style, label=f"+-{f:.0%}")
+        ax_s.plot(xs, [x * (1 - f) for x in xs], color="grey", lw=0.6, ls=style)
+    seen: set[tuple[str, str]] = set()
+    for system, model, o in ran:
+        key = (system, model)
+        ax_s.scatter(o.measured_s, o.predicted_s, s=24, color=SYSTEM_COLORS.get(system, "#999999"),
+                     marker=marker[model], label=None if key in seen else f"{system} {model}", zorder=3)
+        seen.add(key)
+    ax_s.set_xscale("log")
+    ax_s.set_yscale("log")
+    ax_s.set_xlim(lo, hi)
+    ax_s.set_ylim(lo, hi)
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    for axis in (ax_s.xaxis, ax_s.yaxis):  # plain seconds on a few ticks, not crowded powers of ten
+        axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        axis.set_minor_formatter(NullFormatter())
+    ax_s.set_xlabel("measured step time [s]")
+    ax_s.set_ylabel("predicted step time [s]")
+    ax_s.legend(fontsize=6, loc="upper left", ncol=2)
+    errs = [100 * (o.predicted_s / o.measured_s - 1) for _, _, o in ran]
+    idx = list(range(len(ran)))
+    ax_e.bar(idx, errs, color=[SYSTEM_COLORS.get(s, "#999999") for s, _, _ in ran], width=0.8)
+    for f, style in BANDS:
+        ax_e.axhline(100 * f, color="grey", lw=0.6, ls=style)
+        ax_e.axhline(-100 * f, color="grey", lw=0.6, ls=style)
+    ax_e.axhline(0, color="black", lw=0.8)
+    start = 0
+    for i in range(1, len(ran) + 1):
+        if i == len(ran) or ran[i][:2] != ran[start][:2]:
+            ax_e.text((start + i - 1) / 2, ax_e.get_ylim()[0], f"{ran[start][0]} {ran[start][1]}", rotation=90,
+                      ha="center", va="bottom", fontsize=6)
+            start = i
+    ax_e.set_xticks([])
+    ax_e.set_ylabel("error [%] (predicted / measured - 1)")
+    ax_e.set_title("per run, by system and model; lines at +-8% and +-15%", fontsize=9)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    return buf.getvalue()
 
 
 def pairs(rows: list[dict[str, str]], outcomes: list[Outcome]) -> list[tuple[str, str, float, float | None]]:
@@ -89,7 +171,20 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--no-simulate", action="store_true",
                     help="check each recipe is accepted or refused, without simulating")
+    ap.add_argument("--plot", metavar="FILE.png",
+                    help="also draw predicted against measured step time and every run's error (.png)")
     args = ap.parse_args(argv)
+    return run_cli(lambda: _check_all(args))
+
+
+def _check_all(args: argparse.Namespace) -> int:
+    from formats.output_paths import check_output_path
+    from workload_gen.core.errors import ConfigError
+
+    if args.plot:
+        if args.no_simulate:
+            raise ConfigError("--plot", args.plot, "needs the simulation: drop --no-simulate")
+        check_output_path(args.plot, "--plot")  # before the half minute of simulation, not after
     rows = read_rows(TABLE)
     outcomes = [check(row, simulate=not args.no_simulate) for row in rows]
     for row, o in zip(rows, outcomes):
@@ -124,6 +219,13 @@ def main(argv: list[str] | None = None) -> int:
         reasons[o.reason] = reasons.get(o.reason, 0) + 1
     for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1]):
         print(f"  refused ({n}): {reason}")
+    if args.plot:
+        from formats.atomic import atomic_write
+
+        png = render_png(rows, outcomes)
+        with atomic_write(args.plot, "wb", field="--plot") as fh:
+            fh.write(png)
+        print(f"plot: {args.plot}")
     return 0
 
 

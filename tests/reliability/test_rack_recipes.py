@@ -165,3 +165,29 @@ def test_the_script_reports_every_row_and_exits_0(rack, rows, capsys):
     out = capsys.readouterr().out
     for r in rows:
         assert Path(r["recipe_args"]).stem in out
+
+
+def test_plot_draws_the_runs_that_ran(rack):
+    """render_png: a PNG of the simulated runs only; with none simulated it refuses."""
+    from check_recipes import Outcome
+
+    rows = [{"gpu": "DGX-GB200", "model": "llama3-70b"}, {"gpu": "DGX-GB300", "model": "llama3-70b"},
+            {"gpu": "DGX-B300", "model": "deepseek-v3"}]
+    outcomes = [Outcome("a", "ran", "", 8.8, 9.3), Outcome("b", "ran", "", 6.7, 6.9),
+                Outcome("c", "refused", "a flag", 21.0)]
+    png = rack.render_png(rows, outcomes)
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000
+    with pytest.raises(ValueError, match="nothing to plot"):
+        rack.render_png(rows[2:], outcomes[2:])
+
+
+def test_plot_refuses_before_simulating(rack, tmp_path, capsys):
+    """A --plot that cannot be written (a directory), or one with --no-simulate, is one line
+    and exit 2, before the half minute of simulation."""
+    assert rack.main(["--plot", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--plot" in err[0] and "directory" in err[0]
+    assert rack.main(["--no-simulate", "--plot", str(tmp_path / "r.png")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--no-simulate" in err[0]
+    assert not (tmp_path / "r.png").exists()
