@@ -38,6 +38,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from check_recipes import MEASURED, Outcome, read_rows, run_recipe  # noqa: E402
+import recipe_plot  # noqa: E402
 from engine.commands.parser import run_cli  # noqa: E402
 
 TABLE = MEASURED / "megatron_bridge_rack_measured.csv"
@@ -63,81 +64,16 @@ def check(row: dict[str, str], simulate: bool = True) -> Outcome:
     return run_recipe(row, SYSTEMS[row["gpu"]], simulate)
 
 
-SYSTEM_COLORS = {"gb200-nvl72": "#4C72B0", "gb300-nvl72": "#55A868", "b300": "#C44E52"}
-MODEL_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
-BANDS = ((0.08, ":"), (0.15, "--"))
+BANDS = (0.08, 0.15)
 """Issue 28's goals on these rows: median |error| <= 8%, every row <= 15%."""
 
 
 def render_png(rows: list[dict[str, str]], outcomes: list[Outcome]) -> bytes:
-    """PNG bytes: left, predicted against measured step time of every run that ran (log axes,
-    the diagonal and the BANDS); right, each run's error, grouped by system, then model.
-    Runs without a prediction (refused, or --no-simulate) are left out. matplotlib (Agg) is
-    imported here so that the check itself stays light."""
-    import io
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    ran = sorted(((SYSTEMS[r["gpu"]], r["model"], o) for r, o in zip(rows, outcomes)
-                  if o.predicted_s is not None and math.isfinite(o.predicted_s)),
-                 key=lambda t: (t[0], t[1], t[2].measured_s))
-    if not ran:
-        raise ValueError("no run was simulated: nothing to plot")
-    models = sorted({m for _, m, _ in ran})
-    marker = {m: MODEL_MARKERS[i % len(MODEL_MARKERS)] for i, m in enumerate(models)}
-    fig, (ax_s, ax_e) = plt.subplots(1, 2, figsize=(14, 6), gridspec_kw={"width_ratios": [1, 1.6]})
-    fig.suptitle(f"check_rack_scale: {len(ran)} NVIDIA rack-scale runs, predicted by the analytical backend; "
-                 "no parameter fitted to them")
-    lo = min(min(o.measured_s, o.predicted_s) for _, _, o in ran) / 1.3
-    hi = max(max(o.measured_s, o.predicted_s) for _, _, o in ran) * 1.3
-    xs = [lo, hi]
-    ax_s.plot(xs, xs, color="black", lw=0.8)
-    for f, style in BANDS:
-        ax_s.plot(xs, [x * (1 + f) for x in xs], color="grey", lw=0.6, ls=style, label=f"+-{f:.0%}")
-        ax_s.plot(xs, [x * (1 - f) for x in xs], color="grey", lw=0.6, ls=style)
-    seen: set[tuple[str, str]] = set()
-    for system, model, o in ran:
-        key = (system, model)
-        ax_s.scatter(o.measured_s, o.predicted_s, s=24, color=SYSTEM_COLORS.get(system, "#999999"),
-                     marker=marker[model], label=None if key in seen else f"{system} {model}", zorder=3)
-        seen.add(key)
-    ax_s.set_xscale("log")
-    ax_s.set_yscale("log")
-    ax_s.set_xlim(lo, hi)
-    ax_s.set_ylim(lo, hi)
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
-    for axis in (ax_s.xaxis, ax_s.yaxis):  # plain seconds on a few ticks, not crowded powers of ten
-        axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
-        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        axis.set_minor_formatter(NullFormatter())
-    ax_s.set_xlabel("measured step time [s]")
-    ax_s.set_ylabel("predicted step time [s]")
-    ax_s.legend(fontsize=6, loc="upper left", ncol=2)
-    errs = [100 * (o.predicted_s / o.measured_s - 1) for _, _, o in ran]
-    idx = list(range(len(ran)))
-    ax_e.bar(idx, errs, color=[SYSTEM_COLORS.get(s, "#999999") for s, _, _ in ran], width=0.8)
-    for f, style in BANDS:
-        ax_e.axhline(100 * f, color="grey", lw=0.6, ls=style)
-        ax_e.axhline(-100 * f, color="grey", lw=0.6, ls=style)
-    ax_e.axhline(0, color="black", lw=0.8)
-    start = 0
-    for i in range(1, len(ran) + 1):
-        if i == len(ran) or ran[i][:2] != ran[start][:2]:
-            ax_e.text((start + i - 1) / 2, ax_e.get_ylim()[0], f"{ran[start][0]} {ran[start][1]}", rotation=90,
-                      ha="center", va="bottom", fontsize=6)
-            start = i
-    ax_e.set_xticks([])
-    ax_e.set_ylabel("error [%] (predicted / measured - 1)")
-    ax_e.set_title("per run, by system and model; lines at +-8% and +-15%", fontsize=9)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    return buf.getvalue()
+    """The runs that ran as a picture (scripts/recipe_plot.py), by preset and model."""
+    runs = [(SYSTEMS[r["gpu"]], r["model"], o.measured_s, o.predicted_s) for r, o in zip(rows, outcomes)]
+    n = sum(o.predicted_s is not None for o in outcomes)
+    return recipe_plot.render_png(runs, f"check_rack_scale: {n} NVIDIA rack-scale runs, predicted by the analytical "
+                                  "backend; no parameter fitted to them", BANDS)
 
 
 def pairs(rows: list[dict[str, str]], outcomes: list[Outcome]) -> list[tuple[str, str, float, float | None]]:

@@ -113,3 +113,28 @@ def test_every_recipe_nvidia_ran_is_predicted_to_fit(outcomes):
             assert o.short_bytes > MEMORY_SLACK * capacity, o.recipe
         else:
             assert o.short_bytes <= MEMORY_SLACK * capacity, (o.recipe, o.short_bytes / 2**30)
+
+
+@pytest.mark.parametrize("name", ["check_recipes", "check_rack_scale"])
+def test_plot_refused_before_simulating(name, tmp_path, capsys):
+    """--plot of either held-out check: a path that cannot be written (a directory), or --plot
+    with --no-simulate, is one line and exit 2 before any recipe is simulated; nothing is written."""
+    check = script(name)
+    assert check.main(["--plot", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--plot" in err[0] and "directory" in err[0]
+    assert check.main(["--no-simulate", "--plot", str(tmp_path / "moe.png")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--no-simulate" in err[0]
+    assert not (tmp_path / "moe.png").exists()
+
+
+def test_recipe_plot_draws_only_predicted_runs():
+    """scripts/recipe_plot.py: the runs with a finite prediction, as a PNG; none is refused."""
+    plot = script("recipe_plot")
+    runs = [("b200", "qwen3-30b-a3b", 9.7, 8.6), ("h100", "qwen3-30b-a3b", 29.3, 25.1),
+            ("h100", "deepseek-v3", 25.3, None)]
+    png = plot.render_png(runs, "test", (0.08, 0.20))
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000
+    with pytest.raises(ValueError, match="nothing to plot"):
+        plot.render_png(runs[2:], "test", (0.08,))

@@ -180,14 +180,3 @@ def test_plot_draws_the_runs_that_ran(rack):
     with pytest.raises(ValueError, match="nothing to plot"):
         rack.render_png(rows[2:], outcomes[2:])
 
-
-def test_plot_refuses_before_simulating(rack, tmp_path, capsys):
-    """A --plot that cannot be written (a directory), or one with --no-simulate, is one line
-    and exit 2, before the half minute of simulation."""
-    assert rack.main(["--plot", str(tmp_path)]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "--plot" in err[0] and "directory" in err[0]
-    assert rack.main(["--no-simulate", "--plot", str(tmp_path / "r.png")]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "--no-simulate" in err[0]
-    assert not (tmp_path / "r.png").exists()
