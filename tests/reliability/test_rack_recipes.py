@@ -179,4 +179,3 @@ def test_plot_draws_the_runs_that_ran(rack):
     assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000
     with pytest.raises(ValueError, match="nothing to plot"):
         rack.render_png(rows[2:], outcomes[2:])
-
