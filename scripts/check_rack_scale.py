@@ -68,12 +68,13 @@ BANDS = (0.08, 0.15)
 """Issue 28's goals on these rows: median |error| <= 8%, every row <= 15%."""
 
 
-def render_png(rows: list[dict[str, str]], outcomes: list[Outcome]) -> bytes:
-    """The runs that ran as a picture (scripts/recipe_plot.py), by preset and model."""
+def plot_runs(rows: list[dict[str, str]], outcomes: list[Outcome]
+              ) -> tuple[list[tuple[str, str, float, float | None]], str, tuple[float, ...]]:
+    """recipe_plot's (runs, title, bands) for these runs, by system preset and model."""
     runs = [(SYSTEMS[r["gpu"]], r["model"], o.measured_s, o.predicted_s) for r, o in zip(rows, outcomes)]
     n = sum(o.predicted_s is not None for o in outcomes)
-    return recipe_plot.render_png(runs, f"check_rack_scale: {n} NVIDIA rack-scale runs, predicted by the analytical "
-                                  "backend; no parameter fitted to them", BANDS)
+    return (runs, f"check_rack_scale: {n} NVIDIA rack-scale runs, predicted by the analytical backend; "
+            "no parameter fitted to them", BANDS)
 
 
 def pairs(rows: list[dict[str, str]], outcomes: list[Outcome]) -> list[tuple[str, str, float, float | None]]:
@@ -114,13 +115,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _check_all(args: argparse.Namespace) -> int:
-    from formats.output_paths import check_output_path
-    from workload_gen.core.errors import ConfigError
-
-    if args.plot:
-        if args.no_simulate:
-            raise ConfigError("--plot", args.plot, "needs the simulation: drop --no-simulate")
-        check_output_path(args.plot, "--plot")  # before the half minute of simulation, not after
+    recipe_plot.check_plot_path(args.plot, not args.no_simulate)  # before the half minute of simulation
     rows = read_rows(TABLE)
     outcomes = [check(row, simulate=not args.no_simulate) for row in rows]
     for row, o in zip(rows, outcomes):
@@ -156,12 +151,7 @@ def _check_all(args: argparse.Namespace) -> int:
     for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1]):
         print(f"  refused ({n}): {reason}")
     if args.plot:
-        from formats.atomic import atomic_write
-
-        png = render_png(rows, outcomes)
-        with atomic_write(args.plot, "wb", field="--plot") as fh:
-            fh.write(png)
-        print(f"plot: {args.plot}")
+        recipe_plot.write_png(args.plot, *plot_runs(rows, outcomes))
     return 0
 
 

@@ -41,6 +41,9 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/ is not a package: its sibling module
+import recipe_plot  # noqa: E402
+
 MEASURED = Path(__file__).resolve().parents[1] / "compute_profile" / "data" / "measured"
 TABLE = MEASURED / "megatron_bridge_moe_measured.csv"
 
@@ -219,13 +222,8 @@ PLOT_BANDS = (0.08, 0.20)
 
 def _check_all(args: argparse.Namespace) -> int:
     from formats.measured_runs import BRIDGE_SYSTEMS
-    from formats.output_paths import check_output_path
-    from workload_gen.core.errors import ConfigError
 
-    if args.plot:
-        if args.no_simulate:
-            raise ConfigError("--plot", args.plot, "needs the simulation: drop --no-simulate")
-        check_output_path(args.plot, "--plot")  # before the simulation, not after
+    recipe_plot.check_plot_path(args.plot, not args.no_simulate)  # before the simulation, not after
     rows = read_rows()
     outcomes = [check(row, simulate=not args.no_simulate) for row in rows]
     for o in outcomes:
@@ -249,7 +247,7 @@ def _check_all(args: argparse.Namespace) -> int:
             errs = [o.error for o in group]
             print(f"{label:18s} |error| median {statistics.median(map(abs, errs)):.1%}, max {max(map(abs, errs)):.1%}; "
                   f"signed median {statistics.median(errs):+.1%} ({len(group)} runs)")
-    discordant, pairs = ranking(read_rows(), outcomes)
+    discordant, pairs = ranking(rows, outcomes)
     print(f"layout ranking: {pairs - len(discordant)} of {pairs} pairs of one model on one GPU whose measured "
           f"throughput differs by more than {RANK_TOLERANCE:.0%} come in the measured order")
     for a, b, meas, pred in discordant:
@@ -266,18 +264,9 @@ def _check_all(args: argparse.Namespace) -> int:
     for what, n in Counter(mechanism(b) for o in outcomes for b in o.warnings).most_common():
         print(f"  {n:3d} recipes: {what}")
     if args.plot:
-        here = str(Path(__file__).resolve().parent)  # scripts/ is not a package: its sibling module
-        if here not in sys.path:
-            sys.path.insert(0, here)
-        import recipe_plot
-        from formats.atomic import atomic_write
-
         runs = [(BRIDGE_SYSTEMS[r["gpu"]], r["model"], o.measured_s, o.predicted_s) for r, o in zip(rows, outcomes)]
-        png = recipe_plot.render_png(runs, f"check_recipes: {len(ran)} NVIDIA MoE recipe runs (H100, B200), "
-                                     "predicted by the analytical backend; no parameter fitted to them", PLOT_BANDS)
-        with atomic_write(args.plot, "wb", field="--plot") as fh:
-            fh.write(png)
-        print(f"plot: {args.plot}")
+        recipe_plot.write_png(args.plot, runs, f"check_recipes: {len(ran)} NVIDIA MoE recipe runs (H100, B200), "
+                              "predicted by the analytical backend; no parameter fitted to them", PLOT_BANDS)
     return 0
 
 

@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import math
 
+from formats.atomic import atomic_write
+from formats.output_paths import check_output_path
+from workload_gen.core.errors import ConfigError
+
 SYSTEM_COLORS = ("#4C72B0", "#55A868", "#C44E52", "#8172B2", "#CCB974", "#64B5CD")
 MODEL_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
@@ -81,3 +85,21 @@ def render_png(runs: list[tuple[str, str, float, float]], title: str, bands: tup
     fig.savefig(buf, format="png", dpi=110)
     plt.close(fig)
     return buf.getvalue()
+
+
+def check_plot_path(path: str | None, simulate: bool) -> None:
+    """Refuse, before any simulation, a --plot that cannot be drawn (nothing simulated) or
+    written (one ConfigError line)."""
+    if not path:
+        return
+    if not simulate:
+        raise ConfigError("--plot", path, "needs the simulation: drop --no-simulate")
+    check_output_path(path, "--plot")
+
+
+def write_png(path: str, runs: list[tuple[str, str, float, float]], title: str, bands: tuple[float, ...]) -> None:
+    """:func:`render_png` of ``runs`` written to ``path`` whole (formats.atomic), and said."""
+    png = render_png(runs, title, bands)
+    with atomic_write(path, "wb", field="--plot") as fh:
+        fh.write(png)
+    print(f"plot: {path}")

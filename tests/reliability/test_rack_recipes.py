@@ -168,14 +168,14 @@ def test_the_script_reports_every_row_and_exits_0(rack, rows, capsys):
 
 
 def test_plot_draws_the_runs_that_ran(rack):
-    """render_png: a PNG of the simulated runs only; with none simulated it refuses."""
+    """plot_runs through recipe_plot: a PNG of the simulated runs only; with none simulated it refuses."""
     from check_recipes import Outcome
 
     rows = [{"gpu": "DGX-GB200", "model": "llama3-70b"}, {"gpu": "DGX-GB300", "model": "llama3-70b"},
             {"gpu": "DGX-B300", "model": "deepseek-v3"}]
     outcomes = [Outcome("a", "ran", "", 8.8, 9.3), Outcome("b", "ran", "", 6.7, 6.9),
                 Outcome("c", "refused", "a flag", 21.0)]
-    png = rack.render_png(rows, outcomes)
+    png = rack.recipe_plot.render_png(*rack.plot_runs(rows, outcomes))
     assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000
     with pytest.raises(ValueError, match="nothing to plot"):
-        rack.render_png(rows[2:], outcomes[2:])
+        rack.recipe_plot.render_png(*rack.plot_runs(rows[2:], outcomes[2:]))
