@@ -79,7 +79,7 @@ def local_rates(paths: np.ndarray, rate: np.ndarray, changed: np.ndarray, capaci
 
     Each round works on the resources that C and the flows beside it cross, renumbered
     densely (a few thousand), not on all of them (~100,000 at 16,384 GPUs)."""
-    k, hops = paths.shape
+    k = paths.shape[0]
 
     def rate_of(r: np.ndarray) -> np.ndarray:  # the current rates of rows r of ``paths``
         return rate[r] if rate_rows is None else rate[rate_rows[r]]
@@ -89,7 +89,7 @@ def local_rates(paths: np.ndarray, rate: np.ndarray, changed: np.ndarray, capaci
     n_res = capacity.size
     if load is None:
         per_row = rate if rate_rows is None else np.where(rate_rows >= 0, rate[rate_rows], 0.0)
-        load = np.bincount(paths.ravel(), weights=np.repeat(per_row, hops), minlength=n_res)
+        load = sum_along_paths(np.ascontiguousarray(paths), np.asarray(per_row, dtype=np.float64), n_res)
     if lut is None:
         lut = np.full(n_res, -1, dtype=np.int64)
     touched = np.zeros(n_res, dtype=bool)

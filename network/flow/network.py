@@ -209,11 +209,11 @@ class FlowNetwork:
         flow per fabric solve (a pass over ~4 x 11,000 path entries per event at 16,384
         GPUs); the padding resource's entry is held at 0."""
         self._fastest = np.zeros(self.pad + 1)
+        """Per fabric link direction, the fastest draining flow crossing it (bytes/s), as
+        :func:`network.flow.local.local_rates` needs it; kept up to date by every fabric solve."""
         self._lut = np.full(self.pad + 1, -1, dtype=np.int64)
         """Scratch per resource, all -1 between uses: the local fabric solve's renumbering
         (:func:`network.flow.kernels.dense_ids`)."""
-        """Per fabric link direction, the fastest draining flow crossing it (bytes/s), as
-        :func:`network.flow.local.local_rates` needs it; kept up to date by every fabric solve."""
         self._dedupe = [True, True]
         """Per solve kind (0 fabric, 1 NVLink): merge rows with the same path (DEDUPE_WORTH)."""
         self._merge_rows: bool | None = None
