@@ -318,11 +318,7 @@ def load_params(gpu: str, path: str | None = None,
     own = sections.get(name) or {}
     base = data["defaults"]
     if "sustains_like" in own:  # defaults, then the sibling's fitted values, then its own
-        fit = _sibling_fit(name, own["sustains_like"], sections, declared, src)
-        if "tensor_throughput" in fit:
-            fit["tensor_throughput"] = power_scaled_throughput(
-                float(fit["tensor_throughput"]), get_gpu(own["sustains_like"]), get_gpu(name),
-                float(base.get("power_exponent", 1.0)))
+        fit = _sibling_fit(name, own["sustains_like"], sections, declared, src, float(base.get("power_exponent", 1.0)))
         base = _deep_merge(base, fit)
     return params_from_dict(name, _deep_merge(base, own), src)
 
@@ -346,11 +342,11 @@ def power_scaled_throughput(fitted: float, sibling: GpuSpec, gpu: GpuSpec, expon
 
 
 def _sibling_fit(name: str, sibling: Any, sections: dict[str, Any], declared: tuple[DeclaredParameter, ...],
-                 src: str) -> dict[str, Any]:
-    """``sustains_like: X``: a GPU of the same silicon, clocks and power as X (H200 and H100
-    SXM) sustains the same fraction of the published kernel figures and has the same FP8
-    data path, so X's fitted per-GPU parameters apply to it (as a nested mapping, which the
-    GPU's own section then overrides)."""
+                 src: str, power_exponent: float) -> dict[str, Any]:
+    """``sustains_like: X``: a GPU of the same silicon as X has the same FP8 data path and the
+    same kernels, so X's fitted per-GPU parameters apply to it (as a nested mapping, which the
+    GPU's own section then overrides), its ``tensor_throughput`` carried to the GPU's own board
+    power (:func:`power_scaled_throughput`; unchanged for H200 and H800 beside H100 SXM)."""
     if not isinstance(sibling, str) or not isinstance(sections.get(sibling), dict):
         raise ConfigError(f"gpus.{name}.sustains_like", sibling, "must name another GPU section of this file", src)
     prefix = f"gpus.{sibling}."
@@ -362,6 +358,9 @@ def _sibling_fit(name: str, sibling: Any, sections: dict[str, Any], declared: tu
             for part in parents:
                 value, target = value[part], target.setdefault(part, {})
             target[leaf] = value[leaf]
+    if "tensor_throughput" in out:
+        out["tensor_throughput"] = power_scaled_throughput(float(out["tensor_throughput"]), get_gpu(sibling),
+                                                           get_gpu(name), power_exponent)
     return out
 
 
