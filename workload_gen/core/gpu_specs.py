@@ -38,8 +38,8 @@ class GpuSpec:
     """CUDA compute capability (major, minor), from NVIDIA's CUDA GPUs table: A100 8.0,
     H100/H800/H200/H20 9.0, B200/GB200 10.0, B300/GB300 10.3. NCCL picks its tuning tables by it (collectives.protocol)."""
     board_power_w: float = 0.0
-    """The GPU's default board power limit (TDP), W; 0 where no GPU of the same silicon shares
-    its fitted throughput. A GEMM-heavy training step runs power-limited on these parts, so a
+    """The GPU's default board power limit (TDP), W; 0 (not given) on GPUs that neither take
+    another's fitted throughput nor give theirs (compute_profile's ``sustains_like``). A GEMM-heavy training step runs power-limited on these parts, so a
     sibling at another limit sustains a different fraction of its peak
     (compute_profile.estimator.power_scaled_throughput)."""
 
