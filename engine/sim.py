@@ -182,7 +182,9 @@ class Simulator:
         """The host launches a collective the rank reached earlier (EV_HOST_ISSUE): the real
         instance replaces the placeholder wherever the rank holds it."""
         fut = self.comms.issue(rank, op, now, *labels)
-        fut.host_gated = True
+        # the wait before the collective was ready is host time only if this late launch is
+        # what made it ready (the last party); a later ordinary joiner makes it skew, as usual
+        fut.host_gated = fut.missing == 0
         overlapped = rank.overlapped
         overlapped.pending = [(d, fut if f is hold else f) for d, f in overlapped.pending]
         blocked = rank.blocked.futures
