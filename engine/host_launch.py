@@ -58,7 +58,9 @@ Units: seconds.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import NamedTuple
 
 from workload_gen.core.records import MOE_DISPATCH_OP, ComputeOp, Op, OpKind, Phase, Workload
 
@@ -77,10 +79,19 @@ GRAPH_REPLAY_OPS = 1.0
 
 _GEMM_KINDS = (OpKind.GEMM, OpKind.ATTENTION)
 
-HostPlan = tuple[tuple[float, ...], tuple[bool, ...], bool, dict[int, float], frozenset[int]]
-"""A pass's host plan (HostModel.plan): seconds per op, sync after op, starts synced, per
-collective the host seconds spent before its wait on launches the host makes ahead of it, and
-the ops so launched (the GPU never waits for their launch)."""
+class HostPlan(NamedTuple):
+    """A pass's host plan (HostModel.plan), read by both engine levels."""
+
+    launch: tuple[float, ...]
+    """Host seconds to launch each op (0 for one launched ahead, ``ahead``)."""
+    syncs: tuple[bool, ...]
+    """Per op: the host waits for its result before launching the next."""
+    synced: bool
+    """The pass starts with the host at the GPU's clock (lead 0), not far ahead."""
+    before: Mapping[int, float] = MappingProxyType({})
+    """Per collective: host seconds spent, before its wait, on launches made ahead of it."""
+    ahead: frozenset[int] = frozenset()
+    """The ops so launched ahead: the GPU never waits for their launch."""
 
 
 def _scope(op: ComputeOp, layer_part: str, moe_layer: bool) -> str:
@@ -192,7 +203,7 @@ class HostModel:
         ahead = frozenset(k for run in launched_before.values() for k in run)
         for k in ahead:
             costs[k] = 0.0
-        return tuple(costs), tuple(syncs), synced, before, ahead
+        return HostPlan(tuple(costs), tuple(syncs), synced, before, ahead)
 
     def _is_moe(self, layer: int) -> bool:
         return self.model is not None and self.model.is_moe_layer(layer)

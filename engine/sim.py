@@ -304,7 +304,7 @@ class Simulator:
         cursor.op_index = 0
         rank.host = plan = self.host.plan(id(spec), spec.ops, spec.launched_before)
         if plan is not None:
-            rank.cpu = now if plan[2] else -INF
+            rank.cpu = now if plan.synced else -INF
         return True
 
     def _begin_tail(self, rank: RankState, now: float) -> bool:
@@ -389,12 +389,12 @@ class Simulator:
                         d += extra
                     start = now
                     host = rank.host
-                    if host is not None and not (host[4] and i in host[4]):  # else launched ahead
-                        rank.cpu += host[0][i]
+                    if host is not None and not (host.ahead and i in host.ahead):  # else launched ahead
+                        rank.cpu += host.launch[i]
                         if rank.cpu > now:  # the GPU waits for the launch
                             rank.acc.host += rank.cpu - now
                             start = rank.cpu
-                        if host[1][i] and rank.cpu < start + d:
+                        if host.syncs[i] and rank.cpu < start + d:
                             rank.cpu = start + d  # the host waits for this op's result
                     if op.kind is not OpKind.OPTIMIZER:
                         rank.acc.compute += d
@@ -409,7 +409,7 @@ class Simulator:
                     return
                 host = rank.host
                 issue_at = now
-                if host is not None and rank.launched != i and host[1][i] and op.overlappable:
+                if host is not None and rank.launched != i and host.syncs[i] and op.overlappable:
                     # as engine.passes.profile_pass: the host's wait covers its group's earlier collectives
                     g = op.group.value
                     ahead = [f for _, f in overlapped.pending if f.group == g and f.end is None]
@@ -420,13 +420,13 @@ class Simulator:
                     # as engine.passes.profile_pass: a collective's launch delays the host, not the
                     # GPU, unless it is a sync point (the host waits for the GPU, the GPU for it);
                     # an overlappable one starts at its launch while the compute stream runs on
-                    sync = host[1][i]
-                    pre = host[3].get(i)
+                    sync = host.syncs[i]
+                    pre = host.before.get(i)
                     if pre:
                         rank.cpu += pre
                     if sync and rank.cpu < now:
                         rank.cpu = now
-                    rank.cpu += host[0][i]
+                    rank.cpu += host.launch[i]
                     if op.overlappable:
                         if rank.cpu > now:  # it starts when launched; the compute stream runs on
                             issue_at = rank.cpu

@@ -7,7 +7,7 @@ import pytest
 from compute_profile.attaching import attach
 from engine import simulate
 from engine.host_launch import (FLEX_PREPROCESS_OPS, GRAPH_REPLAY_OPS, HYBRIDEP_DISPATCH_OPS, TE_MODULE_OPS, HostModel,
-                                graphed_scopes, sync_op)
+                                HostPlan, graphed_scopes, sync_op)
 from engine.passes import profile_pass
 from workload_gen.builder import build
 from workload_gen.core.model_presets import get_preset
@@ -30,7 +30,7 @@ def test_a_host_bound_pass_runs_at_the_hosts_pace():
     # three 1 us kernels, each 10 us to launch, the host starting with the GPU: kernel k
     # starts when it is launched, at 10, 20 and 30 us; the GPU waited 10 + 9 + 9 us
     ops = tuple(_op(f"k{i}", 1 * US) for i in range(3))
-    prof = profile_pass(ops, _no_coll, host=((10 * US,) * 3, (False,) * 3, True, {}, frozenset()))
+    prof = profile_pass(ops, _no_coll, host=HostPlan((10 * US,) * 3, (False,) * 3, True))
     assert prof.duration == pytest.approx(31 * US)
     assert prof.host_s == pytest.approx(28 * US)
     assert prof.compute_s == pytest.approx(3 * US)
@@ -39,7 +39,7 @@ def test_a_host_bound_pass_runs_at_the_hosts_pace():
 
 def test_a_host_far_ahead_costs_nothing():
     ops = tuple(_op(f"k{i}", 1 * US) for i in range(3))
-    prof = profile_pass(ops, _no_coll, host=((10 * US,) * 3, (False,) * 3, False, {}, frozenset()))
+    prof = profile_pass(ops, _no_coll, host=HostPlan((10 * US,) * 3, (False,) * 3, False))
     assert prof.duration == pytest.approx(3 * US) and prof.host_s == 0.0
 
 
@@ -48,11 +48,11 @@ def test_after_a_sync_the_gpu_waits_for_each_launch():
     # each, the host far ahead at the start: A 0-100; the host resumes at 100, launches B at
     # 110 (B 110-115) and C at 120 (C 120-220). The GPU waited 10 + 5 us.
     ops = (_op("a", 100 * US), _op("b", 5 * US), _op("c", 100 * US))
-    prof = profile_pass(ops, _no_coll, host=((10 * US,) * 3, (True, False, False), False, {}, frozenset()))
+    prof = profile_pass(ops, _no_coll, host=HostPlan((10 * US,) * 3, (True, False, False), False))
     assert prof.duration == pytest.approx(220 * US)
     assert prof.host_s == pytest.approx(15 * US)
     # the same pass without the sync: the host stays ahead, nothing waits
-    free = profile_pass(ops, _no_coll, host=((10 * US,) * 3, (False,) * 3, False, {}, frozenset()))
+    free = profile_pass(ops, _no_coll, host=HostPlan((10 * US,) * 3, (False,) * 3, False))
     assert free.duration == pytest.approx(205 * US) and free.host_s == 0.0
 
 
@@ -154,12 +154,12 @@ def test_a_dispatch_that_syncs_waits_for_the_gpu_then_for_its_launch():
     # dispatch at 130 (130-180); C, launched at 140, runs 180-280. The GPU waited 30 us.
     disp = CollectiveOp(MOE_DISPATCH_OP, 0, Phase.FWD, CollKind.ALL_TO_ALL, Group.EP, 8, 1 << 20)
     ops = (_op("a", 100 * US), disp, _op("c", 100 * US))
-    prof = profile_pass(ops, lambda op: 50 * US, host=((10 * US, 30 * US, 10 * US), (False, True, False), False, {}, frozenset()))
+    prof = profile_pass(ops, lambda op: 50 * US, host=HostPlan((10 * US, 30 * US, 10 * US), (False, True, False), False))
     assert prof.duration == pytest.approx(280 * US)
     assert prof.host_s == pytest.approx(30 * US)
     assert prof.exposed == (("ep", pytest.approx(50 * US)),)
     # without the sync the host, far ahead, launched it long before: nothing waits
-    free = profile_pass(ops, lambda op: 50 * US, host=((10 * US, 30 * US, 10 * US), (False,) * 3, False, {}, frozenset()))
+    free = profile_pass(ops, lambda op: 50 * US, host=HostPlan((10 * US, 30 * US, 10 * US), (False,) * 3, False))
     assert free.duration == pytest.approx(250 * US) and free.host_s == 0.0
 
 
@@ -208,7 +208,7 @@ def test_the_ep_overlaps_dispatch_starts_at_its_launch_while_the_compute_stream_
     ops = (comb_b, _op("a", 100 * US), disp, _op("g", 200 * US), _op("f", 100 * US))
     wire = {"combine_a2a": 300 * US, MOE_DISPATCH_OP: 50 * US}
     deadline = (3, -1, 4, -1, -1)  # G needs B-comb, F needs D
-    host = ((10 * US, 10 * US, 30 * US, 0.0, 10 * US), (False, False, True, False, False), False,
+    host = HostPlan((10 * US, 10 * US, 30 * US, 0.0, 10 * US), (False, False, True, False, False), False,
             {2: 10 * US}, frozenset({3}))  # G's launch made before D's wait
     prof = profile_pass(ops, lambda op: wire[op.name], frozenset(), deadline, host=host)
     starts = {r.op.name: (r.start, r.end) for r in prof.records}
@@ -219,7 +219,7 @@ def test_the_ep_overlaps_dispatch_starts_at_its_launch_while_the_compute_stream_
     assert prof.host_s == 0.0 and prof.exposed == (("ep", pytest.approx(200 * US)),)  # A's end to B-comb's
     # G's launch counted at its own place instead (after D's set-up): it would wait for the host
     late = profile_pass(ops, lambda op: wire[op.name], frozenset(), deadline,
-                        host=(host[0][:3] + (10 * US,) + host[0][4:], host[1], False, {}, frozenset()))
+                        host=HostPlan(host.launch[:3] + (10 * US,) + host.launch[4:], host.syncs, False))
     assert {r.op.name: r.start for r in late.records}["g"] == pytest.approx(340 * US)
 
 
