@@ -21,5 +21,5 @@ issued after a host synchronisation, engine.host_launch); payload: its RankState
 EV_HOST_ISSUE = 5
 """The host has launched an overlappable collective it issues late (the EP overlap's forward
 dispatch after its host synchronisation, engine.host_launch) while the rank's compute stream
-ran on; payload: (RankState, op, (chunk, micro-batch) labels, the placeholder Future the
+ran on; payload: (RankState, (chunk, micro-batch) labels, the placeholder Future (its op) the
 rank's pending list holds until then)."""

@@ -63,7 +63,7 @@ from engine.schedules import SCHEDULES, Step
 from engine.sim_results import rank_breakdown, timeline_parts
 from engine.waits import block, unblock
 from network.backend import NetworkBackend
-from workload_gen.core.records import STEP_OVERHEAD_OP, CollectiveOp, ComputeOp, OpKind, Workload
+from workload_gen.core.records import STEP_OVERHEAD_OP, ComputeOp, OpKind, Workload
 from workload_gen.core.run_result import Breakdown
 
 
@@ -177,11 +177,10 @@ class Simulator:
                     unblock(rank, now)
                     self._run(rank)
 
-    def _host_issue(self, now: float, rank: RankState, op: CollectiveOp, labels: tuple[int, int],
-                    hold: Future) -> None:
+    def _host_issue(self, now: float, rank: RankState, labels: tuple[int, int], hold: Future) -> None:
         """The host launches a collective the rank reached earlier (EV_HOST_ISSUE): the real
-        instance replaces the placeholder wherever the rank holds it."""
-        fut = self.comms.issue(rank, op, now, *labels)
+        instance of the placeholder ``hold``'s op replaces it wherever the rank holds it."""
+        fut = self.comms.issue(rank, hold.op, now, *labels)
         # the wait before the collective was ready is host time only if this late launch is
         # what made it ready (the last party); a later ordinary joiner makes it skew, as usual
         fut.host_gated = fut.missing == 0
@@ -190,8 +189,7 @@ class Simulator:
         blocked = rank.blocked.futures
         if blocked is not None and hold in blocked:
             rank.blocked.futures = [fut if f is hold else f for f in blocked]
-            if fut.end is None:
-                fut.waiters.append(rank)
+            fut.waiters.append(rank)  # just issued: it cannot have ended
 
     # ------------------------------------------------------------------ passes
     def _combined(self, rank: RankState, step: Step) -> PassSpec:
@@ -445,7 +443,7 @@ class Simulator:
                         if issue_at > now:  # launched by the host later: a placeholder until then
                             fut = Future(-1, op.group.value, op, (), 1)
                             self.loop.schedule(issue_at, COMPLETION, EV_HOST_ISSUE,
-                                               (rank, op, step.labels(op.phase), fut))
+                                               (rank, step.labels(op.phase), fut))
                         else:
                             fut = self.comms.issue(rank, op, now, *step.labels(op.phase))
                         deadline = spec.deadline[i]
