@@ -244,6 +244,10 @@ def test_the_combined_pass_moves_the_expert_backwards_launch_ahead_of_the_forwar
         got = [(m.ops[k].name, m.ops[k].phase) for k in early]
         assert all(name.startswith("expert_") for name, _ in got)
         assert any(p is Phase.BWD_WEIGHT for _, p in got) is (not delay)
-        costs, syncs, _, before, ahead = HostModel(w, SYSTEMS["h100"].launch_op_s).plan(0, m.ops, m.launched_before)
+        host = HostModel(w, SYSTEMS["h100"].launch_op_s)
+        costs, syncs, _, before, ahead = host.plan(0, m.ops, m.launched_before)
         assert syncs[at] and all(costs[k] == 0.0 for k in early) and ahead == frozenset(early)
         assert before[at] > 0
+        # conserved: what the host spends before the dispatch's wait is those launches' own cost
+        plain = host.plan(1, m.ops).launch
+        assert before[at] == pytest.approx(sum(plain[k] for k in early), rel=1e-12)
