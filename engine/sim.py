@@ -407,18 +407,17 @@ class Simulator:
                     return
                 host = rank.host
                 issue_at = now
-                if host is not None and rank.launched != i and host.syncs[i] and op.overlappable:
-                    # as engine.passes.profile_pass: the host's wait covers its group's earlier collectives
-                    g = op.group.value
-                    ahead = [f for _, f in overlapped.pending if f.group == g and f.end is None]
-                    if ahead:
-                        block(rank, ahead, now)
-                        return
                 if host is not None and rank.launched != i:
                     # as engine.passes.profile_pass: a collective's launch delays the host, not the
                     # GPU, unless it is a sync point (the host waits for the GPU, the GPU for it);
                     # an overlappable one starts at its launch while the compute stream runs on
                     sync = host.syncs[i]
+                    if sync and op.overlappable:  # the host's wait covers its group's earlier collectives
+                        g = op.group.value
+                        ahead = [f for _, f in overlapped.pending if f.group == g and f.end is None]
+                        if ahead:
+                            block(rank, ahead, now)
+                            return
                     pre = host.before.get(i)
                     if pre:
                         rank.cpu += pre
