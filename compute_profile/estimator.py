@@ -77,12 +77,17 @@ class GemmParams:
     because the loop itself runs faster while the fixed part does not."""
     grouped_efficiency: float
     grouped_issue_s: float
-    blockwise_fp8_rate: float
-    """Fraction of the per-tensor FP8 GEMM rate that FP8 GEMMs with 1x128 / 128x128 block
-    scales reach (applied by compute_profile.attaching for the blockwise recipe)."""
     """Host time to issue one expert's GEMM of a grouped GEMM: Transformer Engine runs a
     grouped GEMM as one cuBLAS call per expert, issued one after another from the host, so
     many small experts take at least experts x this, however little each computes."""
+    blockwise_fp8_rate: float
+    """Fraction of the per-tensor FP8 GEMM rate that FP8 GEMMs with 1x128 / 128x128 block
+    scales reach (applied by compute_profile.attaching for the blockwise recipe)."""
+    mxfp8_rate: float
+    """Fraction of the per-tensor FP8 GEMM rate that MXFP8 GEMMs (an E8M0 scale per 32
+    elements, applied by Blackwell's block-scaled MMA) reach: the scale factors are operands
+    the kernel loads and the MMA consumes beside the data (applied by compute_profile.attaching
+    for the mxfp8 recipe)."""
     memory_efficiency: float
     tiles: tuple[Tile, ...]
     split_k_max: int
@@ -185,6 +190,7 @@ def params_from_dict(gpu: str, raw: dict[str, Any], src: str = "estimator parame
                 fp8_k_overhead=float(g.get("fp8_k_overhead", g["k_overhead"])),
                 grouped_efficiency=_positive(src, "gemm.grouped_efficiency", g["grouped_efficiency"], 1.0),
                 blockwise_fp8_rate=_positive(src, "gemm.blockwise_fp8_rate", g.get("blockwise_fp8_rate", 1.0), 1.0),
+                mxfp8_rate=_positive(src, "gemm.mxfp8_rate", g.get("mxfp8_rate", 1.0), 1.0),
                 grouped_issue_s=_nonnegative(src, "gemm.grouped_issue_s", g.get("grouped_issue_s", 0.0), 1e-3),
                 memory_efficiency=_positive(src, "gemm.memory_efficiency", g["memory_efficiency"], 1.0),
                 tiles=tiles,

@@ -76,11 +76,12 @@ def test_fp8_speedup_prior_reproduces_the_measured_ratio():
 def test_blockwise_fp8_gemms_run_at_fbgemms_measured_fraction_on_hopper():
     """FBGEMM's H100 benchmark (PR 2546): block-scaled FP8 GEMMs at 0.765 (median of 0.773,
     0.765, 0.726) of row-scaled ones, GEMM only; the estimator's blockwise recipe takes that
-    fraction of the per-tensor FP8 rate on Hopper parts, and nothing on Blackwell (TE runs the
-    recipe through MXFP8 there, TransformerEngine PR 2157)."""
+    fraction of the per-tensor FP8 rate on Hopper parts; on Blackwell TE runs the recipe's
+    GEMMs through MXFP8 (TransformerEngine PR 2157), so they take the MXFP8 rate there
+    (test_blackwell_gemm_ratios.py)."""
     from statistics import median
 
-    from compute_profile.attaching import blockwise_params
+    from compute_profile.attaching import recipe_params
     from compute_profile.estimator import explain, load_params
     from workload_gen.core.records import ComputeOp, OpKind, Phase
     from workload_gen.costs import gemm
@@ -88,8 +89,8 @@ def test_blockwise_fp8_gemms_run_at_fbgemms_measured_fraction_on_hopper():
     ratios = [870.4 / 1125.5, 828.3 / 1082.8, 828.3 / 1141.4]
     assert median(ratios) == pytest.approx(0.765, abs=0.001)
     op = ComputeOp("fc1", 0, Phase.FWD, OpKind.GEMM, (8192, 8192, 8192), "fp8", *gemm(8192, 8192, 8192, 1, 2))
-    for gpu, rate in (("h100-sxm", 0.765), ("h200", 0.765), ("h800", 0.765), ("b200", 1.0)):
+    for gpu, rate in (("h100-sxm", 0.765), ("h200", 0.765), ("h800", 0.765), ("b200", 0.951)):
         p = load_params(gpu)
         tensorwise = explain(op, gpu, p)
-        blockwise = explain(op, gpu, blockwise_params(p))
+        blockwise = explain(op, gpu, recipe_params(p, "blockwise"))
         assert tensorwise.compute_s / blockwise.compute_s == pytest.approx(rate, rel=1e-9), gpu
