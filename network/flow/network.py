@@ -26,13 +26,15 @@ the packets:
 - a collective completes when its last flow is done.
 
 Events at one instant are handled together, so flows that finish together (the symmetric
-flows of a collective) cost one event, not one each; and so are events less than
-:data:`EVENT_WINDOW_S` apart: everything due within that window after an event (a flow
-draining its last bytes or leaving its NIC, a delivery, a start) is handled at the
-event's instant, up to 10 ns early. Why: ECMP collisions and path-length differences
-desynchronise the chunks of a large all-reduce by nanoseconds, so without the window
-its events grow with its flows (180,259 events for 622,080 flows at 1,024 GPUs, spaced
-about 1 ns apart); with it, 49,566.
+flows of a collective) cost one event, not one each; and so are events less than one
+packet's time on a NIC link apart (:func:`packet_window_s`: 196 ns for 9,000-byte packets
+at the H100 presets' 368 Gb/s):
+everything due within that window after an event (a flow draining its last bytes or
+leaving its NIC, a delivery, a start) is handled at the event's instant, up to the window
+early. Why: ECMP collisions and path-length differences desynchronise the chunks of a large
+all-reduce by nanoseconds to a packet time, so without the window its events grow with its
+flows (180,259 events for 622,080 flows at 1,024 GPUs, spaced about 1 ns apart); with a
+10 ns window, 49,598; with one packet's, 4,915.
 
 Units: seconds; bytes and bytes/s (link capacities are given in bits/s and divided by 8).
 """
@@ -58,12 +60,28 @@ NVSWITCH_END = -1
 _READY, _ACTIVATE, _DONE = 0, 1, 2
 
 EVENT_WINDOW_S = 1e-8
-"""Events this close after an event are handled at its instant (s). 10 ns is a nineteenth
-of one 9 KB packet's time on a 400 Gb/s link (180 ns), below the resolution of the
-packet-level model this one stands in for, and six orders of magnitude below a large
-collective's time. Measured effect on the 128 MiB all-reduce's time: 64 GPUs +2.9e-5,
-256 GPUs +1.1e-5, 1,024 GPUs -9.3e-5 (relative); tests/flow/test_maxmin.py bounds it on
-a small fabric. 0 handles only exactly simultaneous events together."""
+"""The least event window (s): events this close after an event are always handled at its
+instant. 0 (``FlowNetwork(event_window_s=0.0)``) handles only exactly simultaneous events
+together."""
+
+
+def packet_window_s(framing: "Framing", nic_rates_Bps: np.ndarray) -> float:
+    """The default event window: one full packet's time on the fastest NIC link, at least
+    :data:`EVENT_WINDOW_S` (s).
+
+    Why: the packet-level model this one stands in for (run-ns3) moves a flow's bytes a
+    packet at a time, and every fabric flow starts and ends on a NIC link: it leaves its
+    NIC and arrives at its destination a packet at a time there, so none of its events is
+    placed more finely than one packet's serialisation on that link; merging events closer
+    than that claims no resolution ns-3 has. The fastest NIC's packet is the shortest, so
+    the window is the most conservative such one (9,002 bytes on the wire at 368 Gb/s, the
+    H100 presets' NIC: 195.7 ns). Measured on the 128 MiB all-reduce (scripts/bench_flow.py,
+    against the former 10 ns window): 1,024 GPUs 49,598 -> 4,917 events, 10.3 -> 4.2 CPU s,
+    simulated time -0.18%; 16,384 GPUs 75,948 -> 6,521 events, 51.5 -> 29.8 CPU s, -0.27%
+    (docs/flow.md, "Cost")."""
+    fastest = float(np.max(nic_rates_Bps)) if len(nic_rates_Bps) else 0.0
+    frame = framing.payload + framing.header
+    return max(EVENT_WINDOW_S, frame / fastest) if fastest > 0 else EVENT_WINDOW_S
 
 DEAD = -2
 """Group of a finished flow's row that has not been compacted away yet."""
@@ -106,9 +124,14 @@ class FlowNetwork:
     """Flows of many collectives on one fabric; the clock moves only forward."""
 
     def __init__(self, router: EcmpRouter, *, framing: Framing, num_gpus: int, nvlink_Bps: float,
-                 nvlink_latency_s: float, event_window_s: float = EVENT_WINDOW_S) -> None:
+                 nvlink_latency_s: float, event_window_s: float | None = None) -> None:
+        """``event_window_s``: events this close after an event are handled at its instant;
+        None: one packet's time on the fastest NIC link (:func:`packet_window_s`)."""
         fab = router.fabric
-        self.event_window_s = float(event_window_s)
+        rates_Bps = np.array([ln.rate_bps for ln in fab.links], dtype=np.float64) / 8.0
+        nic_Bps = np.array([ln.rate_bps for ln in fab.links if ln.kind == "nic"], dtype=np.float64) / 8.0
+        self.event_window_s = (packet_window_s(framing, nic_Bps) if event_window_s is None
+                               else float(event_window_s))
         self.router = router
         self.framing = framing
         self.nvlink_Bps = float(nvlink_Bps)
@@ -117,9 +140,8 @@ class FlowNetwork:
         self._nv0 = n_dir  # GPU g: egress port nv0 + 2g, ingress nv0 + 2g + 1
         self.pad = n_dir + 2 * num_gpus
         cap = np.empty(self.pad + 1)
-        rates = np.array([ln.rate_bps for ln in fab.links], dtype=np.float64) / 8.0
-        cap[0:n_dir:2] = rates
-        cap[1:n_dir:2] = rates
+        cap[0:n_dir:2] = rates_Bps
+        cap[1:n_dir:2] = rates_Bps
         cap[n_dir:self.pad] = self.nvlink_Bps
         cap[self.pad] = np.inf
         self.capacity = cap
