@@ -28,13 +28,12 @@ the packets:
 Events at one instant are handled together, so flows that finish together (the symmetric
 flows of a collective) cost one event, not one each; and so are events less than one
 packet's time on a NIC link apart (:func:`packet_window_s`: 196 ns for 9,000-byte packets
-at the H100 presets' 368 Gb/s):
-everything due within that window after an event (a flow draining its last bytes or
+at the H100 presets' 368 Gb/s): everything due within that window after an event (a flow draining its last bytes or
 leaving its NIC, a delivery, a start) is handled at the event's instant, up to the window
 early. Why: ECMP collisions and path-length differences desynchronise the chunks of a large
 all-reduce by nanoseconds to a packet time, so without the window its events grow with its
 flows (180,259 events for 622,080 flows at 1,024 GPUs, spaced about 1 ns apart); with a
-10 ns window, 49,598; with one packet's, 4,915.
+10 ns window, 49,598; with one packet's, 4,635.
 
 Units: seconds; bytes and bytes/s (link capacities are given in bits/s and divided by 8).
 """
@@ -76,8 +75,8 @@ def packet_window_s(framing: "Framing", nic_rates_Bps: np.ndarray) -> float:
     than that claims no resolution ns-3 has. The fastest NIC's packet is the shortest, so
     the window is the most conservative such one (9,002 bytes on the wire at 368 Gb/s, the
     H100 presets' NIC: 195.7 ns). Measured on the 128 MiB all-reduce (scripts/bench_flow.py,
-    against the former 10 ns window): 1,024 GPUs 49,598 -> 4,917 events, 10.3 -> 4.2 CPU s,
-    simulated time -0.18%; 16,384 GPUs 75,948 -> 6,521 events, 51.5 -> 29.8 CPU s, -0.27%
+    against the former 10 ns window): 1,024 GPUs 49,598 -> 4,635 events, 10.2 -> 3.7 CPU s,
+    simulated time -0.20%; 16,384 GPUs 75,948 -> 6,046 events, 54.9 -> 27.5 CPU s, -0.30%
     (docs/flow.md, "Cost")."""
     fastest = float(np.max(nic_rates_Bps)) if len(nic_rates_Bps) else 0.0
     frame = framing.payload + framing.header
