@@ -28,9 +28,9 @@ the packets:
 Events at one instant are handled together, so flows that finish together (the symmetric
 flows of a collective) cost one event, not one each; and so are events less than one
 packet's time on a NIC link apart (:func:`packet_window_s`: 196 ns for 9,000-byte packets
-at the H100 presets' 368 Gb/s): everything due within that window after an event (a flow draining its last bytes or
-leaving its NIC, a delivery, a start) is handled at the event's instant, up to the window
-early. Why: ECMP collisions and path-length differences desynchronise the chunks of a large
+at the H100 presets' 368 Gb/s): everything due within that window after an event (a flow
+draining its last bytes or leaving its NIC, a delivery, a start) is handled at the event's
+instant, up to the window early. Why: ECMP collisions and path-length differences desynchronise the chunks of a large
 all-reduce by nanoseconds to a packet time, so without the window its events grow with its
 flows (180,259 events for 622,080 flows at 1,024 GPUs, spaced about 1 ns apart); with a
 10 ns window, 49,598; with one packet's, 4,635.
