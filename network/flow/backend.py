@@ -123,6 +123,7 @@ class FlowBackend(FlowClock):
             "fabric_bytes": n.fabric_bytes,
             "nvlink_bytes": n.nvlink_bytes,
             "events": n.events,
+            "event_window_s": n.event_window_s,
             "rate_solves": n.solves,
             "rows_solved": n.solved_rows,
             "topology": self.fabric.description,

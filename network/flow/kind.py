@@ -62,8 +62,9 @@ class FlowKind:
                               nodes_per_rack=options["nodes_per_rack"], mtu=options["mtu"],
                               algorithm=options["algorithm"], progress=progress, efficiency=efficiency)
         if progress is not None:
-            print(f"[run-flow] fabric: {backend.fabric.description}; max-min fair flows, MTU {options['mtu']}",
-                  file=progress, flush=True)
+            print(f"[run-flow] fabric: {backend.fabric.description}; max-min fair flows, MTU {options['mtu']}; "
+                  f"events less than {backend.net.event_window_s * 1e9:.1f} ns apart (one packet on a NIC link) "
+                  f"handled together", file=progress, flush=True)
         return backend
 
     output_files: tuple[str, ...] = ("fct.csv", "links.csv")

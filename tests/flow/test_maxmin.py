@@ -108,6 +108,7 @@ def test_the_default_window_is_one_packet_on_the_fastest_fabric_link():
 
     be = FlowBackend(load_system("h100"), 32, topology="fat-tree", oversubscription=4, nodes_per_rack=1)
     assert be.net.event_window_s == pytest.approx(9002 * 8 / 368e9, rel=1e-12)
+    assert be.stats()["event_window_s"] == be.net.event_window_s  # reported with the run (summary extras)
     wide = FlowBackend(load_system("h100"), 1024, topology="fat-tree", oversubscription=1)
     assert max(ln.rate_bps for ln in wide.fabric.links) > 368e9
     assert wide.net.event_window_s == pytest.approx(9002 * 8 / 368e9, rel=1e-12)
