@@ -3,7 +3,10 @@
 All-to-all: the buffer of S bytes per rank is n blocks; block j goes to the group's rank j
 (the block for oneself stays put). Each block is split over the channels.
 - ``alltoall`` (direct, NCCL's way: every send/recv of the exchange is posted at once):
-  one round, n-1 concurrent transfers per rank, sharing its links.
+  one round, n-1 concurrent transfers per rank, sharing its links. Each rank's transfers
+  are listed in NCCL's peer order (:func:`nccl_peer_order`), the order in which its
+  sends are issued: a packet-level NIC that serves its queue pairs in turn reaches them
+  in that order.
 - ``pairwise``: n-1 rounds; in round r rank i sends to i+r and receives from i-r, and a
   round starts when the rank's previous send and receive are done.
 Send/recv (``p2p``): one transfer src -> dst, split over the channels and chunked;
@@ -25,10 +28,52 @@ def _pair_bytes(ctx: Context, dst_pos: np.ndarray) -> np.ndarray:
     return blocks[dst_pos]
 
 
+def _quadratic_deltas(n: int) -> list[int]:
+    """The offsets 0..n-1 in NCCL's order: (x*x + x) / 2 mod the next power of two, those
+    below n kept (a permutation only for a power of two, hence the filter). For 16:
+    0, 1, 3, 6, 10, 15, 5, 12, 4, 13, 7, 2, 14, 11, 9, 8."""
+    p = 1
+    while p < n:
+        p *= 2
+    out, delta = [], 0
+    for step in range(1, p + 1):
+        if delta < n:
+            out.append(delta)
+        delta = (delta + step) & (p - 1)
+    return out
+
+
+def nccl_peer_order(layout) -> np.ndarray:
+    """(n, n-1) positions: row s lists the peers rank s of the group sends to, in the order
+    NCCL's point-to-point schedule visits them (NVIDIA/nccl src/init.cc, ``p2pSchedule``).
+
+    NCCL enumerates node offsets, and within each the offsets of the local rank, in the
+    quadratic order of :func:`_quadratic_deltas`: in round r every rank sends to the rank
+    (its node + node offset, its local index + local offset), so each round's sends form a
+    permutation and no receiver is sent to by everyone at once. When the group's nodes hold
+    different numbers of its ranks NCCL treats the group as one node (``flat``)."""
+    ranks = list(layout.ranks)
+    pos = {r: i for i, r in enumerate(ranks)}
+    nodes = [list(v) for v in layout.local]
+    if len({len(v) for v in nodes}) > 1:
+        nodes = [ranks]
+    n_nodes, n_local = len(nodes), len(nodes[0])
+    where = {r: (a, l) for a, v in enumerate(nodes) for l, r in enumerate(v)}
+    node_deltas, local_deltas = _quadratic_deltas(n_nodes), _quadratic_deltas(n_local)
+    order = np.empty((len(ranks), len(ranks) - 1), dtype=np.int64)
+    for r in ranks:
+        a, l = where[r]
+        peers = [nodes[(a + dn) % n_nodes][(l + dl) % n_local] for dn in node_deltas for dl in local_deltas]
+        order[pos[r]] = [pos[q] for q in peers[1:]]  # the first is the rank itself
+    return order
+
+
 @ALGORITHMS.register_algorithm("alltoall", ("alltoall",), "direct all-to-all: every pair at once")
 def build_direct(ctx: Context, b: FlowBuilder) -> str:
     n = ctx.layout.n
-    i, j = np.nonzero(~np.eye(n, dtype=bool))
+    j = nccl_peer_order(ctx.layout)
+    i = np.repeat(np.arange(n, dtype=np.int64), n - 1)
+    j = j.reshape(-1)
     Rounds(ctx, b, np.asarray(ctx.layout.ranks)).round(i, j, _pair_bytes(ctx, j), data_dep=False)
     return "step"
 

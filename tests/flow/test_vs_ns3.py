@@ -68,6 +68,9 @@ def test_collectives_agree_with_ns3_within_the_issue_tolerance(ns3_runtime):
     table = chk.table(outcomes, markdown=False)
     assert statistics.median(errors) <= 0.05, table
     assert max(errors) <= 0.15, table
+    # with the sends in NCCL's peer order (collectives.algorithms.alltoall) the all-to-alls
+    # agree within 2% on every fabric (1.2% worst, on rail; -4.2% there in rank order)
+    assert all(abs(o.error) <= 0.02 for o in outcomes if o.case.op == "ALL_TO_ALL"), table
     # the effects are present: 4:1 slows the all-to-all (every flow crosses the uplinks) in both
     by = {(o.case.op, o.case.topology, o.case.oversubscription): o for o in outcomes}
     for backend in ("flow_s", "ns3_s"):
