@@ -57,15 +57,18 @@ def nccl_peer_order(layout) -> np.ndarray:
     nodes = [list(v) for v in layout.local]
     if len({len(v) for v in nodes}) > 1:
         nodes = [ranks]
-    n_nodes, n_local = len(nodes), len(nodes[0])
-    where = {r: (a, l) for a, v in enumerate(nodes) for l, r in enumerate(v)}
-    node_deltas, local_deltas = _quadratic_deltas(n_nodes), _quadratic_deltas(n_local)
-    order = np.empty((len(ranks), len(ranks) - 1), dtype=np.int64)
-    for r in ranks:
-        a, l = where[r]
-        peers = [nodes[(a + dn) % n_nodes][(l + dl) % n_local] for dn in node_deltas for dl in local_deltas]
-        order[pos[r]] = [pos[q] for q in peers[1:]]  # the first is the rank itself
-    return order
+    grid = np.array([[pos[r] for r in v] for v in nodes], dtype=np.int64)  # (node, local) -> position
+    n_nodes, n_local = grid.shape
+    node_of = np.empty(len(ranks), dtype=np.int64)
+    local_of = np.empty(len(ranks), dtype=np.int64)
+    node_of[grid.ravel()] = np.repeat(np.arange(n_nodes), n_local)
+    local_of[grid.ravel()] = np.tile(np.arange(n_local), n_nodes)
+    dn = np.asarray(_quadratic_deltas(n_nodes), dtype=np.int64)
+    dl = np.asarray(_quadratic_deltas(n_local), dtype=np.int64)
+    peer_node = (node_of[:, None, None] + dn[None, :, None]) % n_nodes
+    peer_local = (local_of[:, None, None] + dl[None, None, :]) % n_local
+    order = grid[peer_node, peer_local].reshape(len(ranks), -1)
+    return order[:, 1:]  # the first is the rank itself (both offsets 0)
 
 
 @ALGORITHMS.register_algorithm("alltoall", ("alltoall",), "direct all-to-all: every pair at once")
