@@ -207,17 +207,21 @@ def _slot_copier():
 _with_time = _slot_copier()
 
 
+RECIPE_RATES = {"blockwise": "blockwise_fp8_rate", "mxfp8": "mxfp8_rate"}
+"""FP8 recipe -> the GemmParams field holding its GEMM rate relative to per-tensor scaling."""
+
+
 def recipe_params(params: EstimatorParams, fp8_recipe: str) -> EstimatorParams:
     """``params`` for a run with the FP8 recipe ``fp8_recipe``: its FP8 GEMMs at the recipe's
     fraction of the per-tensor rate (``gemm.blockwise_fp8_rate`` for 1x128 / 128x128 scales,
     ``gemm.mxfp8_rate`` for MXFP8's 1x32 ones), the one place the recipe changes a GEMM's
     speed (the casts' bytes per recipe are workload_gen.costs'). Per-tensor scaling (delayed
     or current) is the rate ``gemm.fp8_speedup`` itself."""
-    g = params.gemm
-    rate = {"blockwise": g.blockwise_fp8_rate, "mxfp8": g.mxfp8_rate}.get(fp8_recipe, 1.0)
-    if rate == 1.0:
+    field = RECIPE_RATES.get(fp8_recipe)
+    if field is None:
         return params
-    return replace(params, gemm=replace(g, fp8_speedup=g.fp8_speedup * rate))
+    g = params.gemm
+    return replace(params, gemm=replace(g, fp8_speedup=g.fp8_speedup * getattr(g, field)))
 
 
 def check_dtype_on_gpu(dtype: str, gpu: str) -> None:
@@ -243,7 +247,7 @@ def attach(workload: Workload, gpu: str, db: ProfileDB | str | Path | None = Non
     try:
         par = workload.parallel
         check_dtype_on_gpu(par.dtype, gpu)
-        if par.dtype == "fp8" and par.fp8_recipe in ("blockwise", "mxfp8"):
+        if par.dtype == "fp8" and par.fp8_recipe in RECIPE_RATES:
             params = recipe_params(params if params is not None else load_params(get_gpu(gpu).name),
                                    par.fp8_recipe)
         resolver = TimeResolver(gpu, db, params)
