@@ -64,7 +64,7 @@ instant. 0 (``FlowNetwork(event_window_s=0.0)``) handles only exactly simultaneo
 together."""
 
 
-def packet_window_s(framing: "Framing", nic_rates_Bps: np.ndarray) -> float:
+def packet_window_s(framing: Framing, nic_rates_Bps: np.ndarray) -> float:
     """The default event window: one full packet's time on the fastest NIC link, at least
     :data:`EVENT_WINDOW_S` (s).
 
