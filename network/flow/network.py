@@ -161,7 +161,8 @@ class FlowNetwork:
         self.now = 0.0
         self.flows = Columns({"src": np.int64, "dst": np.int64, "bytes": np.float64, "wire": np.float64,
                               "fluid": np.bool_, "tr": np.int64, "pending": np.int64, "post": np.float64,
-                              "start": np.float64, "sent": np.float64, "done": np.float64, "ideal": np.float64})
+                              "start": np.float64, "sent": np.float64, "done": np.float64, "ideal": np.float64,
+                              "port": np.int64})
         """Per flow: ``ideal`` is the duration it would have had alone on an idle path
         (propagation, wire bytes at the path's narrowest rate, and one packet's
         store-and-forward per extra hop at that hop's own rate, as ``post``); 0 for a flow
@@ -272,8 +273,14 @@ class FlowNetwork:
         fr = self.framing
         wire = np.where(fl, b, b + np.ceil(b / fr.payload) * fr.header)
         tr = len(self.transfers)
+        # every fabric flow takes its source port now, in the collective's flow order
+        # (World::AddTransfer), not when it starts: the ECMP path then does not depend on
+        # which of two near-simultaneous starts the simulator handled first
+        port = np.zeros(n, dtype=np.int64)
+        net = ~fl & (b > 0) & (src != dst)
+        port[net] = next_ports(self._ports, src[net])
         base = self.flows.append(n, src=src, dst=dst, bytes=b, wire=wire, fluid=fl, tr=tr, pending=np.diff(pp),
-                                 start=-1.0, sent=-1.0, done=-1.0)
+                                 start=-1.0, sent=-1.0, done=-1.0, port=port)
         self.transfers.append(engine_id)
         self._left.append(n)
         # children in CSR, split as World::AddTransfer splits them: a fabric chunk that
@@ -485,8 +492,7 @@ class FlowNetwork:
         net = ids[~fluid & ~instant]
         if net.size:
             s, d = f["src"][net], f["dst"][net]
-            ports = next_ports(self._ports, s)
-            paths = self.router.paths(s, d, ports)
+            paths = self.router.paths(s, d, f["port"][net])
             path = np.full((net.size, self.width), self.pad, dtype=np.int64)
             path[:, :paths.shape[1]] = np.where(paths < 0, self.pad, paths)
             # after its last byte passes the narrowest link, the last packet is stored and

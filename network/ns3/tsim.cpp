@@ -186,6 +186,14 @@ class World : public FlowEvents
             f.transfer = dense;
             f.fluid = fluidFlag[i] != 0;
             f.pending = parPtr[i + 1] - parPtr[i];
+            // A network flow takes its source port now, in the collective's flow order, not
+            // when it starts: its ECMP path is then fixed by the collective, not by which of
+            // two flows starting in the same nanosecond the scheduler ran first (the flow
+            // backend, network/flow/network.py, allocates the same ports).
+            if (!f.fluid && f.bytes > 0 && f.src != f.dst)
+            {
+                f.srcPort = AllocPort(f.src);
+            }
             flows.all.push_back(f);
         }
         for (size_t i = 0; i < n; i++)
@@ -247,7 +255,12 @@ class World : public FlowEvents
             Simulator::Schedule(Seconds(P.nvlinkLatency), &NvlinkFluid::Add, &nvlink, id);
             return;
         }
-        uint16_t port = AllocPort(f.src);
+        uint16_t port = f.srcPort;
+        while (flows.bySourcePort.count(SourcePortKey(f.src, port)))
+        {
+            // its port is still held by a live flow 55,000 allocations back: take the next
+            port = port >= 65000 ? 10000 : port + 1;
+        }
         f.srcPort = port;
         flows.bySourcePort[SourcePortKey(f.src, port)] = id;
         if (P.transport == 0)
