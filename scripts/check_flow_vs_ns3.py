@@ -10,6 +10,7 @@ time is decided by PFC and congestion control, which the max-min model does not 
     python scripts/check_flow_vs_ns3.py                      # the CI set (<= 32 GPUs)
     python scripts/check_flow_vs_ns3.py --gpus 64 256 1024 --mib 64   # offline, hours of ns-3
     python scripts/check_flow_vs_ns3.py --markdown           # the table as in docs/ns3.md
+    python scripts/check_flow_vs_ns3.py --sharing maxmin     # the flow backend with max-min sharing
 
 Units: times in the table in microseconds, CPU in seconds, sizes in MiB.
 """
@@ -93,12 +94,13 @@ def _run(backend, case: Case) -> tuple[float, float]:
     return done[0].time, time.process_time() - cpu
 
 
-def run_flow(case: Case, system_name: str = "h100") -> tuple[float, float]:
-    """(simulated seconds, CPU seconds) of the case on the flow backend."""
+def run_flow(case: Case, system_name: str = "h100", sharing: str = "arrival") -> tuple[float, float]:
+    """(simulated seconds, CPU seconds) of the case on the flow backend (``sharing``: its
+    rule for sharing links, network.flow.network.SHARING)."""
     from network.flow.backend import FlowBackend
     from workload_gen.core.system import load_system
 
-    return _run(FlowBackend(load_system(system_name), case.gpus, **_kwargs(case)), case)
+    return _run(FlowBackend(load_system(system_name), case.gpus, sharing=sharing, **_kwargs(case)), case)
 
 
 def run_ns3(case: Case, system_name: str = "h100") -> tuple[float, float]:
@@ -113,8 +115,8 @@ def run_ns3(case: Case, system_name: str = "h100") -> tuple[float, float]:
         be.net.close()
 
 
-def compare(case: Case, system_name: str = "h100") -> Outcome:
-    f, fc = run_flow(case, system_name)
+def compare(case: Case, system_name: str = "h100", sharing: str = "arrival") -> Outcome:
+    f, fc = run_flow(case, system_name, sharing)
     n, nc = run_ns3(case, system_name)
     return Outcome(case, f, n, fc, nc)
 
@@ -144,18 +146,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ops", nargs="+", default=list(OPS), choices=OPS)
     ap.add_argument("--no-incast", action="store_true", help="skip the incast cases")
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--sharing", default="arrival", choices=("arrival", "maxmin"),
+                    help="the flow backend's rule for sharing links (run-flow --sharing; default arrival)")
     args = ap.parse_args(argv)
     cases = [Case(op, n, args.mib, topo, over) for n in args.gpus for op in args.ops for topo, over in FABRICS]
     outcomes = []
     for c in cases:
-        outcomes.append(compare(c))
+        outcomes.append(compare(c, sharing=args.sharing))
         print(f"{c.label}: error {outcomes[-1].error * 100:+.1f}%", file=sys.stderr, flush=True)
     errs = [abs(o.error) for o in outcomes]
     print(table(outcomes, args.markdown))
     print(f"\n{len(errs)} collectives: median |error| {statistics.median(errs) * 100:.1f}%, "
           f"max {max(errs) * 100:.1f}%; CPU ns-3/flow {sum(o.ns3_cpu_s for o in outcomes) / sum(o.flow_cpu_s for o in outcomes):.0f}x")
     if not args.no_incast:
-        inc = [compare(Case("SEND_RECV", n, args.mib, "fat-tree", 1.0, incast=True)) for n in args.gpus]
+        inc = [compare(Case("SEND_RECV", n, args.mib, "fat-tree", 1.0, incast=True), sharing=args.sharing)
+               for n in args.gpus]
         print("\nIncasts (every GPU of the other nodes sends to rank 0; decided by PFC and congestion control, "
               "not in the error above):")
         print(table(inc, args.markdown))

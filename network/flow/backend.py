@@ -59,6 +59,7 @@ class FlowBackend(FlowClock):
         mtu: int = 9000,
         algorithm: str = "auto",
         channels: int | str = "auto",
+        sharing: str = "arrival",
         progress: TextIO | None = None,
         progress_every_s: float = 5.0,
         efficiency: EfficiencyTable | str | Path | None = None,
@@ -70,7 +71,7 @@ class FlowBackend(FlowClock):
         self.router = EcmpRouter.build(self.fabric)
         self.net = FlowNetwork(self.router, framing=Framing(params.udp_payload, IP_UDP_PPP_HEADER),
                                num_gpus=world_size, nvlink_Bps=self.nvlink_rate,
-                               nvlink_latency_s=system.nvlink_latency_s)
+                               nvlink_latency_s=system.nvlink_latency_s, sharing=sharing)
         self._host = self.fabric.host_of_rank(np.arange(world_size, dtype=np.int64))
         self.records: list[CollectiveFlows] = []
         """Per submitted collective, where its flows are and whose they are (fct.csv)."""
@@ -81,7 +82,7 @@ class FlowBackend(FlowClock):
         """The collective alone on an idle fabric (a fresh network, so nothing else in
         flight slows it): the reference for callers that want the uncongested time."""
         probe = FlowBackend(self.system, self.world_size, fabric=self.fabric, algorithm=self.algorithm,
-                            channels=self.channels, efficiency=self._analytical.efficiency)
+                            channels=self.channels, sharing=self.net.sharing, efficiency=self._analytical.efficiency)
         probe.submit(Transfer(0, op, tuple(ranks)), 0.0)
         done = probe.advance_until(math.inf)
         return done[0].time if done else 0.0
@@ -124,6 +125,7 @@ class FlowBackend(FlowClock):
             "nvlink_bytes": n.nvlink_bytes,
             "events": n.events,
             "event_window_s": n.event_window_s,
+            "sharing": n.sharing,
             "rate_solves": n.solves,
             "rows_solved": n.solved_rows,
             "topology": self.fabric.description,

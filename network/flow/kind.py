@@ -31,7 +31,8 @@ def require_numba() -> None:
 
 class FlowKind:
     name = "flow"
-    description = "flow-level network: max-min fair sharing of run-ns3's fabric, ECMP as ns-3, no packets"
+    description = ("flow-level network: run-ns3's fabric shared first come first served between flows "
+                   "that start apart, max-min among those that start together; ECMP as ns-3, no packets")
 
     def create(self, system: SystemConfig, world_size: int, **options: Any) -> Any:
         require_numba()
@@ -45,6 +46,11 @@ class FlowKind:
                       help="IP MTU: sets the per-packet header overhead on the wire (default 9000)"),
         BackendOption(flags=("--algorithm",), default="auto", metavar="NAME",
                       help="collective algorithm for every collective (default auto)"),
+        BackendOption(flags=("--sharing",), default="arrival", choices=("arrival", "maxmin"),
+                      help="how flows share a switch link: arrival (first come first served between "
+                           "flows that started at different instants, max-min among those that started "
+                           "together; round robin at the NIC; the default) or maxmin (max-min whatever "
+                           "their start); docs/flow.md"),
     )
     options_title: str | None = "network (flow level)"
 
@@ -60,9 +66,12 @@ class FlowKind:
         fabric, topo = topology_file_fabric(options, system, world_size)
         backend = self.create(system, world_size, fabric=fabric, topology=topo, spines=options["spines"],
                               nodes_per_rack=options["nodes_per_rack"], mtu=options["mtu"],
-                              algorithm=options["algorithm"], progress=progress, efficiency=efficiency)
+                              algorithm=options["algorithm"], sharing=options["sharing"], progress=progress,
+                              efficiency=efficiency)
         if progress is not None:
-            print(f"[run-flow] fabric: {backend.fabric.description}; max-min fair flows, MTU {options['mtu']}; "
+            rule = ("links shared first come first served, max-min among flows that start together"
+                    if options["sharing"] == "arrival" else "max-min fair flows")
+            print(f"[run-flow] fabric: {backend.fabric.description}; {rule}, MTU {options['mtu']}; "
                   f"events less than {backend.net.event_window_s * 1e9:.1f} ns apart (one packet on a NIC link) "
                   f"handled together", file=progress, flush=True)
         return backend

@@ -47,11 +47,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from network.flow import kernels
+from network.flow.arrival import ArrivalSolver
 from network.flow.columns import Columns
 from network.flow.local import fastest_per_link, local_rates
 from network.flow.maxmin import maxmin_rates, path_keys
 from network.flow.routing import FIRST_PORT, EcmpRouter, next_ports
 from network.flow.subset import PathSubset
+from workload_gen.core.errors import ConfigError
 
 NVSWITCH_END = -1
 """Endpoint of an NVLink flow that is the node's NVSwitch (NVLS): constrains no GPU port."""
@@ -84,6 +86,13 @@ def packet_window_s(framing: Framing, nic_rates_Bps: np.ndarray) -> float:
 
 DEAD = -2
 """Group of a finished flow's row that has not been compacted away yet."""
+
+SHARING = ("arrival", "maxmin")
+"""How fabric flows share a link: ``arrival``, first come first served between flows that
+started at different instants, max-min fair between those that started together, round
+robin at the sending NIC (:mod:`network.flow.arrival`; the default); ``maxmin``, max-min
+fair whatever their start (:mod:`network.flow.maxmin`, solved locally). NVLink flows
+share their GPUs' ports max-min fairly under both, as run-ns3's NVLink fluid model does."""
 
 FABRIC_SEARCH_ROUNDS = 3
 """Hops of the connected-component search among fabric flows before solving them all (each
@@ -123,9 +132,14 @@ class FlowNetwork:
     """Flows of many collectives on one fabric; the clock moves only forward."""
 
     def __init__(self, router: EcmpRouter, *, framing: Framing, num_gpus: int, nvlink_Bps: float,
-                 nvlink_latency_s: float, event_window_s: float | None = None) -> None:
+                 nvlink_latency_s: float, event_window_s: float | None = None,
+                 sharing: str = "arrival") -> None:
         """``event_window_s``: events this close after an event are handled at its instant;
-        None: one packet's time on the fastest NIC link (:func:`packet_window_s`)."""
+        None: one packet's time on the fastest NIC link (:func:`packet_window_s`).
+        ``sharing``: how fabric flows share links, one of :data:`SHARING`."""
+        if sharing not in SHARING:
+            raise ConfigError("sharing", sharing, f"one of {', '.join(SHARING)}")
+        self.sharing = sharing
         fab = router.fabric
         rates_Bps = np.array([ln.rate_bps for ln in fab.links], dtype=np.float64) / 8.0
         nic_Bps = np.array([ln.rate_bps for ln in fab.links if ln.kind == "nic"], dtype=np.float64) / 8.0
@@ -144,6 +158,7 @@ class FlowNetwork:
         cap[n_dir:self.pad] = self.nvlink_Bps
         cap[self.pad] = np.inf
         self.capacity = cap
+        self._arrival = ArrivalSolver(cap, self.pad, packet_window_s(framing, nic_Bps))
         delays = np.array([ln.delay_s for ln in fab.links], dtype=np.float64)
         self._res_delay = np.zeros(self.pad + 1)
         self._res_delay[0:n_dir:2] = delays
@@ -603,6 +618,11 @@ class FlowNetwork:
         n_fab = sub.row.size - sub.free
         if not n_fab:
             return 0
+        if self.sharing == "arrival":
+            fab = np.flatnonzero(self._act_group == 0)
+            rate = self._arrival.rates(self._act_path[fab], self.flows["start"][self._act_id[fab]])
+            moved = rate != self._act_rate[fab]
+            return self._set_rates(fab[moved], rate[moved])
         # the local solve searches the fabric rows' own path matrix (free slots cross
         # nothing), not a copy gathered per event nor every row
         got = local_rates(sub.path, self._act_rate, changed, self.capacity, self.pad,

@@ -108,6 +108,10 @@ def test_collectives_agree_with_ns3_within_the_issue_tolerance(ns3_runtime):
     table = chk.table(outcomes, markdown=False)
     assert statistics.median(errors) <= 0.05, table
     assert max(errors) <= 0.15, table
+    # first come, first served between chunks that start apart (network/flow/arrival.py):
+    # every case within 1.4% (measured); under max-min sharing the 4:1 all-reduce came out
+    # +4.0% and the 4:1 ring all-gather and reduce-scatter +6.9%
+    assert max(errors) <= 0.03, table
     # with the sends in NCCL's peer order (collectives.algorithms.alltoall) the all-to-alls
     # agree within 2% on every fabric (1.2% worst, on rail; -4.2% there in rank order)
     assert all(abs(o.error) <= 0.02 for o in outcomes if o.case.op == "ALL_TO_ALL"), table

@@ -1,0 +1,297 @@
+"""Arrival-ordered sharing of the fabric: first come, first served between flows that reach a
+link at different instants, max-min fair between flows that reach it together, round robin
+at the sending NIC.
+
+Why not max-min alone: max-min gives a flow that joins a busy link its fair share at once,
+as if the link served every flow in turn byte by byte. A switch port does not: it is a
+first-in-first-out queue, and a NIC injects a chunk of a collective (32 KiB to a few MiB)
+at line rate in microseconds, far sooner than congestion control (DCQCN: tens of
+microseconds) slows it. So the bytes of a chunk that started earlier sit ahead in the queue
+of a congested port, and it leaves first; chunks that start together are interleaved packet
+by packet and share. ns-3 shows exactly that: on the hottest uplink of a 32-GPU all-reduce
+over a 4:1 fat-tree, three 512 KiB chunks that start together finish at 218, 309 and 310 us
+there, the later ones after the earlier (docs/ns3.md, "Arrival order"), where max-min has
+them all finish at 339 us. A collective is a chain of chunks: the one that leaves first
+lets its successor start, so fair sharing made every oversubscribed all-reduce and ring
+all-gather 8-15% slower than ns-3, and the order of service, not the bandwidth, was the
+difference (the same bytes on every link in both). At the NIC the order is not first come:
+the RDMA NIC serves its queue pairs round robin (network/ns3/tsim_rdma.h), so the flows of
+one NIC share its link fairly whenever they started.
+
+The rule, as progressive filling (Bertsekas and Gallager, *Data Networks*, 2nd ed., 6.5.2)
+applied class by class:
+
+1. flows are grouped by the instant they started draining: starts less than one packet's
+   time on a NIC link apart (one after another) are one class, since a packet's head start
+   puts nothing ahead in a queue; classes are served in start order, each on the capacity
+   the earlier ones left;
+2. within a class, progressive filling: every unfrozen flow's rate rises together until a
+   link saturates or a flow reaches its own cap; the flows crossing that link (and the
+   capped one) freeze;
+3. the first link of a fabric flow is its NIC's: it is not in the classes' filling but
+   caps each flow at its share of the NIC, first an equal split among the NIC's flows, then
+   (one round, :data:`NIC_SLACK_ROUNDS`) what the flows held back elsewhere leave of the NIC
+   split among those that reached their share, and the filling done again.
+
+Flows that all start together (an all-to-all's first chunks, a lone collective's roots)
+form one class, and the rule is then max-min, as before. No parameter is fitted.
+
+Units: capacities and rates in bytes/s; a path is a row of resource ids padded with ``pad``.
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+NIC_SLACK_ROUNDS = 1
+"""Rounds in which a NIC hands what its rows held elsewhere leave unused to its rows that
+reached their equal share (:func:`give_slack`). The NIC's round robin is work conserving,
+which rounds until nothing moves would reproduce; one round costs one more filling per solve
+(1,024-GPU all-reduce: 4.2 CPU s; three rounds 4.8 s, eight 6.4 s) and moves the
+simulated time by 0.2% and 1.2% from one round's (docs/flow.md, "Sharing")."""
+
+REL_FULL = 1e-9
+"""A link whose remaining capacity is within this share of its capacity is saturated (float
+residue must not leave a link open by a rounding error)."""
+
+
+@numba.njit(cache=True)
+def _push(hk: np.ndarray, hv: np.ndarray, size: int, key: float, val: int) -> int:
+    """Push (key, val) on the binary min-heap held in ``hk``/``hv`` (``size`` used); the new size."""
+    i = size
+    hk[i] = key
+    hv[i] = val
+    while i > 0:
+        up = (i - 1) // 2
+        if hk[up] <= hk[i]:
+            break
+        hk[up], hk[i] = hk[i], hk[up]
+        hv[up], hv[i] = hv[i], hv[up]
+        i = up
+    return size + 1
+
+
+@numba.njit(cache=True)
+def _pop(hk: np.ndarray, hv: np.ndarray, size: int) -> int:
+    """Remove the heap's top (read it from ``hk[0]``/``hv[0]`` first); the new size."""
+    size -= 1
+    hk[0] = hk[size]
+    hv[0] = hv[size]
+    i = 0
+    while True:
+        a, b, m = 2 * i + 1, 2 * i + 2, i
+        if a < size and hk[a] < hk[m]:
+            m = a
+        if b < size and hk[b] < hk[m]:
+            m = b
+        if m == i:
+            return size
+        hk[m], hk[i] = hk[i], hk[m]
+        hv[m], hv[i] = hv[i], hv[m]
+        i = m
+
+
+@numba.njit(cache=True)
+def fill_classes(paths: np.ndarray, bounds: np.ndarray, capacity: np.ndarray, pad: int,
+                 cap_row: np.ndarray, first: int, resid: np.ndarray, cnt: np.ndarray,
+                 local: np.ndarray, csum: np.ndarray) -> np.ndarray:
+    """Rates of the rows of ``paths`` (sorted by class; class ``c`` is rows
+    ``bounds[c]:bounds[c + 1]``) by progressive filling class after class on what the earlier
+    classes left of ``capacity``, each row also held to ``cap_row``. Columns before ``first``
+    are ignored (1: the NIC link, capped through ``cap_row`` instead). A row constrained by
+    nothing gets ``inf``. ``resid`` (equal to ``capacity``), ``cnt`` and ``csum`` (zeros) and
+    ``local`` (-1) are scratch per resource, left as they were found.
+
+    Within a class the filling is exact water-filling, link by link: the link whose fair
+    level (what is left of it after the frozen rows, over its unfrozen rows) is lowest
+    saturates next and freezes its rows at that level, which can only raise the other
+    links' levels; a min-heap of levels, a link re-pushed once per freeze that moved it,
+    gives the order in O(rows x hops x log) instead of one pass over every row per level.
+    A link whose rows' caps sum to no more than what is left of it can never saturate
+    before they reach their caps: it is left out of the heap (on a non-blocking fabric,
+    where the NIC caps decide, that is nearly every link)."""
+    n, w = paths.shape
+    rate = np.zeros(n)
+    frozen = np.zeros(n, dtype=np.bool_)
+    links = np.empty(n * w, dtype=np.int64)
+    ptr = np.zeros(n * w + 1, dtype=np.int64)
+    members = np.empty(n * w, dtype=np.int64)
+    fillp = np.empty(n * w, dtype=np.int64)
+    moved = np.zeros(n * w, dtype=np.bool_)
+    binding = np.zeros(n * w, dtype=np.bool_)
+    moved_list = np.empty(n * w, dtype=np.int64)
+    hk = np.empty(2 * n * w + n + 1)
+    hv = np.empty(2 * n * w + n + 1, dtype=np.int64)
+    for c in range(bounds.size - 1):
+        lo, hi = bounds[c], bounds[c + 1]
+        nl = 0
+        for i in range(lo, hi):  # the class's links, numbered locally, and their row counts
+            for k in range(first, w):
+                r = paths[i, k]
+                if r != pad:
+                    if local[r] < 0:
+                        local[r] = nl
+                        links[nl] = r
+                        ptr[nl + 1] = 0
+                        nl += 1
+                    ptr[local[r] + 1] += 1
+                    cnt[r] += 1
+                    csum[r] += cap_row[i]
+        for j in range(nl):
+            ptr[j + 1] += ptr[j]
+            fillp[j] = ptr[j]
+        for i in range(lo, hi):
+            for k in range(first, w):
+                r = paths[i, k]
+                if r != pad:
+                    j = local[r]
+                    members[fillp[j]] = i
+                    fillp[j] += 1
+        size = 0
+        for j in range(nl):
+            r = links[j]
+            binding[j] = csum[r] > resid[r] * (1.0 - REL_FULL)
+            csum[r] = 0.0
+            if binding[j]:
+                size = _push(hk, hv, size, max(resid[r] / cnt[r], 0.0), j)
+        for i in range(lo, hi):
+            if cap_row[i] < np.inf:
+                size = _push(hk, hv, size, cap_row[i], -1 - i)
+        while size > 0:
+            key, v = hk[0], hv[0]
+            size = _pop(hk, hv, size)
+            if v >= 0:
+                r = links[v]
+                if cnt[r] == 0:
+                    continue
+                level = max(resid[r] / cnt[r], 0.0)  # float residue can leave a hair below 0
+                if level - key > REL_FULL * level:  # stale: its level has risen since
+                    size = _push(hk, hv, size, level, v)
+                    continue
+                t_lo, t_hi = ptr[v], ptr[v + 1]
+            else:
+                if frozen[-1 - v]:
+                    continue
+                level = key
+                t_lo, t_hi = 0, 1
+            n_moved = 0
+            for t in range(t_lo, t_hi):
+                i = members[t] if v >= 0 else -1 - v
+                if frozen[i]:
+                    continue
+                frozen[i] = True
+                rate[i] = level
+                for k in range(first, w):
+                    r2 = paths[i, k]
+                    if r2 != pad:
+                        resid[r2] -= level
+                        cnt[r2] -= 1
+                        j2 = local[r2]
+                        if cnt[r2] > 0 and binding[j2] and not moved[j2]:
+                            moved[j2] = True
+                            moved_list[n_moved] = j2
+                            n_moved += 1
+            for m in range(n_moved):  # each link the freeze raised, pushed once at its new level
+                j2 = moved_list[m]
+                moved[j2] = False
+                r2 = links[j2]
+                if cnt[r2] > 0:
+                    size = _push(hk, hv, size, max(resid[r2] / cnt[r2], 0.0), j2)
+        for i in range(lo, hi):
+            if not frozen[i]:  # crosses no link and has no cap
+                rate[i] = np.inf
+                frozen[i] = True
+        for j in range(nl):
+            local[links[j]] = -1
+    for i in range(n):  # leave the scratch as found
+        for k in range(first, w):
+            r = paths[i, k]
+            if r != pad:
+                resid[r] = capacity[r]
+    return rate
+
+
+@numba.njit(cache=True)
+def nic_shares(nic: np.ndarray, capacity: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Each row's equal share of its NIC's capacity among the NIC's rows (``count``: zeros
+    per resource, left as found)."""
+    n = nic.size
+    for i in range(n):
+        count[nic[i]] += 1
+    caps = np.empty(n)
+    for i in range(n):
+        caps[i] = capacity[nic[i]] / count[nic[i]]
+    for i in range(n):
+        count[nic[i]] = 0
+    return caps
+
+
+@numba.njit(cache=True)
+def give_slack(nic: np.ndarray, rate: np.ndarray, caps: np.ndarray, capacity: np.ndarray,
+               used: np.ndarray, count: np.ndarray) -> bool:
+    """One round of the NIC's round robin giving away what its rows held elsewhere leave
+    unused: each NIC's capacity less its rows' rates, split equally among its rows that
+    reached their cap (they could send more), added to their caps in place. False when no
+    NIC has slack for a capped row (``used``, ``count``: zeros per resource, left as found)."""
+    n = nic.size
+    for i in range(n):
+        used[nic[i]] += rate[i]
+        if rate[i] >= caps[i] * (1.0 - REL_FULL):
+            count[nic[i]] += 1
+    more = False
+    for i in range(n):
+        q = nic[i]
+        if count[q] > 0 and rate[i] >= caps[i] * (1.0 - REL_FULL):
+            slack = capacity[q] - used[q]
+            if slack > capacity[q] * REL_FULL:
+                caps[i] += slack / count[q]
+                more = True
+    for i in range(n):
+        used[nic[i]] = 0.0
+        count[nic[i]] = 0
+    return more
+
+
+class ArrivalSolver:
+    """The rule's solver for one fabric: per-resource scratch kept between solves (a solve
+    touches a few thousand of a 16,384-GPU fabric's ~70,000 resources)."""
+
+    def __init__(self, capacity: np.ndarray, pad: int, together_s: float,
+                 nic_rounds: int = NIC_SLACK_ROUNDS) -> None:
+        """``together_s``: flows whose starts are chained by gaps of at most this (one
+        packet's time on a NIC link) are one class: a packet's head start puts nothing
+        ahead of another flow in a queue."""
+        self.capacity = capacity
+        self.pad = pad
+        self.together_s = float(together_s)
+        self.nic_rounds = nic_rounds
+        self._resid = capacity.copy()
+        self._cnt = np.zeros(capacity.size, dtype=np.int64)
+        self._local = np.full(capacity.size, -1, dtype=np.int64)
+        self._csum = np.zeros(capacity.size)
+
+    def _fill(self, p: np.ndarray, bounds: np.ndarray, caps: np.ndarray) -> np.ndarray:
+        return fill_classes(p, bounds, self.capacity, self.pad, caps, 1, self._resid, self._cnt, self._local,
+                            self._csum)
+
+    def rates(self, paths: np.ndarray, start: np.ndarray) -> np.ndarray:
+        """Rates (bytes/s) of fabric flows with ``paths`` (column 0: the sending NIC's link)
+        that started draining at ``start`` (seconds), under the module's rule."""
+        n = paths.shape[0]
+        if n == 0:
+            return np.zeros(0)
+        capacity = self.capacity
+        order = np.argsort(start, kind="stable")
+        p = np.ascontiguousarray(paths[order])
+        s = start[order]
+        bounds = np.concatenate(([0], np.flatnonzero(s[1:] - s[:-1] > self.together_s) + 1, [n])).astype(np.int64)
+        nic = np.ascontiguousarray(p[:, 0])
+        caps = nic_shares(nic, capacity, self._cnt)
+        r = self._fill(p, bounds, caps)
+        for _ in range(self.nic_rounds):
+            if not give_slack(nic, r, caps, capacity, self._csum, self._cnt):
+                break
+            r = self._fill(p, bounds, caps)
+        rate = np.empty(n)
+        rate[order] = r
+        return rate
