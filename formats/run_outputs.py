@@ -71,6 +71,7 @@ def coverage_dict(cov: Any) -> dict[str, Any] | None:
 
 def _fit_fields(memory: Any, capacity: int) -> dict[str, Any]:
     """summary.json's fit: ``fits`` (every stage within the GPU, workload_gen.core.memory_fit),
+    ``memory_verdict`` (``fits``, ``edge`` within the memory model's error, ``does not fit``),
     the per-stage ``memory_margin_bytes`` (negative: short by that much) and what the rule adds
     outside the allocator; ``fits`` is null without a memory estimate."""
     from workload_gen.core.memory_fit import memory_fit
@@ -78,7 +79,7 @@ def _fit_fields(memory: Any, capacity: int) -> dict[str, Any]:
     if not memory:
         return {"fits": None}
     fit = memory_fit(memory, capacity)
-    return {"fits": fit.fits, "memory_margin_bytes": list(fit.margins),
+    return {"fits": fit.fits, "memory_verdict": fit.verdict, "memory_margin_bytes": list(fit.margins),
             "memory_outside_allocator_bytes": fit.outside_allocator}
 
 

@@ -37,7 +37,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from check_recipes import MEASURED, Outcome, read_rows, run_recipe  # noqa: E402
+from check_recipes import MEASURED, Outcome, memory_note, memory_summary, read_rows, run_recipe  # noqa: E402
 import recipe_plot  # noqa: E402
 from engine.commands.parser import run_cli  # noqa: E402
 
@@ -121,8 +121,7 @@ def _check_all(args: argparse.Namespace) -> int:
     for row, o in zip(rows, outcomes):
         tail = (f"predicted {o.predicted_s:.3f} s, measured {o.measured_s:.3f} s, error {o.error:+.1%}"
                 if o.predicted_s is not None else o.reason or "accepted")
-        if o.short_bytes:
-            tail += f"; predicted NOT TO FIT (short by {o.short_bytes / 2**30:.1f} GiB)"
+        tail += memory_note(o)
         print(f"{o.recipe:50s} {SYSTEMS[row['gpu']]:12s} {o.status:8s} {tail}")
     ran = [(row, o) for row, o in zip(rows, outcomes) if o.error is not None and math.isfinite(o.error)]
     refused = [o for o in outcomes if o.status == "refused"]
@@ -137,9 +136,7 @@ def _check_all(args: argparse.Namespace) -> int:
             print(summary_line(preset, errs))
         elif n:
             print(f"{preset:18s} none of its {n} runs ran")
-    short = [o for _, o in ran if o.short_bytes]
-    print(f"memory: {len(ran) - len(short)} of {len(ran)} runs are predicted to fit the GPU they ran on"
-          + "".join(f"\n  not: {o.recipe} (short by {o.short_bytes / 2**30:.1f} GiB)" for o in short))
+    print(memory_summary([o for _, o in ran], "runs"))
     found = pairs(rows, outcomes)
     print(f"low-precision gains (NVFP4 / other, tokens/s), {len(found)} same-layout pairs:")
     for label, which, measured, predicted in found:

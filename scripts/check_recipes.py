@@ -64,6 +64,9 @@ class Outcome:
     """How far the fullest stage's predicted memory is over the GPU (0: it fits). NVIDIA ran
     every recipe, so a shortfall is a memory misprediction or a table that misstates the
     run (docs/validation.md)."""
+    memory_verdict: str = "fits"
+    """workload_gen.core.memory_fit's verdict: ``fits``, ``edge`` (within the memory model's
+    error of the GPU's capacity, either side) or ``does not fit``."""
 
     @property
     def error(self) -> float | None:
@@ -148,7 +151,27 @@ def run_recipe(row: dict[str, str], system: str, simulate: bool = True) -> Outco
     result = run_workload(workload, sysc, attach=True, timeline=False)
     fit = memory_fit(result.memory, get_gpu(sysc.gpu).memory_bytes)
     return Outcome(name, status, "", measured, result.iteration_time_s, warnings=blind,
-                   short_bytes=max(0, -min(fit.margins)))
+                   short_bytes=max(0, -min(fit.margins)), memory_verdict=fit.verdict)
+
+
+def memory_note(o: Outcome) -> str:
+    """The run line's memory remark: nothing when it fits; the shortfall when it does not; at
+    the edge (within the memory model's error), the shortfall or spare is not a verdict."""
+    if o.memory_verdict == "does not fit":
+        return f"; predicted NOT TO FIT (short by {o.short_bytes / 2**30:.1f} GiB)"
+    if o.memory_verdict == "edge" and o.short_bytes:
+        return f"; at the edge of memory (short by {o.short_bytes / 2**30:.1f} GiB, within the model's error)"
+    return ""
+
+
+def memory_summary(ran: list[Outcome], what: str) -> str:
+    """How many of the runs NVIDIA ran are predicted to fit, at the edge, or not to fit."""
+    out = [o for o in ran if o.memory_verdict == "does not fit"]
+    edge = [o for o in ran if o.memory_verdict == "edge" and o.short_bytes]
+    return (f"memory: {len(ran) - len(out) - len(edge)} of {len(ran)} {what} are predicted to fit the GPU they ran on, "
+            f"{len(edge)} at the edge (short by less than the memory model's error), {len(out)} not to fit"
+            + "".join(f"\n  edge: {o.recipe} (short by {o.short_bytes / 2**30:.1f} GiB)" for o in edge)
+            + "".join(f"\n  not: {o.recipe} (short by {o.short_bytes / 2**30:.1f} GiB)" for o in out))
 
 
 LAYOUT = ("gpus", "tp", "pp", "vp", "cp", "ep", "etp", "mbs", "precision", "fp8_recipe", "dispatcher", "moe_a2a_overlap",
@@ -235,8 +258,7 @@ def _check_all(args: argparse.Namespace) -> int:
         else:
             tail = (f"predicted {o.predicted_s:.3f} s, measured {o.measured_s:.3f} s ({o.error:+.1%})"
                     if o.predicted_s is not None else o.reason or "accepted")
-            if o.short_bytes:
-                tail += f"; predicted NOT TO FIT (short by {o.short_bytes / 2**30:.1f} GiB)"
+            tail += memory_note(o)
             print(f"{o.recipe:55s} {o.status:8s} {tail}")
     ran = [o for o in outcomes if o.error is not None and math.isfinite(o.error)]
     refused = [o for o in outcomes if o.status == "refused"]
@@ -257,9 +279,7 @@ def _check_all(args: argparse.Namespace) -> int:
         print(f"  {missing} rows have no public recipe (no flag list to run)")
     for o in refused:
         print(f"  refused {o.recipe}: {o.reason}")
-    short = [o for o in outcomes if o.short_bytes]
-    print(f"memory: {len(ran) - len(short)} of {len(ran)} recipes that ran are predicted to fit the GPU they ran on"
-          + "".join(f"\n  not: {o.recipe} (short by {o.short_bytes / 2**30:.1f} GiB)" for o in short))
+    print(memory_summary(ran, "recipes that ran"))
     print("options simulated without their mechanism (warnings), by recipe count:")
     for what, n in Counter(mechanism(b) for o in outcomes for b in o.warnings).most_common():
         print(f"  {n:3d} recipes: {what}")

@@ -393,9 +393,10 @@ def summary_table(summary: dict[str, Any]) -> str:
         lines.append("peak memory per stage: allocated / reserved (GiB)" + (f", GPU has {cap / GIB:.1f}" if cap else "")
                      + ("  (placeholder: no model in the file)" if "memory" in ph else ""))
         margins = summary.get("memory_margin_bytes") or ()
+        outside = summary.get("memory_outside_allocator_bytes") or 0
         for i, (a, r) in enumerate(zip(summary["peak_memory_bytes"], summary["reserved_memory_bytes"])):
-            over = f"  DOES NOT FIT (short by {-margins[i] / GIB:.2f})" if i < len(margins) and margins[i] < 0 else ""
-            lines.append(f"  stage {i:<3d} {a / GIB:8.2f} / {r / GIB:8.2f}{over}")
+            lines.append(f"  stage {i:<3d} {a / GIB:8.2f} / {r / GIB:8.2f}"
+                         + (_fit_mark(margins[i], r + outside) if i < len(margins) else ""))
     cov = summary.get("compute_coverage")
     if isinstance(cov, dict):
         shares = [f"{k} {cov[k]:.0%}" for k in ("measured", "scaled", "estimated", "imported")
@@ -483,8 +484,8 @@ def _body(argv: list[str] | None, backend_name: str) -> int:
         summary, files = event_outputs(args, result, json.loads(workload.meta.get("placeholders") or "{}"))
         if args.profile:  # the table's hint to give a profile would be wrong
             summary.setdefault("config", {})["profile"] = args.profile
-        if summary.get("fits") is False:
-            warn_does_not_fit(result, prog)
+        if summary.get("memory_verdict") in ("does not fit", "edge"):
+            warn_memory(result, prog)
     try:
         if args.out:
             out = Path(args.out)
@@ -505,33 +506,58 @@ def _body(argv: list[str] | None, backend_name: str) -> int:
     return 0
 
 
+def _fit_mark(margin: int, need: int) -> str:
+    """The table's mark for a stage: short by more than the memory model's error, DOES NOT
+    FIT; within it, short or not, AT THE EDGE; else nothing."""
+    from workload_gen.core.memory_fit import MEMORY_MODEL_ERROR
+
+    band = MEMORY_MODEL_ERROR * need
+    if margin < -band:
+        return f"  DOES NOT FIT (short by {-margin / GIB:.2f})"
+    if margin < 0:
+        return f"  AT THE EDGE (short by {-margin / GIB:.2f}, within the model's error)"
+    if margin < band:
+        return f"  AT THE EDGE ({margin / GIB:.2f} spare, within the model's error)"
+    return ""
+
+
 EXIT_DOES_NOT_FIT = 3
 """Exit status of a run whose plan does not fit in GPU memory, with --strict (2 is bad input)."""
 
 
-def warn_does_not_fit(result: Any, prog: str) -> None:
-    """One warning line on stderr (never silenced by -q): the stage short of memory, what it
-    needs against the GPU's capacity, and the changes verified to fit (engine.memory_fixes)."""
-    print(does_not_fit_warning(result, prog), file=sys.stderr, flush=True)
+def warn_memory(result: Any, prog: str) -> None:
+    """One warning line on stderr (never silenced by -q) for a plan that does not fit or is at
+    the edge of memory (:func:`memory_warning`)."""
+    print(memory_warning(result, prog), file=sys.stderr, flush=True)
 
 
-def does_not_fit_warning(result: Any, prog: str) -> str:
-    """:func:`warn_does_not_fit`'s line (serve-web shows it on the page)."""
+def memory_warning(result: Any, prog: str) -> str:
+    """:func:`warn_memory`'s line (serve-web shows it on the page): the worst stage, what it
+    needs against the GPU's capacity and, for a plan short of memory, the changes verified to
+    fit (engine.memory_fixes). Short by more than the memory model's error it does not fit;
+    within that error, short or not, it is at the edge (workload_gen.core.memory_fit)."""
     from engine.memory_fixes import verified_fixes
-    from workload_gen.core.memory_fit import memory_fit
+    from workload_gen.core.memory_fit import MEMORY_MODEL_ERROR, memory_fit
 
     cap = result.system.gpu_spec.memory_bytes
     fit = memory_fit(result.memory, cap)
     s = fit.worst_stage()
     need = fit.needs[s]
-    msg = (f"does not fit: stage {s} needs {need / GIB:.2f} GiB ({(need - fit.outside_allocator) / GIB:.2f} reserved "
-           f"by the allocator + {fit.outside_allocator / GIB:.2f} CUDA context) of the GPU's {cap / GIB:.2f} GiB "
-           f"(short by {-fit.margins[s] / GIB:.2f} GiB)")
+    margin = fit.margins[s]
+    what = (f"stage {s} needs {need / GIB:.2f} GiB ({(need - fit.outside_allocator) / GIB:.2f} reserved "
+            f"by the allocator + {fit.outside_allocator / GIB:.2f} CUDA context) of the GPU's {cap / GIB:.2f} GiB "
+            + (f"(short by {-margin / GIB:.2f} GiB)" if margin < 0 else f"({margin / GIB:.2f} GiB spare)"))
+    if fit.verdict == "edge":
+        msg = (f"at the edge of memory: {what}, within the memory model's error ({MEMORY_MODEL_ERROR:.1%} of "
+               f"the need at most on measured runs): it may or may not fit; measure a step before relying on it")
+    else:
+        msg = f"does not fit: {what}"
     model = result.workload.model
-    fixes = verified_fixes(model, result.workload.parallel, cap) if model is not None else []
+    fixes = verified_fixes(model, result.workload.parallel, cap) if model is not None and margin < 0 else []
     if fixes:
         msg += "; fits with " + " or ".join(f"{flags} ({n / GIB:.1f} GiB)" for flags, n in fixes)
-    msg += "; `search` ranks the layouts that fit"
+    if margin < 0:
+        msg += "; `search` ranks the layouts that fit"
     return f"warning: {prog}: {msg}"
 
 

@@ -20,6 +20,13 @@ from typing import Any
 from workload_gen.core.record import record
 from workload_gen.core.units import MiB
 
+MEMORY_MODEL_ERROR = 0.024
+"""The memory model's largest error on measured peaks, as a share of the peak: 2.4% over the
+24 allocated and reserved peaks of the calibration runs (B200 Megatron runs, docs/validation.md;
+median 1.4%; nothing fitted; tests/engine/test_memory_fit_band.py recomputes it from the
+data). A plan whose need is within this share of the usable capacity, on either side, is at
+the edge: the model cannot say whether it fits."""
+
 CUDA_CONTEXT_BYTES = 400 * MiB
 """The CUDA context of a PyTorch process: "around 400MB if CUDA >= 11.7 is used and lazy module
 loading enabled (default in PyTorch)" (NVIDIA's ptrblck, pytorch/pytorch issue 109888, 2023);
@@ -42,6 +49,18 @@ class MemoryFit:
     @property
     def fits(self) -> bool:
         return all(m >= 0 for m in self.margins)
+
+    @property
+    def verdict(self) -> str:
+        """``fits``, ``edge`` or ``does not fit``: does not fit when a stage is short by more
+        than the memory model's error (:data:`MEMORY_MODEL_ERROR` of its need); at the edge
+        when, short or not, a stage's margin is within that error; else fits."""
+        band = [MEMORY_MODEL_ERROR * n for n in self.needs]
+        if any(m < -b for m, b in zip(self.margins, band)):
+            return "does not fit"
+        if any(m < b for m, b in zip(self.margins, band)):
+            return "edge"
+        return "fits"
 
     def worst_stage(self) -> int:
         """The stage with the smallest margin (the first of equals)."""

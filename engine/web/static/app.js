@@ -212,10 +212,15 @@ function renderAnswer(data) {
   const cap = s.gpu_memory_bytes;
   const margins = s.memory_margin_bytes || [];
   const worst = margins.length ? Math.min(...margins) : 0;
+  // at the edge: within the memory model's error of the capacity, either side (summary.json's
+  // memory_verdict, workload_gen/core/memory_fit.py): it may or may not fit
+  const edge = s.memory_verdict === "edge";
   $("fits").textContent = s.fits === null ? "" : s.fits ?
-    `fits: ${fmtGiB(worst)} to spare on the fullest stage (GPU has ${fmtGiB(cap)})` :
-    `DOES NOT FIT: short by ${fmtGiB(-worst)} (GPU has ${fmtGiB(cap)})`;
-  $("fits").className = s.fits === false ? "bad" : "muted";
+    `fits${edge ? " AT THE EDGE (within the memory model's error: it may not)" : ""}: ` +
+      `${fmtGiB(worst)} to spare on the fullest stage (GPU has ${fmtGiB(cap)})` :
+    `${edge ? "AT THE EDGE (within the memory model's error: it may fit)" : "DOES NOT FIT"}: ` +
+      `short by ${fmtGiB(-worst)} (GPU has ${fmtGiB(cap)})`;
+  $("fits").className = s.fits === false || edge ? "bad" : "muted";
   $("fits").dataset.fits = String(s.fits);
   const most = Math.max(cap, ...s.reserved_memory_bytes.map((r, i) => cap - margins[i]));
   $("memory").replaceChildren(...s.reserved_memory_bytes.map((r, i) => {
@@ -340,7 +345,8 @@ const COMPARE_ROWS = [
   ["TFLOP/s per GPU", (s) => s.tflops_per_gpu, (v) => fmtNum(v, 1), 1],
   ["MFU", (s) => s.mfu, fmtPct, 1],
   ["peak reserved, fullest stage", (s) => Math.max(...s.reserved_memory_bytes), fmtGiB, -1],
-  ["fits", (s) => s.fits, (v) => (v === null ? "-" : v ? "yes" : "NO"), 0],
+  ["fits", (s) => (s.memory_verdict === "edge" ? "edge" : s.fits),
+    (v) => (v === null || v === undefined ? "-" : v === "edge" ? "at the edge" : v ? "yes" : "NO"), 0],
 ];
 
 function planLabel(plan, other) {
