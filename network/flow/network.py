@@ -1,19 +1,23 @@
-"""The flow-level network: collectives' flows draining at max-min fair rates, event by event.
+"""The flow-level network: collectives' flows draining at fluid rates, event by event.
 
 What a flow does here mirrors what it does in run-ns3 (network/ns3/tsim.cpp, World), minus
 the packets:
 
 - it becomes *ready* when its parents allow (the roots: a fixed start delay after the
   collective is submitted). A zero-byte flow, or one from a NIC to itself, is done at once.
-  A fabric flow takes the next source port of its host (World::AllocPort) and its ECMP
-  path (:mod:`network.flow.routing`) and starts draining; an NVLink flow starts draining
+  A fabric flow takes its ECMP path (:mod:`network.flow.routing`) from the source port
+  its host handed it when the collective was submitted (World::AddTransfer, AllocPort, in
+  the collective's flow order) and starts draining; an NVLink flow starts draining
   after the NVLink latency, on its GPUs' egress and ingress ports (tsim_nvlink.h);
-- while draining it moves its *wire* bytes (payload plus per-packet headers) at its
-  max-min fair rate (:mod:`network.flow.maxmin`), re-solved whenever a flow starts or
-  stops draining, only for the flows whose rates that can move: on the fabric those on
-  the changed links, grown until every flow on a link whose load changed has a
-  bottleneck (:mod:`network.flow.local`), else the affected connected component; on
-  NVLink the domains touched;
+- while draining it moves its *wire* bytes (payload plus per-packet headers) at its rate,
+  re-solved whenever a flow starts or stops draining. On the fabric, under the default
+  ``sharing="arrival"``, first come first served between flows that started at different
+  instants and max-min among those that started together, the NIC round robin
+  (:mod:`network.flow.arrival`), for every draining fabric flow; under ``"maxmin"``, max-min
+  fair (:mod:`network.flow.maxmin`) only for the flows whose rates the change can move:
+  those on the changed links, grown until every flow on a link whose load changed has a
+  bottleneck (:mod:`network.flow.local`), else the affected connected component. On NVLink
+  max-min fair, for the domains touched;
 - a fabric flow leaves its NIC at the NIC's round-robin share among the flows that still
   have bytes to hand it (the RDMA NIC of tsim_rdma.h serves its queue pairs round robin at
   line rate; what runs ahead of the bottleneck waits in the lossless switch buffers), so
@@ -611,9 +615,10 @@ class FlowNetwork:
 
     def _solve_fabric(self, changed: np.ndarray) -> int:
         """New rates for the fabric flows a change of the resources ``changed`` can
-        reach: first the flows on those links, grown where the bottleneck check fails
-        (:func:`network.flow.local.local_rates`), else the component search below.
-        Returns the rows re-rated."""
+        reach. Arrival sharing: every draining fabric flow (an earlier class's rates can
+        move through its NIC's share whatever changed). Max-min: first the flows on those
+        links, grown where the bottleneck check fails (:func:`network.flow.local.local_rates`),
+        else the component search below. Returns the rows re-rated."""
         sub = self._fab
         n_fab = sub.row.size - sub.free
         if not n_fab:

@@ -69,8 +69,9 @@ def flow_keys(src_host: np.ndarray, dst_host: np.ndarray, sport: np.ndarray, dpo
 
 
 def next_ports(counter: np.ndarray, hosts: np.ndarray) -> np.ndarray:
-    """Source ports for flows started from ``hosts`` in this order; advances ``counter``
-    (per host: the next port to hand out) as World::AllocPort does, one port per flow."""
+    """Source ports for flows from ``hosts``, handed out in this order (a collective's flows
+    when it is submitted, World::AddTransfer); advances ``counter`` (per host: the next port
+    to hand out) as World::AllocPort does, one port per flow."""
     hosts = np.asarray(hosts, dtype=np.int64)
     if hosts.size == 0:
         return np.zeros(0, dtype=np.int64)
