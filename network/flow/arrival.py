@@ -46,9 +46,10 @@ import numpy as np
 NIC_SLACK_ROUNDS = 1
 """Rounds in which a NIC hands what its rows held elsewhere leave unused to its rows that
 reached their equal share (:func:`give_slack`). The NIC's round robin is work conserving,
-which rounds until nothing moves would reproduce; one round costs one more filling per solve
-(1,024-GPU all-reduce: 4.2 CPU s; three rounds 4.8 s, eight 6.4 s) and moves the
-simulated time by 0.2% and 1.2% from one round's (docs/flow.md, "Sharing")."""
+which rounds until nothing moves would reproduce; each round costs one more filling per
+solve. The 128 MiB all-reduce over 1,024 GPUs (scripts/bench_flow.py): one round 4.4 CPU s,
+1.145741 ms; three 4.8 s, 1.139970 ms (-0.5%); eight 6.4 s, 1.151762 ms (+0.5%; ns-3:
+1.130 ms), so more rounds buy nothing measurable here."""
 
 REL_FULL = 1e-9
 """A link whose remaining capacity is within this share of its capacity is saturated (float
