@@ -3,8 +3,9 @@
 Why: "does not fit" alone sends a user to guess. Each candidate below is a change Megatron-LM
 users make for memory, in rough order of what it costs in step time; a candidate is named
 only when it is a valid layout (ParallelConfig's and the model's own rules) and its memory
-estimate (engine.memory) fits by workload_gen.core.memory_fit's rule. No step time is
-simulated: the note names fixes, `search` ranks them.
+estimate (engine.memory) fits by workload_gen.core.memory_fit's rule with more to spare than
+the memory model's error (verdict ``fits``; a change that leaves the plan at the edge is not
+verified to fit). No step time is simulated: the note names fixes, `search` ranks them.
 
 Units: bytes.
 """
@@ -51,7 +52,7 @@ def verified_fixes(model: Any, par: Any, capacity: int, headroom: float = 0.0) -
         except ConfigError:
             continue  # not a valid layout for this model and world size
         fit = memory_fit(memory, capacity, headroom)
-        if fit.fits:
+        if fit.verdict == "fits":  # clear of the memory model's error: a fix at the edge is no fix
             fixes.append((flags, max(fit.needs)))
             if len(fixes) == MAX_FIXES:
                 break
