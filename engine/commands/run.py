@@ -507,17 +507,16 @@ def _body(argv: list[str] | None, backend_name: str) -> int:
 
 
 def _fit_mark(margin: int, need: int) -> str:
-    """The table's mark for a stage: short by more than the memory model's error, DOES NOT
-    FIT; within it, short or not, AT THE EDGE; else nothing."""
-    from workload_gen.core.memory_fit import MEMORY_MODEL_ERROR
+    """The table's mark for a stage (workload_gen.core.memory_fit.stage_verdict): DOES NOT
+    FIT, AT THE EDGE (within the memory model's error, short or spare), or nothing."""
+    from workload_gen.core.memory_fit import stage_verdict
 
-    band = MEMORY_MODEL_ERROR * need
-    if margin < -band:
+    verdict = stage_verdict(margin, need)
+    if verdict == "does not fit":
         return f"  DOES NOT FIT (short by {-margin / GIB:.2f})"
-    if margin < 0:
-        return f"  AT THE EDGE (short by {-margin / GIB:.2f}, within the model's error)"
-    if margin < band:
-        return f"  AT THE EDGE ({margin / GIB:.2f} spare, within the model's error)"
+    if verdict == "edge":
+        what = f"short by {-margin / GIB:.2f}" if margin < 0 else f"{margin / GIB:.2f} spare"
+        return f"  AT THE EDGE ({what}, within the model's error)"
     return ""
 
 

@@ -27,6 +27,21 @@ median 1.4%; nothing fitted; tests/engine/test_memory_fit_band.py recomputes it 
 data). A plan whose need is within this share of the usable capacity, on either side, is at
 the edge: the model cannot say whether it fits."""
 
+VERDICTS = ("does not fit", "edge", "fits")
+"""A plan's memory verdicts, worst first."""
+
+
+def stage_verdict(margin: int, need: int) -> str:
+    """One stage's verdict from its margin (bytes; negative: short) and its need (bytes):
+    ``does not fit`` when short by more than the memory model's error
+    (:data:`MEMORY_MODEL_ERROR` of the need); ``edge`` when the margin, short or spare, is
+    within it; else ``fits``."""
+    band = MEMORY_MODEL_ERROR * need
+    if margin < -band:
+        return "does not fit"
+    return "edge" if margin < band else "fits"
+
+
 CUDA_CONTEXT_BYTES = 400 * MiB
 """The CUDA context of a PyTorch process: "around 400MB if CUDA >= 11.7 is used and lazy module
 loading enabled (default in PyTorch)" (NVIDIA's ptrblck, pytorch/pytorch issue 109888, 2023);
@@ -52,15 +67,9 @@ class MemoryFit:
 
     @property
     def verdict(self) -> str:
-        """``fits``, ``edge`` or ``does not fit``: does not fit when a stage is short by more
-        than the memory model's error (:data:`MEMORY_MODEL_ERROR` of its need); at the edge
-        when, short or not, a stage's margin is within that error; else fits."""
-        band = [MEMORY_MODEL_ERROR * n for n in self.needs]
-        if any(m < -b for m, b in zip(self.margins, band)):
-            return "does not fit"
-        if any(m < b for m, b in zip(self.margins, band)):
-            return "edge"
-        return "fits"
+        """The worst stage's :func:`stage_verdict`: ``does not fit``, else ``edge``, else ``fits``."""
+        found = {stage_verdict(m, n) for m, n in zip(self.margins, self.needs)}
+        return next((v for v in VERDICTS if v in found), "fits")
 
     def worst_stage(self) -> int:
         """The stage with the smallest margin (the first of equals)."""
