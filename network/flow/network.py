@@ -147,8 +147,8 @@ class FlowNetwork:
         fab = router.fabric
         rates_Bps = np.array([ln.rate_bps for ln in fab.links], dtype=np.float64) / 8.0
         nic_Bps = np.array([ln.rate_bps for ln in fab.links if ln.kind == "nic"], dtype=np.float64) / 8.0
-        self.event_window_s = (packet_window_s(framing, nic_Bps) if event_window_s is None
-                               else float(event_window_s))
+        packet_s = packet_window_s(framing, nic_Bps)
+        self.event_window_s = packet_s if event_window_s is None else float(event_window_s)
         self.router = router
         self.framing = framing
         self.nvlink_Bps = float(nvlink_Bps)
@@ -162,7 +162,7 @@ class FlowNetwork:
         cap[n_dir:self.pad] = self.nvlink_Bps
         cap[self.pad] = np.inf
         self.capacity = cap
-        self._arrival = ArrivalSolver(cap, self.pad, packet_window_s(framing, nic_Bps))
+        self._arrival = ArrivalSolver(cap, self.pad, packet_s)
         delays = np.array([ln.delay_s for ln in fab.links], dtype=np.float64)
         self._res_delay = np.zeros(self.pad + 1)
         self._res_delay[0:n_dir:2] = delays
@@ -296,7 +296,7 @@ class FlowNetwork:
         # (World::AddTransfer), not when it starts: the ECMP path then does not depend on
         # which of two near-simultaneous starts the simulator handled first
         port = np.zeros(n, dtype=np.int64)
-        net = ~fl & (b > 0) & (src != dst)
+        net = ~fl & (b >= 0.5) & (src != dst)  # World::AddTransfer's test on llround(bytes) > 0
         port[net] = next_ports(self._ports, src[net])
         base = self.flows.append(n, src=src, dst=dst, bytes=b, wire=wire, fluid=fl, tr=tr, pending=np.diff(pp),
                                  start=-1.0, sent=-1.0, done=-1.0, port=port)
@@ -623,9 +623,10 @@ class FlowNetwork:
         n_fab = sub.row.size - sub.free
         if not n_fab:
             return 0
-        if self.sharing == "arrival":
-            fab = np.flatnonzero(self._act_group == 0)
-            rate = self._arrival.rates(self._act_path[fab], self.flows["start"][self._act_id[fab]])
+        if self.sharing == "arrival":  # every fabric row, from the compact subset's paths
+            used = sub.row >= 0
+            fab = sub.row[used]
+            rate = self._arrival.rates(sub.path[used], self.flows["start"][self._act_id[fab]])
             moved = rate != self._act_rate[fab]
             return self._set_rates(fab[moved], rate[moved])
         # the local solve searches the fabric rows' own path matrix (free slots cross
