@@ -43,6 +43,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from network.flow.maxmin import REL_TIE
+
 NIC_SLACK_ROUNDS = 1
 """Rounds in which a NIC hands what its rows held elsewhere leave unused to its rows that
 reached their equal share (:func:`give_slack`). The NIC's round robin is work conserving,
@@ -51,9 +53,14 @@ solve. The 128 MiB all-reduce over 1,024 GPUs (scripts/bench_flow.py): one round
 1.145741 ms; three 4.8 s, 1.139970 ms (-0.5%); eight 6.4 s, 1.151762 ms (+0.5%; ns-3:
 1.130 ms), so more rounds buy nothing measurable here."""
 
-REL_FULL = 1e-9
-"""A link whose remaining capacity is within this share of its capacity is saturated (float
-residue must not leave a link open by a rounding error)."""
+REL_FULL = REL_TIE
+"""A link whose remaining capacity is within this share of its capacity is saturated: the
+max-min filling's float tolerance (:data:`network.flow.maxmin.REL_TIE`), so that float residue
+never leaves a link open by a rounding error under either rule."""
+
+SWITCH_HOPS = 1
+"""Path column where a fabric flow's switch links begin: column 0 is its NIC's link, which
+caps the flow (its round-robin share) instead of joining the classes' filling."""
 
 
 @numba.njit(cache=True)
@@ -94,12 +101,12 @@ def _pop(hk: np.ndarray, hv: np.ndarray, size: int) -> int:
 
 @numba.njit(cache=True)
 def fill_classes(paths: np.ndarray, bounds: np.ndarray, capacity: np.ndarray, pad: int,
-                 cap_row: np.ndarray, first: int, resid: np.ndarray, cnt: np.ndarray,
+                 cap_row: np.ndarray, resid: np.ndarray, cnt: np.ndarray,
                  local: np.ndarray, csum: np.ndarray) -> np.ndarray:
     """Rates of the rows of ``paths`` (sorted by class; class ``c`` is rows
     ``bounds[c]:bounds[c + 1]``) by progressive filling class after class on what the earlier
-    classes left of ``capacity``, each row also held to ``cap_row``. Columns before ``first``
-    are ignored (1: the NIC link, capped through ``cap_row`` instead). A row constrained by
+    classes left of ``capacity``, each row also held to ``cap_row``. Columns before
+    :data:`SWITCH_HOPS` (the NIC's link, capped through ``cap_row`` instead) are not filled. A row constrained by
     nothing gets ``inf``. ``resid`` (equal to ``capacity``), ``cnt`` and ``csum`` (zeros) and
     ``local`` (-1) are scratch per resource, left as they were found.
 
@@ -127,7 +134,7 @@ def fill_classes(paths: np.ndarray, bounds: np.ndarray, capacity: np.ndarray, pa
         lo, hi = bounds[c], bounds[c + 1]
         nl = 0
         for i in range(lo, hi):  # the class's links, numbered locally, and their row counts
-            for k in range(first, w):
+            for k in range(SWITCH_HOPS, w):
                 r = paths[i, k]
                 if r != pad:
                     if local[r] < 0:
@@ -142,7 +149,7 @@ def fill_classes(paths: np.ndarray, bounds: np.ndarray, capacity: np.ndarray, pa
             ptr[j + 1] += ptr[j]
             fillp[j] = ptr[j]
         for i in range(lo, hi):
-            for k in range(first, w):
+            for k in range(SWITCH_HOPS, w):
                 r = paths[i, k]
                 if r != pad:
                     j = local[r]
@@ -182,7 +189,7 @@ def fill_classes(paths: np.ndarray, bounds: np.ndarray, capacity: np.ndarray, pa
                     continue
                 frozen[i] = True
                 rate[i] = level
-                for k in range(first, w):
+                for k in range(SWITCH_HOPS, w):
                     r2 = paths[i, k]
                     if r2 != pad:
                         resid[r2] -= level
@@ -205,7 +212,7 @@ def fill_classes(paths: np.ndarray, bounds: np.ndarray, capacity: np.ndarray, pa
         for j in range(nl):
             local[links[j]] = -1
     for i in range(n):  # leave the scratch as found
-        for k in range(first, w):
+        for k in range(SWITCH_HOPS, w):
             r = paths[i, k]
             if r != pad:
                 resid[r] = capacity[r]
@@ -272,7 +279,7 @@ class ArrivalSolver:
         self._csum = np.zeros(capacity.size)
 
     def _fill(self, p: np.ndarray, bounds: np.ndarray, caps: np.ndarray) -> np.ndarray:
-        return fill_classes(p, bounds, self.capacity, self.pad, caps, 1, self._resid, self._cnt, self._local,
+        return fill_classes(p, bounds, self.capacity, self.pad, caps, self._resid, self._cnt, self._local,
                             self._csum)
 
     def rates(self, paths: np.ndarray, start: np.ndarray) -> np.ndarray:

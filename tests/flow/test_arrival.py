@@ -47,7 +47,7 @@ def test_the_filling_equals_a_direct_class_by_class_max_min_solve(seed):
     bounds = np.unique(np.minimum(bounds, n))
     caps = np.where(rng.random(n) < 0.3, rng.uniform(0.2, 3, n), np.inf)
     scratch = (cap.copy(), np.zeros(cap.size, np.int64), np.full(cap.size, -1, np.int64), np.zeros(cap.size))
-    got = fill_classes(paths, bounds.astype(np.int64), cap, pad, caps, 1, *scratch)
+    got = fill_classes(paths, bounds.astype(np.int64), cap, pad, caps, *scratch)
     np.testing.assert_allclose(got, _direct(paths, bounds, cap, pad, caps), rtol=1e-9, atol=1e-12)
     # the scratch is left as found, so the next solve starts clean
     assert np.array_equal(scratch[0], cap) and not scratch[1].any() and (scratch[2] == -1).all()
