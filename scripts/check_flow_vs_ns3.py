@@ -96,7 +96,7 @@ def _run(backend, case: Case) -> tuple[float, float]:
 
 def run_flow(case: Case, system_name: str = "h100", sharing: str = "arrival") -> tuple[float, float]:
     """(simulated seconds, CPU seconds) of the case on the flow backend (``sharing``: its
-    rule for sharing links, network.flow.network.SHARING)."""
+    rule for sharing links, network.flow.SHARING)."""
     from network.flow.backend import FlowBackend
     from workload_gen.core.system import load_system
 
@@ -140,13 +140,15 @@ def table(outcomes: list[Outcome], markdown: bool) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from network.flow import SHARING
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gpus", type=int, nargs="+", default=[16], metavar="N")
     ap.add_argument("--mib", type=float, default=4, help="collective size, MiB (default 4)")
     ap.add_argument("--ops", nargs="+", default=list(OPS), choices=OPS)
     ap.add_argument("--no-incast", action="store_true", help="skip the incast cases")
     ap.add_argument("--markdown", action="store_true")
-    ap.add_argument("--sharing", default="arrival", choices=("arrival", "maxmin"),
+    ap.add_argument("--sharing", default=SHARING[0], choices=SHARING,
                     help="the flow backend's rule for sharing links (run-flow --sharing; default arrival)")
     args = ap.parse_args(argv)
     cases = [Case(op, n, args.mib, topo, over) for n in args.gpus for op in args.ops for topo, over in FABRICS]

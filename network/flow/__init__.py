@@ -16,6 +16,15 @@ from __future__ import annotations
 
 from workload_gen.core.lazy import lazy_attributes
 
+SHARING = ("arrival", "maxmin")
+"""How fabric flows share a link: ``arrival``, first come first served between flows that
+started at different instants, max-min fair between those that started together, round
+robin at the sending NIC (:mod:`network.flow.arrival`; the default); ``maxmin``, max-min
+fair whatever their start (:mod:`network.flow.maxmin`, solved locally). NVLink flows
+share their GPUs' ports max-min fairly under both, as run-ns3's NVLink fluid model does. The first is the default.
+The one list the network, ``run-flow --sharing`` and scripts/check_flow_vs_ns3.py read; here,
+not in network.py, so that reading it loads neither numpy nor numba."""
+
 _LAZY = {
     "FlowBackend": "network.flow.backend",
     "FlowNetwork": "network.flow.network",

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any, TextIO
 
 from network.backend import BackendOption
+from network.flow import SHARING
 from network.fabric_options import FABRIC_OPTIONS, configure_fabric, topology_file_fabric
 from workload_gen.core.errors import ConfigError
 from workload_gen.core.system import SystemConfig
@@ -46,7 +47,7 @@ class FlowKind:
                       help="IP MTU: sets the per-packet header overhead on the wire (default 9000)"),
         BackendOption(flags=("--algorithm",), default="auto", metavar="NAME",
                       help="collective algorithm for every collective (default auto)"),
-        BackendOption(flags=("--sharing",), default="arrival", choices=("arrival", "maxmin"),
+        BackendOption(flags=("--sharing",), default=SHARING[0], choices=SHARING,
                       help="how flows share a switch link: arrival (first come first served between "
                            "flows that started at different instants, max-min among those that started "
                            "together; round robin at the NIC; the default) or maxmin (max-min whatever "

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from network.flow import kernels
+from network.flow import SHARING, kernels
 from network.flow.arrival import ArrivalSolver
 from network.flow.columns import Columns
 from network.flow.local import fastest_per_link, local_rates
@@ -90,13 +90,6 @@ def packet_window_s(framing: Framing, nic_rates_Bps: np.ndarray) -> float:
 
 DEAD = -2
 """Group of a finished flow's row that has not been compacted away yet."""
-
-SHARING = ("arrival", "maxmin")
-"""How fabric flows share a link: ``arrival``, first come first served between flows that
-started at different instants, max-min fair between those that started together, round
-robin at the sending NIC (:mod:`network.flow.arrival`; the default); ``maxmin``, max-min
-fair whatever their start (:mod:`network.flow.maxmin`, solved locally). NVLink flows
-share their GPUs' ports max-min fairly under both, as run-ns3's NVLink fluid model does."""
 
 FABRIC_SEARCH_ROUNDS = 3
 """Hops of the connected-component search among fabric flows before solving them all (each
@@ -140,7 +133,7 @@ class FlowNetwork:
                  sharing: str = "arrival") -> None:
         """``event_window_s``: events this close after an event are handled at its instant;
         None: one packet's time on the fastest NIC link (:func:`packet_window_s`).
-        ``sharing``: how fabric flows share links, one of :data:`SHARING`."""
+        ``sharing``: how fabric flows share links, one of :data:`network.flow.SHARING`."""
         if sharing not in SHARING:
             raise ConfigError("sharing", sharing, f"one of {', '.join(SHARING)}")
         self.sharing = sharing
