@@ -44,7 +44,7 @@ FIRST_OUTSIDE, LAST_OUTSIDE = "pre_mlp_norm", "mlp_residual"
 """The TransformerLayer's ops around the MoELayer (workload_gen/layer_ops.py moe_block): the
 timed region is every op of the layer between them."""
 PARTS = {"router": "router", "permute": "permute, sort, unsort, unpermute", "ep_comm": "EP collectives",
-         "expert_gemm": "expert GEMMs", "expert_other": "expert activation (and casts)", "shared": "shared expert",
+         "expert_gemm": "expert GEMMs", "expert_other": "expert activation, casts, padding", "shared": "shared expert",
          "other": "other"}
 """Where the predicted time goes (see :func:`part_of`): key -> column title."""
 

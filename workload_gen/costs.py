@@ -342,6 +342,20 @@ def permute(rows_in: int, rows_out: int, hidden: int, b: int, weighted: bool) ->
     return (float(rows_in * hidden) if weighted else 0.0), float((rows_in + rows_out) * hidden * b)
 
 
+PROBS_BYTES = 4
+"""Bytes of one router probability as the experts receive it (fp32, Megatron's default
+--moe-router-dtype for the permuted probs HybridEP and the padding carry)."""
+
+
+def expert_pad(rows: int, padded: float, hidden: int, b: int, probs: bool) -> Cost:
+    """Transformer Engine's Fp8Padding or Fp8Unpadding of the experts' rows (core.moe_padding):
+    one fused multi-row copy between ``rows`` rows of ``hidden`` and ``padded`` rows (pad rows
+    zero-filled), reading one side and writing the other, in either direction (the backward of
+    each is the other's copy); ``probs``: the same copy of the rows' fp32 router probabilities
+    (Megatron pads them with the hidden states, a second kernel)."""
+    return 0.0, float((rows + padded) * (hidden * b + (PROBS_BYTES if probs else 0)))
+
+
 UNFUSED_PERMUTE_KERNELS = {("permute", True): 9, ("permute", False): 2, ("unpermute", True): 5, ("unpermute", False): 5}
 """Kernels of Megatron-LM's unfused (un)permute (moe_utils.permute / unpermute with fused=False,
 d98e8a64), by (op, forward): permute forward transposes the routing map, argsorts it (a CUB

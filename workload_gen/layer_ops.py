@@ -49,6 +49,7 @@ from workload_gen.core.parallel_config import QUANTIZED_DTYPES
 from workload_gen.core.params import MAMBA_CHUNK_SIZE, MAMBA_CONV_KERNEL
 from workload_gen.core.moe_capacity import routed_copies
 from workload_gen.core.moe_dispatch import distinct_ranks
+from workload_gen.core.moe_padding import experts_pad, mean_pad_rows, quantization_align
 from workload_gen.core.record import record
 from workload_gen.core.records import EXPERT_OP_PREFIX, MOE_COMBINE_OP, MOE_DISPATCH_OP, OUTPUT_LAYER_OP, CollectiveOp, CollKind, ComputeOp, Group, Op, OpKind, Phase
 
@@ -116,6 +117,9 @@ class LayerKey:
     moe_flex_backend: str | None = None
     """The flex dispatcher's backend (ParallelConfig.flex_backend: deepep, hybridep, ncclep);
     None for the alltoall dispatcher (allgather runs as alltoall, with a warning)."""
+    moe_router_padding: bool = False
+    """Megatron --moe-router-padding-for-quantization: the router pads each expert's count to
+    the fp8/fp4 alignment (core.moe_padding)."""
     moe_router_num_groups: int | None = None
     moe_router_group_topk: int | None = None
     moe_rank_load: float = 1.0
@@ -607,6 +611,11 @@ class _Emitter:
         )
         # T_sp*k without a capacity; with one, what the capacity keeps or pads to
         routed = routed_copies(T_sp, k, E, key.moe_capacity_factor, key.moe_pad_to_capacity)
+        align = quantization_align(key.dtype, key.fp8_recipe)
+        if key.moe_router_padding and align:
+            # the router's padded map: every expert's count from this rank rounded up to the
+            # alignment, the extra slots dispatched and computed as rows (core.moe_padding)
+            routed += round(mean_pad_rows(E, align))
         flex = key.moe_flex_backend is not None and ep > 1
         local_experts = E // ep
         if flex:
@@ -646,6 +655,16 @@ class _Emitter:
             self._permute("permute", received, rows, local_experts)
         elif not flex and ep > 1 and local_experts > 1:
             self._permute("sort_chunks", rows, rows)
+        fixed = etp * ep * routed / E if key.moe_capacity_factor is not None and key.moe_pad_to_capacity else None
+        pad = experts_pad(key.dtype, key.moe_flex_backend if flex else None, key.moe_router_padding, fixed, align)
+        if pad:
+            # TEGroupedMLP's Fp8Padding (core.moe_padding): the rows and their probabilities
+            # copied into per-expert aligned segments before fc1; its backward copies the
+            # gradients back out
+            padded = rows + mean_pad_rows(local_experts, align)
+            cost = costs.expert_pad(rows, padded, h, B, probs=True)
+            self.add([self.compute(f"{EXPERT_OP_PREFIX}pad", FWD, OpKind.PERMUTE, (rows, h, 2), cost)],
+                     [self.compute(f"{EXPERT_OP_PREFIX}pad", BWD_I, OpKind.PERMUTE, (rows, h, 2), cost)])
         fe = m.expert_ffn // etp
         mg = rows / local_experts
         mg_shape = max(1, round(mg))
@@ -700,6 +719,11 @@ class _Emitter:
             name = f"{EXPERT_OP_PREFIX}fc2_bias"
             self.add([self.compute(name, FWD, OpKind.ELEMENTWISE, (rows, h), bf, dtype="bf16")],
                      [self.compute(name, BWD_I, OpKind.ELEMENTWISE, (rows, h), bb, dtype="bf16")])
+        if pad:
+            # Fp8Unpadding of fc2's output (after its bias), and its backward's padding copy
+            cost = costs.expert_pad(rows, padded, h, B, probs=False)
+            self.add([self.compute(f"{EXPERT_OP_PREFIX}unpad", FWD, OpKind.PERMUTE, (rows, h, 1), cost)],
+                     [self.compute(f"{EXPERT_OP_PREFIX}unpad", BWD_I, OpKind.PERMUTE, (rows, h, 1), cost)])
         if permuted_apart:
             self._permute("unpermute", rows, received, local_experts)
         elif not flex and ep > 1 and local_experts > 1:

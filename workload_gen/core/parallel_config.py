@@ -43,7 +43,7 @@ RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", 
 Mamba/GDN-only modules are left out)."""
 RECIPE_BOOLS = ("moe_enable_deepep", "overlap_moe_expert_parallel_comm", "delay_wgrad_compute",
                 "moe_shared_expert_overlap", "moe_pad_expert_input_to_capacity", "moe_router_force_load_balancing",
-                "moe_permute_fusion",
+                "moe_permute_fusion", "moe_router_padding_for_quantization",
                 "fp8_param_gather", "fp4_param_gather", "reuse_grad_buf_for_mxfp8_param_ag", "use_precision_aware_optimizer",
                 "overlap_param_gather_with_optimizer_step", "use_megatron_fsdp")
 RECIPE_CHOICES: dict[str, tuple[str, ...]] = {
@@ -239,6 +239,11 @@ for stability; Megatron-Bridge's nemotron_3_super_bf16_with_nvfp4_mixed keeps th
     moe_permute_fusion: bool = False
     """TE's fused token permute/unpermute kernels (Megatron --moe-permute-fusion; off by default
     in Megatron, as here): off, they run as torch ops (workload_gen.costs.permute_unfused)."""
+    moe_router_padding_for_quantization: bool = False
+    """Pad each expert's tokens to the fp8/fp4 GEMM alignment in the router's map (Megatron
+    --moe-router-padding-for-quantization, old spelling --moe-router-padding-for-fp8): the
+    padding slots travel as rows, and the experts skip their own padding copy
+    (workload_gen.core.moe_padding). Needs fp8 or fp4 and a dispatcher other than allgather."""
     moe_router_force_load_balancing: bool = False
     """Route with random logits, so the experts are evenly loaded (Megatron
     --moe-router-force-load-balancing, a benchmarking switch). The workload already routes
@@ -438,6 +443,14 @@ for stability; Megatron-Bridge's nemotron_3_super_bf16_with_nvfp4_mixed keeps th
         if imb is not None and self.moe_router_force_load_balancing:
             raise ConfigError("moe_load_imbalance", imb, "is for learned routing; with "
                               "moe_router_force_load_balancing the imbalance is the statistics of random routing")
+        if self.moe_router_padding_for_quantization:
+            # Megatron-Core TransformerConfig.__post_init__ (d98e8a64)
+            if self.dtype not in QUANTIZED_DTYPES:
+                raise ConfigError("moe_router_padding_for_quantization", True,
+                                  "needs fp8 or fp4 training (Megatron: 'fp8/fp4 must be specified')")
+            if self.moe_token_dispatcher == "allgather":
+                raise ConfigError("moe_router_padding_for_quantization", True,
+                                  "is not supported by the allgather dispatcher (Megatron); use alltoall or flex")
         if self.moe_pad_expert_input_to_capacity and cf is None:
             # Megatron-Core TransformerConfig: "moe_expert_capacity_factor must be set to use
             # moe_pad_expert_input_to_capacity"
