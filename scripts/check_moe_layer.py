@@ -20,6 +20,11 @@ Outcomes per row:
   (``workload_gen.core.unmodelled.unmodelled``; none for these rows today);
 - ``refused``: the simulator's one line (a ConfigError or other TrainsimError).
 
+The table runs every proxy and dispatcher in BF16 and in FP8 (blockwise), so it also gives
+issue 27's BF16 -> FP8 gain at the same layout: (forward + backward in BF16) / (the same in
+FP8), measured against predicted (:func:`fp8_gains`), the table's only same-layout precision
+pairs (NVIDIA's recipe tables hold none for MoE).
+
 Usage: python scripts/check_moe_layer.py [--markdown] [--parts]
 Units: the table is in milliseconds as published; the code works in seconds and prints ms.
 """
@@ -253,6 +258,51 @@ def summary(outcomes: list[Outcome]) -> str:
             f"{TARGET:.0%} on both (issue 27's goal: every dispatcher)")
 
 
+GAIN_TARGET = 0.07
+"""Issue 27's goal for the BF16 -> FP8 gain: within 7% (relative) of the measured one."""
+
+
+@dataclass(frozen=True, slots=True)
+class Gain:
+    """One proxy and dispatcher run in both precisions: the FP8 speed-up of the layer's
+    forward plus backward, measured and predicted."""
+
+    proxy: str
+    dispatcher: str
+    measured: float
+    predicted: float
+
+    @property
+    def error(self) -> float:
+        return self.predicted / self.measured - 1
+
+
+def fp8_gains(outcomes: list[Outcome]) -> list[Gain]:
+    """BF16 -> FP8 gain, (fwd + bwd in BF16) / (fwd + bwd in FP8), for every proxy and dispatcher
+    whose two rows were both predicted (the table's only same-layout precision pairs)."""
+    by = {(o.proxy, o.dispatcher, o.precision): o for o in outcomes}
+    gains = []
+    for (proxy, dispatcher, precision), o in by.items():
+        f = by.get((proxy, dispatcher, "fp8"))
+        if precision != "bf16" or f is None or o.prediction is None or f.prediction is None:
+            continue
+        gains.append(Gain(proxy, dispatcher,
+                          (o.measured_fwd_s + o.measured_bwd_s) / (f.measured_fwd_s + f.measured_bwd_s),
+                          (o.prediction.fwd_s + o.prediction.bwd_s) / (f.prediction.fwd_s + f.prediction.bwd_s)))
+    return gains
+
+
+def gain_lines(gains: list[Gain]) -> list[str]:
+    """The gains, one line each, and a summary line against :data:`GAIN_TARGET`."""
+    lines = [f"BF16 -> FP8 gain, forward + backward: {g.proxy} {g.dispatcher}: measured {g.measured:.3f}x, "
+             f"predicted {g.predicted:.3f}x ({g.error:+.1%})" for g in gains]
+    if gains:
+        within = sum(abs(g.error) <= GAIN_TARGET for g in gains)
+        lines.append(f"{within} of {len(gains)} gains within {GAIN_TARGET:.0%} (issue 27's goal); max |error| "
+                     f"{max(abs(g.error) for g in gains):.1%}")
+    return lines
+
+
 def _ms(s: float) -> str:
     return f"{s * 1e3:.2f}"
 
@@ -303,6 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.markdown:
         print("\n".join(markdown(outcomes)))
         print(f"\n{summary(outcomes)}")
+        print("\n" + "\n".join(gain_lines(fp8_gains(outcomes))))
         return 0
     print(f"{'case':30s} {'dispatcher':9s} {'dtype':5s} {'measured fwd/bwd ms':>20s} "
           f"{'predicted fwd/bwd ms':>21s} {'error fwd/bwd':>16s}")
@@ -322,6 +373,7 @@ def main(argv: list[str] | None = None) -> int:
             if o.not_represented:
                 print(f"    settings without a trainsim field (no effect): {', '.join(o.not_represented)}")
     print(f"\n{summary(outcomes)}")
+    print("\n".join(gain_lines(fp8_gains(outcomes))))
     return 0
 
 
