@@ -81,8 +81,8 @@ def test_deepep_pads_like_alltoall():
 def test_an_unaligned_capacity_still_copies():
     """Capacity ceil(32768/128 * 1.001) = 257 per expert and rank, x EP 8 = 2,056 rows per
     expert: not a multiple of MXFP8's 32 (nor of 16), so TE pads."""
-    assert experts_pad("fp8", None, False, 2056.0, 32)
-    assert not experts_pad("fp8", None, False, 2048.0, 32)
+    assert experts_pad(32, None, False, 2056.0)
+    assert not experts_pad(32, None, False, 2048.0)
     assert _ops(_par(fp8_recipe="mxfp8", moe_expert_capacity_factor=1.001, moe_pad_expert_input_to_capacity=True),
                 "expert_pad")
 

@@ -46,15 +46,14 @@ def mean_pad_rows(counts: int, align: int) -> float:
     return counts * (align - 1) / 2 if align > 1 else 0.0
 
 
-def experts_pad(dtype: str, flex_backend: str | None, router_padding: bool,
-                rows_per_expert: float | None, align: int) -> bool:
+def experts_pad(align: int, flex_backend: str | None, router_padding: bool, rows_per_expert: float | None) -> bool:
     """Whether the expert module copies its rows into an aligned buffer (and back).
 
-    ``rows_per_expert``: every local expert's row count when it is fixed (drop-and-pad: the
-    capacity times the EP size), None when it follows the routing; a fixed aligned count
-    needs no copy."""
+    ``align``: :func:`quantization_align` of the layer (0: not quantized, nothing to align);
+    ``flex_backend``: the flex dispatcher's backend, None for alltoall; ``rows_per_expert``:
+    every local expert's row count when it is fixed (drop-and-pad: the capacity times the EP
+    size), None when it follows the routing; a fixed aligned count needs no copy."""
     if not align or router_padding or flex_backend in ("hybridep", "ncclep"):
         return False
-    if rows_per_expert is not None and float(rows_per_expert).is_integer() and int(rows_per_expert) % align == 0:
-        return False
-    return dtype in ("fp8", "fp4")
+    return not (rows_per_expert is not None and float(rows_per_expert).is_integer()
+                and int(rows_per_expert) % align == 0)
