@@ -124,7 +124,11 @@ PAR_VALUE_FLAGS: tuple[tuple[tuple[str, ...], str, type, tuple[str, ...] | None]
     (("--moe-token-dispatcher-type",), "moe_token_dispatcher", str, RECIPE_CHOICES["moe_token_dispatcher"]),
     (("--moe-flex-dispatcher-backend",), "moe_flex_dispatcher_backend", str,
      RECIPE_CHOICES["moe_flex_dispatcher_backend"]),
-    (("--moe-hybridep-num-sms",), "moe_hybridep_num_sms", int, None),
+    # Megatron-LM d98e8a64 unifies the per-backend SM counts as --moe-flex-dispatcher-num-sms
+    # (transformer_config.py; --moe-hybridep-num-sms and --moe-deepep-num-sms are its deprecated
+    # spellings, routed to it): one field here for all three
+    (("--moe-flex-dispatcher-num-sms", "--moe-hybridep-num-sms", "--moe-deepep-num-sms"), "moe_hybridep_num_sms",
+     int, None),
     (("--moe-expert-capacity-factor",), "moe_expert_capacity_factor", float, None),
     (("--moe-load-imbalance",), "moe_load_imbalance", float, None),  # ours: Megatron has none
     (("--moe-router-num-groups",), "moe_router_num_groups", int, None),

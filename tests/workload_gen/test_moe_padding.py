@@ -113,3 +113,4 @@ def test_router_padding_flag_spellings_and_refusals():
         _par(dtype="bf16", moe_router_padding_for_quantization=True)
     with pytest.raises(ConfigError, match="allgather"):
         _par(moe_token_dispatcher="allgather", moe_router_padding_for_quantization=True)
+
