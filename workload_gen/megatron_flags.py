@@ -284,6 +284,13 @@ IGNORED_MEGATRON_FLAGS.update({
     # (Megatron-LM d98e8a64 moe/experts.py): the same passes, costed with the activation and
     # the combine.
     "--is-hybrid-model": False, "--use-fused-weighted-squared-relu": False,
+    # MoE options of Megatron-LM d98e8a64 that change nothing here: routing replay records the
+    # routing for RL rollouts; uneven-input padding acts only when ranks route different token
+    # counts (the workload's are equal); the paged stash's sizes are read only with
+    # --moe-paged-stash (refused); the CUDA-graph expert padding is for inference.
+    "--moe-enable-routing-replay": False, "--moe-hybridep-pad-uneven-dispatch-inputs": False,
+    "--moe-paged-stash-buffer-size-factor-cpu": True, "--moe-paged-stash-buffer-size-factor-cuda": True,
+    "--moe-paged-stash-page-size": True, "--moe-pad-experts-for-cuda-graph-inference": False,
 })
 MULTI_VALUE_IGNORED: frozenset[str] = frozenset({
     "--data-path", "--train-data-path", "--valid-data-path", "--test-data-path", "--rampup-batch-size",
@@ -321,6 +328,32 @@ NOT_MODELLED_MEGATRON_FLAGS: dict[str, tuple[bool, str | None, str]] = {
     "--hybrid-attention-ratio": (True, "0.0", _RATIOS),
     "--hybrid-mlp-ratio": (True, "0.0", _RATIOS),
     "--mamba-training-ssm-states-dtype": (True, None, "changes the dtype of the SSD scan's chunk states"),
+    # MoE options of Megatron-LM d98e8a64's TransformerConfig (each field is a flag of the same
+    # name there, ArgumentGroupFactory) whose mechanism is not modelled
+    "--moe-expert-rank-capacity-factor": (True, None, "caps each EP rank's tokens: HybridEP drops the excess and "
+                                                      "skips its host sync (static buffers)"),
+    "--moe-use-grouped-tensor": (False, None, "runs the experts through Transformer Engine's grouped-tensor kernels"),
+    "--moe-single-grouped-weight": (False, None, "keeps the experts' weights as one grouped tensor"),
+    "--moe-single-grouped-bias": (False, None, "keeps the experts' biases as one grouped tensor"),
+    "--moe-latent-size": (True, None, "projects the tokens to a latent size around the experts (latent MoE)"),
+    "--moe-shared-expert-gate": (False, None, "adds a gate to the shared expert"),
+    "--moe-apply-probs-on-input": (False, None, "weights the experts' input by the router probability"),
+    "--moe-router-topk-limited-devices": (True, None, "limits each token's experts to that many EP ranks (give "
+                                                      "--moe-router-num-groups and --moe-router-group-topk)"),
+    "--moe-router-force-biased": (True, None, "biases the router logits at random (the experts' balance)"),
+    "--moe-router-quantile-balancing-ema": (True, "0.0", "changes the quantile-balancing router's bias"),
+    "--moe-dispatch-fwd-dtype": (True, "bf16", "sends NCCL EP's dispatch in MXFP8"),
+    "--moe-combine-bwd-dtype": (True, "bf16", "sends NCCL EP's combine gradient in MXFP8"),
+    "--moe-paged-stash": (False, None, "stashes the experts' activations in paged buffers"),
+    "--moe-permute-fusion-into-hybridep": (False, None, "fuses HybridEP's token rearrangement into its dispatch"),
+    "--moe-hybridep-num-blocks-permute": (True, None, "changes the SMs HybridEP's permute holds"),
+    "--moe-hybridep-num-blocks-unpermute": (True, None, "changes the SMs HybridEP's unpermute holds"),
+    "--moe-hybridep-num-sms-preprocessing": (True, None, "changes the SMs HybridEP's preprocessing holds"),
+    "--moe-ncclep-zero-copy": (False, None, "saves a copy of NCCL EP's received tokens"),
+    "--moe-mlp-glu-interleave-size": (True, None, "interleaves the experts' GLU halves (a reordering copy "
+                                                  "outside the fused path)"),
+    "--moe-shared-expert-glu-interleave-size": (True, None, "interleaves the shared expert's GLU halves"),
+    "--moe-token-dropping": (False, None, "drops and pads tokens per expert (Megatron: unsupported, keep off)"),
 }
 """Real Megatron-LM flags that would change the simulated iteration but are not modelled:
 refused with "not modelled: FLAG" (exit 2), unless given the value that changes nothing."""

@@ -494,3 +494,45 @@ def test_flex_dispatcher_sm_count_takes_every_megatron_spelling():
         add_config_arguments(parser)
         _, par, _ = configs_from_flags(vars(parser.parse_args([*base, flag, "24"])))
         assert par.moe_hybridep_num_sms == 24
+
+
+MEGATRON_MOE_FIELDS = (
+    "apply_probs_on_input aux_loss_coeff combine_bwd_dtype deepep_num_sms dispatch_fwd_dtype enable_deepep "
+    "enable_routing_replay expert_capacity_factor expert_rank_capacity_factor ffn_hidden_size "
+    "flex_dispatcher_backend flex_dispatcher_num_sms grouped_gemm hybridep_num_blocks_permute "
+    "hybridep_num_blocks_unpermute hybridep_num_sms hybridep_num_sms_preprocessing "
+    "hybridep_pad_uneven_dispatch_inputs input_jitter_eps latent_size layer_freq layer_recompute "
+    "mlp_glu_interleave_size ncclep_zero_copy pad_expert_input_to_capacity pad_experts_for_cuda_graph_inference "
+    "paged_stash paged_stash_buffer_size_factor_cpu paged_stash_buffer_size_factor_cuda paged_stash_page_size "
+    "per_layer_logging permute_fusion permute_fusion_into_hybridep router_bias_update_rate router_dtype "
+    "router_enable_expert_bias router_force_biased router_force_load_balancing router_fusion router_group_topk "
+    "router_load_balancing_type router_num_groups router_padding_for_fp8 router_padding_for_quantization "
+    "router_pre_softmax router_quantile_balancing_ema router_score_function router_topk "
+    "router_topk_limited_devices router_topk_scaling_factor shared_expert_gate shared_expert_glu_interleave_size "
+    "shared_expert_intermediate_size shared_expert_overlap single_grouped_bias single_grouped_weight "
+    "token_dispatcher_type token_drop_policy token_dropping use_grouped_tensor z_loss_coeff").split()
+"""The ``moe_*`` fields of Megatron-LM d98e8a64's TransformerConfig (transformer_config.py), each
+a command-line flag of the same name there (arguments.py builds them with ArgumentGroupFactory)."""
+
+
+def test_every_megatron_moe_flag_is_read_ignored_or_refused_by_name():
+    """A launch line from today's Megatron never stops at an unknown MoE flag: each is parsed
+    (modelled), accepted as changing nothing, or refused as 'not modelled: FLAG' by name."""
+    from workload_gen.megatron_flags import IGNORED_MEGATRON_FLAGS, NOT_MODELLED_MEGATRON_FLAGS
+
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser)
+    known = {f for a in parser._actions for f in a.option_strings}
+    flags = [f"--moe-{name.replace('_', '-')}" for name in MEGATRON_MOE_FIELDS]
+    assert len(flags) == 61
+    missing = [f for f in flags if f not in known and f not in IGNORED_MEGATRON_FLAGS
+               and f not in NOT_MODELLED_MEGATRON_FLAGS]
+    assert not missing
+
+
+def test_a_refused_megatron_moe_flag_names_itself_in_one_line(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--model", "qwen3-30b-a3b", "--world-size", "8", "--ep", "8", "--moe-latent-size", "1024",
+              "-o", "/dev/null"])
+    err = capsys.readouterr().err.strip()
+    assert exc.value.code == 2 and len(err.splitlines()) == 1 and "not modelled: --moe-latent-size 1024" in err
