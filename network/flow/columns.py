@@ -12,12 +12,14 @@ import numpy as np
 
 
 class Columns:
-    """Named numpy columns of equal length that grow together."""
+    """Named numpy columns of equal length that grow together; a column given as
+    ``(dtype, width)`` holds ``width`` values per row (a 2-D array, rows first)."""
 
-    def __init__(self, dtypes: dict[str, type | np.dtype], capacity: int = 1024) -> None:
+    def __init__(self, dtypes: dict[str, type | np.dtype | tuple[type | np.dtype, int]], capacity: int = 1024) -> None:
         self._cap = capacity
         self.size = 0
-        self._cols = {name: np.zeros(capacity, dtype=dt) for name, dt in dtypes.items()}
+        self._cols = {name: (np.zeros((capacity, dt[1]), dtype=dt[0]) if isinstance(dt, tuple)
+                             else np.zeros(capacity, dtype=dt)) for name, dt in dtypes.items()}
 
     def append(self, n: int, **values: np.ndarray | float | int) -> int:
         """Add ``n`` rows; columns not given keep their zero fill. Returns the first row."""
@@ -26,7 +28,7 @@ class Columns:
         if need > self._cap:
             cap = max(need, 2 * self._cap)
             for name, col in self._cols.items():
-                grown = np.zeros(cap, dtype=col.dtype)
+                grown = np.zeros((cap, *col.shape[1:]), dtype=col.dtype)
                 grown[:first] = col[:first]
                 self._cols[name] = grown
             self._cap = cap

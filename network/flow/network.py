@@ -50,11 +50,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from network.flow import SHARING, kernels
+from network.flow import SHARING, kernels, rows
 from network.flow.arrival import ArrivalSolver
 from network.flow.columns import Columns
 from network.flow.local import fastest_per_link, local_rates
-from network.flow.maxmin import maxmin_rates, path_keys
+from network.flow.maxmin import _HASH_MUL, maxmin_rates, path_keys
 from network.flow.routing import FIRST_PORT, EcmpRouter, next_ports
 from network.flow.subset import PathSubset
 from workload_gen.core.errors import ConfigError
@@ -174,13 +174,19 @@ class FlowNetwork:
         self.flows = Columns({"src": np.int64, "dst": np.int64, "bytes": np.float64, "wire": np.float64,
                               "fluid": np.bool_, "tr": np.int64, "pending": np.int64, "post": np.float64,
                               "start": np.float64, "sent": np.float64, "done": np.float64, "ideal": np.float64,
-                              "port": np.int64})
+                              "port": np.int64, "route": np.int64})
         """Per flow: ``ideal`` is the duration it would have had alone on an idle path
         (propagation, wire bytes at the path's narrowest rate, and one packet's
         store-and-forward per extra hop at that hop's own rate, as ``post``); 0 for a flow
         done at once. run-ns3's fct.csv (Ns3Backend.ideal_durations) charges the
         store-and-forward at the narrowest rate, so on a path of mixed link rates its ideal
         is slightly longer; on equal rates the two agree."""
+        self._routes = Columns({"path": (np.int64, self.width), "post": np.float64, "ideal": np.float64})
+        """Per fabric flow that crosses the fabric (row ``flows["route"]``; -1: none): its
+        path (resource ids, ``pad``-padded), ``post`` and ``ideal``, found when its
+        collective is submitted (one routing pass per collective, not one per batch of
+        flows becoming ready: 4,950 calls in a 1,024-GPU all-reduce) and copied to the
+        flow's columns when it starts."""
         self._send_ptr = Columns({"p": np.int64})  # per flow: first send-child row; +1 sentinel kept
         self._done_ptr = Columns({"p": np.int64})
         self._send_kids = Columns({"c": np.int64})
@@ -291,8 +297,12 @@ class FlowNetwork:
         port = np.zeros(n, dtype=np.int64)
         net = ~fl & (b >= 0.5) & (src != dst)  # World::AddTransfer's test on llround(bytes) > 0
         port[net] = next_ports(self._ports, src[net])
+        route = np.full(n, -1, dtype=np.int64)
+        routed = np.flatnonzero(~fl & (b > 0) & (src != dst))  # the flows _ready starts on the fabric
+        if routed.size:
+            route[routed] = self._route(src[routed], dst[routed], port[routed], b[routed], wire[routed])
         base = self.flows.append(n, src=src, dst=dst, bytes=b, wire=wire, fluid=fl, tr=tr, pending=np.diff(pp),
-                                 start=-1.0, sent=-1.0, done=-1.0, port=port)
+                                 start=-1.0, sent=-1.0, done=-1.0, port=port, route=route)
         self.transfers.append(engine_id)
         self._left.append(n)
         # children in CSR, split as World::AddTransfer splits them: a fabric chunk that
@@ -313,6 +323,26 @@ class FlowNetwork:
         roots = base + np.flatnonzero(np.diff(pp) == 0)
         self._push(self.now + max(0.0, start_delay_s), _READY, roots)
         return base
+
+    def _route(self, src: np.ndarray, dst: np.ndarray, port: np.ndarray, nbytes: np.ndarray,
+               wire: np.ndarray) -> np.ndarray:
+        """ECMP paths of fabric flows (hosts ``src`` to ``dst`` from source ``port``) and
+        their ``post`` and ``ideal`` (s), stored in ``_routes``. Returns their rows there.
+
+        A path depends only on the flow's hosts and port, fixed at submission, so it is
+        the same whenever the flow starts."""
+        paths = self.router.paths(src, dst, port)
+        path = np.full((src.size, self.width), self.pad, dtype=np.int64)
+        path[:, :paths.shape[1]] = np.where(paths < 0, self.pad, paths)
+        # after its last byte passes the narrowest link, the last packet is stored and
+        # forwarded once by every other hop, at that hop's own rate, and propagates
+        per_hop = 1.0 / self.capacity[path]  # 0 for padding (infinite capacity)
+        fr = self.framing
+        pkt = np.minimum(nbytes, fr.payload) + fr.header
+        post = self._res_delay[path].sum(axis=1) + pkt * (per_hop.sum(axis=1) - per_hop.max(axis=1))
+        ideal = post + wire * per_hop.max(axis=1)
+        first = self._routes.append(src.size, path=path, post=post, ideal=ideal)
+        return first + np.arange(src.size, dtype=np.int64)
 
     # ------------------------------------------------------------------ clock
     def run_until(self, t_end: float, stop_on_transfer: bool = True) -> None:
@@ -485,77 +515,46 @@ class FlowNetwork:
 
     def _ready(self, ids: np.ndarray) -> None:
         f = self.flows
-        ids = np.sort(ids)
-        f["start"][ids] = self.now
-        fluid = f["fluid"][ids]
-        instant = (f["bytes"][ids] <= 0) | (~fluid & (f["src"][ids] == f["dst"][ids]))
-        if instant.any():
-            z = ids[instant]
-            f["sent"][z] = self.now
-            self._release(z, self._send_ptr, self._send_kids)
-            self._deliver(z)
-        nv = ids[fluid & ~instant]
+        instant, nv, net = rows.split_ready(ids, self.now, f["start"], f["bytes"], f["fluid"], f["src"], f["dst"])
+        if instant.size:
+            f["sent"][instant] = self.now
+            self._release(instant, self._send_ptr, self._send_kids)
+            self._deliver(instant)
         if nv.size:
             f["ideal"][nv] = self.nvlink_latency_s + f["wire"][nv] / self.nvlink_Bps
             if self.nvlink_latency_s > 0:
                 self._push(self.now + self.nvlink_latency_s, _ACTIVATE, nv)
             else:
                 self._activate(nv)
-        net = ids[~fluid & ~instant]
         if net.size:
-            s, d = f["src"][net], f["dst"][net]
-            paths = self.router.paths(s, d, f["port"][net])
-            path = np.full((net.size, self.width), self.pad, dtype=np.int64)
-            path[:, :paths.shape[1]] = np.where(paths < 0, self.pad, paths)
-            # after its last byte passes the narrowest link, the last packet is stored and
-            # forwarded once by every other hop, at that hop's own rate, and propagates
-            per_hop = 1.0 / self.capacity[path]  # 0 for padding (infinite capacity)
-            fr = self.framing
-            pkt = np.minimum(f["bytes"][net], fr.payload) + fr.header
-            f["post"][net] = self._res_delay[path].sum(axis=1) + pkt * (per_hop.sum(axis=1) - per_hop.max(axis=1))
-            f["ideal"][net] = f["post"][net] + f["wire"][net] * per_hop.max(axis=1)
-            self._start(net, path)
+            r = f["route"][net]
+            f["post"][net] = self._routes["post"][r]
+            f["ideal"][net] = self._routes["ideal"][r]
+            self._start(net, self._routes["path"][r], True)
 
     def _activate(self, ids: np.ndarray) -> None:
         f = self.flows
-        s, d = f["src"][ids], f["dst"][ids]
-        path = np.full((ids.size, self.width), self.pad, dtype=np.int64)
-        path[:, 0] = np.where(s == NVSWITCH_END, self.pad, self._nv0 + 2 * s)
-        path[:, 1] = np.where(d == NVSWITCH_END, self.pad, self._nv0 + 2 * d + 1)
-        self._start(ids, path)
+        self._start(ids, rows.nvlink_paths(ids, f["src"], f["dst"], self._nv0, self.pad, self.width, NVSWITCH_END),
+                    False)
 
-    def _start(self, ids: np.ndarray, path: np.ndarray) -> None:
-        fluid = self.flows["fluid"][ids]
-        wire = self.flows["wire"][ids]
-        group = self._res_group[path].max(axis=1)
-        rate = np.zeros(ids.size)
-        rate[group < 0] = self.nvlink_Bps  # NVSwitch to NVSwitch: no GPU port limits it
+    def _start(self, ids: np.ndarray, path: np.ndarray, fabric: bool) -> None:
+        """Flows ``ids`` start draining on ``path``: all fabric flows (``fabric``) or all
+        NVLink flows."""
         n = ids.size
         if self._dead < n:
             self._grow(max(n - self._dead, self._act_id.size // 2))
-        slots = kernels.first_equal(self._act_group, DEAD, n)
+        f = self.flows
+        slots = rows.start_rows(ids, path, f["fluid"], f["wire"], self.now, self.nvlink_Bps, self.pad,
+                                self._res_group, DEAD, _HASH_MUL, FINISH_ABS, FINISH_REL, self._nic_users,
+                                self._act_group, self._act_id, self._act_rem, self._act_rate, self._act_path,
+                                self._act_key, self._act_nic, self._act_nic_rate, self._act_unsent,
+                                self._act_nic_link, self._act_tol, self._act_t0)
         self._dead -= n
-        self._act_id[slots] = ids
-        self._act_rem[slots] = wire
-        self._act_rate[slots] = rate
-        self._act_path[slots] = path
-        self._act_key[slots] = path_keys(path)
-        self._act_group[slots] = group
-        self._act_nic[slots] = np.where(fluid, np.inf, wire)
-        self._act_nic_rate[slots] = 1.0
-        self._act_unsent[slots] = ~fluid
-        nic_link = np.where(fluid, self.pad, path[:, 0])
-        self._act_nic_link[slots] = nic_link
-        np.add.at(self._nic_users, nic_link, 1)
-        self._nic_users[self.pad] = 0
-        self._nic_moved.append(nic_link)
-        on_fab = group == 0
-        if on_fab.any():
-            self._act_fab[slots[on_fab]] = self._fab.add(slots[on_fab], path[on_fab])
-        self._act_tol[slots] = np.maximum(FINISH_ABS, FINISH_REL * wire)
-        self._act_t0[slots] = self.now
+        if fabric:  # every fabric path crosses a link: all join the fabric rows
+            self._nic_moved.append(path[:, 0])
+            self._act_fab[slots] = self._fab.add(slots, path)
+            self._nic_dirty = True
         self._dirty.append(slots)
-        self._nic_dirty |= not fluid.all()
         self._changed.append(path)
 
     def _deliver(self, ids: np.ndarray) -> None:

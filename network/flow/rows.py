@@ -1,0 +1,120 @@
+"""Compiled kernels that move flows into the draining-state rows: sorting the flows that
+became ready by what they do next, and filling a free row per starting flow.
+
+Why: a flow becoming ready and starting to drain was a chain of ~40 numpy expressions
+over a few hundred flows (gathers of six flow columns, three masks, the path's resource
+groups and hash, eleven scatters into the row arrays, ``np.add.at`` on the NIC counts),
+each costing microseconds of per-call overhead whatever its size, ~12,000 times in a
+1,024-GPU all-reduce (1.2 of its 4.1 CPU s with the routing). Each kernel here is one
+such chain as one loop, with the same arithmetic per flow, so every value is the same
+to the bit (tests/flow/test_rows.py checks each against the numpy chain it replaces).
+
+Units: seconds, bytes and bytes/s, as the flow network's columns.
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+
+@numba.njit(cache=True)
+def split_ready(ids: np.ndarray, now: float, start: np.ndarray, nbytes: np.ndarray, fluid: np.ndarray,
+                src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Flows ``ids`` become ready at ``now`` (s): ``start`` set; returned sorted, split into
+    those done at once (no bytes, or a fabric flow from a NIC to itself), NVLink flows
+    (``fluid``) and fabric flows, each ascending."""
+    ids = np.sort(ids)
+    n = ids.size
+    instant = np.empty(n, dtype=np.int64)
+    nv = np.empty(n, dtype=np.int64)
+    net = np.empty(n, dtype=np.int64)
+    a = b = c = 0
+    for i in range(n):
+        f = ids[i]
+        start[f] = now
+        if nbytes[f] <= 0 or (not fluid[f] and src[f] == dst[f]):
+            instant[a] = f
+            a += 1
+        elif fluid[f]:
+            nv[b] = f
+            b += 1
+        else:
+            net[c] = f
+            c += 1
+    return instant[:a].copy(), nv[:b].copy(), net[:c].copy()
+
+
+@numba.njit(cache=True)
+def nvlink_paths(ids: np.ndarray, src: np.ndarray, dst: np.ndarray, nv0: int, pad: int, width: int,
+                 switch_end: int) -> np.ndarray:
+    """The paths of NVLink flows ``ids``: the source GPU's egress port ``nv0 + 2 src`` and
+    the destination's ingress port ``nv0 + 2 dst + 1`` (``pad`` for an NVSwitch end,
+    ``switch_end``), padded to ``width`` with ``pad``."""
+    path = np.full((ids.size, width), pad, dtype=np.int64)
+    for i in range(ids.size):
+        s, d = src[ids[i]], dst[ids[i]]
+        path[i, 0] = pad if s == switch_end else nv0 + 2 * s
+        path[i, 1] = pad if d == switch_end else nv0 + 2 * d + 1
+    return path
+
+
+@numba.njit(cache=True)
+def start_rows(ids: np.ndarray, paths: np.ndarray, fluid: np.ndarray, wire: np.ndarray,
+               now: float, nvlink_Bps: float, pad: int, res_group: np.ndarray, dead: int, mul: np.uint64,
+               finish_abs: float, finish_rel: float, nic_users: np.ndarray,
+               act_group: np.ndarray, act_id: np.ndarray, act_rem: np.ndarray, act_rate: np.ndarray,
+               act_path: np.ndarray, act_key: np.ndarray, act_nic: np.ndarray, act_nic_rate: np.ndarray,
+               act_unsent: np.ndarray, act_nic_link: np.ndarray, act_tol: np.ndarray, act_t0: np.ndarray
+               ) -> np.ndarray:
+    """Flows ``ids`` start draining at ``now`` (s) on ``paths`` (one row each): each takes
+    the first free row (group ``dead``), ascending, which must exist, and gets there its
+    id, wire bytes left, rate (0 until solved; ``nvlink_Bps`` if no resource limits it),
+    path, path hash (:func:`network.flow.kernels.row_keys` with ``mul``), resource group
+    (the largest of its resources'), bytes still to hand its NIC (inf for NVLink), NIC
+    rate 1, unsent, NIC link (``pad`` for NVLink; counted in ``nic_users``, whose ``pad``
+    entry stays 0), finish tolerance (max(``finish_abs``, ``finish_rel`` x wire bytes)) and
+    anchor time. Returns the rows."""
+    n = ids.size
+    slots = np.empty(n, dtype=np.int64)
+    k = 0
+    for r in range(act_group.size):
+        if k == n:
+            break
+        if act_group[r] == dead:
+            slots[k] = r
+            k += 1
+    w = paths.shape[1]
+    sh = np.uint64(29)
+    for i in range(n):
+        r = slots[i]
+        f = ids[i]
+        g = res_group[paths[i, 0]]
+        key = np.uint64(0)
+        for j in range(w):
+            q = paths[i, j]
+            act_path[r, j] = q
+            if res_group[q] > g:
+                g = res_group[q]
+            key = (key ^ np.uint64(q)) * mul
+            key ^= key >> sh
+        wb = wire[f]
+        act_id[r] = f
+        act_rem[r] = wb
+        act_rate[r] = nvlink_Bps if g < 0 else 0.0
+        act_key[r] = key
+        act_group[r] = g
+        if fluid[f]:
+            act_nic[r] = np.inf
+            act_unsent[r] = False
+            act_nic_link[r] = pad
+        else:
+            act_nic[r] = wb
+            act_unsent[r] = True
+            q = paths[i, 0]
+            act_nic_link[r] = q
+            if q != pad:
+                nic_users[q] += 1
+        act_nic_rate[r] = 1.0
+        act_tol[r] = max(finish_abs, finish_rel * wb)
+        act_t0[r] = now
+    return slots
