@@ -119,14 +119,24 @@ def fill_classes(paths: np.ndarray, bounds: np.ndarray, capacity: np.ndarray, pa
     before they reach their caps: it is left out of the heap (on a non-blocking fabric,
     where the NIC caps decide, that is nearly every link)."""
     n, w = paths.shape
-    rate = np.zeros(n)
-    frozen = np.zeros(n, dtype=np.bool_)
+    rate = np.empty(n)
+    _fill_into(paths, bounds, capacity, pad, cap_row, resid, cnt, local, csum, rate, np.zeros(n, dtype=np.bool_),
+               np.zeros(n * w + 1, dtype=np.int64), np.zeros(n * w, dtype=np.bool_))
+    return rate
+
+
+@numba.njit(cache=True)
+def _fill_into(paths: np.ndarray, bounds: np.ndarray, capacity: np.ndarray, pad: int, cap_row: np.ndarray,
+               resid: np.ndarray, cnt: np.ndarray, local: np.ndarray, csum: np.ndarray, rate: np.ndarray,
+               frozen: np.ndarray, ptr: np.ndarray, moved: np.ndarray) -> None:
+    """:func:`fill_classes` writing its rates into ``rate``, with the scratch a caller
+    solving several times keeps: ``frozen`` (all False), ``ptr`` (``ptr[0]`` 0) and
+    ``moved`` (all False), each left so except ``frozen`` (all True on return)."""
+    n, w = paths.shape
     links = np.empty(n * w, dtype=np.int64)
-    ptr = np.zeros(n * w + 1, dtype=np.int64)
     members = np.empty(n * w, dtype=np.int64)
     fillp = np.empty(n * w, dtype=np.int64)
-    moved = np.zeros(n * w, dtype=np.bool_)
-    binding = np.zeros(n * w, dtype=np.bool_)
+    binding = np.empty(n * w, dtype=np.bool_)
     moved_list = np.empty(n * w, dtype=np.int64)
     hk = np.empty(2 * n * w + n + 1)
     hv = np.empty(2 * n * w + n + 1, dtype=np.int64)
@@ -216,6 +226,52 @@ def fill_classes(paths: np.ndarray, bounds: np.ndarray, capacity: np.ndarray, pa
             r = paths[i, k]
             if r != pad:
                 resid[r] = capacity[r]
+
+
+@numba.njit(cache=True)
+def solve(paths: np.ndarray, start: np.ndarray, capacity: np.ndarray, pad: int, together_s: float,
+          nic_rounds: int, resid: np.ndarray, cnt: np.ndarray, local: np.ndarray, csum: np.ndarray) -> np.ndarray:
+    """The rule's rates (bytes/s) of the rows of ``paths`` (column 0: the sending NIC's
+    link) that started draining at ``start`` (s): rows in start order (stable), classes
+    where consecutive starts are more than ``together_s`` apart, the NIC's equal shares as
+    caps, the classes' filling, then up to ``nic_rounds`` rounds of the NIC's slack and
+    the filling again. ``resid``, ``cnt``, ``local``, ``csum``: :func:`fill_classes`'
+    scratch.
+
+    One compiled call instead of ~15 numpy steps and four kernel calls per solve (the
+    stable argsort, gathers, class bounds, scatter back: 0.4 of the 1,024-GPU
+    all-reduce's 3.4 CPU s around 0.8 s of filling), with the same arithmetic."""
+    n, w = paths.shape
+    order = np.argsort(start, kind="mergesort")
+    p = np.empty((n, w), dtype=np.int64)
+    nic = np.empty(n, dtype=np.int64)
+    bounds = np.empty(n + 1, dtype=np.int64)
+    nb = 1
+    bounds[0] = 0
+    for i in range(n):
+        o = order[i]
+        for k in range(w):
+            p[i, k] = paths[o, k]
+        nic[i] = paths[o, 0]
+        if i > 0 and start[o] - start[order[i - 1]] > together_s:
+            bounds[nb] = i
+            nb += 1
+    bounds[nb] = n
+    bounds = bounds[:nb + 1]
+    caps = nic_shares(nic, capacity, cnt)
+    r = np.empty(n)
+    frozen = np.zeros(n, dtype=np.bool_)
+    ptr = np.zeros(n * w + 1, dtype=np.int64)
+    moved = np.zeros(n * w, dtype=np.bool_)
+    _fill_into(p, bounds, capacity, pad, caps, resid, cnt, local, csum, r, frozen, ptr, moved)
+    for _ in range(nic_rounds):
+        if not give_slack(nic, r, caps, capacity, csum, cnt):
+            break
+        frozen[:] = False
+        _fill_into(p, bounds, capacity, pad, caps, resid, cnt, local, csum, r, frozen, ptr, moved)
+    rate = np.empty(n)
+    for i in range(n):
+        rate[order[i]] = r[i]
     return rate
 
 
@@ -285,6 +341,14 @@ class ArrivalSolver:
     def rates(self, paths: np.ndarray, start: np.ndarray) -> np.ndarray:
         """Rates (bytes/s) of fabric flows with ``paths`` (column 0: the sending NIC's link)
         that started draining at ``start`` (seconds), under the module's rule."""
+        if paths.shape[0] == 0:
+            return np.zeros(0)
+        return solve(np.ascontiguousarray(paths), np.ascontiguousarray(start, dtype=np.float64), self.capacity,
+                     self.pad, self.together_s, self.nic_rounds, self._resid, self._cnt, self._local, self._csum)
+
+    def rates_reference(self, paths: np.ndarray, start: np.ndarray) -> np.ndarray:
+        """:meth:`rates` as numpy steps around the kernels (the form :func:`solve` replaces),
+        for the tests to check it against."""
         n = paths.shape[0]
         if n == 0:
             return np.zeros(0)
