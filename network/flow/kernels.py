@@ -446,3 +446,76 @@ def fill(rows: np.ndarray, mult: np.ndarray, rem: np.ndarray, free: np.ndarray, 
         for r in range(n_res):
             rem[r] = max(rem[r] - used[r], 0.0)
     return rate
+
+
+@numba.njit(cache=True)
+def arrival_merge(order: np.ndarray, slots: np.ndarray, start: np.ndarray, t: float) -> np.ndarray:
+    """``order`` (slots by ``start``, then slot) with ``slots`` (ascending), which started
+    at ``t`` (s), merged in: after every slot that started before ``t``, among those that
+    started at ``t`` by slot. If some slot in ``order`` started after ``t`` (never in the
+    flow network, whose clock only moves forward), every slot is sorted anew.
+
+    Replaces a stable argsort of every fabric row's start per arrival solve (45 us for
+    1,600 rows) with a merge of the latest instant's slots."""
+    n, k = order.size, slots.size
+    out = np.empty(n + k, dtype=np.int64)
+    if n and start[order[n - 1]] > t:
+        out[:n] = order
+        out[n:] = slots
+        both = np.sort(out)  # by slot, then stably by start
+        key = np.empty(n + k)
+        for i in range(n + k):
+            key[i] = start[both[i]]
+        return both[np.argsort(key, kind="mergesort")]
+    m = n
+    while m > 0 and start[order[m - 1]] == t:  # the slots that joined at t already
+        m -= 1
+    out[:m] = order[:m]
+    a, b, o = m, 0, m
+    while a < n and b < k:
+        if order[a] < slots[b]:
+            out[o] = order[a]
+            a += 1
+        else:
+            out[o] = slots[b]
+            b += 1
+        o += 1
+    while a < n:
+        out[o] = order[a]
+        a += 1
+        o += 1
+    while b < k:
+        out[o] = slots[b]
+        b += 1
+        o += 1
+    return out
+
+
+@numba.njit(cache=True)
+def drop_freed(order: np.ndarray, row: np.ndarray) -> np.ndarray:
+    """``order`` without the slots freed (``row`` -1), the others in their order."""
+    out = np.empty(order.size, dtype=np.int64)
+    k = 0
+    for i in range(order.size):
+        if row[order[i]] >= 0:
+            out[k] = order[i]
+            k += 1
+    return out[:k].copy()
+
+
+@numba.njit(cache=True)
+def moved_rates(row: np.ndarray, rate_of_slot: np.ndarray, rate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The owner rows of the used slots (``row`` >= 0), in slot order, whose new rate
+    ``rate_of_slot`` differs from their ``rate``, and those new rates.
+
+    Replaces a mask, two gathers, a compare and two selections per arrival solve."""
+    rows = np.empty(row.size, dtype=np.int64)
+    new = np.empty(row.size)
+    k = 0
+    for s in range(row.size):
+        r = row[s]
+        if r >= 0 and rate_of_slot[s] != rate[r]:
+            rows[k] = r
+            new[k] = rate_of_slot[s]
+            k += 1
+    return rows[:k].copy(), new[:k].copy()

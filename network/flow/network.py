@@ -552,7 +552,7 @@ class FlowNetwork:
         self._dead -= n
         if fabric:  # every fabric path crosses a link: all join the fabric rows
             self._nic_moved.append(path[:, 0])
-            self._act_fab[slots] = self._fab.add(slots, path)
+            self._act_fab[slots] = self._fab.add(slots, path, self.now)
             self._nic_dirty = True
         self._dirty.append(slots)
         self._changed.append(path)
@@ -615,12 +615,9 @@ class FlowNetwork:
         n_fab = sub.row.size - sub.free
         if not n_fab:
             return 0
-        if self.sharing == "arrival":  # every fabric row, from the compact subset's paths
-            used = sub.row >= 0
-            fab = sub.row[used]
-            rate = self._arrival.rates(sub.path[used], self.flows["start"][self._act_id[fab]])
-            moved = rate != self._act_rate[fab]
-            return self._set_rates(fab[moved], rate[moved])
+        if self.sharing == "arrival":  # every fabric row, from the compact subset's paths, in arrival order
+            rate = self._arrival.rates_in_order(sub.path, sub.order, sub.start)
+            return self._set_rates(*kernels.moved_rates(sub.row, rate, self._act_rate))
         # the local solve searches the fabric rows' own path matrix (free slots cross
         # nothing), not a copy gathered per event nor every row
         got = local_rates(sub.path, self._act_rate, changed, self.capacity, self.pad,
