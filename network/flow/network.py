@@ -433,28 +433,25 @@ class FlowNetwork:
                                           self._act_nic, self._act_nic_rate, self._act_tol, self._act_unsent)
         nic_rows = cand[left_c]
         if nic_rows.size:
-            self._reanchor(nic_rows)
-            self._act_unsent[nic_rows] = False
-            self._leave_nics(nic_rows)
-            self._act_nic[nic_rows] = np.inf
-            self._act_nic_rate[nic_rows] = 1.0
+            links, sent = rows.leave_nic(nic_rows, self.now, self.pad, self._act_id, self._act_t0, self._act_rem,
+                                         self._act_rate, self._act_nic, self._act_nic_rate, self._act_unsent,
+                                         self._act_nic_link, self._nic_users)
+            self._dirty.append(nic_rows)
+            self._nic_moved.append(links)
             self._nic_dirty = True
-            sent = self._act_id[nic_rows]
             self.flows["sent"][sent] = self.now
             self._release(sent, self._send_ptr, self._send_kids)
-        rows = cand[fin_c]
-        if not rows.size:
+        fin = cand[fin_c]
+        if not fin.size:
             return
-        ids = self._act_id[rows]
-        self._shift_load(rows, -self._act_rate[rows])
-        self._leave_fabric(rows)
-        done_paths = self._act_path[rows]
-        self._changed.append(done_paths)
-        kernels.add_along_paths(self.link_bytes, self._act_path, rows, self.flows["wire"][ids])
+        self._leave_fabric(fin)
         # finished rows stay in place, inert (inf bytes at rate 1 on no link, in no group),
         # until they are half the rows: compacting every event copied every array each time
-        kernels.retire(rows, self.pad, DEAD, self._act_path, self._act_group, self._act_rem, self._act_rate,
-                       self._act_nic, self._act_nic_rate, self._act_unsent, self._act_ev, self._act_due)
+        ids, done_paths = rows.finish_rows(fin, self.pad, DEAD, self._act_id, self.flows["wire"], self._load,
+                                           self.link_bytes, self._act_path, self._act_group, self._act_rem,
+                                           self._act_rate, self._act_nic, self._act_nic_rate, self._act_unsent,
+                                           self._act_ev, self._act_due)
+        self._changed.append(done_paths)
         self._dead += ids.size
         if 2 * self._dead > self._act_id.size:
             self._compact()
@@ -467,8 +464,10 @@ class FlowNetwork:
         net = ids[~fluid]
         if net.size:
             t_done = self.now + f["post"][net]
-            for t in np.unique(t_done):
-                self._push(float(t), _DONE, net[t_done == t])
+            order, bounds = rows.group_by_time(t_done)
+            for g in range(bounds.size - 1):
+                at = order[bounds[g]:bounds[g + 1]]
+                self._push(float(t_done[at[0]]), _DONE, net[at])
 
     def _grow(self, extra: int) -> None:
         """Append ``extra`` inert rows (group DEAD) for flows to start in: with headroom of
@@ -707,14 +706,6 @@ class FlowNetwork:
         if new is not None:  # the subset compacted: its slots are renumbered
             used = self._act_fab >= 0
             self._act_fab[used] = new[self._act_fab[used]]
-
-    def _leave_nics(self, rows: np.ndarray) -> None:
-        """Rows ``rows`` have handed their NIC their last byte: they leave its round robin."""
-        links = self._act_nic_link[rows]
-        np.add.at(self._nic_users, links, -1)
-        self._nic_users[self.pad] = 0
-        self._act_nic_link[rows] = self.pad
-        self._nic_moved.append(links)
 
     def _share_nics(self) -> None:
         """Each NIC's line rate, round robin among its flows that still have bytes to hand

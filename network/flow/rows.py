@@ -1,5 +1,6 @@
-"""Compiled kernels that move flows into the draining-state rows: sorting the flows that
-became ready by what they do next, and filling a free row per starting flow.
+"""Compiled kernels that move flows into and out of the draining-state rows: sorting the
+flows that became ready by what they do next, filling a free row per starting flow, and
+the bookkeeping of rows that leave their NIC or finish.
 
 Why: a flow becoming ready and starting to drain was a chain of ~40 numpy expressions
 over a few hundred flows (gathers of six flow columns, three masks, the path's resource
@@ -15,6 +16,8 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+
+from network.flow.kernels import retire
 
 
 @numba.njit(cache=True)
@@ -118,3 +121,81 @@ def start_rows(ids: np.ndarray, paths: np.ndarray, fluid: np.ndarray, wire: np.n
         act_tol[r] = max(finish_abs, finish_rel * wb)
         act_t0[r] = now
     return slots
+
+
+@numba.njit(cache=True)
+def leave_nic(rows: np.ndarray, now: float, pad: int, act_id: np.ndarray, t0: np.ndarray, rem: np.ndarray,
+              rate: np.ndarray, nic: np.ndarray, nic_rate: np.ndarray, unsent: np.ndarray, nic_link: np.ndarray,
+              nic_users: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows ``rows`` (distinct) have handed their NIC their last byte at ``now`` (s): their
+    bytes brought up to ``now`` (:func:`network.flow.kernels.reanchor`), then no longer
+    unsent, out of their NIC's round robin (``nic_users``, whose ``pad`` entry stays 0),
+    NIC link ``pad``, inf bytes to hand it at rate 1. Returns the NIC links they left and
+    their flows."""
+    links = np.empty(rows.size, dtype=np.int64)
+    ids = np.empty(rows.size, dtype=np.int64)
+    for i in range(rows.size):
+        r = rows[i]
+        dt = now - t0[r]
+        rem[r] = rem[r] - rate[r] * dt
+        nic[r] = nic[r] - nic_rate[r] * dt
+        t0[r] = now
+        unsent[r] = False
+        q = nic_link[r]
+        links[i] = q
+        nic_users[q] -= 1
+        nic_link[r] = pad
+        nic[r] = np.inf
+        nic_rate[r] = 1.0
+        ids[i] = act_id[r]
+    nic_users[pad] = 0
+    return links, ids
+
+
+@numba.njit(cache=True)
+def finish_rows(rows: np.ndarray, pad: int, dead: int, act_id: np.ndarray, wire: np.ndarray, load: np.ndarray,
+                link_bytes: np.ndarray, path: np.ndarray, group: np.ndarray, rem: np.ndarray, rate: np.ndarray,
+                nic: np.ndarray, nic_rate: np.ndarray, unsent: np.ndarray, ev: np.ndarray, due: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Rows ``rows`` (distinct) have finished: their rates (bytes/s) leave the ``load`` of
+    every resource they cross (its ``pad`` entry kept 0), their flows' ``wire`` bytes are
+    added to ``link_bytes`` there, row by row in order, and the rows are made inert as
+    :func:`network.flow.kernels.retire` does. Returns their flows and their paths."""
+    n, hops = rows.size, path.shape[1]
+    ids = np.empty(n, dtype=np.int64)
+    paths = np.empty((n, hops), dtype=np.int64)
+    for i in range(n):
+        r = rows[i]
+        v = -rate[r]
+        for j in range(hops):
+            load[path[r, j]] += v
+    load[pad] = 0.0
+    for i in range(n):
+        r = rows[i]
+        f = act_id[r]
+        ids[i] = f
+        v = wire[f]
+        for j in range(hops):
+            q = path[r, j]
+            paths[i, j] = q
+            link_bytes[q] += v
+    retire(rows, pad, dead, path, group, rem, rate, nic, nic_rate, unsent, ev, due)
+    return ids, paths
+
+
+@numba.njit(cache=True)
+def group_by_time(t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Indices of ``t`` grouped by equal value, groups by ascending value, each group's
+    indices ascending; and the groups' bounds in them (``bounds[g]:bounds[g + 1]``).
+
+    Replaces ``for v in np.unique(t): np.flatnonzero(t == v)``: a pass over every flow
+    per distinct time (the delivery times of the flows that finished draining)."""
+    order = np.argsort(t, kind="mergesort")
+    bounds = np.empty(t.size + 1, dtype=np.int64)
+    nb = 0
+    for i in range(t.size):
+        if i == 0 or t[order[i]] != t[order[i - 1]]:
+            bounds[nb] = i
+            nb += 1
+    bounds[nb] = t.size
+    return order, bounds[:nb + 1].copy()
