@@ -25,7 +25,11 @@ issue 27's BF16 -> FP8 gain at the same layout: (forward + backward in BF16) / (
 FP8), measured against predicted (:func:`fp8_gains`), the table's only same-layout precision
 pairs (NVIDIA's recipe tables hold none for MoE).
 
-Usage: python scripts/check_moe_layer.py [--markdown] [--parts]
+``--plot FILE.png`` draws every row's forward and backward (scripts/recipe_plot.py, as the
+recipe checks draw theirs): predicted against measured, one colour per dispatcher and one
+marker per proxy, precision and pass, with the 15% band; and each one's error.
+
+Usage: python scripts/check_moe_layer.py [--markdown] [--parts] [--plot FILE.png]
 Units: the table is in milliseconds as published; the code works in seconds and prints ms.
 """
 from __future__ import annotations
@@ -34,9 +38,13 @@ import argparse
 import csv
 import math
 import statistics
+import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/ is not a package: its sibling module
+import recipe_plot  # noqa: E402
 
 MEASURED = Path(__file__).resolve().parents[1] / "compute_profile" / "data" / "measured"
 TABLE = MEASURED / "megatron_moe_layer_baseline.csv"
@@ -348,13 +356,41 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--markdown", action="store_true", help="the docs/validation.md tables")
     ap.add_argument("--parts", action="store_true", help="also each row's predicted ops with their times")
+    ap.add_argument("--plot", metavar="FILE.png",
+                    help="also draw predicted against measured forward and backward times and their errors (.png)")
     args = ap.parse_args(argv)
+    from engine.commands.parser import run_cli
+
+    return run_cli(lambda: _check_all(args))
+
+
+def plot_runs(outcomes: list[Outcome]) -> list[tuple[str, str, float, float]]:
+    """The rows as recipe_plot draws runs: (dispatcher, "proxy dtype pass", measured s,
+    predicted s), one per predicted row and pass."""
+    return [(o.dispatcher, f"{o.proxy} {o.precision} {name}", measured, predicted)
+            for o in outcomes if o.prediction is not None
+            for name, measured, predicted in (("fwd", o.measured_fwd_s, o.prediction.fwd_s),
+                                              ("bwd", o.measured_bwd_s, o.prediction.bwd_s))]
+
+
+def _check_all(args: argparse.Namespace) -> int:
+    recipe_plot.check_plot_path(args.plot, True)  # before the simulation, not after
     outcomes = [check(row) for row in read_rows()]
+    _report(args, outcomes)
+    if args.plot:
+        recipe_plot.write_png(args.plot, plot_runs(outcomes), "check_moe_layer: Megatron-LM's MoE layer baselines "
+                              "(8x H100, EP 8), forward and backward; no parameter fitted to them", (TARGET,),
+                              quantity="layer pass time")
+    return 0
+
+
+def _report(args: argparse.Namespace, outcomes: list[Outcome]) -> None:
+    """The tables (``--markdown``) or the per-row lines, then the summary and the FP8 gains."""
     if args.markdown:
         print("\n".join(markdown(outcomes)))
         print(f"\n{summary(outcomes)}")
         print("\n" + "\n".join(gain_lines(fp8_gains(outcomes))))
-        return 0
+        return
     print(f"{'case':30s} {'dispatcher':9s} {'dtype':5s} {'measured fwd/bwd ms':>20s} "
           f"{'predicted fwd/bwd ms':>21s} {'error fwd/bwd':>16s}")
     for o in outcomes:
@@ -374,7 +410,6 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"    settings without a trainsim field (no effect): {', '.join(o.not_represented)}")
     print(f"\n{summary(outcomes)}")
     print("\n".join(gain_lines(fp8_gains(outcomes))))
-    return 0
 
 
 if __name__ == "__main__":

@@ -18,8 +18,10 @@ SYSTEM_COLORS = ("#4C72B0", "#55A868", "#C44E52", "#8172B2", "#CCB974", "#64B5CD
 MODEL_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
 
-def render_png(runs: list[tuple[str, str, float, float]], title: str, bands: tuple[float, ...]) -> bytes:
-    """PNG bytes of ``runs`` as (system, model, measured s, predicted s): left, predicted
+def render_png(runs: list[tuple[str, str, float, float]], title: str, bands: tuple[float, ...],
+               quantity: str = "step time") -> bytes:
+    """PNG bytes of ``runs`` as (system, model, measured s, predicted s) of ``quantity`` (the
+    axes' words: a step time, or a layer's pass time): left, predicted
     against measured (log axes, the diagonal, +-each band), one colour per system and one
     marker per model; right, each run's error, grouped by system, then model. Runs without
     a finite prediction are left out; none left is a ValueError."""
@@ -62,8 +64,8 @@ def render_png(runs: list[tuple[str, str, float, float]], title: str, bands: tup
         axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
         axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         axis.set_minor_formatter(NullFormatter())
-    ax_s.set_xlabel("measured step time [s]")
-    ax_s.set_ylabel("predicted step time [s]")
+    ax_s.set_xlabel(f"measured {quantity} [s]")
+    ax_s.set_ylabel(f"predicted {quantity} [s]")
     ax_s.legend(fontsize=6, loc="upper left", ncol=2)
     idx = list(range(len(ran)))
     ax_e.bar(idx, [100 * (r[3] / r[2] - 1) for r in ran], color=[color[r[0]] for r in ran], width=0.8)
@@ -97,9 +99,10 @@ def check_plot_path(path: str | None, simulate: bool) -> None:
     check_output_path(path, "--plot")
 
 
-def write_png(path: str, runs: list[tuple[str, str, float, float]], title: str, bands: tuple[float, ...]) -> None:
+def write_png(path: str, runs: list[tuple[str, str, float, float]], title: str, bands: tuple[float, ...],
+              quantity: str = "step time") -> None:
     """:func:`render_png` of ``runs`` written to ``path`` whole (formats.atomic), and said."""
-    png = render_png(runs, title, bands)
+    png = render_png(runs, title, bands, quantity)
     with atomic_write(path, "wb", field="--plot") as fh:
         fh.write(png)
     print(f"plot: {path}")

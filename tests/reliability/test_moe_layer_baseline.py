@@ -139,3 +139,15 @@ def test_fp8_gains_pair_each_proxy_and_dispatcher_across_precisions(check, rows,
     assert all(math.isfinite(g.predicted) and g.predicted > 0 for g in gains)
     lines = check.gain_lines(gains)
     assert len(lines) == 7 and lines[-1].split()[1:3] == ["of", "6"]
+
+
+def test_plot_draws_each_row_twice_and_refuses_a_directory(check, outcomes, tmp_path, capsys):
+    """--plot: one point per row and pass (24), coloured by dispatcher, as PNG bytes; a
+    directory given as the file is refused in one line before any simulation."""
+    runs = check.plot_runs(outcomes)
+    assert len(runs) == 24 and {r[0] for r in runs} == {"alltoall", "DeepEP", "HybridEP"}
+    assert all(r[2] > 0 and r[3] > 0 for r in runs)
+    png = check.recipe_plot.render_png(runs, "test", (check.TARGET,), "layer pass time")
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert check.main(["--plot", str(tmp_path)]) == 2
+    assert "is a directory" in capsys.readouterr().err
