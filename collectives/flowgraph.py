@@ -258,6 +258,21 @@ class FlowBuilder:
         self.next_id += m
         return ids
 
+    def add_csr(self, src, dst, nbytes, channel, step, chunk, parent_count: np.ndarray, parent_idx: np.ndarray,
+                hop=0) -> np.ndarray:
+        """:meth:`add` with the parents already in CSR form: ``parent_count`` per row and
+        ``parent_idx`` (global flow ids, row after row), as :meth:`build` would have
+        taken them from the padded matrix. Why: a block whose rows have very different
+        parent counts (an NVLS tree: 0 to 9) padded to the widest is mostly padding."""
+        m = np.asarray(src).shape[0]
+        ids = self.add(src, dst, nbytes, channel, step, chunk, np.zeros((m, 0), dtype=np.int64), hop)
+        cnt = np.asarray(parent_count, dtype=np.int64)
+        idx = np.asarray(parent_idx, dtype=np.int64)
+        if cnt.shape != (m,) or idx.shape != (int(cnt.sum()),):
+            raise ValueError("parent_count must have one entry per row, summing to parent_idx's length")
+        self._parts[-1] = (*self._parts[-1][:7], (cnt, idx))
+        return ids
+
     def build(self, node_of, **meta) -> FlowGraph:
         """``node_of`` maps an endpoint array to node indices (switch endpoints included)."""
         if not self._parts:
@@ -267,6 +282,10 @@ class FlowBuilder:
         idx_parts = []
         for p in self._parts:
             par = p[7]
+            if isinstance(par, tuple):  # add_csr's block: already (counts, ids)
+                counts.append(par[0])
+                idx_parts.append(par[1])
+                continue
             mask = par >= 0
             counts.append(mask.sum(axis=1))
             idx_parts.append(par[mask])  # row-major: keeps each row's parents together
