@@ -245,7 +245,7 @@ class FlowNetwork:
         """Fabric solves done locally (:mod:`network.flow.local`), of ``solves``."""
         self._load = np.zeros(self.pad + 1)
         """Per resource, the sum of the rates (bytes/s) of the draining flows crossing it,
-        kept as rates change (``_shift_load``) instead of recounted from every draining
+        kept as rates change (``_set_rates``) instead of recounted from every draining
         flow per fabric solve (a pass over ~4 x 11,000 path entries per event at 16,384
         GPUs); the padding resource's entry is held at 0."""
         self._fastest = np.zeros(self.pad + 1)
@@ -558,20 +558,13 @@ class FlowNetwork:
 
     def _deliver(self, ids: np.ndarray) -> None:
         f = self.flows
-        f["done"][ids] = self.now
+        fab, nv, ready, trs, counts = rows.deliver(ids, self.now, f["done"], f["bytes"], f["fluid"], f["tr"],
+                                                   self._done_ptr["p"], self._done_kids["c"], f["pending"])
         self.flows_done += ids.size
-        fluid = f["fluid"][ids]
-        self.fabric_bytes += float(f["bytes"][ids][~fluid].sum())
-        self.nvlink_bytes += float(f["bytes"][ids][fluid].sum())
-        self._release(ids, self._done_ptr, self._done_kids)
-        tr_of = f["tr"][ids]
-        lo, hi = int(tr_of.min()), int(tr_of.max())
-        if lo == hi:  # one collective's flows (the usual case): no sort needed
-            trs, k = [lo], [int(ids.size)]
-        else:
-            u, c = np.unique(tr_of, return_counts=True)
-            trs, k = u.tolist(), c.tolist()
-        for tr, c in zip(trs, k):
+        self.fabric_bytes += fab
+        self.nvlink_bytes += nv
+        self._push(self.now, _READY, ready)
+        for tr, c in zip(trs.tolist(), counts.tolist()):
             self._left[tr] -= c
             if self._left[tr] == 0:
                 self.done.append((self.transfers[tr], self.now))
@@ -596,7 +589,7 @@ class FlowNetwork:
         if domains.size:
             want = np.zeros(self._n_groups + 2, dtype=bool)  # shifted by 2: DEAD and -1 map to False
             want[domains + 2] = True
-            solved += self._solve(kernels.rows_in(want, self._act_group, 2), 1)
+            solved += self._solve_nvlink(want)
         if (touched == 0).any():
             solved += self._solve_fabric(changed)
             self._nic_dirty = True  # only fabric rates bound the NIC shares
@@ -665,15 +658,33 @@ class FlowNetwork:
             return 0
         return self._set_rates(sel, self._rates(sel, kind, self.capacity))
 
-    def _rates(self, sel: np.ndarray, kind: int, capacity: np.ndarray, paths: np.ndarray | None = None,
-               pad: int | None = None) -> np.ndarray:
-        """Max-min rates of rows ``sel`` of ``kind`` on ``capacity`` (bytes/s per resource);
-        ``paths``/``pad``: their paths renumbered to ``capacity`` (default: as stored)."""
+    def _solve_nvlink(self, want: np.ndarray) -> int:
+        """:meth:`_solve` of the NVLink rows of the domains flagged in ``want`` (shifted
+        by 2, as :func:`network.flow.kernels.rows_in`), in one kernel call when each
+        crosses one GPU port (:func:`network.flow.kernels.one_port_rates`: the rates
+        :meth:`_rates` gives them). Returns the rows."""
+        sel, rate, one = kernels.one_port_rates(want, self._act_group, 2, self._act_path, self.capacity, self.pad,
+                                                self.nvlink_Bps)
+        if not one or not sel.size:
+            return self._solve(sel, 1)
+        self._dedupe_tick(sel, 1)  # as _rates would: the merge choice's schedule is unchanged
+        return self._set_rates(sel, rate)
+
+    def _dedupe_tick(self, sel: np.ndarray, kind: int) -> np.ndarray:
+        """A solve of rows ``sel`` of ``kind`` counts towards the next check of whether to
+        merge rows with the same path (DEDUPE_WORTH); returns their path keys."""
         keys = self._act_key[sel]
         if self._dedupe_check[kind] <= 0:
             self._dedupe[kind] = np.unique(keys).size < DEDUPE_WORTH * sel.size
             self._dedupe_check[kind] = DEDUPE_RECHECK_EVERY
         self._dedupe_check[kind] -= 1
+        return keys
+
+    def _rates(self, sel: np.ndarray, kind: int, capacity: np.ndarray, paths: np.ndarray | None = None,
+               pad: int | None = None) -> np.ndarray:
+        """Max-min rates of rows ``sel`` of ``kind`` on ``capacity`` (bytes/s per resource);
+        ``paths``/``pad``: their paths renumbered to ``capacity`` (default: as stored)."""
+        keys = self._dedupe_tick(sel, kind)
         merge = self._dedupe[kind] if self._merge_rows is None else self._merge_rows
         if paths is None:
             paths, pad = self._act_path[sel], self.pad
@@ -683,17 +694,13 @@ class FlowNetwork:
 
     def _set_rates(self, sel: np.ndarray, rate: np.ndarray) -> int:
         """Give rows ``sel`` their new rates (bytes/s). Returns the rows."""
-        if sel.size:
-            self._reanchor(sel)
-            self._shift_load(sel, rate - self._act_rate[sel])
-            self._act_rate[sel] = rate
+        if sel.size:  # _reanchor, _shift_load and the new rates, in one kernel call
+            kernels.set_rates(sel, rate, self.now, self._act_t0, self._act_rem, self._act_rate, self._act_nic,
+                              self._act_nic_rate, self._load, self._act_path)
+            self._load[self.pad] = 0.0
+            self._dirty.append(sel)
             self._rerated.append(sel)
         return int(sel.size)
-
-    def _shift_load(self, rows: np.ndarray, delta: np.ndarray) -> None:
-        """Add ``delta`` (bytes/s per row) to the load of every resource rows ``rows`` cross."""
-        kernels.add_along_paths(self._load, self._act_path, rows, delta)
-        self._load[self.pad] = 0.0
 
     def _leave_fabric(self, rows: np.ndarray) -> None:
         """Finished rows ``rows`` leave the fabric rows' subset (those in it)."""

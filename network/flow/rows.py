@@ -17,7 +17,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from network.flow.kernels import retire
+from network.flow.kernels import release, retire
 
 
 @numba.njit(cache=True)
@@ -199,3 +199,50 @@ def group_by_time(t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             nb += 1
     bounds[nb] = t.size
     return order, bounds[:nb + 1].copy()
+
+
+@numba.njit(cache=True)
+def deliver(ids: np.ndarray, now: float, done: np.ndarray, nbytes: np.ndarray, fluid: np.ndarray, tr: np.ndarray,
+            ptr: np.ndarray, kids: np.ndarray, pending: np.ndarray
+            ) -> tuple[float, float, np.ndarray, np.ndarray, np.ndarray]:
+    """Flows ``ids`` are delivered at ``now`` (s): ``done`` set; their payload bytes summed
+    over the fabric flows and the NVLink (``fluid``) ones; their children in the CSR
+    ``ptr``/``kids`` released (:func:`network.flow.kernels.release`: those that reached 0
+    pending, ascending); and their collectives (``tr``) with how many of each, ascending.
+
+    Replaces ~15 numpy steps per delivery (two masked sums, a gather, a min and a max or
+    ``np.unique``, the release): 8,961 deliveries in a 1,024-GPU all-reduce. The sums
+    are of whole bytes (below 2**53), so exact in any order."""
+    fab = 0.0
+    nv = 0.0
+    lo = hi = -1
+    for i in range(ids.size):
+        f = ids[i]
+        done[f] = now
+        if fluid[f]:
+            nv += nbytes[f]
+        else:
+            fab += nbytes[f]
+        t = tr[f]
+        if lo < 0 or t < lo:
+            lo = t
+        if t > hi:
+            hi = t
+    ready = release(ids, ptr, kids, pending)
+    if ids.size == 0:
+        return fab, nv, ready, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    if lo == hi:  # one collective's flows (the usual case): no sort
+        return fab, nv, ready, np.full(1, lo, dtype=np.int64), np.full(1, ids.size, dtype=np.int64)
+    t_of = np.empty(ids.size, dtype=np.int64)
+    for i in range(ids.size):
+        t_of[i] = tr[ids[i]]
+    t_of.sort()
+    trs = np.empty(ids.size, dtype=np.int64)
+    counts = np.zeros(ids.size, dtype=np.int64)
+    k = -1
+    for i in range(ids.size):
+        if i == 0 or t_of[i] != t_of[i - 1]:
+            k += 1
+            trs[k] = t_of[i]
+        counts[k] += 1
+    return fab, nv, ready, trs[:k + 1].copy(), counts[:k + 1].copy()
