@@ -50,7 +50,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from network.flow import SHARING, kernels, rows
+from network.flow import SHARING, kernels, nicshare, rows
 from network.flow.arrival import ArrivalSolver
 from network.flow.columns import Columns
 from network.flow.local import fastest_per_link, local_rates
@@ -736,28 +736,12 @@ class FlowNetwork:
             # tenth in NVLink phases): every flow still at its NIC is one, its first link
             # its NIC's, and the sent ones are told apart by their ``_act_nic_link``
             sub = self._fab
-            rows = sub.row[kernels.first_hop_marked(mark, sub.path)]
-            cand.append(rows[self._act_nic_link[rows] != self.pad])
-        for r in rerated:
-            cand.append(r[self._act_nic_link[r] != self.pad])
+            cand.append(sub.row[kernels.first_hop_marked(mark, sub.path)])
+        cand.extend(rerated)
         if not cand:
             return
-        if len(cand) == 1:
-            at_nic = cand[0]
-        elif sum(c.size for c in cand) > self._act_id.size // 8:  # np.unique of millions (a MoE step's start) took seconds
-            pick = np.zeros(self._act_id.size, dtype=bool)
-            for c in cand:
-                pick[c] = True
-            at_nic = np.flatnonzero(pick)
-        else:
-            at_nic = np.unique(np.concatenate(cand))
-        if not at_nic.size:
-            return
-        first = self._act_nic_link[at_nic]
-        users = self._nic_users
-        share = np.maximum(self.capacity[first] / users[first], self._act_rate[at_nic])
-        moved = share != self._act_nic_rate[at_nic]  # only these need their bytes brought up to date
-        if moved.any():
-            rows = at_nic[moved]
-            self._reanchor(rows)
-            self._act_nic_rate[rows] = share[moved]
+        rows = nicshare.share_rows(cand[0] if len(cand) == 1 else np.concatenate(cand), self._act_id.size,
+                                   self._act_nic_link, self.pad, self._nic_users, self.capacity, self._act_rate,
+                                   self.now, self._act_t0, self._act_rem, self._act_nic, self._act_nic_rate)
+        if rows.size:  # re-anchored: their due times to redo
+            self._dirty.append(rows)

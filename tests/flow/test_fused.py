@@ -1,16 +1,17 @@
-"""The fused per-event kernels (rows.deliver, kernels.set_rates, kernels.one_port_rates)
-give what the steps they replace give, to the bit, on random inputs.
+"""The fused per-event kernels (rows.deliver, kernels.set_rates, kernels.one_port_rates,
+nicshare.share_rows) give what the steps they replace give, to the bit, on random inputs.
 
 Each replaced chain is written out here as it stood in network/flow/network.py
-(``_deliver``, ``_set_rates`` with ``_reanchor`` and ``_shift_load``, ``_resolve``'s NVLink
-branch through ``_rates``), so the check is against that arithmetic, not stored numbers.
+(``_deliver``, ``_set_rates`` with ``_reanchor`` and ``_shift_load``, ``_share_nics``,
+``_resolve``'s NVLink branch through ``_rates``), so the check is against that
+arithmetic, not stored numbers.
 """
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from network.flow import kernels, rows
+from network.flow import kernels, nicshare, rows
 from network.flow.maxmin import maxmin_rates
 
 SEEDS = range(10)
@@ -127,3 +128,38 @@ def test_one_port_rates_declines_an_empty_wide_path():
     _, _, one = kernels.one_port_rates(np.ones(10, dtype=bool), np.zeros(3, dtype=np.int64), 2, paths,
                                        np.append(np.ones(PAD), np.inf), PAD, 1.0)
     assert not one
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("many", [False, True])
+def test_nic_share_rows(seed, many):
+    """nicshare.share_rows: the former _share_nics from its candidate lists on: those still
+    at their NIC, made distinct, their share max(capacity / users, rate), and the rows
+    whose share moved re-anchored (kernels.reanchor) and given it."""
+    rng = np.random.default_rng(seed)
+    n = 400
+    nic_link = np.where(rng.random(n) < 0.3, PAD, rng.integers(0, 10, n))
+    users = np.bincount(nic_link[nic_link != PAD], minlength=PAD + 1)
+    cap = np.append(rng.uniform(1e10, 5e10, PAD), np.inf)
+    rate = rng.uniform(1e8, 2e10, n)
+    t0, rem = rng.uniform(0, 1, n), rng.uniform(1e3, 1e7, n)
+    nic = np.where(nic_link == PAD, np.inf, rng.uniform(0, 1e7, n))
+    nic_rate = rng.uniform(1e9, 1e10, n)
+    same = rng.random(n) < 0.3  # some already hold their share
+    q = np.minimum(nic_link, PAD - 1)
+    nic_rate[same] = np.maximum(cap[q] / np.maximum(users[q], 1), rate)[same]
+    lists = [rng.integers(0, n, int(rng.integers(0, 300 if many else 40))) for _ in range(3)]
+    now = 1.25
+    a = [x.copy() for x in (t0, rem, nic, nic_rate)]
+    got = nicshare.share_rows(np.concatenate(lists), n, nic_link, PAD, users, cap, rate, now, *a)
+    b = [x.copy() for x in (t0, rem, nic, nic_rate)]
+    at_nic = np.unique(np.concatenate([c[nic_link[c] != PAD] for c in lists]))
+    first = nic_link[at_nic]
+    share = np.maximum(cap[first] / users[first], rate[at_nic])
+    moved = share != b[3][at_nic]
+    want = at_nic[moved]
+    kernels.reanchor(want, now, b[0], b[1], rate, b[2], b[3])
+    b[3][want] = share[moved]
+    assert np.array_equal(got, want)
+    for x, y in zip(a, b):
+        assert np.array_equal(x, y)
