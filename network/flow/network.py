@@ -439,8 +439,7 @@ class FlowNetwork:
             self._dirty.append(nic_rows)
             self._nic_moved.append(links)
             self._nic_dirty = True
-            self.flows["sent"][sent] = self.now
-            self._release(sent, self._send_ptr, self._send_kids)
+            self._sent(sent)
         fin = cand[fin_c]
         if not fin.size:
             return
@@ -455,19 +454,12 @@ class FlowNetwork:
         self._dead += ids.size
         if 2 * self._dead > self._act_id.size:
             self._compact()
-        f = self.flows
-        fluid = f["fluid"][ids]
-        if fluid.any():
-            f["sent"][ids[fluid]] = self.now
-            self._release(ids[fluid], self._send_ptr, self._send_kids)
-            self._deliver(ids[fluid])
-        net = ids[~fluid]
-        if net.size:
-            t_done = self.now + f["post"][net]
-            order, bounds = rows.group_by_time(t_done)
-            for g in range(bounds.size - 1):
-                at = order[bounds[g]:bounds[g + 1]]
-                self._push(float(t_done[at[0]]), _DONE, net[at])
+        nv, net, t_done, bounds = rows.split_finished(ids, self.now, self.flows["fluid"], self.flows["post"])
+        if nv.size:
+            self._sent(nv)
+            self._deliver(nv)
+        for g in range(bounds.size - 1):
+            self._push(float(t_done[bounds[g]]), _DONE, net[bounds[g]:bounds[g + 1]])
 
     def _grow(self, extra: int) -> None:
         """Append ``extra`` inert rows (group DEAD) for flows to start in: with headroom of
@@ -506,30 +498,30 @@ class FlowNetwork:
         live = self._act_group != DEAD
         return self._act_id[live], self._act_path[live], self._act_rate[live]
 
-    def _release(self, ids: np.ndarray, ptr_cols: Columns, kid_cols: Columns) -> None:
-        """The children (in this CSR) of flows ``ids`` lose a parent; those with none left
-        become ready now."""
-        ready = kernels.release(ids, ptr_cols["p"], kid_cols["c"], self.flows["pending"])
-        self._push(self.now, _READY, ready)
-
     def _ready(self, ids: np.ndarray) -> None:
         f = self.flows
-        instant, nv, net = rows.split_ready(ids, self.now, f["start"], f["bytes"], f["fluid"], f["src"], f["dst"])
+        routes = self._routes
+        instant, nv, net, path = rows.ready_rows(ids, self.now, f["start"], f["bytes"], f["fluid"], f["src"],
+                                                 f["dst"], f["wire"], f["ideal"], f["post"], f["route"],
+                                                 routes["post"], routes["ideal"], routes["path"],
+                                                 self.nvlink_latency_s, self.nvlink_Bps)
         if instant.size:
-            f["sent"][instant] = self.now
-            self._release(instant, self._send_ptr, self._send_kids)
+            self._sent(instant)
             self._deliver(instant)
         if nv.size:
-            f["ideal"][nv] = self.nvlink_latency_s + f["wire"][nv] / self.nvlink_Bps
             if self.nvlink_latency_s > 0:
                 self._push(self.now + self.nvlink_latency_s, _ACTIVATE, nv)
             else:
                 self._activate(nv)
         if net.size:
-            r = f["route"][net]
-            f["post"][net] = self._routes["post"][r]
-            f["ideal"][net] = self._routes["ideal"][r]
-            self._start(net, self._routes["path"][r], True)
+            self._start(net, path, True)
+
+    def _sent(self, ids: np.ndarray) -> None:
+        """Flows ``ids`` have left their NIC (or are NVLink flows done draining): their
+        send-children lose a parent; those with none left become ready now."""
+        ready = rows.mark_sent(ids, self.now, self.flows["sent"], self._send_ptr["p"], self._send_kids["c"],
+                               self.flows["pending"])
+        self._push(self.now, _READY, ready)
 
     def _activate(self, ids: np.ndarray) -> None:
         f = self.flows

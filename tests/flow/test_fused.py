@@ -1,10 +1,11 @@
-"""The fused per-event kernels (rows.deliver, kernels.set_rates, kernels.one_port_rates,
-nicshare.share_rows) give what the steps they replace give, to the bit, on random inputs.
+"""The fused per-event kernels (rows.deliver, ready_rows, mark_sent, split_finished,
+kernels.set_rates, kernels.one_port_rates, nicshare.share_rows) give what the steps they
+replace give, to the bit, on random inputs.
 
 Each replaced chain is written out here as it stood in network/flow/network.py
-(``_deliver``, ``_set_rates`` with ``_reanchor`` and ``_shift_load``, ``_share_nics``,
-``_resolve``'s NVLink branch through ``_rates``), so the check is against that
-arithmetic, not stored numbers.
+(``_deliver``, ``_ready``, ``_release``, ``_finish_draining``'s tail, ``_set_rates`` with
+``_reanchor`` and ``_shift_load``, ``_share_nics``, ``_resolve``'s NVLink branch through
+``_rates``), so the check is against that arithmetic, not stored numbers.
 """
 from __future__ import annotations
 
@@ -163,3 +164,67 @@ def test_nic_share_rows(seed, many):
     assert np.array_equal(got, want)
     for x, y in zip(a, b):
         assert np.array_equal(x, y)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_ready_rows(seed):
+    """ready_rows: split_ready's groups, the NVLink ideal lat + wire / rate, and the
+    fabric flows' post, ideal and path gathered from their routes (the former _ready)."""
+    rng = np.random.default_rng(seed)
+    n, n_routes, width = 300, 120, 4
+    nbytes = np.where(rng.random(n) < 0.2, 0.0, rng.uniform(1, 1e6, n))
+    fluid = rng.random(n) < 0.5
+    src, dst = rng.integers(0, 5, n), rng.integers(0, 5, n)
+    wire = nbytes * 1.01
+    route = np.where(fluid, -1, rng.integers(0, n_routes, n))
+    r_post, r_ideal = rng.uniform(0, 1e-5, n_routes), rng.uniform(0, 1e-3, n_routes)
+    r_path = rng.integers(0, PAD + 1, (n_routes, width))
+    ids = rng.permutation(n)[: int(rng.integers(0, n))]
+    cols = [np.full(n, -1.0) for _ in range(3)]  # start, ideal, post
+    instant, nv, net, path = rows.ready_rows(ids, 2.0, cols[0], nbytes, fluid, src, dst, wire, cols[1], cols[2],
+                                             route, r_post, r_ideal, r_path, 3e-6, 4.5e11)
+    ref = [np.full(n, -1.0) for _ in range(3)]
+    i2, nv2, net2 = rows.split_ready(ids, 2.0, ref[0], nbytes, fluid, src, dst)
+    ref[1][nv2] = 3e-6 + wire[nv2] / 4.5e11
+    r = route[net2]
+    ref[2][net2] = r_post[r]
+    ref[1][net2] = r_ideal[r]
+    for x, y in zip((instant, nv, net, path, *cols), (i2, nv2, net2, r_path[r], *ref)):
+        assert np.array_equal(x, y)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_mark_sent(seed):
+    """mark_sent: sent set, then kernels.release of the send-children."""
+    rng = np.random.default_rng(seed)
+    n = 200
+    ptr, kids, pending = _csr(rng, n)
+    ids = rng.permutation(n)[: int(rng.integers(0, n))]
+    sent, pend = np.full(n, -1.0), pending.copy()
+    got = rows.mark_sent(ids, 0.5, sent, ptr, kids, pend)
+    want_sent = np.full(n, -1.0)
+    want_sent[ids] = 0.5
+    want = kernels.release(ids, ptr, kids, pending)
+    assert np.array_equal(sent, want_sent) and np.array_equal(pend, pending) and np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_split_finished(seed):
+    """split_finished: the NVLink flows, and the fabric ones by delivery time now + post
+    (group_by_time), as the former _finish_draining's tail."""
+    rng = np.random.default_rng(seed)
+    n = 300
+    fluid = rng.random(n) < 0.4
+    post = rng.choice(rng.uniform(0, 1e-5, 6), n)  # few distinct times: real groups
+    ids = rng.permutation(n)[: int(rng.integers(0, n))]
+    nv, net, t, bounds = rows.split_finished(ids, 1e-3, fluid, post)
+    fl = fluid[ids]
+    assert np.array_equal(nv, ids[fl])
+    want_net = ids[~fl]
+    t_done = 1e-3 + post[want_net]
+    order, want_bounds = rows.group_by_time(t_done)
+    assert np.array_equal(bounds, want_bounds)
+    for g in range(bounds.size - 1):
+        at = order[want_bounds[g]:want_bounds[g + 1]]
+        assert t[bounds[g]] == t_done[at[0]]
+        assert np.array_equal(net[bounds[g]:bounds[g + 1]], want_net[at])
