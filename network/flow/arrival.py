@@ -107,8 +107,9 @@ def fill_classes(paths: np.ndarray, bounds: np.ndarray, capacity: np.ndarray, pa
     ``bounds[c]:bounds[c + 1]``) by progressive filling class after class on what the earlier
     classes left of ``capacity``, each row also held to ``cap_row``. Columns before
     :data:`SWITCH_HOPS` (the NIC's link, capped through ``cap_row`` instead) are not filled. A row constrained by
-    nothing gets ``inf``. ``resid`` (equal to ``capacity``), ``cnt`` and ``csum`` (zeros) and
-    ``local`` (-1) are scratch per resource, left as they were found.
+    nothing gets ``inf``. ``resid`` (equal to ``capacity``), ``cnt`` (zeros) and ``local``
+    (-1) are scratch per resource, left as they were found; ``csum`` (zeros) is no longer
+    used (each link's cap sum is taken from its rows) and is left so.
 
     Within a class the filling is exact water-filling, link by link: the link whose fair
     level (what is left of it after the frozen rows, over its unfrozen rows) is lowest
@@ -118,44 +119,44 @@ def fill_classes(paths: np.ndarray, bounds: np.ndarray, capacity: np.ndarray, pa
     A link whose rows' caps sum to no more than what is left of it can never saturate
     before they reach their caps: it is left out of the heap (on a non-blocking fabric,
     where the NIC caps decide, that is nearly every link)."""
-    n, w = paths.shape
-    rate = np.empty(n)
-    _fill_into(paths, bounds, capacity, pad, cap_row, resid, cnt, local, csum, rate, np.zeros(n, dtype=np.bool_),
-               np.zeros(n * w + 1, dtype=np.int64), np.zeros(n * w, dtype=np.bool_))
+    rate = np.empty(paths.shape[0])
+    _fill_links(paths, bounds, capacity, pad, cap_row, resid, cnt, local, rate, *class_links(paths, bounds, pad, local))
     return rate
 
 
 @numba.njit(cache=True)
-def _fill_into(paths: np.ndarray, bounds: np.ndarray, capacity: np.ndarray, pad: int, cap_row: np.ndarray,
-               resid: np.ndarray, cnt: np.ndarray, local: np.ndarray, csum: np.ndarray, rate: np.ndarray,
-               frozen: np.ndarray, ptr: np.ndarray, moved: np.ndarray) -> None:
-    """:func:`fill_classes` writing its rates into ``rate``, with the scratch a caller
-    solving several times keeps: ``frozen`` (all False), ``ptr`` (``ptr[0]`` 0) and
-    ``moved`` (all False), each left so except ``frozen`` (all True on return)."""
+def class_links(paths: np.ndarray, bounds: np.ndarray, pad: int, local: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each class's switch links and each link's rows, as :func:`fill_classes` numbers them
+    per class: class ``c``'s links are ``links[first[c]:first[c + 1]]`` in first-seen order
+    (row by row, hop by hop), and link ``j``'s rows ``members[ptr[j]:ptr[j + 1]]``, ascending.
+    ``local``: -1 per resource, left so.
+
+    Why apart: they depend only on the paths and the classes, not on the caps, so a
+    solve's two fillings (before and after the NIC's slack round) share them instead of
+    each rebuilding them (a third of a filling)."""
     n, w = paths.shape
+    nb = bounds.size - 1
     links = np.empty(n * w, dtype=np.int64)
+    first = np.empty(nb + 1, dtype=np.int64)
+    ptr = np.zeros(n * w + 1, dtype=np.int64)
     members = np.empty(n * w, dtype=np.int64)
     fillp = np.empty(n * w, dtype=np.int64)
-    binding = np.empty(n * w, dtype=np.bool_)
-    moved_list = np.empty(n * w, dtype=np.int64)
-    hk = np.empty(2 * n * w + n + 1)
-    hv = np.empty(2 * n * w + n + 1, dtype=np.int64)
-    for c in range(bounds.size - 1):
+    nl = 0
+    for c in range(nb):
         lo, hi = bounds[c], bounds[c + 1]
-        nl = 0
-        for i in range(lo, hi):  # the class's links, numbered locally, and their row counts
+        first[c] = nl
+        base = nl
+        for i in range(lo, hi):
             for k in range(SWITCH_HOPS, w):
                 r = paths[i, k]
                 if r != pad:
                     if local[r] < 0:
                         local[r] = nl
                         links[nl] = r
-                        ptr[nl + 1] = 0
                         nl += 1
                     ptr[local[r] + 1] += 1
-                    cnt[r] += 1
-                    csum[r] += cap_row[i]
-        for j in range(nl):
+        for j in range(base, nl):
             ptr[j + 1] += ptr[j]
             fillp[j] = ptr[j]
         for i in range(lo, hi):
@@ -165,11 +166,42 @@ def _fill_into(paths: np.ndarray, bounds: np.ndarray, capacity: np.ndarray, pad:
                     j = local[r]
                     members[fillp[j]] = i
                     fillp[j] += 1
+        for j in range(base, nl):
+            local[links[j]] = -1
+    first[nb] = nl
+    return links, first, ptr, members
+
+
+@numba.njit(cache=True)
+def _fill_links(paths: np.ndarray, bounds: np.ndarray, capacity: np.ndarray, pad: int, cap_row: np.ndarray,
+                resid: np.ndarray, cnt: np.ndarray, local: np.ndarray, rate: np.ndarray, links: np.ndarray,
+                first: np.ndarray, ptr: np.ndarray, members: np.ndarray) -> None:
+    """:func:`fill_classes` writing its rates into ``rate``, on the classes' links and rows
+    from :func:`class_links`: per class, its binding links pushed in their first-seen
+    order, then its capped rows, each link's row count and cap sum (in row order) taken
+    from its rows. ``resid``, ``cnt`` (zeros) and ``local`` (-1): scratch per resource,
+    left as found. (Until the tenth session's round each filling numbered its classes'
+    links itself, hop by hop; the same pushes, freezes and sums, so the same rates and
+    residues to the bit.)"""
+    n, w = paths.shape
+    m = first[first.size - 1]
+    frozen = np.zeros(n, dtype=np.bool_)
+    binding = np.empty(max(m, 1), dtype=np.bool_)
+    moved = np.zeros(max(m, 1), dtype=np.bool_)
+    moved_list = np.empty(n * w, dtype=np.int64)
+    hk = np.empty(2 * n * w + n + 1)
+    hv = np.empty(2 * n * w + n + 1, dtype=np.int64)
+    for c in range(bounds.size - 1):
+        lo, hi = bounds[c], bounds[c + 1]
         size = 0
-        for j in range(nl):
+        for j in range(first[c], first[c + 1]):
             r = links[j]
-            binding[j] = csum[r] > resid[r] * (1.0 - REL_FULL)
-            csum[r] = 0.0
+            local[r] = j
+            cnt[r] = ptr[j + 1] - ptr[j]
+            csum = 0.0
+            for t in range(ptr[j], ptr[j + 1]):
+                csum += cap_row[members[t]]
+            binding[j] = csum > resid[r] * (1.0 - REL_FULL)
             if binding[j]:
                 size = _push(hk, hv, size, max(resid[r] / cnt[r], 0.0), j)
         for i in range(lo, hi):
@@ -209,8 +241,8 @@ def _fill_into(paths: np.ndarray, bounds: np.ndarray, capacity: np.ndarray, pad:
                             moved[j2] = True
                             moved_list[n_moved] = j2
                             n_moved += 1
-            for m in range(n_moved):  # each link the freeze raised, pushed once at its new level
-                j2 = moved_list[m]
+            for q in range(n_moved):  # each link the freeze raised, pushed once at its new level
+                j2 = moved_list[q]
                 moved[j2] = False
                 r2 = links[j2]
                 if cnt[r2] > 0:
@@ -219,8 +251,9 @@ def _fill_into(paths: np.ndarray, bounds: np.ndarray, capacity: np.ndarray, pad:
             if not frozen[i]:  # crosses no link and has no cap
                 rate[i] = np.inf
                 frozen[i] = True
-        for j in range(nl):
+        for j in range(first[c], first[c + 1]):
             local[links[j]] = -1
+            cnt[links[j]] = 0
     for i in range(n):  # leave the scratch as found
         for k in range(SWITCH_HOPS, w):
             r = paths[i, k]
@@ -285,15 +318,12 @@ def _solve_sorted(paths: np.ndarray, order: np.ndarray, start: np.ndarray, capac
     bounds = bounds[:nb + 1]
     caps = nic_shares(nic, capacity, cnt)
     r = np.empty(n)
-    frozen = np.zeros(n, dtype=np.bool_)
-    ptr = np.zeros(n * w + 1, dtype=np.int64)
-    moved = np.zeros(n * w, dtype=np.bool_)
-    _fill_into(p, bounds, capacity, pad, caps, resid, cnt, local, csum, r, frozen, ptr, moved)
+    links, first, ptr, members = class_links(p, bounds, pad, local)  # the same for every filling
+    _fill_links(p, bounds, capacity, pad, caps, resid, cnt, local, r, links, first, ptr, members)
     for _ in range(nic_rounds):
         if not give_slack(nic, r, caps, capacity, csum, cnt):
             break
-        frozen[:] = False
-        _fill_into(p, bounds, capacity, pad, caps, resid, cnt, local, csum, r, frozen, ptr, moved)
+        _fill_links(p, bounds, capacity, pad, caps, resid, cnt, local, r, links, first, ptr, members)
     return r
 
 
