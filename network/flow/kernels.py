@@ -586,3 +586,27 @@ def one_port_rates(want: np.ndarray, group: np.ndarray, shift: int, paths: np.nd
         if not np.isfinite(share[i]):
             share[i] = unlimited
     return sel, share, True
+
+
+@numba.njit(cache=True)
+def group_stable(keys: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``values`` grouped by ``keys`` (each in ``[0, n)``), in key order and, within a key,
+    in their given order; and the count per key. The same as
+    ``values[np.argsort(keys, kind="stable")]`` and ``np.bincount(keys, minlength=n)``.
+
+    Why: a collective's child lists were grouped by a stable argsort of its 1.2 million
+    parent links (1,024-GPU all-reduce; ~25 ms); counting is one pass."""
+    counts = np.zeros(n, dtype=np.int64)
+    for i in range(keys.size):
+        counts[keys[i]] += 1
+    at = np.empty(n, dtype=np.int64)
+    s = 0
+    for k in range(n):
+        at[k] = s
+        s += counts[k]
+    out = np.empty(values.size, dtype=values.dtype)
+    for i in range(keys.size):
+        k = keys[i]
+        out[at[k]] = values[i]
+        at[k] += 1
+    return out, counts

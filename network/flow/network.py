@@ -311,11 +311,9 @@ class FlowNetwork:
         par = pi
         same = ~fl[par] & ~fl[child] & (src[par] == src[child]) & (dst[par] == dst[child])
         for ptr, kids, mask in ((self._send_ptr, self._send_kids, same), (self._done_ptr, self._done_kids, ~same)):
-            p, c = par[mask], child[mask]
-            order = np.argsort(p, kind="stable")
-            counts = np.bincount(p, minlength=n)
+            grouped, counts = kernels.group_stable(par[mask], child[mask], n)
             start = kids.size
-            kids.append(c.size, c=c[order] + base)
+            kids.append(grouped.size, c=grouped + base)
             ptr.append(n, p=start + np.cumsum(counts))
         if n == 0:
             self.done.append((engine_id, self.now))

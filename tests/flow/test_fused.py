@@ -228,3 +228,15 @@ def test_split_finished(seed):
         at = order[want_bounds[g]:want_bounds[g + 1]]
         assert t[bounds[g]] == t_done[at[0]]
         assert np.array_equal(net[bounds[g]:bounds[g + 1]], want_net[at])
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_group_stable(seed):
+    """group_stable: the stable argsort's grouping and np.bincount (the former add_transfer)."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 50))
+    keys = rng.integers(0, n, int(rng.integers(0, 400)))
+    values = rng.integers(0, 10**6, keys.size)
+    got, counts = kernels.group_stable(keys, values, n)
+    assert np.array_equal(got, values[np.argsort(keys, kind="stable")])
+    assert np.array_equal(counts, np.bincount(keys, minlength=n))
