@@ -85,13 +85,13 @@ resources than the solve's row entries: every round then works on arrays of the
 resources it uses, not of all of them (a 16,384-GPU fabric has ~10^5 resources, most
 solves use a few hundred); below that the sort costs more than it saves."""
 
-_HASH_MUL = np.uint64(0x9E3779B97F4A7C15)
+PATH_HASH_MUL = np.uint64(0x9E3779B97F4A7C15)
 """Odd 64-bit multiplier (the golden-ratio constant of splitmix64) mixing a row's ids into one key."""
 
 
 def path_keys(paths: np.ndarray) -> np.ndarray:
     """One uint64 per row, equal for equal rows (distinct rows may collide: callers check)."""
-    return row_keys(np.ascontiguousarray(paths), _HASH_MUL)
+    return row_keys(np.ascontiguousarray(paths), PATH_HASH_MUL)
 
 
 def _unique_rows(paths: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:

@@ -54,7 +54,7 @@ from network.flow import SHARING, kernels, nicshare, rows
 from network.flow.arrival import ArrivalSolver
 from network.flow.columns import Columns
 from network.flow.local import fastest_per_link, local_rates
-from network.flow.maxmin import _HASH_MUL, maxmin_rates, path_keys
+from network.flow.maxmin import PATH_HASH_MUL, maxmin_rates, path_keys
 from network.flow.routing import FIRST_PORT, EcmpRouter, next_ports
 from network.flow.subset import PathSubset
 from workload_gen.core.errors import ConfigError
@@ -534,7 +534,7 @@ class FlowNetwork:
             self._grow(max(n - self._dead, self._act_id.size // 2))
         f = self.flows
         slots = rows.start_rows(ids, path, f["fluid"], f["wire"], self.now, self.nvlink_Bps, self.pad,
-                                self._res_group, DEAD, _HASH_MUL, FINISH_ABS, FINISH_REL, self._nic_users,
+                                self._res_group, DEAD, PATH_HASH_MUL, FINISH_ABS, FINISH_REL, self._nic_users,
                                 self._act_group, self._act_id, self._act_rem, self._act_rate, self._act_path,
                                 self._act_key, self._act_nic, self._act_nic_rate, self._act_unsent,
                                 self._act_nic_link, self._act_tol, self._act_t0)

@@ -12,7 +12,7 @@ import pytest
 
 from network.flow import kernels, rows
 from network.flow.arrival import ArrivalSolver
-from network.flow.maxmin import _HASH_MUL, path_keys
+from network.flow.maxmin import PATH_HASH_MUL, path_keys
 from network.flow.subset import PathSubset
 
 SEEDS = range(10)
@@ -89,7 +89,7 @@ def test_start_rows(seed, fabric):
     users = rng.integers(0, 5, PAD + 1)
     users[PAD] = 0
     want_users = users.copy()
-    slots = rows.start_rows(ids, path, fluid, wire, 2e-3, 5e10, PAD, res_group, DEAD, _HASH_MUL, 1.0, 1e-6,
+    slots = rows.start_rows(ids, path, fluid, wire, 2e-3, 5e10, PAD, res_group, DEAD, PATH_HASH_MUL, 1.0, 1e-6,
                             users, a["group"], a["id"], a["rem"], a["rate"], a["path"], a["key"], a["nic"],
                             a["nic_rate"], a["unsent"], a["nic_link"], a["tol"], a["t0"])
     # the former numpy chain
