@@ -108,20 +108,28 @@ def release(ids: np.ndarray, ptr: np.ndarray, kids: np.ndarray, pending: np.ndar
     return np.sort(out[:k])
 
 
+@numba.njit(cache=True, inline="always")
+def reanchor_row(r: int, now: float, t0: np.ndarray, rem: np.ndarray, rate: np.ndarray,
+                 nic: np.ndarray, nic_rate: np.ndarray) -> None:
+    """Bring row ``r``'s bytes left (``rem`` end to end, ``nic`` at the NIC) from its anchor
+    time ``t0`` to ``now`` at its rates, in place: the one home of that arithmetic, which
+    every kernel that changes a row's rates or NIC state does first."""
+    dt = now - t0[r]
+    rem[r] = rem[r] - rate[r] * dt
+    nic[r] = nic[r] - nic_rate[r] * dt  # inf (sent) stays inf
+    t0[r] = now
+
+
 @numba.njit(cache=True)
 def reanchor(rows: np.ndarray, now: float, t0: np.ndarray, rem: np.ndarray, rate: np.ndarray,
              nic: np.ndarray, nic_rate: np.ndarray) -> None:
-    """Bring rows' bytes left (``rem`` end to end, ``nic`` at the NIC) from their anchor
-    times ``t0`` to ``now`` at their rates, in place (``rows`` distinct).
+    """Bring rows' bytes left from their anchor times to ``now`` (:func:`reanchor_row`), in
+    place (``rows`` distinct).
 
     Replaces six gathers and three scatters (``rem[rows] -= rate[rows] * (now - t0[rows])``
     and the same for the NIC): the same arithmetic, one loop (1.9 against 8.2 us, 500 rows)."""
     for i in range(rows.size):
-        r = rows[i]
-        dt = now - t0[r]
-        rem[r] = rem[r] - rate[r] * dt
-        nic[r] = nic[r] - nic_rate[r] * dt  # inf (sent) stays inf
-        t0[r] = now
+        reanchor_row(rows[i], now, t0, rem, rate, nic, nic_rate)
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -535,10 +543,7 @@ def set_rates(rows: np.ndarray, new: np.ndarray, now: float, t0: np.ndarray, rem
     hops = paths.shape[1]
     for i in range(rows.size):
         r = rows[i]
-        dt = now - t0[r]
-        rem[r] = rem[r] - rate[r] * dt
-        nic[r] = nic[r] - nic_rate[r] * dt
-        t0[r] = now
+        reanchor_row(r, now, t0, rem, rate, nic, nic_rate)
         d = new[i] - rate[r]
         for j in range(hops):
             load[paths[r, j]] += d

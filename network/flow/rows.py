@@ -17,7 +17,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from network.flow.kernels import release, retire
+from network.flow.kernels import first_equal, reanchor_row, release, retire
 
 
 @numba.njit(cache=True)
@@ -78,14 +78,7 @@ def start_rows(ids: np.ndarray, paths: np.ndarray, fluid: np.ndarray, wire: np.n
     entry stays 0), finish tolerance (max(``finish_abs``, ``finish_rel`` x wire bytes)) and
     anchor time. Returns the rows."""
     n = ids.size
-    slots = np.empty(n, dtype=np.int64)
-    k = 0
-    for r in range(act_group.size):
-        if k == n:
-            break
-        if act_group[r] == dead:
-            slots[k] = r
-            k += 1
+    slots = first_equal(act_group, dead, n)
     w = paths.shape[1]
     sh = np.uint64(29)
     for i in range(n):
@@ -136,10 +129,7 @@ def leave_nic(rows: np.ndarray, now: float, pad: int, act_id: np.ndarray, t0: np
     ids = np.empty(rows.size, dtype=np.int64)
     for i in range(rows.size):
         r = rows[i]
-        dt = now - t0[r]
-        rem[r] = rem[r] - rate[r] * dt
-        nic[r] = nic[r] - nic_rate[r] * dt
-        t0[r] = now
+        reanchor_row(r, now, t0, rem, rate, nic, nic_rate)
         unsent[r] = False
         q = nic_link[r]
         links[i] = q
