@@ -275,11 +275,7 @@ def solve(paths: np.ndarray, start: np.ndarray, capacity: np.ndarray, pad: int, 
     stable argsort, gathers, class bounds, scatter back: 0.4 of the 1,024-GPU
     all-reduce's 3.4 CPU s around 0.8 s of filling), with the same arithmetic."""
     order = np.argsort(start, kind="mergesort")
-    r = _solve_sorted(paths, order, start, capacity, pad, together_s, nic_rounds, resid, cnt, local, csum)
-    rate = np.empty(order.size)
-    for i in range(order.size):
-        rate[order[i]] = r[i]
-    return rate
+    return solve_in_order(paths, order, start, capacity, pad, together_s, nic_rounds, resid, cnt, local, csum)
 
 
 @numba.njit(cache=True)
@@ -386,10 +382,6 @@ class ArrivalSolver:
         self._local = np.full(capacity.size, -1, dtype=np.int64)
         self._csum = np.zeros(capacity.size)
 
-    def _fill(self, p: np.ndarray, bounds: np.ndarray, caps: np.ndarray) -> np.ndarray:
-        return fill_classes(p, bounds, self.capacity, self.pad, caps, self._resid, self._cnt, self._local,
-                            self._csum)
-
     def rates(self, paths: np.ndarray, start: np.ndarray) -> np.ndarray:
         """Rates (bytes/s) of fabric flows with ``paths`` (column 0: the sending NIC's link)
         that started draining at ``start`` (seconds), under the module's rule."""
@@ -404,25 +396,3 @@ class ArrivalSolver:
         their rows, 0 at the others."""
         return solve_in_order(paths, order, start, self.capacity, self.pad, self.together_s, self.nic_rounds,
                               self._resid, self._cnt, self._local, self._csum)
-
-    def rates_reference(self, paths: np.ndarray, start: np.ndarray) -> np.ndarray:
-        """:meth:`rates` as numpy steps around the kernels (the form :func:`solve` replaces),
-        for the tests to check it against."""
-        n = paths.shape[0]
-        if n == 0:
-            return np.zeros(0)
-        capacity = self.capacity
-        order = np.argsort(start, kind="stable")
-        p = np.ascontiguousarray(paths[order])
-        s = start[order]
-        bounds = np.concatenate(([0], np.flatnonzero(s[1:] - s[:-1] > self.together_s) + 1, [n])).astype(np.int64)
-        nic = np.ascontiguousarray(p[:, 0])
-        caps = nic_shares(nic, capacity, self._cnt)
-        r = self._fill(p, bounds, caps)
-        for _ in range(self.nic_rounds):
-            if not give_slack(nic, r, caps, capacity, self._csum, self._cnt):
-                break
-            r = self._fill(p, bounds, caps)
-        rate = np.empty(n)
-        rate[order] = r
-        return rate
