@@ -343,17 +343,20 @@ def permute(rows_in: int, rows_out: int, hidden: int, b: int, weighted: bool) ->
 
 
 PROBS_BYTES = 4
-"""Bytes of one router probability as the experts receive it (fp32, Megatron's default
---moe-router-dtype for the permuted probs HybridEP and the padding carry)."""
+"""Bytes of one router probability as the experts receive it, taken as fp32: Megatron's router
+computes in fp32 under --moe-router-dtype fp32 (the MoE layer baselines and 13 of the 47 MoE
+recipes set it; HybridEP converts to fp32 whatever it is given, token_dispatcher.py d98e8a64),
+in the input's bf16 otherwise. The 2 B that would save is 0.05% of a padded row at h 2048."""
 
 
 def expert_pad(rows: int, padded: float, hidden: int, b: int, probs: bool) -> Cost:
     """Transformer Engine's Fp8Padding or Fp8Unpadding of the experts' rows (core.moe_padding):
     one fused multi-row copy between ``rows`` rows of ``hidden`` and ``padded`` rows (pad rows
-    zero-filled), reading one side and writing the other, in either direction (the backward of
-    each is the other's copy); ``probs``: the same copy of the rows' fp32 router probabilities
-    (Megatron pads them with the hidden states, a second kernel)."""
-    return 0.0, float((rows + padded) * (hidden * b + (PROBS_BYTES if probs else 0)))
+    zero-filled), a row gather as :func:`permute` counts it, in either direction (the backward
+    of each is the other's copy); ``probs``: the same copy of the rows' router probabilities
+    (:data:`PROBS_BYTES`; Megatron pads them with the hidden states, a second kernel)."""
+    _, moved = permute(rows, padded, hidden, b, weighted=False)
+    return 0.0, moved + ((rows + padded) * PROBS_BYTES if probs else 0.0)
 
 
 UNFUSED_PERMUTE_KERNELS = {("permute", True): 9, ("permute", False): 2, ("unpermute", True): 5, ("unpermute", False): 5}

@@ -656,7 +656,7 @@ class _Emitter:
         elif not flex and ep > 1 and local_experts > 1:
             self._permute("sort_chunks", rows, rows)
         fixed = etp * ep * routed / E if key.moe_capacity_factor is not None and key.moe_pad_to_capacity else None
-        pad = experts_pad(align, key.moe_flex_backend if flex else None, key.moe_router_padding, fixed)
+        pad = experts_pad(align, key.moe_flex_backend, key.moe_router_padding, fixed)
         if pad:
             # TEGroupedMLP's Fp8Padding (core.moe_padding): the rows and their probabilities
             # copied into per-expert aligned segments before fc1; its backward copies the

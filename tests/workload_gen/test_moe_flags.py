@@ -483,17 +483,20 @@ def test_cuda_graph_aliases_are_modelled_without_a_warning(tmp_path, capsys, arg
 def test_flex_dispatcher_sm_count_takes_every_megatron_spelling():
     """Megatron-LM d98e8a64: --moe-flex-dispatcher-num-sms, with --moe-hybridep-num-sms and
     --moe-deepep-num-sms as deprecated spellings routed to it."""
-    from engine.commands.config_flags import add_config_arguments
-    from engine.commands.parser import OneLineParser
-    from workload_gen.flag_values import configs_from_flags
-
-    base = ["--model", "qwen3-30b-a3b", "--world-size", "8", "--expert-model-parallel-size", "8",
-            "--moe-token-dispatcher-type", "flex", "--moe-flex-dispatcher-backend", "deepep"]
+    base = ("--model qwen3-30b-a3b --world-size 8 --expert-model-parallel-size 8 "
+            "--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep")
     for flag in ("--moe-flex-dispatcher-num-sms", "--moe-hybridep-num-sms", "--moe-deepep-num-sms"):
-        parser = OneLineParser(prog="run-analytical")
-        add_config_arguments(parser)
-        _, par, _ = configs_from_flags(vars(parser.parse_args([*base, flag, "24"])))
+        _, par, _ = _flags(f"{base} {flag} 24")
         assert par.moe_hybridep_num_sms == 24
+
+
+def test_router_padding_takes_both_megatron_spellings():
+    """--moe-router-padding-for-quantization and its compatibility alias --moe-router-padding-for-fp8
+    (Megatron-LM d98e8a64 transformer_config.py) set the same field."""
+    base = "--model qwen3-30b-a3b --world-size 8 --expert-model-parallel-size 8 --fp8-format e4m3 --fp8-recipe tensorwise"
+    for flag in ("--moe-router-padding-for-quantization", "--moe-router-padding-for-fp8"):
+        _, par, _ = _flags(f"{base} {flag}")
+        assert par.moe_router_padding_for_quantization is True
 
 
 MEGATRON_MOE_FIELDS = (

@@ -97,18 +97,9 @@ def test_router_padding_sends_the_padding_slots():
     assert extra == 960 * 2048 * 2
 
 
-def test_router_padding_flag_spellings_and_refusals():
-    from engine.commands.config_flags import add_config_arguments
-    from engine.commands.parser import OneLineParser
-    from workload_gen.flag_values import configs_from_flags
-
-    base = ["--model", "qwen3-30b-a3b", "--world-size", "8", "--expert-model-parallel-size", "8",
-            "--fp8-format", "e4m3", "--fp8-recipe", "tensorwise"]
-    for flag in ("--moe-router-padding-for-quantization", "--moe-router-padding-for-fp8"):
-        parser = OneLineParser(prog="run-analytical")
-        add_config_arguments(parser)
-        _, par, _ = configs_from_flags(vars(parser.parse_args([*base, flag])))
-        assert par.moe_router_padding_for_quantization is True
+def test_router_padding_refusals():
+    """Megatron-Core TransformerConfig.__post_init__ (d98e8a64): fp8/fp4 required, allgather refused.
+    (Both flag spellings: tests/workload_gen/test_moe_flags.py.)"""
     with pytest.raises(ConfigError, match="needs fp8 or fp4"):
         _par(dtype="bf16", moe_router_padding_for_quantization=True)
     with pytest.raises(ConfigError, match="allgather"):

@@ -28,8 +28,12 @@ Units: rows (token copies).
 from __future__ import annotations
 
 FP8_ALIGN_MXFP8 = 32
+"""MXFP8's row alignment: Megatron-LM d98e8a64 fp8_utils.get_fp8_align_size (TE's Fp8Padding
+agrees: "32 for MXFP8")."""
 FP8_ALIGN = 16
+"""Every other FP8 recipe's (delayed, tensorwise, blockwise): the same function's else branch."""
 FP4_ALIGN = 128
+"""NVFP4's: Megatron-LM d98e8a64 fp4_utils.get_fp4_align_size (TE's Fp8Padding: "128 for NVFP4")."""
 
 
 def quantization_align(dtype: str, fp8_recipe: str) -> int:
@@ -50,7 +54,8 @@ def experts_pad(align: int, flex_backend: str | None, router_padding: bool, rows
     """Whether the expert module copies its rows into an aligned buffer (and back).
 
     ``align``: :func:`quantization_align` of the layer (0: not quantized, nothing to align);
-    ``flex_backend``: the flex dispatcher's backend, None for alltoall; ``rows_per_expert``:
+    ``flex_backend``: the flex dispatcher's backend, None for alltoall (Megatron decides by the
+    configured backend, whatever the EP size); ``rows_per_expert``:
     every local expert's row count when it is fixed (drop-and-pad: the capacity times the EP
     size), None when it follows the routing; a fixed aligned count needs no copy."""
     if not align or router_padding or flex_backend in ("hybridep", "ncclep"):
