@@ -181,12 +181,12 @@ class FlowNetwork:
         done at once. run-ns3's fct.csv (Ns3Backend.ideal_durations) charges the
         store-and-forward at the narrowest rate, so on a path of mixed link rates its ideal
         is slightly longer; on equal rates the two agree."""
-        self._routes = Columns({"path": (np.int64, self.width), "post": np.float64, "ideal": np.float64})
-        """Per fabric flow that crosses the fabric (row ``flows["route"]``; -1: none): its
-        path (resource ids, ``pad``-padded), ``post`` and ``ideal``, found when its
-        collective is submitted (one routing pass per collective, not one per batch of
-        flows becoming ready: 4,950 calls in a 1,024-GPU all-reduce) and copied to the
-        flow's columns when it starts."""
+        self._routes = Columns({"path": (np.int64, self.width)})
+        """Per flow that crosses the fabric (row ``flows["route"]``; -1: none): its path
+        (resource ids, ``pad``-padded), found when its collective is submitted (one routing
+        pass per collective, not one per batch of flows becoming ready: 4,950 calls in a
+        1,024-GPU all-reduce), with its ``post`` and ``ideal`` written to the flow's columns
+        then."""
         self._send_ptr = Columns({"p": np.int64})  # per flow: first send-child row; +1 sentinel kept
         self._done_ptr = Columns({"p": np.int64})
         self._send_kids = Columns({"c": np.int64})
@@ -298,11 +298,13 @@ class FlowNetwork:
         net = ~fl & (b >= 0.5) & (src != dst)  # World::AddTransfer's test on llround(bytes) > 0
         port[net] = next_ports(self._ports, src[net])
         route = np.full(n, -1, dtype=np.int64)
+        post, ideal = np.zeros(n), np.zeros(n)
         routed = np.flatnonzero(~fl & (b > 0) & (src != dst))  # the flows _ready starts on the fabric
         if routed.size:
-            route[routed] = self._route(src[routed], dst[routed], port[routed], b[routed], wire[routed])
+            route[routed], post[routed], ideal[routed] = self._route(src[routed], dst[routed], port[routed],
+                                                                     b[routed], wire[routed])
         base = self.flows.append(n, src=src, dst=dst, bytes=b, wire=wire, fluid=fl, tr=tr, pending=np.diff(pp),
-                                 start=-1.0, sent=-1.0, done=-1.0, port=port, route=route)
+                                 start=-1.0, sent=-1.0, done=-1.0, port=port, route=route, post=post, ideal=ideal)
         self.transfers.append(engine_id)
         self._left.append(n)
         # children in CSR, split as World::AddTransfer splits them: a fabric chunk that
@@ -323,9 +325,10 @@ class FlowNetwork:
         return base
 
     def _route(self, src: np.ndarray, dst: np.ndarray, port: np.ndarray, nbytes: np.ndarray,
-               wire: np.ndarray) -> np.ndarray:
-        """ECMP paths of fabric flows (hosts ``src`` to ``dst`` from source ``port``) and
-        their ``post`` and ``ideal`` (s), stored in ``_routes``. Returns their rows there.
+               wire: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """ECMP paths of fabric flows (hosts ``src`` to ``dst`` from source ``port``), stored
+        in ``_routes``, and their ``post`` and ``ideal`` (s). Returns (their rows there,
+        post, ideal).
 
         A path depends only on the flow's hosts and port, fixed at submission, so it is
         the same whenever the flow starts."""
@@ -339,8 +342,8 @@ class FlowNetwork:
         pkt = np.minimum(nbytes, fr.payload) + fr.header
         post = self._res_delay[path].sum(axis=1) + pkt * (per_hop.sum(axis=1) - per_hop.max(axis=1))
         ideal = post + wire * per_hop.max(axis=1)
-        first = self._routes.append(src.size, path=path, post=post, ideal=ideal)
-        return first + np.arange(src.size, dtype=np.int64)
+        first = self._routes.append(src.size, path=path)
+        return first + np.arange(src.size, dtype=np.int64), post, ideal
 
     # ------------------------------------------------------------------ clock
     def run_until(self, t_end: float, stop_on_transfer: bool = True) -> None:
@@ -498,10 +501,8 @@ class FlowNetwork:
 
     def _ready(self, ids: np.ndarray) -> None:
         f = self.flows
-        routes = self._routes
         instant, nv, net, path = rows.ready_rows(ids, self.now, f["start"], f["bytes"], f["fluid"], f["src"],
-                                                 f["dst"], f["wire"], f["ideal"], f["post"], f["route"],
-                                                 routes["post"], routes["ideal"], routes["path"],
+                                                 f["dst"], f["wire"], f["ideal"], f["route"], self._routes["path"],
                                                  self.nvlink_latency_s, self.nvlink_Bps)
         if instant.size:
             self._sent(instant)

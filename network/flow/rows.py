@@ -240,14 +240,13 @@ def deliver(ids: np.ndarray, now: float, done: np.ndarray, nbytes: np.ndarray, f
 
 @numba.njit(cache=True, error_model="numpy")
 def ready_rows(ids: np.ndarray, now: float, start: np.ndarray, nbytes: np.ndarray, fluid: np.ndarray,
-               src: np.ndarray, dst: np.ndarray, wire: np.ndarray, ideal: np.ndarray, post: np.ndarray,
-               route: np.ndarray, route_post: np.ndarray, route_ideal: np.ndarray, route_path: np.ndarray,
-               nvlink_latency_s: float, nvlink_Bps: float
+               src: np.ndarray, dst: np.ndarray, wire: np.ndarray, ideal: np.ndarray,
+               route: np.ndarray, route_path: np.ndarray, nvlink_latency_s: float, nvlink_Bps: float
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`split_ready`, then the NVLink flows' ``ideal`` (latency plus wire bytes at
-    the NVLink rate) and the fabric flows' ``post`` and ``ideal`` copied from their
-    routes (row ``route[f]`` of ``route_*``). Returns the three groups and the fabric
-    flows' paths.
+    the NVLink rate) and the fabric flows' paths gathered from their routes (row
+    ``route[f]`` of ``route_path``; their ``post`` and ``ideal`` were set at submission).
+    Returns the three groups and the fabric flows' paths.
 
     Why: those were six gathers, two scatters and an arithmetic chain per batch of ready
     flows (8,988 batches in a 1,024-GPU all-reduce), the same arithmetic per flow."""
@@ -259,8 +258,6 @@ def ready_rows(ids: np.ndarray, now: float, start: np.ndarray, nbytes: np.ndarra
     for i in range(net.size):
         f = net[i]
         r = route[f]
-        post[f] = route_post[r]
-        ideal[f] = route_ideal[r]
         for k in range(route_path.shape[1]):
             path[i, k] = route_path[r, k]
     return instant, nv, net, path
