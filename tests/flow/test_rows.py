@@ -103,7 +103,7 @@ def test_start_rows(seed, fabric):
     group = res_group[path].max(axis=1)
     rate = np.zeros(n)
     rate[group < 0] = 5e10
-    want_slots = kernels.first_equal(b["group"], DEAD, n)
+    want_slots = np.flatnonzero(b["group"] == DEAD)[:n]  # numpy, not the kernel start_rows calls
     b["id"][want_slots] = ids
     b["rem"][want_slots] = w
     b["rate"][want_slots] = rate
