@@ -41,6 +41,7 @@ struct Qp : QpState
     uint16_t port{0};      // its socket's local (source) port
     uint64_t maxSent{0};   // the furthest sndNxt has been
     bool inActive{false};  // in its NIC's round-robin list
+    size_t pos{0};         // its index in the NIC's list while inActive
     double nextAvail{0};   // s: earliest time its next packet may leave (pacing at rc)
     std::unique_ptr<CongestionControl> cc;
     std::unique_ptr<LossRecovery> loss; // reliable mode only
@@ -49,6 +50,20 @@ struct Qp : QpState
 class RdmaTransport;
 
 // One host's NIC: a round-robin scheduler over its queue pairs with data to send.
+//
+// Which queue pair sends next: the first one, in list order from the round-robin position,
+// with bytes to send, room in its window and its pacing time come; when none is ready, the
+// NIC wakes at the earliest pacing time. Both used to be a pass over the whole list per
+// packet, O(queue pairs) per packet: an all-to-all gives every NIC one queue pair per peer
+// (and per chunk), so at 128 GPUs ~10 us of CPU per event and ~N^3 in all. Where no queue
+// pair has a window (DCQCN without the reliable mode, the default), a queue pair's pacing
+// time changes only when it sends, so the NIC keeps them in a lazy min-heap (m_byTime: an
+// entry is current while its time equals the queue pair's and the queue pair is listed
+// with bytes to send): the earliest time is its top, and when the first SCAN_FIRST places of
+// the round robin hold no ready queue pair, the ready ones are taken from the heap and the
+// nearest in round-robin order is picked. The same queue pair, the same wake-up time: the
+// same packets at the same instants as the plain passes (kept for HPCC and the reliable
+// mode, whose windows and rewinds the heap does not follow).
 class RdmaNic
 {
   public:
@@ -62,9 +77,26 @@ class RdmaNic
     double m_busyUntil{0};     // s: the device is sending until then
     bool m_dirty{false};       // m_active holds queue pairs to drop
     bool m_paused{false};      // PFC: the switch port above has paused the data class
+    bool m_timed{false};       // no windows: pacing times kept in m_byTime (RdmaTransport::Init)
+    std::vector<std::pair<double, Qp*>> m_byTime; // lazy min-heap of (nextAvail, queue pair)
+    static constexpr size_t SCAN_FIRST = 32;       // round-robin places tried before the heap
 
     void Kick();
     void Tick();
+    void Listed(Qp* q); // q joined m_active (or its pacing time moved): its heap entry
+
+  private:
+    static bool Later(const std::pair<double, Qp*>& a, const std::pair<double, Qp*>& b)
+    {
+        return a.first > b.first;
+    }
+    static bool Current(const std::pair<double, Qp*>& e)
+    {
+        const Qp* q = e.second;
+        return q->inActive && q->flow >= 0 && q->sndNxt < q->bytes && e.first == q->nextAvail;
+    }
+    void DropStale(); // pop entries that are no longer current off the heap's top
+    Qp* PickFromHeap(double now);
 };
 
 class RdmaTransport
@@ -100,6 +132,8 @@ class RdmaTransport
         {
             nics[h].m_transport = this;
             nics[h].m_host = h;
+            nics[h].m_timed = P.cc != kCcHpcc && !P.reliable; // only HPCC sets windows; only
+                                                              // the reliable mode rewinds sndNxt
         }
     }
 
@@ -242,7 +276,9 @@ class RdmaTransport
         if (!q->inActive)
         {
             q->inActive = true;
+            q->pos = nics[q->src].m_active.size();
             nics[q->src].m_active.push_back(q);
+            nics[q->src].Listed(q);
         }
         nics[q->src].Kick();
     }
@@ -448,7 +484,8 @@ RdmaNic::Tick()
     uint32_t payload = T.Payload();
     Qp* pick = nullptr;
     size_t n = m_active.size();
-    for (size_t k = 0; k < n; k++)
+    size_t scan = m_timed ? std::min(n, SCAN_FIRST) : n;
+    for (size_t k = 0; k < scan; k++)
     {
         size_t i = (m_rr + k) % n;
         Qp* q = m_active[i];
@@ -462,6 +499,10 @@ RdmaNic::Tick()
             m_rr = i + 1;
             break;
         }
+    }
+    if (!pick && scan < n)
+    {
+        pick = PickFromHeap(now); // none ready among the first places: the nearest ready one
     }
     if (pick)
     {
@@ -486,6 +527,7 @@ RdmaNic::Tick()
         m_busyUntil = base + wire / m_lineBps;
         double qbase = now - pick->nextAvail < 1e-9 ? pick->nextAvail : now;
         pick->nextAvail = qbase + wire / std::max(pick->rc, 1.0);
+        Listed(pick);
         if (pick->sndNxt > pick->maxSent)
         {
             pick->maxSent = pick->sndNxt;
@@ -510,6 +552,7 @@ RdmaNic::Tick()
         {
             if (q->flow >= 0 && q->sndNxt < q->bytes)
             {
+                q->pos = keep.size();
                 keep.push_back(q);
             }
             else
@@ -522,13 +565,24 @@ RdmaNic::Tick()
         m_dirty = false;
     }
     double earliest = 1e300;
-    for (Qp* q : m_active)
+    if (m_timed)
     {
-        if (q->win > 0 && double(q->sndNxt - q->sndUna) >= q->win)
+        DropStale(); // every listed queue pair has one current entry: the top is the earliest
+        if (!m_byTime.empty())
         {
-            continue; // window full: an ACK kicks the NIC
+            earliest = m_byTime.front().first;
         }
-        earliest = std::min(earliest, q->nextAvail);
+    }
+    else
+    {
+        for (Qp* q : m_active)
+        {
+            if (q->win > 0 && double(q->sndNxt - q->sndUna) >= q->win)
+            {
+                continue; // window full: an ACK kicks the NIC
+            }
+            earliest = std::min(earliest, q->nextAvail);
+        }
     }
     if (earliest < 1e300)
     {
@@ -538,4 +592,69 @@ RdmaNic::Tick()
     }
 }
 
+inline void
+RdmaNic::Listed(Qp* q)
+{
+    if (m_timed && q->inActive && q->sndNxt < q->bytes)
+    {
+        m_byTime.emplace_back(q->nextAvail, q);
+        std::push_heap(m_byTime.begin(), m_byTime.end(), Later);
+    }
+}
+
+inline void
+RdmaNic::DropStale()
+{
+    while (!m_byTime.empty() && !Current(m_byTime.front()))
+    {
+        std::pop_heap(m_byTime.begin(), m_byTime.end(), Later);
+        m_byTime.pop_back();
+    }
+}
+
+// The ready queue pair (pacing time within 1 ns of now) nearest the round-robin position
+// in list order, as the plain pass would find it, or null; moves m_rr past it. The ready
+// entries are popped, the one picked is dropped (its time moves when it sends) and the
+// others are pushed back.
+inline Qp*
+RdmaNic::PickFromHeap(double now)
+{
+    size_t n = m_active.size();
+    std::vector<std::pair<double, Qp*>> ready;
+    Qp* best = nullptr;
+    size_t bestDist = n;
+    while (true)
+    {
+        DropStale();
+        if (m_byTime.empty() || m_byTime.front().first > now + 1e-9)
+        {
+            break;
+        }
+        std::pop_heap(m_byTime.begin(), m_byTime.end(), Later);
+        std::pair<double, Qp*> e = m_byTime.back();
+        m_byTime.pop_back();
+        ready.push_back(e);
+        size_t dist = (e.second->pos + n - m_rr % n) % n;
+        if (dist < bestDist)
+        {
+            bestDist = dist;
+            best = e.second;
+        }
+    }
+    for (const auto& e : ready)
+    {
+        if (e.second != best)
+        {
+            m_byTime.push_back(e);
+            std::push_heap(m_byTime.begin(), m_byTime.end(), Later);
+        }
+    }
+    if (best)
+    {
+        m_rr = best->pos + 1;
+    }
+    return best;
+}
+
 } // namespace tsim
+
