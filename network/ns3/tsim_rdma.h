@@ -155,7 +155,10 @@ class RdmaTransport
         receivers.push_back(s);
         udp.push_back(m_fabric.Host(h)->GetObject<UdpL4Protocol>());
         nics[h].m_lineBps = m_fabric.hostLineBps[h];
+        InstallRx(h);
     }
+
+    void InstallRx(uint32_t h); // UdpRx in front of host h's UDP (defined after UdpRx)
 
     // PFC from the host's switch port: stop or resume sending data.
     void SetPaused(uint32_t host, bool paused)
@@ -313,87 +316,93 @@ class RdmaTransport
         Ptr<Packet> p;
         while ((p = s->RecvFrom(from)))
         {
-            InetSocketAddress a = InetSocketAddress::ConvertFrom(from);
-            uint32_t srcHost = a.GetIpv4().Get() - kBaseAddr;
-            int32_t id = m_flows.FindBySource(srcHost, a.GetPort());
-            if (id < 0)
+            ReceiveData(s, p, from);
+        }
+    }
+
+    // One data packet from `from` on host socket s (Receive, or UdpRx straight from IP).
+    void ReceiveData(Ptr<Socket> s, Ptr<Packet> p, const Address& from)
+    {
+        InetSocketAddress a = InetSocketAddress::ConvertFrom(from);
+        uint32_t srcHost = a.GetIpv4().Get() - kBaseAddr;
+        int32_t id = m_flows.FindBySource(srcHost, a.GetPort());
+        if (id < 0)
+        {
+            return;
+        }
+        Flow& f = m_flows[id];
+        // The queue pair is looked up only for the packets that need it (CE-marked,
+        // reliable mode, or the flow's last): not once per data packet.
+        Qp* q = nullptr;
+        bool looked = false;
+        auto qi = qpOfFlow.end(); // kept for the erase at the flow's end
+        auto qp = [&]() -> Qp* {
+            if (!looked)
             {
-                continue;
+                qi = qpOfFlow.find(id);
+                q = qi == qpOfFlow.end() ? nullptr : qi->second;
+                looked = true;
             }
-            Flow& f = m_flows[id];
-            // The queue pair is looked up only for the packets that need it (CE-marked,
-            // reliable mode, or the flow's last): not once per data packet.
-            Qp* q = nullptr;
-            bool looked = false;
-            auto qi = qpOfFlow.end(); // kept for the erase at the flow's end
-            auto qp = [&]() -> Qp* {
-                if (!looked)
-                {
-                    qi = qpOfFlow.find(id);
-                    q = qi == qpOfFlow.end() ? nullptr : qi->second;
-                    looked = true;
-                }
-                return q;
-            };
-            double now = Simulator::Now().GetSeconds();
-            SocketIpTosTag tos;
-            if (ccTraits.cnpOnCe && p->PeekPacketTag(tos) && (tos.GetTos() & 0x3) == 0x3 && qp() &&
-                q->cc->OnCeMarked(now))
+            return q;
+        };
+        double now = Simulator::Now().GetSeconds();
+        SocketIpTosTag tos;
+        if (ccTraits.cnpOnCe && p->PeekPacketTag(tos) && (tos.GetTos() & 0x3) == 0x3 && qp() &&
+            q->cc->OnCeMarked(now))
+        {
+            s->SendTo(Create<Packet>(16), 0, from);
+            m_fabric.hostCnpsSent[f.dst]++;
+        }
+        if (P.reliable)
+        {
+            RdmaTag t;
+            if (!qp() || !p->PeekPacketTag(t))
             {
-                s->SendTo(Create<Packet>(16), 0, from);
-                m_fabric.hostCnpsSent[f.dst]++;
+                return;
             }
-            if (P.reliable)
+            RxVerdict v = q->loss->OnData(t.seq, f.rcvd, now);
+            if (v == RxVerdict::kAccept)
             {
-                RdmaTag t;
-                if (!qp() || !p->PeekPacketTag(t))
-                {
-                    continue;
-                }
-                RxVerdict v = q->loss->OnData(t.seq, f.rcvd, now);
-                if (v == RxVerdict::kAccept)
-                {
-                    f.rcvd += p->GetSize();
-                    SendCtrl(s, from, f.dst, RdmaTag::kAck, f.rcvd, &t);
-                }
-                else
-                {
-                    if (v == RxVerdict::kDuplicate)
-                    {
-                        SendCtrl(s, from, f.dst, RdmaTag::kAck, f.rcvd, &t);
-                    }
-                    else if (v == RxVerdict::kNack)
-                    {
-                        SendCtrl(s, from, f.dst, RdmaTag::kNack, f.rcvd, nullptr);
-                    }
-                    continue;
-                }
+                f.rcvd += p->GetSize();
+                SendCtrl(s, from, f.dst, RdmaTag::kAck, f.rcvd, &t);
             }
             else
             {
-                f.rcvd += p->GetSize();
-            }
-            if (f.rcvd >= f.bytes)
-            {
-                if (qp())
+                if (v == RxVerdict::kDuplicate)
                 {
-                    q->cc->Stop();
-                    if (q->loss)
-                    {
-                        q->loss->Stop();
-                    }
-                    q->sock->Close();
-                    q->sock = nullptr;
-                    q->flow = -1; // the NIC drops it from its list lazily
-                    nics[f.src].m_dirty = true;
-                    qpOfFlow.erase(qi);
-                    // Nothing calls the pieces after Stop (their timers are cancelled and the
-                    // queue pair is out of qpOfFlow): free them, keep the queue pair.
-                    q->cc.reset();
-                    q->loss.reset();
+                    SendCtrl(s, from, f.dst, RdmaTag::kAck, f.rcvd, &t);
                 }
-                m_events.FlowDone(id);
+                else if (v == RxVerdict::kNack)
+                {
+                    SendCtrl(s, from, f.dst, RdmaTag::kNack, f.rcvd, nullptr);
+                }
+                return;
             }
+        }
+        else
+        {
+            f.rcvd += p->GetSize();
+        }
+        if (f.rcvd >= f.bytes)
+        {
+            if (qp())
+            {
+                q->cc->Stop();
+                if (q->loss)
+                {
+                    q->loss->Stop();
+                }
+                q->sock->Close();
+                q->sock = nullptr;
+                q->flow = -1; // the NIC drops it from its list lazily
+                nics[f.src].m_dirty = true;
+                qpOfFlow.erase(qi);
+                // Nothing calls the pieces after Stop (their timers are cancelled and the
+                // queue pair is out of qpOfFlow): free them, keep the queue pair.
+                q->cc.reset();
+                q->loss.reset();
+            }
+            m_events.FlowDone(id);
         }
     }
 
@@ -407,32 +416,49 @@ class RdmaTransport
             Address local;
             s->GetSockName(local);
             uint16_t port = InetSocketAddress::ConvertFrom(local).GetPort();
-            uint32_t host = m_fabric.HostOf(s->GetNode());
-            int32_t id = m_flows.FindBySource(host, port);
-            if (id < 0)
-            {
-                continue;
-            }
-            auto qi = qpOfFlow.find(id);
-            if (qi == qpOfFlow.end())
-            {
-                continue;
-            }
-            Qp* q = qi->second;
-            RdmaTag t;
-            double now = Simulator::Now().GetSeconds();
-            if (!p->PeekPacketTag(t))
-            {
-                q->cc->OnCnp();
-            }
-            else if (t.kind == RdmaTag::kNack)
-            {
-                q->loss->OnNack(t.seq, now);
-            }
-            else
-            {
-                OnAck(q, t, now);
-            }
+            ReceiveCtrlFor(p, m_fabric.HostOf(s->GetNode()), port);
+        }
+    }
+
+    // The open queue pair of host's local port `port`, or null.
+    Qp* QpAt(uint32_t host, uint16_t port)
+    {
+        int32_t id = m_flows.FindBySource(host, port);
+        if (id < 0)
+        {
+            return nullptr;
+        }
+        auto qi = qpOfFlow.find(id);
+        return qi == qpOfFlow.end() || !qi->second->sock ? nullptr : qi->second;
+    }
+
+    // One CNP, ACK or NACK for host's queue pair on local port `port`.
+    void ReceiveCtrlFor(Ptr<Packet> p, uint32_t host, uint16_t port)
+    {
+        int32_t id = m_flows.FindBySource(host, port);
+        if (id < 0)
+        {
+            return;
+        }
+        auto qi = qpOfFlow.find(id);
+        if (qi == qpOfFlow.end())
+        {
+            return;
+        }
+        Qp* q = qi->second;
+        RdmaTag t;
+        double now = Simulator::Now().GetSeconds();
+        if (!p->PeekPacketTag(t))
+        {
+            q->cc->OnCnp();
+        }
+        else if (t.kind == RdmaTag::kNack)
+        {
+            q->loss->OnNack(t.seq, now);
+        }
+        else
+        {
+            OnAck(q, t, now);
         }
     }
 
@@ -449,6 +475,105 @@ class RdmaTransport
         }
     }
 };
+
+// Host h's receive side of UDP, put in front of ns-3's UdpL4Protocol (Ipv4L3Protocol hands
+// every UDP datagram to the protocol registered for number 17). Why: UdpL4Protocol finds a
+// datagram's socket with Ipv4EndPointDemux::Lookup, a pass over every socket of the host,
+// and an all-to-all gives each host a socket per queue pair: perf put 44% of a 128-GPU
+// all-to-all's CPU in that pass and the socket list's upkeep (Lookup, IsRxEnabled,
+// GetLocalPort; RemoveSocket 9% more). A datagram for the host's RDMA port, or for an
+// open queue pair's port, is handed on here as UdpL4Protocol and the socket would hand it
+// (ns-3.44, UdpL4Protocol::Receive and UdpSocketImpl::ForwardUp): the UDP header removed;
+// for the receiver socket (SetIpRecvTos) the IP header's TOS as a SocketIpTosTag; any
+// SocketPriorityTag removed; then the same per-packet handler the socket's callback calls,
+// at the same instant (the socket path is synchronous too). Anything else (checksums on,
+// a closed queue pair's port: ns-3 answers it with an ICMP port unreachable) goes to
+// UdpL4Protocol itself, unchanged.
+class UdpRx : public IpL4Protocol
+{
+  public:
+    static TypeId GetTypeId()
+    {
+        static TypeId tid = TypeId("tsim::UdpRx").SetParent<IpL4Protocol>().SetGroupName("Tsim");
+        return tid;
+    }
+
+    RdmaTransport* m_transport{nullptr};
+    uint32_t m_host{0};
+    Ptr<UdpL4Protocol> m_udp;
+
+    int GetProtocolNumber() const override
+    {
+        return UdpL4Protocol::PROT_NUMBER;
+    }
+
+    RxStatus Receive(Ptr<Packet> p, const Ipv4Header& header, Ptr<Ipv4Interface> iface) override
+    {
+        if (Node::ChecksumEnabled())
+        {
+            return m_udp->Receive(p, header, iface);
+        }
+        UdpHeader uh;
+        p->PeekHeader(uh);
+        RdmaTransport& T = *m_transport;
+        uint16_t dport = uh.GetDestinationPort();
+        if (dport == kRdmaPort)
+        {
+            p->RemoveHeader(uh);
+            SocketIpTosTag tos;
+            tos.SetTos(header.GetTos());
+            p->AddPacketTag(tos);
+            SocketPriorityTag priority;
+            p->RemovePacketTag(priority);
+            T.ReceiveData(T.receivers[m_host], p, InetSocketAddress(header.GetSource(), uh.GetSourcePort()));
+            return IpL4Protocol::RX_OK;
+        }
+        if (!T.QpAt(m_host, dport))
+        {
+            return m_udp->Receive(p, header, iface);
+        }
+        p->RemoveHeader(uh);
+        SocketPriorityTag priority;
+        p->RemovePacketTag(priority);
+        T.ReceiveCtrlFor(p, m_host, dport);
+        return IpL4Protocol::RX_OK;
+    }
+
+    RxStatus Receive(Ptr<Packet> p, const Ipv6Header& header, Ptr<Ipv6Interface> iface) override
+    {
+        return m_udp->Receive(p, header, iface);
+    }
+
+    void SetDownTarget(IpL4Protocol::DownTargetCallback cb) override
+    {
+        m_udp->SetDownTarget(cb);
+    }
+
+    void SetDownTarget6(IpL4Protocol::DownTargetCallback6 cb) override
+    {
+        m_udp->SetDownTarget6(cb);
+    }
+
+    IpL4Protocol::DownTargetCallback GetDownTarget() const override
+    {
+        return m_udp->GetDownTarget();
+    }
+
+    IpL4Protocol::DownTargetCallback6 GetDownTarget6() const override
+    {
+        return m_udp->GetDownTarget6();
+    }
+};
+
+inline void
+RdmaTransport::InstallRx(uint32_t h)
+{
+    Ptr<UdpRx> rx = CreateObject<UdpRx>();
+    rx->m_transport = this;
+    rx->m_host = h;
+    rx->m_udp = udp[h];
+    m_fabric.Host(h)->GetObject<Ipv4L3Protocol>()->Insert(rx);
+}
 
 inline void
 RdmaNic::Kick()
