@@ -35,7 +35,8 @@ namespace tsim
 struct Qp : QpState
 {
     int32_t flow{-1}; // -1 once delivered: the NIC drops it from its list lazily
-    Ptr<Socket> sock;
+    bool open{false}; // from its start to its delivery: UdpRx hands it its CNPs, ACKs, NACKs
+    Ptr<Socket> sock; // only where UDP itself must deliver to it (StartFlow)
     uint32_t src{0};
     uint32_t dst{0};
     uint16_t port{0};      // its socket's local (source) port
@@ -219,11 +220,20 @@ class RdmaTransport
         {
             q->cc = std::make_unique<Dcqcn>(P, *q, totals);
         }
-        q->sock = Socket::CreateSocket(n, UdpSocketFactory::GetTypeId());
-        q->sock->SetIpTos(kDataTos);
-        q->sock->Bind(InetSocketAddress(Ipv4Address::GetAny(), port));
-        q->sock->Connect(InetSocketAddress(Ipv4Address(kBaseAddr + f.dst), kRdmaPort));
-        q->sock->SetRecvCallback(MakeCallback(&RdmaTransport::ReceiveCtrl, this));
+        q->open = true;
+        // A socket of its own only where UDP, not UdpRx, would deliver its control packets
+        // (checksums on) or it sends through one (a loopback flow, which World finishes
+        // before it gets here): elsewhere UdpRx finds the queue pair by its port, and the
+        // socket's bind and close were each a pass over the host's sockets (UDP's port
+        // check, Ipv4EndPointDemux and UdpL4Protocol::RemoveSocket), O(queue pairs^2) per host.
+        if (Node::ChecksumEnabled() || f.src == f.dst)
+        {
+            q->sock = Socket::CreateSocket(n, UdpSocketFactory::GetTypeId());
+            q->sock->SetIpTos(kDataTos);
+            q->sock->Bind(InetSocketAddress(Ipv4Address::GetAny(), port));
+            q->sock->Connect(InetSocketAddress(Ipv4Address(kBaseAddr + f.dst), kRdmaPort));
+            q->sock->SetRecvCallback(MakeCallback(&RdmaTransport::ReceiveCtrl, this));
+        }
         qpOfFlow[id] = q;
         if (P.reliable)
         {
@@ -392,8 +402,12 @@ class RdmaTransport
                 {
                     q->loss->Stop();
                 }
-                q->sock->Close();
-                q->sock = nullptr;
+                if (q->sock)
+                {
+                    q->sock->Close();
+                    q->sock = nullptr;
+                }
+                q->open = false;
                 q->flow = -1; // the NIC drops it from its list lazily
                 nics[f.src].m_dirty = true;
                 qpOfFlow.erase(qi);
@@ -429,7 +443,7 @@ class RdmaTransport
             return nullptr;
         }
         auto qi = qpOfFlow.find(id);
-        return qi == qpOfFlow.end() || !qi->second->sock ? nullptr : qi->second;
+        return qi == qpOfFlow.end() || !qi->second->open ? nullptr : qi->second;
     }
 
     // One CNP, ACK or NACK for host's queue pair on local port `port`.
