@@ -29,12 +29,21 @@ from network.ns3 import runtime
 from network.ns3.params import TransportParams
 from network.ns3.topology import Fabric, build_fabric
 from network.ns3.world import SWITCH_END, PacketNetwork
+from workload_gen.core.errors import TrainsimError
 from workload_gen.core.records import CollectiveOp
 from workload_gen.core.system import SystemConfig
 
 HORIZON_S = 1.0
 """When the engine has nothing scheduled, ns-3 runs in slices of this much simulated time
-(each ends early at a completion); an empty ns-3 queue with transfers pending is a bug."""
+(each ends early at a completion). A whole slice in which no flow completes and no byte
+arrives means nothing is left to move the flows in flight: packets the fabric lost
+(:class:`LostPackets`) or a bug. (ns-3's clock alone is no sign of progress: its wall-clock
+checks keep it ticking while flows are active, which is how such a run used to go on forever.)"""
+
+
+class LostPackets(TrainsimError):
+    """The packet network dropped data packets that its transport will never resend, so
+    the collectives in flight can never complete."""
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -118,11 +127,11 @@ class Ns3Backend(FlowClock):
         if not self._pending and self._inflight:
             if math.isinf(t):
                 while not self._pending and self._inflight:
-                    before = self.net.flows_done, self.net.now
+                    before = self.net.flows_done, float(self.net.received_bytes().sum())
                     self.net.run_until(self.net.now + HORIZON_S)
                     self._collect()
-                    if not self._pending and (self.net.flows_done, self.net.now) == before:
-                        raise RuntimeError("ns-3 went idle with transfers in flight (a flow never completed)")
+                    if not self._pending and (self.net.flows_done, float(self.net.received_bytes().sum())) == before:
+                        raise self._stalled()
             else:
                 self.net.run_until(t)
                 self._collect()
@@ -130,6 +139,27 @@ class Ns3Backend(FlowClock):
         return out
 
     # ------------------------------------------------------------------ internals
+    def _stalled(self) -> Exception:
+        """Why a whole slice passed without progress: packets the transport will not
+        resend (one line for the user, with what to change), or else a bug."""
+        reps = self.net.link_reports()
+        drops = sum(r.drops for r in reps)
+        table = self.net.flow_table()
+        started = (table[:, 3] >= 0) & (table[:, 4] < 0) & (table[:, 5] == 0) if table.size else np.zeros(0, bool)
+        stuck = int(started.sum())
+        if drops and stuck and self.params.transport == "rdma" and not self.net.reliable:
+            worst = sorted((r for r in reps if r.drops), key=lambda r: -r.drops)[:3]
+            where = ", ".join(f"{r.src}->{r.dst} {r.drops:,}" for r in worst)
+            last = float(table[:, 4].max()) if table.size else 0.0
+            return LostPackets(
+                f"run-ns3: switch ports with a full buffer dropped {drops:,} packets (most at "
+                f"{where}), data among them, and RDMA with --cc {self.params.cc} never resends a packet: "
+                f"{stuck:,} flows in flight can never complete (the last flow finished at "
+                f"{last * 1e6:,.1f} us simulated); rerun with --cc hpcc (go-back-N resends lost packets) "
+                f"or on a fabric with less oversubscription")
+        return RuntimeError(f"ns-3 made no progress for {HORIZON_S:g} s simulated with transfers in flight "
+                            f"({stuck:,} flows started and unfinished, {drops:,} packets dropped)")
+
     def _fabric_bytes_done(self) -> float:
         return self.net.net_bytes_done
 

@@ -186,6 +186,12 @@ class PacketNetwork:
         return int(self._w.NetBytesDone())
 
     @property
+    def reliable(self) -> bool:
+        """The RDMA transport resends lost packets (go-back-N: HPCC, or links with error
+        rates); without it a lost packet is never delivered."""
+        return bool(self._w.P().reliable)
+
+    @property
     def ip_drops(self) -> int:
         """Packets IPv4 dropped anywhere (no route, TTL): 0 in a healthy run."""
         return int(self._w.IpDrops())
