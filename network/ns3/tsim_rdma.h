@@ -35,7 +35,6 @@ namespace tsim
 struct Qp : QpState
 {
     int32_t flow{-1}; // -1 once delivered: the NIC drops it from its list lazily
-    bool open{false}; // from its start to its delivery: UdpRx hands it its CNPs, ACKs, NACKs
     Ptr<Socket> sock; // only where UDP itself must deliver to it (StartFlow)
     uint32_t src{0};
     uint32_t dst{0};
@@ -80,6 +79,7 @@ class RdmaNic
     bool m_paused{false};      // PFC: the switch port above has paused the data class
     bool m_timed{false};       // no windows: pacing times kept in m_byTime (RdmaTransport::Init)
     std::vector<std::pair<double, Qp*>> m_byTime; // lazy min-heap of (nextAvail, queue pair)
+    std::vector<std::pair<double, Qp*>> m_ready;  // PickFromHeap's scratch, kept between packets
     static constexpr size_t SCAN_FIRST = 32;       // round-robin places tried before the heap
 
     void Kick();
@@ -220,7 +220,6 @@ class RdmaTransport
         {
             q->cc = std::make_unique<Dcqcn>(P, *q, totals);
         }
-        q->open = true;
         // A socket of its own only where UDP, not UdpRx, would deliver its control packets
         // (checksums on) or it sends through one (a loopback flow, which World finishes
         // before it gets here): elsewhere UdpRx finds the queue pair by its port, and the
@@ -407,7 +406,6 @@ class RdmaTransport
                     q->sock->Close();
                     q->sock = nullptr;
                 }
-                q->open = false;
                 q->flow = -1; // the NIC drops it from its list lazily
                 nics[f.src].m_dirty = true;
                 qpOfFlow.erase(qi);
@@ -430,11 +428,15 @@ class RdmaTransport
             Address local;
             s->GetSockName(local);
             uint16_t port = InetSocketAddress::ConvertFrom(local).GetPort();
-            ReceiveCtrlFor(p, m_fabric.HostOf(s->GetNode()), port);
+            if (Qp* q = QpAt(m_fabric.HostOf(s->GetNode()), port))
+            {
+                ReceiveCtrlFor(q, p);
+            }
         }
     }
 
-    // The open queue pair of host's local port `port`, or null.
+    // The queue pair of host's local port `port` until its flow is delivered (it is in
+    // qpOfFlow from StartFlow to then), or null.
     Qp* QpAt(uint32_t host, uint16_t port)
     {
         int32_t id = m_flows.FindBySource(host, port);
@@ -443,23 +445,12 @@ class RdmaTransport
             return nullptr;
         }
         auto qi = qpOfFlow.find(id);
-        return qi == qpOfFlow.end() || !qi->second->open ? nullptr : qi->second;
+        return qi == qpOfFlow.end() ? nullptr : qi->second;
     }
 
-    // One CNP, ACK or NACK for host's queue pair on local port `port`.
-    void ReceiveCtrlFor(Ptr<Packet> p, uint32_t host, uint16_t port)
+    // One CNP, ACK or NACK for queue pair q (QpAt).
+    void ReceiveCtrlFor(Qp* q, Ptr<Packet> p)
     {
-        int32_t id = m_flows.FindBySource(host, port);
-        if (id < 0)
-        {
-            return;
-        }
-        auto qi = qpOfFlow.find(id);
-        if (qi == qpOfFlow.end())
-        {
-            return;
-        }
-        Qp* q = qi->second;
         RdmaTag t;
         double now = Simulator::Now().GetSeconds();
         if (!p->PeekPacketTag(t))
@@ -496,7 +487,7 @@ class RdmaTransport
 // and an all-to-all gives each host a socket per queue pair: perf put 44% of a 128-GPU
 // all-to-all's CPU in that pass and the socket list's upkeep (Lookup, IsRxEnabled,
 // GetLocalPort; RemoveSocket 9% more). A datagram for the host's RDMA port, or for an
-// open queue pair's port, is handed on here as UdpL4Protocol and the socket would hand it
+// undelivered queue pair's port, is handed on here as UdpL4Protocol and the socket would hand it
 // (ns-3.44, UdpL4Protocol::Receive and UdpSocketImpl::ForwardUp): the UDP header removed;
 // for the receiver socket (SetIpRecvTos) the IP header's TOS as a SocketIpTosTag; any
 // SocketPriorityTag removed; then the same per-packet handler the socket's callback calls,
@@ -542,14 +533,15 @@ class UdpRx : public IpL4Protocol
             T.ReceiveData(T.receivers[m_host], p, InetSocketAddress(header.GetSource(), uh.GetSourcePort()));
             return IpL4Protocol::RX_OK;
         }
-        if (!T.QpAt(m_host, dport))
+        Qp* q = T.QpAt(m_host, dport);
+        if (!q)
         {
             return m_udp->Receive(p, header, iface);
         }
         p->RemoveHeader(uh);
         SocketPriorityTag priority;
         p->RemovePacketTag(priority);
-        T.ReceiveCtrlFor(p, m_host, dport);
+        T.ReceiveCtrlFor(q, p);
         return IpL4Protocol::RX_OK;
     }
 
@@ -759,7 +751,8 @@ inline Qp*
 RdmaNic::PickFromHeap(double now)
 {
     size_t n = m_active.size();
-    std::vector<std::pair<double, Qp*>> ready;
+    std::vector<std::pair<double, Qp*>>& ready = m_ready;
+    ready.clear();
     Qp* best = nullptr;
     size_t bestDist = n;
     while (true)
