@@ -35,10 +35,11 @@ from workload_gen.core.system import SystemConfig
 
 HORIZON_S = 1.0
 """When the engine has nothing scheduled, ns-3 runs in slices of this much simulated time
-(each ends early at a completion). A whole slice in which no flow completes and no byte
-arrives means nothing is left to move the flows in flight: packets the fabric lost
-(:class:`LostPackets`) or a bug. (ns-3's clock alone is no sign of progress: its wall-clock
-checks keep it ticking while flows are active, which is how such a run used to go on forever.)"""
+(each ends early at a completion). Two slices in a row in which no flow completes, the
+second with no byte received, mean nothing is left to move the flows in flight: packets the
+fabric lost (:class:`LostPackets`) or a bug. (ns-3's clock alone is no sign of progress: its
+wall-clock checks keep it ticking while flows are active, which is how such a run used to
+go on forever.)"""
 
 
 class LostPackets(TrainsimError):
@@ -126,12 +127,20 @@ class Ns3Backend(FlowClock):
         """Run to ``t`` or to the first transfer completion, whichever is earlier."""
         if not self._pending and self._inflight:
             if math.isinf(t):
+                rx = None  # bytes received when the last slice ended without a completion
                 while not self._pending and self._inflight:
-                    before = self.net.flows_done, float(self.net.received_bytes().sum())
+                    done = self.net.flows_done
                     self.net.run_until(self.net.now + HORIZON_S)
                     self._collect()
-                    if not self._pending and (self.net.flows_done, float(self.net.received_bytes().sum())) == before:
+                    if self._pending or self.net.flows_done != done:
+                        rx = None
+                        continue
+                    # A whole slice without a completed flow (rare): the flows' received
+                    # bytes, read only now (a pass over every flow), say whether anything moves.
+                    got = float(self.net.received_bytes().sum())
+                    if got == rx:
                         raise self._stalled()
+                    rx = got
             else:
                 self.net.run_until(t)
                 self._collect()
@@ -140,13 +149,13 @@ class Ns3Backend(FlowClock):
 
     # ------------------------------------------------------------------ internals
     def _stalled(self) -> Exception:
-        """Why a whole slice passed without progress: packets the transport will not
+        """Why the flows in flight stopped moving: packets the transport will not
         resend (one line for the user, with what to change), or else a bug."""
         reps = self.net.link_reports()
         drops = sum(r.drops for r in reps)
         table = self.net.flow_table()
-        started = (table[:, 3] >= 0) & (table[:, 4] < 0) & (table[:, 5] == 0) if table.size else np.zeros(0, bool)
-        stuck = int(started.sum())
+        unfinished = (table[:, 3] >= 0) & (table[:, 4] < 0) & (table[:, 5] == 0) if table.size else np.zeros(0, bool)
+        stuck = int(unfinished.sum())
         if drops and stuck and self.params.transport == "rdma" and not self.net.reliable:
             worst = sorted((r for r in reps if r.drops), key=lambda r: -r.drops)[:3]
             where = ", ".join(f"{r.src}->{r.dst} {r.drops:,}" for r in worst)
@@ -157,7 +166,7 @@ class Ns3Backend(FlowClock):
                 f"{stuck:,} flows in flight can never complete (the last flow finished at "
                 f"{last * 1e6:,.1f} us simulated); rerun with --cc hpcc (go-back-N resends lost packets) "
                 f"or on a fabric with less oversubscription")
-        return RuntimeError(f"ns-3 made no progress for {HORIZON_S:g} s simulated with transfers in flight "
+        return RuntimeError(f"ns-3 made no progress for {2 * HORIZON_S:g} s simulated with transfers in flight "
                             f"({stuck:,} flows started and unfinished, {drops:,} packets dropped)")
 
     def _fabric_bytes_done(self) -> float:

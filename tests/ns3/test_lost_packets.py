@@ -4,8 +4,8 @@ RDMA with DCQCN assumes a lossless fabric: a dropped data packet is never sent a
 flow can never complete. ns-3's clock keeps ticking all the same (the core's wall-clock
 checks stay armed while flows are active), and such a run used to go on forever: a 256-GPU
 16 MiB all-to-all on a 2:1 fat-tree ran for hours (docs/ns3.md). The backend now stops after
-a whole slice of simulated time in which no flow completes and no byte arrives, and says
-why in one line. Here the loss is made on purpose and small: PFC off and a 200 kB switch
+two slices of simulated time in which no flow completes, the second with no byte received,
+and says why in one line. Here the loss is made on purpose and small: PFC off and a 200 kB switch
 buffer under a 16-GPU all-to-all through 4:1 uplinks, so the uplinks' queues overflow.
 The same losses with HPCC (go-back-N) are resent and the collective completes.
 """
@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from network.backend import Transfer
-from network.ns3.backend import LostPackets, Ns3Backend
+from network.ns3.backend import HORIZON_S, LostPackets, Ns3Backend
 from network.ns3.params import TransportParams
 from workload_gen.core.errors import TrainsimError
 from workload_gen.core.records import CollectiveOp, CollKind, Group, Phase
@@ -79,3 +81,32 @@ def test_the_same_losses_are_resent_by_go_back_n(ns3_runtime):
     assert drops_clean == 0
     assert t_lossy > t_clean
 
+
+
+def test_a_slow_flow_that_keeps_receiving_is_not_taken_for_a_stall(ns3_runtime, tmp_path):
+    """The stop needs a slice with no byte received, not merely no flow completed: one
+    300 kB send over 1 Mb/s links takes 2.4 s simulated, more than two 1 s slices without a
+    completion, and finishes at its wire time with no error: payload plus 30 B of headers
+    (IPv4, UDP, PPP) per 8,972 B packet at 1 Mb/s, plus one full 9,002 B packet more for
+    store-and-forward at the leaf (two hops of one rate: the second lags the first by a
+    packet, and the last packet, shorter, waits behind the full one before it)."""
+    from dataclasses import replace
+
+    from conftest import SIMAI_TOPOLOGY
+    from network.ns3.topology import read_simai_topology
+
+    slow = [line.replace("400Gbps", "1Mbps").replace("800Gbps", "1Mbps") for line in SIMAI_TOPOLOGY]
+    topo = tmp_path / "slow.txt"
+    topo.write_text("\n".join(slow) + "\n")
+    sysc = replace(load_system("h100"), gpus_per_node=2, nics_per_node=2)
+    be = Ns3Backend(sysc, 4, fabric=read_simai_topology(topo))
+    nbytes = 300_000
+    op = CollectiveOp("p2p", 0, Phase.ITERATION, CollKind.SEND_RECV, Group.PP, 2, nbytes)
+    try:
+        be.submit(Transfer(0, op, (0, 2)), 0.0)  # GPU 0 and GPU 2 share leaf 6
+        t = be.advance_until(math.inf)[0].time
+        wire = nbytes + math.ceil(nbytes / 8972) * 30
+        assert t == pytest.approx((wire + 9002) * 8 / 1e6, rel=0.002)
+        assert t > 2 * HORIZON_S
+    finally:
+        be.net.close()
