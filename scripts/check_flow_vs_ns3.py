@@ -63,6 +63,17 @@ class Outcome:
         return self.flow_s / self.ns3_s - 1.0
 
 
+@dataclass(frozen=True)
+class Lost:
+    """A case ns-3 cannot finish: its fabric dropped data packets that the transport never
+    resends (network.ns3.backend.LostPackets). No error to compute; the flow backend's time
+    and ns-3's one line are reported apart."""
+    case: Case
+    flow_s: float
+    flow_cpu_s: float
+    why: str
+
+
 def _op(case: Case):
     from workload_gen.core.records import CollectiveOp, CollKind, Group, Phase
 
@@ -119,9 +130,14 @@ def run_ns3(case: Case, system_name: str = "h100") -> tuple[float, float]:
         be.net.close()
 
 
-def compare(case: Case, system_name: str = "h100", sharing: str = "arrival") -> Outcome:
+def compare(case: Case, system_name: str = "h100", sharing: str = "arrival") -> Outcome | Lost:
+    from network.ns3.backend import LostPackets
+
     f, fc = run_flow(case, system_name, sharing)
-    n, nc = run_ns3(case, system_name)
+    try:
+        n, nc = run_ns3(case, system_name)
+    except LostPackets as exc:
+        return Lost(case, f, fc, str(exc))
     return Outcome(case, f, n, fc, nc)
 
 
@@ -159,27 +175,24 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     fabrics = [FABRIC_NAMES[f] for f in args.fabrics]
     cases = [Case(op, n, args.mib, topo, over) for n in args.gpus for op in args.ops for topo, over in fabrics]
-    from network.ns3.backend import LostPackets
-
     outcomes, lost = [], []
     for c in cases:
-        f, fc = run_flow(c, sharing=args.sharing)
-        try:
-            n, nc = run_ns3(c)
-        except LostPackets as exc:  # ns-3 cannot finish it: reported apart, no error to compute
-            lost.append((c, f, fc, str(exc)))
+        o = compare(c, sharing=args.sharing)
+        if isinstance(o, Lost):
+            lost.append(o)
             print(f"{c.label}: ns-3 lost packets it never resends", file=sys.stderr, flush=True)
-            continue
-        outcomes.append(Outcome(c, f, n, fc, nc))
-        print(f"{c.label}: error {outcomes[-1].error * 100:+.1f}%", file=sys.stderr, flush=True)
+        else:
+            outcomes.append(o)
+            print(f"{c.label}: error {o.error * 100:+.1f}%", file=sys.stderr, flush=True)
     if outcomes:
         errs = [abs(o.error) for o in outcomes]
         print(table(outcomes, args.markdown))
         print(f"\n{len(errs)} collectives: median |error| {statistics.median(errs) * 100:.1f}%, "
               f"max {max(errs) * 100:.1f}%; CPU ns-3/flow "
               f"{sum(o.ns3_cpu_s for o in outcomes) / sum(o.flow_cpu_s for o in outcomes):.0f}x")
-    for c, f, fc, why in lost:
-        print(f"\n{c.label}: flow {f * 1e6:.1f} us ({fc:.3f} CPU s); ns-3 cannot finish it: {why}")
+    for o in lost:
+        print(f"\n{o.case.label}: flow {o.flow_s * 1e6:.1f} us ({o.flow_cpu_s:.3f} CPU s); "
+              f"ns-3 cannot finish it: {o.why}")
     if not args.no_incast:
         inc = [compare(Case("SEND_RECV", n, args.mib, "fat-tree", 1.0, incast=True), sharing=args.sharing)
                for n in args.gpus]
