@@ -192,10 +192,8 @@ def _fill_links(paths: np.ndarray, bounds: np.ndarray, capacity: np.ndarray, pad
     """:func:`fill_classes` writing its rates into ``rate``, on the classes' links and rows
     from :func:`class_links`: per class, its binding links pushed in their first-seen
     order, its capped rows sorted by cap (stable), each link's row count and cap sum (in
-    row order) taken from its rows. ``resid``, ``cnt`` (zeros) and ``local`` (-1): scratch per resource,
-    left as found. (Until the tenth session's round each filling numbered its classes'
-    links itself, hop by hop; the same pushes, freezes and sums, so the same rates and
-    residues to the bit.)"""
+    row order) taken from its rows. ``resid``, ``cnt`` (zeros) and ``local`` (-1): scratch per
+    resource, left as found."""
     n, w = paths.shape
     m = first[first.size - 1]
     frozen = np.zeros(n, dtype=np.bool_)

@@ -32,8 +32,12 @@ def _direct(paths: np.ndarray, bounds: np.ndarray, cap: np.ndarray, pad: int, ca
     return rate
 
 
+@pytest.mark.parametrize("caps_in_order", [False, True])
 @pytest.mark.parametrize("seed", range(8))
-def test_the_filling_equals_a_direct_class_by_class_max_min_solve(seed):
+def test_the_filling_equals_a_direct_class_by_class_max_min_solve(seed, caps_in_order):
+    """Random paths, classes and row caps. ``caps_in_order``: the rows' caps already
+    ascending in row order (as equal NIC shares are), the filling's path that skips sorting
+    them; otherwise in random order, the path that sorts."""
     rng = np.random.default_rng(seed)
     n_res, n, hops = 15, 60, 4
     pad = n_res
@@ -46,6 +50,8 @@ def test_the_filling_equals_a_direct_class_by_class_max_min_solve(seed):
     bounds = np.concatenate(([0], np.cumsum(sizes)))
     bounds = np.unique(np.minimum(bounds, n))
     caps = np.where(rng.random(n) < 0.3, rng.uniform(0.2, 3, n), np.inf)
+    if caps_in_order:  # finite caps ascending, then the uncapped rows (their order is unchecked)
+        caps = np.sort(caps)
     scratch = (cap.copy(), np.zeros(cap.size, np.int64), np.full(cap.size, -1, np.int64), np.zeros(cap.size))
     got = fill_classes(paths, bounds.astype(np.int64), cap, pad, caps, *scratch)
     np.testing.assert_allclose(got, _direct(paths, bounds, cap, pad, caps), rtol=1e-9, atol=1e-12)
