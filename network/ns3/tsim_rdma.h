@@ -80,7 +80,10 @@ class RdmaNic
     bool m_timed{false};       // no windows: pacing times kept in m_byTime (RdmaTransport::Init)
     std::vector<std::pair<double, Qp*>> m_byTime; // lazy min-heap of (nextAvail, queue pair)
     std::vector<std::pair<double, Qp*>> m_ready;  // PickFromHeap's scratch, kept between packets
-    static constexpr size_t SCAN_FIRST = 32;       // round-robin places tried before the heap
+    // Round-robin places tried before the heap. Any value picks the same queue pair (the heap
+    // finds the nearest ready one past them); 32 keeps the usual case, a ready queue pair
+    // near the round-robin position, one short pass, and bounds the pass when none is.
+    static constexpr size_t SCAN_FIRST = 32;
 
     void Kick();
     void Tick();
