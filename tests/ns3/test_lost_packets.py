@@ -83,7 +83,7 @@ def test_the_same_losses_are_resent_by_go_back_n(ns3_runtime):
 
 
 
-def test_a_slow_flow_that_keeps_receiving_is_not_taken_for_a_stall(ns3_runtime, tmp_path):
+def test_a_slow_flow_that_keeps_receiving_is_not_taken_for_a_stall(ns3_runtime, simai_topology_file):
     """The stop needs a slice with no byte received, not merely no flow completed: one
     300 kB send over 1 Mb/s links takes 2.4 s simulated, more than two 1 s slices without a
     completion, and finishes at its wire time with no error: payload plus 30 B of headers
@@ -92,12 +92,10 @@ def test_a_slow_flow_that_keeps_receiving_is_not_taken_for_a_stall(ns3_runtime, 
     packet, and the last packet, shorter, waits behind the full one before it)."""
     from dataclasses import replace
 
-    from conftest import SIMAI_TOPOLOGY
     from network.ns3.topology import read_simai_topology
 
-    slow = [line.replace("400Gbps", "1Mbps").replace("800Gbps", "1Mbps") for line in SIMAI_TOPOLOGY]
-    topo = tmp_path / "slow.txt"
-    topo.write_text("\n".join(slow) + "\n")
+    topo = simai_topology_file  # tests/ns3/conftest.py's small SimAI fabric, its NIC links slowed
+    topo.write_text(topo.read_text().replace("400Gbps", "1Mbps").replace("800Gbps", "1Mbps"))
     sysc = replace(load_system("h100"), gpus_per_node=2, nics_per_node=2)
     be = Ns3Backend(sysc, 4, fabric=read_simai_topology(topo))
     nbytes = 300_000
