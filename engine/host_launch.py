@@ -62,7 +62,7 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import NamedTuple
 
-from workload_gen.core.records import MOE_DISPATCH_OP, ComputeOp, Op, OpKind, Phase, Workload
+from workload_gen.core.records import GRAD_ACCUM_SUFFIX, MOE_DISPATCH_OP, ComputeOp, Op, OpKind, Phase, Workload
 
 TE_MODULE_OPS = 99.66 / 37.08
 """A Transformer Engine module call in eager ops (TE issue 2053, GB200 rows)."""
@@ -218,14 +218,16 @@ def op_units(op: ComputeOp, local_experts: int, alltoall: bool) -> float:
     """Eager-op equivalents of ``op`` (module docstring's sources): a TE module call for a GEMM or
     attention op (one op for a weight-gradient GEMM, launched inside the module's backward), one
     per local expert more for a grouped GEMM, the dispatcher's preprocessing with the forward
-    permute, one op per torch call of an unfused (un)permute (its shape's kernel count), and one
-    op for any other kernel."""
+    permute, one op per torch call of an unfused (un)permute (its shape's kernel count), one per
+    weight tensor of a main-gradient add (DDP's hook adds each parameter's gradient apart), and
+    one op for any other kernel."""
     wgrad = op.phase is Phase.BWD_WEIGHT
     if op.kind is OpKind.GROUPED_GEMM:
         return (0.0 if wgrad else TE_MODULE_OPS) + local_experts
     if op.kind in _GEMM_KINDS:
         return 1.0 if wgrad else TE_MODULE_OPS
-    torch_ops = float(op.shape[2]) if op.kind is OpKind.PERMUTE and len(op.shape) == 3 else 1.0
+    per_tensor = op.kind is OpKind.PERMUTE or op.name.endswith(GRAD_ACCUM_SUFFIX)
+    torch_ops = float(op.shape[2]) if per_tensor and len(op.shape) == 3 else 1.0
     if op.kind is OpKind.PERMUTE and op.name == "permute" and op.phase is Phase.FWD and alltoall:
         return torch_ops + ALLTOALL_PREPROCESS_OPS
     return torch_ops

@@ -105,7 +105,7 @@ def layer_key(model: ModelConfig, par: ParallelConfig) -> LayerKey:
         account_for_embedding_in_pipeline_split=par.account_for_embedding_in_pipeline_split,
         account_for_loss_in_pipeline_split=par.account_for_loss_in_pipeline_split,
         overlap_p2p=par.vpp > 1 and par.overlap_p2p_comm, fp8_recipe=par.fp8_recipe,
-        bf16_first=par.bf16_layer_span[0], bf16_last=par.bf16_layer_span[1],
+        grad_accum_fusion=par.gradient_accumulation_fusion, bf16_first=par.bf16_layer_span[0], bf16_last=par.bf16_layer_span[1],
         attention_backend=par.attention_backend,
         moe_capacity_factor=par.moe_expert_capacity_factor, moe_pad_to_capacity=par.moe_pad_expert_input_to_capacity,
         moe_permute_fusion=par.moe_permute_fusion,

@@ -37,10 +37,27 @@ def gemm(m: int, n: int, k: int, b_in: int, b_out: int) -> tuple[float, float]:
     return 2.0 * m * n * k, float((m * k + k * n) * b_in + m * n * b_out)
 
 
-def wgrad_gemm(k: int, n: int, m: int, b_in: int, b_grad: int) -> tuple[float, float]:
+def wgrad_gemm(k: int, n: int, m: int, b_in: int, b_grad: int, b_out: int = 0) -> tuple[float, float]:
     """dW[k,n] = X^T[k,m] @ dY[m,n] accumulated into the main gradient (Megatron's
-    gradient-accumulation fusion): reads X and dY, reads and writes dW in the grad dtype."""
-    return 2.0 * m * n * k, float((m * k + m * n) * b_in + 2 * k * n * b_grad)
+    gradient-accumulation fusion): reads X and dY, reads and writes dW in the grad dtype.
+    ``b_out`` > 0: without the fusion the GEMM writes a fresh dW of that element size instead
+    (the parameter's dtype), which :func:`grad_accumulate` then adds to the main gradient."""
+    return 2.0 * m * n * k, float((m * k + m * n) * b_in + _wgrad_out_bytes(k, n, b_grad, b_out))
+
+
+def _wgrad_out_bytes(k: int, n: int, b_grad: int, b_out: int) -> int:
+    """What a wgrad GEMM moves for dW[k,n]: the main gradient read and written (fused), or a
+    fresh dW written (``b_out`` > 0, unfused)."""
+    return k * n * b_out if b_out else 2 * k * n * b_grad
+
+
+def grad_accumulate(params: int, b_wgrad: int, b_grad: int) -> tuple[float, float]:
+    """``main_grad += grad`` for weights whose wgrad GEMM did not accumulate in place (Megatron's
+    --no-gradient-accumulation-fusion): Megatron-Core DDP's backward post-hook on each
+    parameter (distributed_data_parallel.py, _make_backward_post_hook: main_grad.add_(grad)
+    when grad_added_to_main_grad is unset), one add per element; reads the fresh gradient and
+    the main gradient, writes the main gradient."""
+    return float(params), float(params * (b_wgrad + 2 * b_grad))
 
 
 def grouped_gemm(groups: int, m: float, n: int, k: int, b_in: int, b_out: int) -> tuple[float, float]:
@@ -48,8 +65,9 @@ def grouped_gemm(groups: int, m: float, n: int, k: int, b_in: int, b_out: int) -
     return 2.0 * groups * m * n * k, float(groups * ((m * k + k * n) * b_in + m * n * b_out))
 
 
-def grouped_wgrad(groups: int, k: int, n: int, m: float, b_in: int, b_grad: int) -> tuple[float, float]:
-    return 2.0 * groups * m * n * k, float(groups * ((m * k + m * n) * b_in + 2 * k * n * b_grad))
+def grouped_wgrad(groups: int, k: int, n: int, m: float, b_in: int, b_grad: int, b_out: int = 0) -> tuple[float, float]:
+    """``groups`` weight-gradient GEMMs (:func:`wgrad_gemm`, the same ``b_out``)."""
+    return 2.0 * groups * m * n * k, float(groups * ((m * k + m * n) * b_in + _wgrad_out_bytes(k, n, b_grad, b_out)))
 
 
 def attention_fwd(batch: int, heads: int, kv_heads: int, sq: int, skv: int, d_qk: int, d_v: int,

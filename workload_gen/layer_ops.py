@@ -51,7 +51,7 @@ from workload_gen.core.moe_capacity import routed_copies
 from workload_gen.core.moe_dispatch import distinct_ranks
 from workload_gen.core.moe_padding import experts_pad, mean_pad_rows, quantization_align
 from workload_gen.core.record import record
-from workload_gen.core.records import EXPERT_OP_PREFIX, MOE_COMBINE_OP, MOE_DISPATCH_OP, OUTPUT_LAYER_OP, CollectiveOp, CollKind, ComputeOp, Group, Op, OpKind, Phase
+from workload_gen.core.records import EXPERT_OP_PREFIX, GRAD_ACCUM_SUFFIX, MOE_COMBINE_OP, MOE_DISPATCH_OP, OUTPUT_LAYER_OP, CollectiveOp, CollKind, ComputeOp, Group, Op, OpKind, Phase
 
 FWD, BWD_I, BWD_W, RECOMP = Phase.FWD, Phase.BWD_INPUT, Phase.BWD_WEIGHT, Phase.RECOMPUTE
 
@@ -87,6 +87,8 @@ class LayerKey:
     overlap_p2p: bool = False
     """PP sends may overlap compute: interleaved schedule with overlap_p2p_comm."""
     fp8_recipe: str = "delayed"
+    grad_accum_fusion: bool = True
+    """Wgrad GEMMs accumulate into the main gradient in place (ParallelConfig.gradient_accumulation_fusion)."""
     bf16_first: int = 0
     bf16_last: int = 0
     """Global transformer layers kept in bf16 under fp8/fp4 (ParallelConfig.bf16_layer_span):
@@ -360,10 +362,14 @@ class _Emitter:
         if quantized and requantize:
             bwd.append(self.compute(f"{name}{self.cast_suffix}", BWD_W, OpKind.ELEMENTWISE, (m, k),
                                     costs.quantize_cast(m, k, key.dtype, key.fp8_recipe), dtype="bf16"))
-        wb = costs.wgrad_gemm(k, n, m, bi, key.grad_bytes)
+        fused = key.grad_accum_fusion
+        wb = costs.wgrad_gemm(k, n, m, bi, key.grad_bytes, 0 if fused else B)
         if not quantized:
             wb = (wb[0], wb[1] + dbias_write)
         bwd.append(self.compute(name, BWD_W, OpKind.GEMM, (k, n, m), wb, gemm_dtype))
+        if not fused:
+            bwd.append(self.compute(f"{name}{GRAD_ACCUM_SUFFIX}", BWD_W, OpKind.ELEMENTWISE, (k, n),
+                                    costs.grad_accumulate(k * n, B, key.grad_bytes), dtype="bf16"))
         if bias == "deferred":
             rows = m // key.tp if mode == "row" and tp_on and key.sp else m
             bwd.append(self.compute(f"{name}.dbias", BWD_W, OpKind.ELEMENTWISE, (rows, n),
@@ -672,7 +678,8 @@ class _Emitter:
         for name, n_out, k_in, act_after in ((f"{EXPERT_OP_PREFIX}fc1", mult * fe, h, True),
                                              (f"{EXPERT_OP_PREFIX}fc2", h, fe, False)):
             fb = costs.grouped_gemm(local_experts, mg, n_out, k_in, bi, B)
-            wb = costs.grouped_wgrad(local_experts, k_in, n_out, mg, bi, key.grad_bytes)
+            fused = key.grad_accum_fusion
+            wb = costs.grouped_wgrad(local_experts, k_in, n_out, mg, bi, key.grad_bytes, 0 if fused else B)
             if m.add_bias_linear and act_after:
                 # fc1 (TEGroupedMLP: skip_bias_add False): Transformer Engine's GroupedLinear adds
                 # each expert's bias in the GEMM epilogue and fuses dbias where dY is read (as
@@ -702,6 +709,11 @@ class _Emitter:
                     bwd.insert(len(bwd) - 1, self.compute(
                         f"{name}{self.cast_suffix}", BWD_W, OpKind.ELEMENTWISE, (rows, k_in, kernels),
                         costs.quantize_cast(rows, k_in, key.dtype, key.fp8_recipe), dtype="bf16"))
+            if not fused:  # one main-gradient add per expert's weight tensor (DDP's hook per parameter)
+                bwd.append(self.compute(f"{name}{GRAD_ACCUM_SUFFIX}", BWD_W, OpKind.ELEMENTWISE,
+                                        (local_experts * k_in, n_out, local_experts),
+                                        costs.grad_accumulate(local_experts * k_in * n_out, B, key.grad_bytes),
+                                        dtype="bf16"))
             self.add(fwd, bwd)
             if act_after:
                 start = len(self.fwd)

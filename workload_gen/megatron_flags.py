@@ -166,6 +166,7 @@ PAR_BOOL_FLAGS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("--use-precision-aware-optimizer",), "use_precision_aware_optimizer"),
     (("--overlap-param-gather-with-optimizer-step",), "overlap_param_gather_with_optimizer_step"),
     (("--use-megatron-fsdp", "--use-custom-fsdp"), "use_megatron_fsdp"),
+    (("--gradient-accumulation-fusion",), "gradient_accumulation_fusion"),
 )
 # Megatron flags that take several values (nargs='+') and set a tuple field: (flags, field, choices).
 PAR_LIST_FLAGS: tuple[tuple[tuple[str, ...], str, tuple[str, ...] | None], ...] = (
@@ -217,7 +218,7 @@ IGNORED_MEGATRON_FLAGS: dict[str, bool] = {
     "--glu-linear-offset": True,
     "--use-flash-attn": False, "--use-mcore-models": False, "--no-masked-softmax-fusion": False,
     "--no-bias-gelu-fusion": False, "--no-bias-dropout-fusion": False, "--no-bias-swiglu-fusion": False,
-    "--no-rope-fusion": False, "--no-gradient-accumulation-fusion": False,
+    "--no-rope-fusion": False,
     "--attention-softmax-in-fp32": False, "--apply-query-key-layer-scaling": False,
     "--no-async-tensor-model-parallel-allreduce": False, "--use-checkpoint-args": False,
     "--no-load-optim": False, "--no-load-rng": False, "--no-save-optim": False, "--no-save-rng": False,

@@ -154,6 +154,11 @@ for stability; Megatron-Bridge's nemotron_3_super_bf16_with_nvfp4_mixed keeps th
     grad_reduce_in_fp32: bool | None = None
     """Accumulate and reduce gradients in fp32 (Megatron --accumulate-allreduce-grads-in-fp32).
     None means Megatron's default: on for bf16 (its arguments.py forces it), off otherwise."""
+    gradient_accumulation_fusion: bool = True
+    """Linear layers' wgrad GEMMs accumulate into the main gradient in place (Megatron's
+    default; --no-gradient-accumulation-fusion turns it off). Off, each writes a fresh
+    gradient in the parameter dtype that DDP's backward hook then adds to the main gradient,
+    one eager add per weight tensor (workload_gen.costs.grad_accumulate)."""
     make_vocab_size_divisible_by: int = 128
     """Megatron pads the vocabulary to a multiple of this times tp."""
     first_stage_layers: int | None = None
@@ -335,9 +340,9 @@ for stability; Megatron-Bridge's nemotron_3_super_bf16_with_nvfp4_mixed keeps th
                 or self.wgrad_deferral_limit < 0:
             raise ConfigError("wgrad_deferral_limit", self.wgrad_deferral_limit,
                               "must be an integer >= 0 (0 defers every micro-batch)")
-        if not isinstance(self.defer_embedding_wgrad_compute, bool):
-            raise ConfigError("defer_embedding_wgrad_compute", self.defer_embedding_wgrad_compute,
-                              "must be true or false")
+        for name in ("defer_embedding_wgrad_compute", "gradient_accumulation_fusion"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(name, getattr(self, name), "must be true or false")
         if self.defer_embedding_wgrad_compute and self.pp == 1:
             raise ConfigError("defer_embedding_wgrad_compute", True,
                               "needs pp > 1 (Megatron defers into the pipeline flush)")

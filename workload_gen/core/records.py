@@ -88,6 +88,12 @@ MOE_DISPATCH_OP, MOE_COMBINE_OP = "dispatch_a2a", "combine_a2a"
 """Names of an MoE layer's EP all-to-alls (workload_gen.layer_ops): the engine finds them by
 name for the flex dispatcher's traffic and SM share and for the EP all-to-all overlap."""
 
+GRAD_ACCUM_SUFFIX = ".grad_accum"
+"""Name suffix of the main-gradient add after a linear's wgrad GEMM without gradient-
+accumulation fusion (workload_gen.costs.grad_accumulate): ``<linear>.grad_accum``, shape
+(rows, width) of the weight, or (rows, width, tensors) for GroupedLinear's per-expert
+weights, one add each; the host launches one per weight tensor (engine.host_launch)."""
+
 EXPERT_OP_PREFIX = "expert_"
 """Name prefix of MoE expert ops (``expert_fc1``, ``expert_fc2``, ``expert_swiglu``). A
 grouped GEMM so named is Transformer Engine's GroupedLinear, one GEMM per expert; the other
