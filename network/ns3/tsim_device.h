@@ -31,6 +31,16 @@ namespace tsim
 
 class LinkChannel;
 
+// Something that hands packets to a host's device only while its queue is empty, and waits
+// for the queue to drain otherwise (the RDMA NIC, RdmaNic: its scheduler and the device's
+// transmit queue are one arbiter in a real NIC, so data never piles up behind the host's
+// own CNPs, ACKs or NACKs in a queue that PFC does not stop).
+struct DrainWaiter
+{
+    virtual void OnDeviceDrained() = 0;
+    virtual ~DrainWaiter() = default;
+};
+
 class LinkDevice : public NetDevice
 {
   public:
@@ -56,6 +66,18 @@ class LinkDevice : public NetDevice
     void SetDataRate(DataRate bps)
     {
         m_bps = bps;
+    }
+
+    // Packets waiting behind the one on the wire.
+    uint32_t Waiting() const
+    {
+        return m_queue->GetNPackets();
+    }
+
+    // Calls w->OnDeviceDrained() once, when the last waiting packet goes onto the wire.
+    void WaitForDrain(DrainWaiter* w)
+    {
+        m_drainWaiter = w;
     }
 
     void SetQueue(Ptr<Queue<Packet>> q)
@@ -295,12 +317,19 @@ class LinkDevice : public NetDevice
         {
             TransmitStart(p);
         }
+        if (m_drainWaiter && m_queue->GetNPackets() == 0)
+        {
+            DrainWaiter* w = m_drainWaiter;
+            m_drainWaiter = nullptr;
+            w->OnDeviceDrained();
+        }
     }
 
     Ptr<Node> m_node;
     Ptr<LinkChannel> m_channel;
     Ptr<Queue<Packet>> m_queue;
     Ptr<ErrorModel> m_errorModel;
+    DrainWaiter* m_drainWaiter{nullptr}; // WaitForDrain
     LinkDevice* m_peer{nullptr}; // the channel's other device (kept alive by its node)
     uint32_t m_peerNode{0};      // its node's id: the context its receive events run in
     Address m_remote;            // its address (what the node's receive path is told)

@@ -62,6 +62,7 @@ struct RdmaTotals
     uint64_t nacksReceived{0};
     uint64_t oooDropped{0};    // data packets the receivers discarded (out of order)
     uint64_t cuts{0};          // DCQCN rate cuts
+    uint64_t ctrlForClosedQp{0}; // CNPs, ACKs, NACKs that reached a delivered queue pair (dropped)
 };
 
 } // namespace tsim

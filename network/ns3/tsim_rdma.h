@@ -64,11 +64,12 @@ class RdmaTransport;
 // nearest in round-robin order is picked. The same queue pair, the same wake-up time: the
 // same packets at the same instants as the plain passes (kept for HPCC and the reliable
 // mode, whose windows and rewinds the heap does not follow).
-class RdmaNic
+class RdmaNic : public DrainWaiter
 {
   public:
     RdmaTransport* m_transport{nullptr};
     uint32_t m_host{0};
+    LinkDevice* m_dev{nullptr}; // the host's link device (StartHost)
     double m_lineBps{0};
     std::vector<Qp*> m_active; // queue pairs with bytes left to send
     size_t m_rr{0};            // round-robin position in m_active
@@ -88,6 +89,13 @@ class RdmaNic
     void Kick();
     void Tick();
     void Listed(Qp* q); // q joined m_active (or its pacing time moved): its heap entry
+
+    // The device sent what waited in its queue (Tick found packets there: the host's own
+    // control packets had taken wire time the pacing clock did not count).
+    void OnDeviceDrained() override
+    {
+        Kick();
+    }
 
   private:
     static bool Later(const std::pair<double, Qp*>& a, const std::pair<double, Qp*>& b)
@@ -159,6 +167,8 @@ class RdmaTransport
         receivers.push_back(s);
         udp.push_back(m_fabric.Host(h)->GetObject<UdpL4Protocol>());
         nics[h].m_lineBps = m_fabric.hostLineBps[h];
+        Ptr<NetDevice> dev = m_fabric.Host(h)->GetDevice(m_fabric.routing[h]->m_singleIf);
+        nics[h].m_dev = dynamic_cast<LinkDevice*>(PeekPointer(dev));
         InstallRx(h);
     }
 
@@ -539,7 +549,12 @@ class UdpRx : public IpL4Protocol
         Qp* q = T.QpAt(m_host, dport);
         if (!q)
         {
-            return m_udp->Receive(p, header, iface);
+            // A CNP, ACK or NACK for a queue pair whose flow was delivered (every other UDP
+            // datagram goes to kRdmaPort or an open queue pair): a RoCE NIC has no context for
+            // it and drops it. ns-3's UDP would answer it with an ICMP port unreachable, a
+            // datagram in the data class that the congested fabric then carries back.
+            T.totals.ctrlForClosedQp++;
+            return IpL4Protocol::RX_OK;
         }
         p->RemoveHeader(uh);
         SocketPriorityTag priority;
@@ -611,6 +626,15 @@ RdmaNic::Tick()
     if (m_paused)
     {
         return; // SetPaused(false) kicks it again
+    }
+    if (m_dev && m_dev->Waiting() > 0)
+    {
+        // The device is behind the pacing clock (the host's CNPs, ACKs and NACKs share its
+        // wire): hand it the next data packet when its queue is empty, so that it never
+        // holds more data than one packet when PFC pauses the NIC. A device that only carries
+        // this NIC's data never has a packet waiting here: the same packets, the same times.
+        m_dev->WaitForDrain(this);
+        return;
     }
     double now = Simulator::Now().GetSeconds();
     RdmaTransport& T = *m_transport;

@@ -229,10 +229,11 @@ class PacketNetwork:
 
     def rdma_totals(self) -> dict[str, int]:
         """The RDMA transport's totals: payload bytes resent, go-back-N timeouts, NACKs
-        received, out-of-order packets dropped, DCQCN rate cuts."""
+        received, out-of-order packets dropped, DCQCN rate cuts, control packets (CNP, ACK,
+        NACK) that reached a queue pair already delivered and were dropped there."""
         t = self._w.Rdma()
         return {"retx_bytes": int(t.retxBytes), "timeouts": int(t.timeouts), "nacks_received": int(t.nacksReceived),
-                "ooo_dropped": int(t.oooDropped), "cuts": int(t.cuts)}
+                "ooo_dropped": int(t.oooDropped), "cuts": int(t.cuts), "ctrl_for_closed_qp": int(t.ctrlForClosedQp)}
 
     def flow_table(self) -> np.ndarray:
         """Per flow: src, dst, bytes, start_s, finish_s, fluid (1.0 for NVLink flows)."""
