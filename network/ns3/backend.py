@@ -91,7 +91,9 @@ class Ns3Backend(FlowClock):
         self.transfers: list[TransferFlows] = []
         self._init_clock(progress, progress_every_s)
         self._late_submits = 0
-        self._path_cache: dict[tuple[int, int], tuple[float, int, float]] = {}
+        self._path_cache: dict[int, list[tuple[float, int, float]]] = {}
+        """Per source host: Fabric.path_delays_from (one walk per source, not per pair)."""
+        self._adjacency: list[list[tuple[int, int]]] | None = None
         self._host = self.fabric.host_of_rank(np.arange(world_size, dtype=np.int64))
 
     # ------------------------------------------------------------------ engine protocol
@@ -187,16 +189,18 @@ class Ns3Backend(FlowClock):
         out[fl] = self.system.nvlink_latency_s + b[fl] / self.nvlink_rate
         net = ~fl
         if net.any():
-            # one shortest-path walk per distinct (src, dst) pair, cached across collectives
+            # one shortest-path walk per distinct source (Fabric.path_delays_from), cached across collectives
             key = np.asarray(src, dtype=np.int64)[net] << 32 | np.asarray(dst, dtype=np.int64)[net]
             uniq, inv = np.unique(key, return_inverse=True)
             paths = np.empty((len(uniq), 3))
             for i, k in enumerate(uniq.tolist()):
-                pair = (k >> 32, k & 0xFFFFFFFF)
-                path = self._path_cache.get(pair)
-                if path is None:
-                    path = self._path_cache[pair] = self.fabric.path_delay(*pair)
-                paths[i] = path
+                s = k >> 32
+                from_s = self._path_cache.get(s)
+                if from_s is None:
+                    if self._adjacency is None:
+                        self._adjacency = self.fabric.adjacency()
+                    from_s = self._path_cache[s] = self.fabric.path_delays_from(s, self._adjacency)
+                paths[i] = from_s[k & 0xFFFFFFFF]
             delay, hops, rate = paths[inv, 0], paths[inv, 1], paths[inv, 2]
             bn = b[net]
             pkts = np.maximum(1, np.ceil(bn / payload))

@@ -106,29 +106,42 @@ class Fabric:
 
     def path_delay(self, src: int, dst: int) -> tuple[float, int, float]:
         """(propagation seconds, hops, bottleneck bits/s) of one shortest src->dst path."""
-        adj = self.adjacency()
+        return self.path_delays_from(src)[dst]
+
+    def path_delays_from(self, src: int,
+                         adj: list[list[tuple[int, int]]] | None = None) -> list[tuple[float, int, float]]:
+        """:meth:`path_delay` from ``src`` to every host, by one breadth-first walk from ``src``
+        (``adj``: :meth:`adjacency`, when the caller holds it). Why: one walk per pair rebuilt the
+        adjacency and searched the fabric again for each of an all-to-all's million pairs at
+        1,024 GPUs (hours of Python before ns-3's first packet). The path is the one a walk that
+        stops at ``dst`` finds (the first in link order; hosts do not forward), its delays summed
+        from ``dst`` back to ``src`` as before; (inf, 0, 0.0) for a host it does not reach."""
+        adj = self.adjacency() if adj is None else adj
         prev: dict[int, tuple[int, int]] = {src: (-1, -1)}
         q = deque([src])
         while q:
             u = q.popleft()
-            if u == dst:
-                break
             if u != src and u < self.num_hosts:
                 continue
             for v, link in adj[u]:
                 if v not in prev:
                     prev[v] = (u, link)
                     q.append(v)
-        if dst not in prev:
-            return math.inf, 0, 0.0
-        delay, hops, rate, u = 0.0, 0, math.inf, dst
-        while u != src:
-            p, link = prev[u]
-            delay += self.links[link].delay_s
-            rate = min(rate, self.links[link].rate_bps)
-            hops += 1
-            u = p
-        return delay, hops, rate
+        links = self.links
+        out: list[tuple[float, int, float]] = []
+        for dst in range(self.num_hosts):
+            if dst not in prev:
+                out.append((math.inf, 0, 0.0))
+                continue
+            delay, hops, rate, u = 0.0, 0, math.inf, dst
+            while u != src:
+                p, link = prev[u]
+                delay += links[link].delay_s
+                rate = min(rate, links[link].rate_bps)
+                hops += 1
+                u = p
+            out.append((delay, hops, rate))
+        return out
 
 
 def _uplink_rate(down_bps: float, oversubscription: float, spines: int) -> float:

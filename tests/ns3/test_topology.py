@@ -1,6 +1,7 @@
 """Topologies as data (no ns-3): link counts, rates, ECMP tables, the SimAI file reader."""
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
@@ -56,6 +57,26 @@ def test_simai_topology_file(simai_topology_file):
     assert len(read_simai_topology(p, nvswitch=True).links) == 10
     delay, hops, rate = fab.path_delay(0, 1)
     assert hops == 4 and delay == pytest.approx(2e-6) and rate == 400e9
+
+
+def test_paths_from_one_host_to_every_host():
+    """4 nodes, one ToR each, 4:1 to the spines: a NIC reaches its node's 7 other NICs over
+    its ToR (2 links), every other NIC over ToR, spine, ToR (4 links), at the uplink's rate of
+    368 Gb/s x 8 NICs / 4 / 8 spines = 92 Gb/s; 1 us a link. One walk gives what each pair's
+    own walk gives."""
+    fab = build_fabric(H100, 32, "fat-tree", oversubscription=4.0, nodes_per_rack=1)
+    nic = fab.links[0].rate_bps
+    up = nic * 8 / 4 / sum(n.startswith("spine") for n in fab.switch_names)
+    paths = fab.path_delays_from(9)
+    assert paths[9] == (0.0, 0, math.inf)
+    for dst, (delay, hops, rate) in enumerate(paths):
+        if dst == 9:
+            continue
+        same_node = dst // 8 == 1
+        assert hops == (2 if same_node else 4)
+        assert delay == pytest.approx(hops * 1e-6)
+        assert rate == (nic if same_node else pytest.approx(up))
+        assert fab.path_delay(9, dst) == (delay, hops, rate)
 
 
 def test_simai_topology_errors_name_the_line(tmp_path):
