@@ -91,8 +91,8 @@ class Ns3Backend(FlowClock):
         self.transfers: list[TransferFlows] = []
         self._init_clock(progress, progress_every_s)
         self._late_submits = 0
-        self._path_cache: dict[int, list[tuple[float, int, float]]] = {}
-        """Per source host: Fabric.path_delays_from (one walk per source, not per pair)."""
+        self._path_cache: dict[int, np.ndarray] = {}
+        """Per source host: its paths to every host (:meth:`_paths_from`)."""
         self._adjacency: list[list[tuple[int, int]]] | None = None
         self._host = self.fabric.host_of_rank(np.arange(world_size, dtype=np.int64))
 
@@ -189,24 +189,31 @@ class Ns3Backend(FlowClock):
         out[fl] = self.system.nvlink_latency_s + b[fl] / self.nvlink_rate
         net = ~fl
         if net.any():
-            # one shortest-path walk per distinct source (Fabric.path_delays_from), cached across collectives
-            key = np.asarray(src, dtype=np.int64)[net] << 32 | np.asarray(dst, dtype=np.int64)[net]
-            uniq, inv = np.unique(key, return_inverse=True)
-            paths = np.empty((len(uniq), 3))
-            for i, k in enumerate(uniq.tolist()):
-                s = k >> 32
-                from_s = self._path_cache.get(s)
-                if from_s is None:
-                    if self._adjacency is None:
-                        self._adjacency = self.fabric.adjacency()
-                    from_s = self._path_cache[s] = self.fabric.path_delays_from(s, self._adjacency)
-                paths[i] = from_s[k & 0xFFFFFFFF]
-            delay, hops, rate = paths[inv, 0], paths[inv, 1], paths[inv, 2]
+            s_net = np.asarray(src, dtype=np.int64)[net]
+            d_net = np.asarray(dst, dtype=np.int64)[net]
+            sources, row = np.unique(s_net, return_inverse=True)
+            order = np.argsort(row, kind="stable")
+            bounds = np.searchsorted(row[order], np.arange(len(sources) + 1))
+            paths = np.empty((len(s_net), 3))
+            for i, s in enumerate(sources.tolist()):  # the flows of each source at once
+                idx = order[bounds[i]:bounds[i + 1]]
+                paths[idx] = self._paths_from(s)[d_net[idx]]
+            delay, hops, rate = paths[:, 0], paths[:, 1], paths[:, 2]
             bn = b[net]
             pkts = np.maximum(1, np.ceil(bn / payload))
             out[net] = (delay + (bn + pkts * hdr) * 8 / rate
                         + np.maximum(0, hops - 1) * (np.minimum(bn, payload) + hdr) * 8 / rate)
         return out
+
+    def _paths_from(self, source: int) -> np.ndarray:
+        """[host, (propagation s, hops, bottleneck bits/s)] from host ``source``
+        (Fabric.path_delays_from: one walk per source, kept across collectives)."""
+        got = self._path_cache.get(source)
+        if got is None:
+            if self._adjacency is None:
+                self._adjacency = self.fabric.adjacency()
+            got = self._path_cache[source] = np.array(self.fabric.path_delays_from(source, self._adjacency))
+        return got
 
     def stats(self) -> dict[str, float]:
         """Figures for RunResult.extras and the benchmark."""

@@ -105,7 +105,8 @@ class Fabric:
         return table
 
     def path_delay(self, src: int, dst: int) -> tuple[float, int, float]:
-        """(propagation seconds, hops, bottleneck bits/s) of one shortest src->dst path."""
+        """(propagation seconds, hops, bottleneck bits/s) of one shortest path from host ``src``
+        to host ``dst`` (:meth:`path_delays_from`)."""
         return self.path_delays_from(src)[dst]
 
     def path_delays_from(self, src: int,

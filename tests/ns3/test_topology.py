@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+import networkx as nx
 import pytest
 
 from network.ns3.topology import build_fabric, read_simai_topology
@@ -62,8 +63,8 @@ def test_simai_topology_file(simai_topology_file):
 def test_paths_from_one_host_to_every_host():
     """4 nodes, one ToR each, 4:1 to the spines: a NIC reaches its node's 7 other NICs over
     its ToR (2 links), every other NIC over ToR, spine, ToR (4 links), at the uplink's rate of
-    368 Gb/s x 8 NICs / 4 / 8 spines = 92 Gb/s; 1 us a link. One walk gives what each pair's
-    own walk gives."""
+    368 Gb/s x 8 NICs / 4 / 8 spines = 92 Gb/s; 1 us a link. Every pair's hops are networkx's
+    shortest path over the same links (a host has one link, so none is a transit node)."""
     fab = build_fabric(H100, 32, "fat-tree", oversubscription=4.0, nodes_per_rack=1)
     nic = fab.links[0].rate_bps
     up = nic * 8 / 4 / sum(n.startswith("spine") for n in fab.switch_names)
@@ -77,6 +78,9 @@ def test_paths_from_one_host_to_every_host():
         assert delay == pytest.approx(hops * 1e-6)
         assert rate == (nic if same_node else pytest.approx(up))
         assert fab.path_delay(9, dst) == (delay, hops, rate)
+    graph = nx.Graph([(ln.a, ln.b) for ln in fab.links])
+    for src, dst in ((0, 31), (17, 3), (24, 25), (5, 5)):
+        assert fab.path_delay(src, dst)[1] == nx.shortest_path_length(graph, src, dst)
 
 
 def test_simai_topology_errors_name_the_line(tmp_path):

@@ -212,8 +212,8 @@ def shape_doc() -> str:
     return (
         "gemm: m,n,k (C[m,n] = A[m,k] @ B[k,n]); grouped_gemm: groups,m_per_group,n,k; "
         "attention: batch,heads,seq_q,seq_kv,head_dim,causal; norm/elementwise/rope/permute: tokens,width "
-        "(a grouped GEMM input's quantize, an unfused MoE (un)permute, the experts' fp8 (un)padding: "
-        "tokens,width,kernels); "
+        "(a grouped GEMM input's quantize, an unfused MoE (un)permute, the experts' fp8 (un)padding, "
+        "a grouped GEMM's main-gradient adds: tokens,width,kernels); "
         "embedding: tokens,hidden,vocab_shard; loss: tokens,vocab_shard; router: tokens,hidden,experts; "
         "optimizer: params"
     )
