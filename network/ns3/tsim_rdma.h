@@ -504,9 +504,10 @@ class RdmaTransport
 // (ns-3.44, UdpL4Protocol::Receive and UdpSocketImpl::ForwardUp): the UDP header removed;
 // for the receiver socket (SetIpRecvTos) the IP header's TOS as a SocketIpTosTag; any
 // SocketPriorityTag removed; then the same per-packet handler the socket's callback calls,
-// at the same instant (the socket path is synchronous too). Anything else (checksums on,
-// a closed queue pair's port: ns-3 answers it with an ICMP port unreachable) goes to
-// UdpL4Protocol itself, unchanged.
+// at the same instant (the socket path is synchronous too). A control packet for a queue pair
+// already delivered is dropped, as a RoCE NIC drops one it has no context for (ns-3's UDP
+// would answer it with an ICMP port unreachable in the data class). With checksums on, every
+// datagram goes to UdpL4Protocol itself, unchanged.
 class UdpRx : public IpL4Protocol
 {
   public:
@@ -550,7 +551,7 @@ class UdpRx : public IpL4Protocol
         if (!q)
         {
             // A CNP, ACK or NACK for a queue pair whose flow was delivered (every other UDP
-            // datagram goes to kRdmaPort or an open queue pair): a RoCE NIC has no context for
+            // datagram goes to kRdmaPort or an undelivered queue pair): a RoCE NIC has no context for
             // it and drops it. ns-3's UDP would answer it with an ICMP port unreachable, a
             // datagram in the data class that the congested fabric then carries back.
             T.totals.ctrlForClosedQp++;
