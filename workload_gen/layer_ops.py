@@ -314,13 +314,22 @@ class _Emitter:
         tp_on = key.tp > 1 and mode != "local"
         fwd: list[Op] = []
         bwd: list[Op] = []
-        # With --tp-comm-overlap under fp8, Transformer Engine's userbuffers gather the GEMM
-        # input already quantized (the producer writes fp8 into the communication buffer),
-        # so the SP all-gathers move 1-byte elements; NCCL's gathers (no overlap) stay bf16.
-        # Under fp4 Megatron registers the userbuffers unquantized (initialize.py: FP8 mode
-        # only with --fp8-format), so their gathers stay bf16.
+        # Sequence-parallel all-gathers of a quantized GEMM's input (X forward and for wgrad,
+        # dY of a row-parallel layer) move the quantized tensor: Transformer Engine quantizes
+        # the local shard and gathers that, through NCCL (linear.py: ``inputmat =
+        # input_quantizer(inputmat)`` then ``gather_along_first_dim(..., quantizer=...)``;
+        # base.py grad_output_preprocess the same for dY; distributed.py dispatches on the
+        # quantizer to _all_gather_fp8 / _mxfp8 / _fp8_blockwise / _nvfp4, TransformerEngine
+        # v2.0-v2.18, NVFP4 from v2.8; TE 1.x cast X and dY to fp8 before the gather too,
+        # v1.13 linear.py) or through userbuffers with --tp-comm-overlap (the producer writes
+        # fp8 into the buffer). The one exception: under fp4 Megatron registers the
+        # userbuffers unquantized (initialize.py: FP8 mode only with --fp8-format), so those
+        # gathers move bf16 and the gathered tensor is quantized whole.
+        # The cast stays on the gathered rows here (the kernel quantizes the local shard):
+        # docs/design_notes.md, "Quantized SP all-gathers", says why.
+        gather_quantized = quantized and not (key.tp_comm_overlap and key.dtype == "fp4")
         ub_quantized = quantized and key.tp_comm_overlap and key.dtype == "fp8"
-        ag_b = bi if ub_quantized else B
+        ag_b = bi if gather_quantized else B
         if tp_on and mode == "col" and key.sp:
             fwd.append(self.tp_coll(f"{name}_ag", FWD, CollKind.ALL_GATHER, m * k * ag_b))
         if quantized:
