@@ -42,13 +42,8 @@ def wgrad_gemm(k: int, n: int, m: int, b_in: int, b_grad: int, b_out: int = 0) -
     gradient-accumulation fusion): reads X and dY, reads and writes dW in the grad dtype.
     ``b_out`` > 0: without the fusion the GEMM writes a fresh dW of that element size instead
     (the parameter's dtype), which :func:`grad_accumulate` then adds to the main gradient."""
-    return 2.0 * m * n * k, float((m * k + m * n) * b_in + _wgrad_out_bytes(k, n, b_grad, b_out))
-
-
-def _wgrad_out_bytes(k: int, n: int, b_grad: int, b_out: int) -> int:
-    """What a wgrad GEMM moves for dW[k,n]: the main gradient read and written (fused), or a
-    fresh dW written (``b_out`` > 0, unfused)."""
-    return k * n * b_out if b_out else 2 * k * n * b_grad
+    out = k * n * b_out if b_out else 2 * k * n * b_grad
+    return 2.0 * m * n * k, float((m * k + m * n) * b_in + out)
 
 
 def grad_accumulate(params: int, b_wgrad: int, b_grad: int) -> tuple[float, float]:
@@ -61,13 +56,15 @@ def grad_accumulate(params: int, b_wgrad: int, b_grad: int) -> tuple[float, floa
 
 
 def grouped_gemm(groups: int, m: float, n: int, k: int, b_in: int, b_out: int) -> tuple[float, float]:
-    """``groups`` independent GEMMs of m x n x k (m may be fractional: balanced routing)."""
-    return 2.0 * groups * m * n * k, float(groups * ((m * k + k * n) * b_in + m * n * b_out))
+    """``groups`` independent GEMMs of :func:`gemm`'s m x n x k (m may be fractional: balanced routing)."""
+    flops, nbytes = gemm(m, n, k, b_in, b_out)
+    return groups * flops, groups * nbytes
 
 
 def grouped_wgrad(groups: int, k: int, n: int, m: float, b_in: int, b_grad: int, b_out: int = 0) -> tuple[float, float]:
     """``groups`` weight-gradient GEMMs (:func:`wgrad_gemm`, the same ``b_out``)."""
-    return 2.0 * groups * m * n * k, float(groups * ((m * k + m * n) * b_in + _wgrad_out_bytes(k, n, b_grad, b_out)))
+    flops, nbytes = wgrad_gemm(k, n, m, b_in, b_grad, b_out)
+    return groups * flops, groups * nbytes
 
 
 def attention_fwd(batch: int, heads: int, kv_heads: int, sq: int, skv: int, d_qk: int, d_v: int,

@@ -201,6 +201,13 @@ class _Emitter:
         return "epilogue" if self.model.add_bias_linear else ""
 
     @property
+    def wgrad_out_bytes(self) -> int:
+        """Bytes per element of the fresh gradient a wgrad GEMM writes without gradient-
+        accumulation fusion (the parameter dtype), 0 when it accumulates into the main gradient
+        in place (costs.wgrad_gemm's ``b_out``); nonzero means a main-gradient add follows."""
+        return 0 if self.key.grad_accum_fusion else self.B
+
+    @property
     def gemm_in_bytes(self) -> float:
         """Bytes per element a quantized GEMM reads of each operand: fp8 1, NVFP4 the e2m1
         value and its block-scale share (costs.NVFP4_GEMM_IN_BYTES); else the activation's."""
@@ -325,8 +332,8 @@ class _Emitter:
         # fp8 into the buffer). The one exception: under fp4 Megatron registers the
         # userbuffers unquantized (initialize.py: FP8 mode only with --fp8-format), so those
         # gathers move bf16 and the gathered tensor is quantized whole.
-        # The cast stays on the gathered rows here (the kernel quantizes the local shard):
-        # docs/design_notes.md, "Quantized SP all-gathers", says why.
+        # The casts below are charged on the gathered rows, although TE quantizes the local
+        # shard: docs/design_notes.md, "Quantized SP all-gathers", says why.
         gather_quantized = quantized and not (key.tp_comm_overlap and key.dtype == "fp4")
         ub_quantized = quantized and key.tp_comm_overlap and key.dtype == "fp8"
         ag_b = bi if gather_quantized else B
@@ -371,12 +378,12 @@ class _Emitter:
         if quantized and requantize:
             bwd.append(self.compute(f"{name}{self.cast_suffix}", BWD_W, OpKind.ELEMENTWISE, (m, k),
                                     costs.quantize_cast(m, k, key.dtype, key.fp8_recipe), dtype="bf16"))
-        fused = key.grad_accum_fusion
-        wb = costs.wgrad_gemm(k, n, m, bi, key.grad_bytes, 0 if fused else B)
+        fresh = self.wgrad_out_bytes
+        wb = costs.wgrad_gemm(k, n, m, bi, key.grad_bytes, fresh)
         if not quantized:
             wb = (wb[0], wb[1] + dbias_write)
         bwd.append(self.compute(name, BWD_W, OpKind.GEMM, (k, n, m), wb, gemm_dtype))
-        if not fused:
+        if fresh:
             bwd.append(self.compute(f"{name}{GRAD_ACCUM_SUFFIX}", BWD_W, OpKind.ELEMENTWISE, (k, n),
                                     costs.grad_accumulate(k * n, B, key.grad_bytes), dtype="bf16"))
         if bias == "deferred":
@@ -683,12 +690,11 @@ class _Emitter:
         fe = m.expert_ffn // etp
         mg = rows / local_experts
         mg_shape = max(1, round(mg))
-        bi = self.gemm_in_bytes
+        bi, fresh = self.gemm_in_bytes, self.wgrad_out_bytes
         for name, n_out, k_in, act_after in ((f"{EXPERT_OP_PREFIX}fc1", mult * fe, h, True),
                                              (f"{EXPERT_OP_PREFIX}fc2", h, fe, False)):
             fb = costs.grouped_gemm(local_experts, mg, n_out, k_in, bi, B)
-            fused = key.grad_accum_fusion
-            wb = costs.grouped_wgrad(local_experts, k_in, n_out, mg, bi, key.grad_bytes, 0 if fused else B)
+            wb = costs.grouped_wgrad(local_experts, k_in, n_out, mg, bi, key.grad_bytes, fresh)
             if m.add_bias_linear and act_after:
                 # fc1 (TEGroupedMLP: skip_bias_add False): Transformer Engine's GroupedLinear adds
                 # each expert's bias in the GEMM epilogue and fuses dbias where dY is read (as
@@ -718,7 +724,7 @@ class _Emitter:
                     bwd.insert(len(bwd) - 1, self.compute(
                         f"{name}{self.cast_suffix}", BWD_W, OpKind.ELEMENTWISE, (rows, k_in, kernels),
                         costs.quantize_cast(rows, k_in, key.dtype, key.fp8_recipe), dtype="bf16"))
-            if not fused:  # one main-gradient add per expert's weight tensor (DDP's hook per parameter)
+            if fresh:  # one main-gradient add per expert's weight tensor (DDP's hook per parameter)
                 bwd.append(self.compute(f"{name}{GRAD_ACCUM_SUFFIX}", BWD_W, OpKind.ELEMENTWISE,
                                         (local_experts * k_in, n_out, local_experts),
                                         costs.grad_accumulate(local_experts * k_in * n_out, B, key.grad_bytes),

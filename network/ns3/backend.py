@@ -93,7 +93,8 @@ class Ns3Backend(FlowClock):
         self._late_submits = 0
         self._path_cache: dict[int, np.ndarray] = {}
         """Per source host: its paths to every host (:meth:`_paths_from`)."""
-        self._adjacency: list[list[tuple[int, int]]] | None = None
+        self._adjacency = self.fabric.adjacency()
+        """The fabric's links per node, for the path walks (one list for every source)."""
         self._host = self.fabric.host_of_rank(np.arange(world_size, dtype=np.int64))
 
     # ------------------------------------------------------------------ engine protocol
@@ -210,8 +211,6 @@ class Ns3Backend(FlowClock):
         (Fabric.path_delays_from: one walk per source, kept across collectives)."""
         got = self._path_cache.get(source)
         if got is None:
-            if self._adjacency is None:
-                self._adjacency = self.fabric.adjacency()
             got = self._path_cache[source] = np.array(self.fabric.path_delays_from(source, self._adjacency))
         return got
 

@@ -104,19 +104,15 @@ class Fabric:
                 table[u][dst] = [iface_of[u][link] for v, link in adj[u] if dist[v] == dist[u] - 1 and (v >= h or v == dst)]
         return table
 
-    def path_delay(self, src: int, dst: int) -> tuple[float, int, float]:
-        """(propagation seconds, hops, bottleneck bits/s) of one shortest path from host ``src``
-        to host ``dst`` (:meth:`path_delays_from`)."""
-        return self.path_delays_from(src)[dst]
-
     def path_delays_from(self, src: int,
                          adj: list[list[tuple[int, int]]] | None = None) -> list[tuple[float, int, float]]:
-        """:meth:`path_delay` from ``src`` to every host, by one breadth-first walk from ``src``
+        """Per host ``dst``: (propagation seconds, hops, bottleneck bits/s) of one shortest path
+        from host ``src``, by one breadth-first walk from ``src``
         (``adj``: :meth:`adjacency`, when the caller holds it). Why: one walk per pair rebuilt the
         adjacency and searched the fabric again for each of an all-to-all's million pairs at
         1,024 GPUs (hours of Python before ns-3's first packet). The path is the one a walk that
         stops at ``dst`` finds (the first in link order; hosts do not forward), its delays summed
-        from ``dst`` back to ``src`` as before; (inf, 0, 0.0) for a host it does not reach."""
+        from ``dst`` back to ``src``; (inf, 0, 0.0) for a host it does not reach."""
         adj = self.adjacency() if adj is None else adj
         prev: dict[int, tuple[int, int]] = {src: (-1, -1)}
         q = deque([src])
