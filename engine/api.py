@@ -140,6 +140,11 @@ def _result(workload: Workload, system: SystemConfig, name: str, total: float, b
     if slowed:
         # Of the critical stage's compute, the seconds added by collectives running beside it.
         extras["overlap_slowdown_s"] = slowed[critical]
+    from engine.host_launch import host_load
+
+    busiest = host_load(workload, system.launch_op_s)
+    if busiest is not None:  # how close the host is to setting the pace (engine.host_launch.HostLoad)
+        extras["host_load"] = busiest.as_dict()
     return RunResult(
         workload=workload,
         system=system,

@@ -156,6 +156,24 @@ class HostModel:
     def _build(self, ops: Sequence[Op], launched_before: dict[int, tuple[int, ...]]) -> HostPlan | None:
         if self.op_s == 0.0:
             return None
+        costs, syncs, host, gpu = self._launches(ops)
+        synced = self.boundary_sync or host > gpu
+        if not synced and not any(syncs):
+            return None
+        before = {at: sum(costs[k] for k in run) for at, run in launched_before.items()}
+        ahead = frozenset(k for run in launched_before.values() for k in run)
+        for k in ahead:
+            costs[k] = 0.0
+        return HostPlan(tuple(costs), tuple(syncs), synced, before, ahead)
+
+    def pass_totals(self, ops: Sequence[Op]) -> tuple[float, float, int]:
+        """(host launch seconds, GPU compute seconds, host waits on the GPU) of one pass's ops."""
+        _, syncs, host, gpu = self._launches(ops)
+        return host, gpu, sum(syncs)
+
+    def _launches(self, ops: Sequence[Op]) -> tuple[list[float], list[bool], float, float]:
+        """Per op: host seconds to launch it and whether the host waits for it; and the pass's
+        host and GPU (compute) totals."""
         costs: list[float] = []
         syncs: list[bool] = []
         units = self._units
@@ -196,14 +214,7 @@ class HostModel:
             syncs.append(fwd and op.name == sync_name)
             host += c
             gpu += op.time_s or 0.0
-        synced = self.boundary_sync or host > gpu
-        if not synced and not any(syncs):
-            return None
-        before = {at: sum(costs[k] for k in run) for at, run in launched_before.items()}
-        ahead = frozenset(k for run in launched_before.values() for k in run)
-        for k in ahead:
-            costs[k] = 0.0
-        return HostPlan(tuple(costs), tuple(syncs), synced, before, ahead)
+        return costs, syncs, host, gpu
 
     def _is_moe(self, layer: int) -> bool:
         return self.model is not None and self.model.is_moe_layer(layer)
@@ -273,3 +284,56 @@ def graphed_scopes(par, moe_model: bool, has_sync: bool) -> frozenset[str]:
     if not moe_model:
         scopes.discard("moe_router")
     return frozenset(scopes)
+
+
+HOST_COST_SPREAD = 2.0
+"""How far one Transformer Engine op's host cost may stray from the per-op figure the model uses
+(:data:`workload_gen.core.system.HOST_OP_S`, one torch.nn.Linear forward): TE issue 761 (H100,
+TE 1.x, 2024) found an FP8 ``te.Linear`` forward taking more than twice the CPU time to schedule
+as the BF16 one, same module and shapes, and TE issue 2053 found TE's Linear 2.7x torch's on
+Grace. A pass whose launch work is at least 1 / this of its GPU time could be host-bound on a
+real host while the model has it GPU-bound (:attr:`HostLoad.sensitive`)."""
+
+
+class HostLoad(NamedTuple):
+    """The pass of a workload whose host launch work is largest against its GPU work
+    (:func:`host_load`)."""
+
+    load: float
+    """Host launch seconds over GPU compute seconds of that pass (1: the host just keeps up)."""
+    stage: int
+    chunk: int
+    direction: str
+    """"forward" or "backward"."""
+    waits: int
+    """Times the host waits for the GPU in that pass (dispatcher token counts, flex dispatch)."""
+    op_s: float
+    """Host seconds per eager op the load was computed with (SystemConfig.launch_op_s)."""
+
+    @property
+    def sensitive(self) -> bool:
+        """Within :data:`HOST_COST_SPREAD` of host-bound: the predicted step then depends on a
+        per-op host cost the model takes from one public measurement, not from the user's CPU."""
+        return self.load * HOST_COST_SPREAD >= 1.0
+
+    def as_dict(self) -> dict[str, object]:
+        return {"load": self.load, "stage": self.stage, "chunk": self.chunk, "direction": self.direction,
+                "host_waits": self.waits, "host_op_s": self.op_s, "sensitive": self.sensitive}
+
+
+def host_load(workload: Workload, op_s: float) -> HostLoad | None:
+    """The busiest pass's host load (:class:`HostLoad`) over every stage, chunk and direction of
+    ``workload`` (its ops' attached times), at ``op_s`` host seconds per eager op; None when
+    the host costs nothing (``op_s`` 0) or no pass has GPU work. Launch costs, CUDA-graph
+    scopes and sync points are :class:`HostModel`'s, so the figure is the one the engine runs."""
+    if op_s <= 0.0:
+        return None
+    model = HostModel(workload, op_s)
+    best: HostLoad | None = None
+    for stage in workload.stages:
+        for c, chunk in enumerate(stage.chunks):
+            for direction, ops in (("forward", chunk.forward), ("backward", chunk.backward)):
+                host, gpu, waits = model.pass_totals(ops)
+                if gpu > 0.0 and (best is None or host / gpu > best.load):
+                    best = HostLoad(host / gpu, stage.stage, c, direction, waits, op_s)
+    return best

@@ -486,6 +486,9 @@ def _body(argv: list[str] | None, backend_name: str) -> int:
             summary.setdefault("config", {})["profile"] = args.profile
         if summary.get("memory_verdict") in ("does not fit", "edge"):
             warn_memory(result, prog)
+        host = host_warning(result, prog)
+        if host:
+            print(host, file=sys.stderr, flush=True)
     try:
         if args.out:
             out = Path(args.out)
@@ -558,6 +561,29 @@ def memory_warning(result: Any, prog: str) -> str:
     if margin < 0:
         msg += "; `search` ranks the layouts that fit"
     return f"warning: {prog}: {msg}"
+
+
+def host_warning(result: Any, prog: str) -> str:
+    """One warning line (never silenced by -q; serve-web shows it too) when the run's busiest
+    pass has host launch work within engine.host_launch.HOST_COST_SPREAD of its GPU work: the
+    predicted step then hangs on a per-op host cost taken from one public measurement. Empty
+    otherwise."""
+    from engine.host_launch import HOST_COST_SPREAD
+
+    h = result.extras.get("host_load")
+    if not h or not h["sensitive"]:
+        return ""
+    waits = f" ({h['host_waits']} waits for the GPU)" if h["host_waits"] else ""
+    pace = ("the host sets its pace, so the step scales with that cost" if h["load"] >= 1 else
+            f"on a CPU {HOST_COST_SPREAD:g}x slower per op the host would set its pace")
+    if result.system.host_op_s is None:
+        whose = "one public figure: HOST_OP_S in workload_gen/core/system.py"
+        advice = ": give your CPU's figure as host_op_s in a system YAML (docs/engine.md, the host)"
+    else:
+        whose, advice = "the system's host_op_s", ""
+    return (f"warning: {prog}: host-sensitive: stage {h['stage']}'s {h['direction']} pass needs {h['load']:.0%} of "
+            f"its GPU time in CPU launch work{waits}, at {h['host_op_s'] * 1e6:.2f} us per eager op ({whose}); "
+            f"{pace}{advice}")
 
 
 def analytical_main(argv: list[str] | None = None) -> int:

@@ -102,7 +102,7 @@ class PlanRunner:
     def evaluate(self, plan: Mapping[str, Any]) -> dict[str, Any]:
         """run-analytical --json for the plan, step by step as engine.commands.run._body does
         for a generated workload (the tests compare the two summaries)."""
-        from engine.commands.run import backend_options, event_outputs, memory_warning, reject_simai_flags
+        from engine.commands.run import backend_options, event_outputs, host_warning, memory_warning, reject_simai_flags
         from engine.pipeline import run_workload
         from engine.web.plan import megatron_argv, plan_yaml
         from engine.web.timeline import first_microbatches
@@ -128,6 +128,8 @@ class PlanRunner:
         notes = [*notes, *(f"warning: run-analytical: {line}" for line in unmodelled(workload.parallel))]
         if summary.get("memory_verdict") in ("does not fit", "edge"):
             notes.append(memory_warning(result, "run-analytical"))
+        if host_warning(result, "run-analytical"):
+            notes.append(host_warning(result, "run-analytical"))
         # The drawing only: a second run keeping the intervals of the first micro-batches
         # (the summary above is the CLI's, computed without a timeline as --json does; the
         # timeline run's own summary is not: its extras name the window, and on a long run its

@@ -1,0 +1,123 @@
+"""How close the host is to setting the pace (engine.host_launch.host_load) and the warning
+run-analytical prints when the prediction hangs on the per-op host cost."""
+import json
+from dataclasses import replace
+
+import pytest
+
+from compute_profile.attaching import attach
+from engine.commands.run import analytical_main
+from engine.host_launch import HOST_COST_SPREAD, HostLoad, HostModel, host_load
+from workload_gen.builder import build
+from workload_gen.core.model_presets import get_preset
+from workload_gen.core.parallel_config import ParallelConfig
+from workload_gen.core.records import ComputeOp
+from workload_gen.core.system import SYSTEMS
+
+OP_S = SYSTEMS["h100"].launch_op_s
+
+
+def _qwen(**kw):
+    model = replace(get_preset("qwen3-30b-a3b"), num_layers=2)
+    base = dict(world_size=8, ep=8, global_batch=8, micro_batch=1, seq_length=1024)
+    return attach(build(model, ParallelConfig(**{**base, **kw})), "h100-sxm")[0]
+
+
+def _passes(w):
+    for stage in w.stages:
+        for chunk in stage.chunks:
+            yield chunk.forward
+            yield chunk.backward
+
+
+def _gpu_s(ops) -> float:
+    return sum(op.time_s or 0.0 for op in ops if isinstance(op, ComputeOp))
+
+
+def test_the_load_is_the_host_time_the_engine_charges_over_the_gpu_time():
+    """The busiest pass's load is its launch seconds in the engine's own host plan (the same
+    costs the simulation advances the CPU by) over its GPU compute seconds, and no pass exceeds it."""
+    w = _qwen()
+    got = host_load(w, OP_S)
+    model = HostModel(w, OP_S)
+    loads = []
+    for i, ops in enumerate(_passes(w)):
+        plan = model.plan(i, ops)
+        host = sum(plan.launch) if plan is not None else model.pass_totals(ops)[0]
+        loads.append(host / _gpu_s(ops))
+    assert got.load == pytest.approx(max(loads), rel=1e-12)
+    assert got.op_s == OP_S
+
+
+def test_a_pass_over_load_one_is_the_one_the_engine_runs_at_the_hosts_pace():
+    """Without pipeline syncs the engine starts a pass with the host at the GPU's clock exactly
+    when its launch work exceeds its compute: a load above 1."""
+    w = _qwen()
+    assert host_load(w, OP_S).load < 1 < host_load(w, 10 * OP_S).load
+    for op_s in (OP_S, 10 * OP_S):  # below and above the host-bound line
+        model = HostModel(w, op_s)
+        for i, ops in enumerate(_passes(w)):
+            host, gpu, _ = model.pass_totals(ops)
+            plan = model.plan(i, ops)
+            if plan is None:  # starts far ahead and never waits: it cannot be host-bound
+                assert host <= gpu
+            else:
+                assert plan.synced == (host > gpu)
+
+
+def test_the_load_scales_with_the_hosts_cost_and_against_the_gpus_speed():
+    w = _qwen()
+    base = host_load(w, OP_S).load
+    assert host_load(w, 2 * OP_S).load == pytest.approx(2 * base, rel=1e-12)
+    # every kernel twice as fast: the same launch work against half the GPU time
+    halved = replace(w, stages=tuple(replace(st, chunks=tuple(replace(
+        ch, forward=tuple(replace(op, time_s=op.time_s / 2) if isinstance(op, ComputeOp) else op for op in ch.forward),
+        backward=tuple(replace(op, time_s=op.time_s / 2) if isinstance(op, ComputeOp) else op for op in ch.backward))
+        for ch in st.chunks)) for st in w.stages))
+    assert host_load(halved, OP_S).load == pytest.approx(2 * base, rel=1e-12)
+
+
+def test_graphs_lower_the_load_and_an_ideal_host_has_none():
+    plain = host_load(_qwen(), OP_S).load
+    graphed = host_load(_qwen(cuda_graph_impl="transformer_engine", cuda_graph_scope=("attn", "moe_router")), OP_S)
+    assert graphed.load < plain
+    assert host_load(_qwen(), 0.0) is None
+
+
+def test_sensitive_means_a_host_spread_times_slower_would_set_the_pace():
+    line = 1.0 / HOST_COST_SPREAD
+    assert HostLoad(line, 0, 0, "forward", 0, OP_S).sensitive
+    assert not HostLoad(line * 0.999, 0, 0, "forward", 0, OP_S).sensitive
+    d = HostLoad(0.75, 1, 0, "backward", 48, OP_S).as_dict()
+    assert d == {"load": 0.75, "stage": 1, "chunk": 0, "direction": "backward", "host_waits": 48,
+                 "host_op_s": OP_S, "sensitive": True}
+
+
+SMALL_EXPERTS = ["--system", "b200", "--model", "qwen3-30b-a3b", "--num-layers", "4", "--ep", "8", "--world-size", "8",
+                 "--micro-batch", "1", "--global-batch", "8", "--seq-length", "4096",
+                 "--moe-token-dispatcher-type", "alltoall", "-q", "--json"]
+
+
+def test_run_analytical_warns_even_with_q_and_reports_the_load(capsys):
+    """Qwen3-30B-A3B at 4096 tokens per micro-batch on B200 (16 experts per rank, a host wait
+    per MoE layer): the forward's launch work is over half its GPU time."""
+    assert analytical_main(SMALL_EXPERTS) == 0
+    out = capsys.readouterr()
+    h = json.loads(out.out)["extras"]["host_load"]
+    assert h["sensitive"] and h["load"] * HOST_COST_SPREAD >= 1.0 and h["host_waits"] == 4
+    lines = [ln for ln in out.err.splitlines() if "host-sensitive" in ln]
+    assert len(lines) == 1 and lines[0].startswith("warning: run-analytical: ")
+    assert f"{h['load']:.0%} of its GPU time" in lines[0] and "host_op_s" in lines[0]
+
+
+def test_a_host_that_keeps_up_is_not_flagged(capsys):
+    """The same job with 8 sequences per micro-batch: 8x the GPU work per pass for about the
+    same launches; and the default dense job."""
+    argv = [*SMALL_EXPERTS]
+    argv[argv.index("--micro-batch") + 1] = "8"
+    argv[argv.index("--global-batch") + 1] = "64"
+    for args in (argv, ["-q", "--json"]):
+        assert analytical_main(args) == 0
+        out = capsys.readouterr()
+        assert not json.loads(out.out)["extras"]["host_load"]["sensitive"]
+        assert "host-sensitive" not in out.err
