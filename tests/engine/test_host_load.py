@@ -121,3 +121,17 @@ def test_a_host_that_keeps_up_is_not_flagged(capsys):
         out = capsys.readouterr()
         assert not json.loads(out.out)["extras"]["host_load"]["sensitive"]
         assert "host-sensitive" not in out.err
+
+
+def test_a_sweep_row_carries_the_host_load_of_its_run():
+    """sweep and search tabulate the load, so a layout search shows which layouts hang on the host:
+    more sequences per micro-batch, the same launches, less of a load."""
+    from engine.sweep.point import evaluate_config
+
+    def row(mb: int):
+        return evaluate_config({"model": {"preset": "qwen3-30b-a3b", "num_layers": 4}, "system": "b200",
+                                "parallel": {"world_size": 8, "ep": 8, "micro_batch": mb, "global_batch": 8 * mb,
+                                             "seq_length": 4096, "moe_token_dispatcher": "alltoall"}})
+    one, eight = row(1), row(8)
+    assert one["status"] == eight["status"] == "ok"
+    assert one["host_load"] * HOST_COST_SPREAD >= 1.0 > eight["host_load"] * HOST_COST_SPREAD
