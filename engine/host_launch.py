@@ -296,17 +296,17 @@ real host while the model has it GPU-bound (:attr:`HostLoad.sensitive`)."""
 
 
 class HostLoad(NamedTuple):
-    """The pass of a workload whose host launch work is largest against its GPU work
-    (:func:`host_load`)."""
+    """The stage and direction of a workload whose host launch work is largest against its GPU
+    work (:func:`host_load`)."""
 
     load: float
-    """Host launch seconds over GPU compute seconds of that pass (1: the host just keeps up)."""
+    """Host launch seconds over GPU compute seconds of one micro-batch's forward (or backward)
+    on that stage, over all its model chunks (1: the host just keeps up)."""
     stage: int
-    chunk: int
     direction: str
     """"forward" or "backward"."""
     waits: int
-    """Times the host waits for the GPU in that pass (dispatcher token counts, flex dispatch)."""
+    """Times the host waits for the GPU in it (dispatcher token counts, flex dispatch)."""
     op_s: float
     """Host seconds per eager op the load was computed with (SystemConfig.launch_op_s)."""
 
@@ -317,23 +317,28 @@ class HostLoad(NamedTuple):
         return self.load * HOST_COST_SPREAD >= 1.0
 
     def as_dict(self) -> dict[str, object]:
-        return {"load": self.load, "stage": self.stage, "chunk": self.chunk, "direction": self.direction,
+        return {"load": self.load, "stage": self.stage, "direction": self.direction,
                 "host_waits": self.waits, "host_op_s": self.op_s, "sensitive": self.sensitive}
 
 
 def host_load(workload: Workload, op_s: float) -> HostLoad | None:
-    """The busiest pass's host load (:class:`HostLoad`) over every stage, chunk and direction of
-    ``workload`` (its ops' attached times), at ``op_s`` host seconds per eager op; None when
-    the host costs nothing (``op_s`` 0) or no pass has GPU work. Launch costs, CUDA-graph
-    scopes and sync points are :class:`HostModel`'s, so the figure is the one the engine runs."""
+    """The busiest stage and direction's host load (:class:`HostLoad`) in ``workload`` (its ops'
+    attached times), at ``op_s`` host seconds per eager op; None when the host costs nothing
+    (``op_s`` 0) or nothing has GPU work. Launch costs, CUDA-graph scopes and sync points are
+    :class:`HostModel`'s, so the figure is the one the engine runs. A stage's chunks are summed:
+    a virtual stage holding only the embedding or the loss has almost no GPU work, and its ratio
+    alone would say nothing about the step."""
     if op_s <= 0.0:
         return None
     model = HostModel(workload, op_s)
     best: HostLoad | None = None
     for stage in workload.stages:
-        for c, chunk in enumerate(stage.chunks):
-            for direction, ops in (("forward", chunk.forward), ("backward", chunk.backward)):
-                host, gpu, waits = model.pass_totals(ops)
-                if gpu > 0.0 and (best is None or host / gpu > best.load):
-                    best = HostLoad(host / gpu, stage.stage, c, direction, waits, op_s)
+        for direction in ("forward", "backward"):
+            host = gpu = 0.0
+            waits = 0
+            for chunk in stage.chunks:
+                h, g, w = model.pass_totals(chunk.forward if direction == "forward" else chunk.backward)
+                host, gpu, waits = host + h, gpu + g, waits + w
+            if gpu > 0.0 and (best is None or host / gpu > best.load):
+                best = HostLoad(host / gpu, stage.stage, direction, waits, op_s)
     return best

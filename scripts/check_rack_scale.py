@@ -37,7 +37,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from check_recipes import MEASURED, Outcome, memory_note, memory_summary, read_rows, run_recipe  # noqa: E402
+from check_recipes import MEASURED, Outcome, host_summary, memory_note, memory_summary, read_rows, run_recipe  # noqa: E402
 import recipe_plot  # noqa: E402
 from engine.commands.parser import run_cli  # noqa: E402
 
@@ -136,6 +136,8 @@ def _check_all(args: argparse.Namespace) -> int:
             print(summary_line(preset, errs))
         elif n:
             print(f"{preset:18s} none of its {n} runs ran")
+    if ran:
+        print(host_summary([o for _, o in ran]))
     print(memory_summary([o for _, o in ran], "runs"))
     found = pairs(rows, outcomes)
     print(f"low-precision gains (NVFP4 / other, tokens/s), {len(found)} same-layout pairs:")

@@ -67,6 +67,9 @@ class Outcome:
     memory_verdict: str = "fits"
     """workload_gen.core.memory_fit's verdict: ``fits``, ``edge`` (within the memory model's
     error of the GPU's capacity, either side) or ``does not fit``."""
+    host_load: float | None = None
+    """The busiest pass's host launch work over its GPU work (engine.host_launch.HostLoad); at
+    1 / HOST_COST_SPREAD or more run-analytical warns that the run is host-sensitive."""
 
     @property
     def error(self) -> float | None:
@@ -150,8 +153,29 @@ def run_recipe(row: dict[str, str], system: str, simulate: bool = True) -> Outco
         return Outcome(name, status, "", measured, warnings=blind)
     result = run_workload(workload, sysc, attach=True, timeline=False)
     fit = memory_fit(result.memory, get_gpu(sysc.gpu).memory_bytes)
+    host = result.extras.get("host_load")
     return Outcome(name, status, "", measured, result.iteration_time_s, warnings=blind,
-                   short_bytes=max(0, -min(fit.margins)), memory_verdict=fit.verdict)
+                   short_bytes=max(0, -min(fit.margins)), memory_verdict=fit.verdict,
+                   host_load=host["load"] if host else None)
+
+
+def host_summary(ran: list[Outcome]) -> str:
+    """The runs the simulator calls host-sensitive (run-analytical's warning) against the rest:
+    how many, and their errors, so a table shows whether the misses gather where the prediction
+    hangs on the host's per-op cost."""
+    from engine.host_launch import HOST_COST_SPREAD
+
+    hot = [o for o in ran if o.host_load is not None and o.host_load * HOST_COST_SPREAD >= 1.0]
+    rest = [o for o in ran if o not in hot]
+
+    def part(group: list[Outcome]) -> str:
+        if not group:
+            return "none"
+        errs = [o.error for o in group]
+        return (f"{len(group)}, |error| median {statistics.median(map(abs, errs)):.1%}, "
+                f"signed {statistics.median(errs):+.1%}")
+    return (f"host-sensitive (a stage's launch work >= 1/{HOST_COST_SPREAD:g} of its GPU work): {part(hot)}; "
+            f"the others: {part(rest)}")
 
 
 def memory_note(o: Outcome) -> str:
@@ -269,6 +293,8 @@ def _check_all(args: argparse.Namespace) -> int:
             errs = [o.error for o in group]
             print(f"{label:18s} |error| median {statistics.median(map(abs, errs)):.1%}, max {max(map(abs, errs)):.1%}; "
                   f"signed median {statistics.median(errs):+.1%} ({len(group)} runs)")
+    if ran:
+        print(host_summary(ran))
     discordant, pairs = ranking(rows, outcomes)
     print(f"layout ranking: {pairs - len(discordant)} of {pairs} pairs of one model on one GPU whose measured "
           f"throughput differs by more than {RANK_TOLERANCE:.0%} come in the measured order")

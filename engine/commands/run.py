@@ -565,7 +565,8 @@ def memory_warning(result: Any, prog: str) -> str:
 
 def host_warning(result: Any, prog: str) -> str:
     """One warning line (never silenced by -q; serve-web shows it too) when the run's busiest
-    pass has host launch work within engine.host_launch.HOST_COST_SPREAD of its GPU work: the
+    stage and direction has host launch work within engine.host_launch.HOST_COST_SPREAD of its
+    GPU work: the
     predicted step then hangs on a per-op host cost taken from one public measurement. Empty
     otherwise."""
     from engine.host_launch import HOST_COST_SPREAD
@@ -581,8 +582,8 @@ def host_warning(result: Any, prog: str) -> str:
         advice = ": give your CPU's figure as host_op_s in a system YAML (docs/engine.md, the host)"
     else:
         whose, advice = "the system's host_op_s", ""
-    return (f"warning: {prog}: host-sensitive: stage {h['stage']}'s {h['direction']} pass needs {h['load']:.0%} of "
-            f"its GPU time in CPU launch work{waits}, at {h['host_op_s'] * 1e6:.2f} us per eager op ({whose}); "
+    return (f"warning: {prog}: host-sensitive: a micro-batch's {h['direction']} on stage {h['stage']} needs "
+            f"{h['load']:.0%} of its GPU time in CPU launch work{waits}, at {h['host_op_s'] * 1e6:.2f} us per eager op ({whose}); "
             f"{pace}{advice}")
 
 

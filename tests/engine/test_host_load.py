@@ -17,8 +17,8 @@ from workload_gen.core.system import SYSTEMS
 OP_S = SYSTEMS["h100"].launch_op_s
 
 
-def _qwen(**kw):
-    model = replace(get_preset("qwen3-30b-a3b"), num_layers=2)
+def _qwen(layers: int = 2, **kw):
+    model = replace(get_preset("qwen3-30b-a3b"), num_layers=layers)
     base = dict(world_size=8, ep=8, global_batch=8, micro_batch=1, seq_length=1024)
     return attach(build(model, ParallelConfig(**{**base, **kw})), "h100-sxm")[0]
 
@@ -35,17 +35,25 @@ def _gpu_s(ops) -> float:
 
 
 def test_the_load_is_the_host_time_the_engine_charges_over_the_gpu_time():
-    """The busiest pass's load is its launch seconds in the engine's own host plan (the same
-    costs the simulation advances the CPU by) over its GPU compute seconds, and no pass exceeds it."""
-    w = _qwen()
+    """A stage's load is the launch seconds of the engine's own host plans for its passes (the
+    costs the simulation advances the CPU by), summed over its chunks, over their GPU compute
+    seconds; the busiest stage and direction is reported. PP 2 with 2 virtual stages: 4 chunks."""
+    w = _qwen(4, world_size=16, pp=2, vpp=2, global_batch=16)
     got = host_load(w, OP_S)
     model = HostModel(w, OP_S)
-    loads = []
-    for i, ops in enumerate(_passes(w)):
-        plan = model.plan(i, ops)
-        host = sum(plan.launch) if plan is not None else model.pass_totals(ops)[0]
-        loads.append(host / _gpu_s(ops))
-    assert got.load == pytest.approx(max(loads), rel=1e-12)
+    loads = {}
+    for stage in w.stages:
+        for direction in ("forward", "backward"):
+            host = gpu = 0.0
+            for c, chunk in enumerate(stage.chunks):
+                ops = chunk.forward if direction == "forward" else chunk.backward
+                plan = model.plan((stage.stage, c, direction), ops)
+                host += sum(plan.launch) if plan is not None else model.pass_totals(ops)[0]
+                gpu += _gpu_s(ops)
+            loads[stage.stage, direction] = host / gpu
+    assert len(w.stages) == 2 and all(len(st.chunks) == 2 for st in w.stages)
+    assert got.load == pytest.approx(max(loads.values()), rel=1e-12)
+    assert loads[got.stage, got.direction] == pytest.approx(got.load, rel=1e-12)
     assert got.op_s == OP_S
 
 
@@ -86,10 +94,10 @@ def test_graphs_lower_the_load_and_an_ideal_host_has_none():
 
 def test_sensitive_means_a_host_spread_times_slower_would_set_the_pace():
     line = 1.0 / HOST_COST_SPREAD
-    assert HostLoad(line, 0, 0, "forward", 0, OP_S).sensitive
-    assert not HostLoad(line * 0.999, 0, 0, "forward", 0, OP_S).sensitive
-    d = HostLoad(0.75, 1, 0, "backward", 48, OP_S).as_dict()
-    assert d == {"load": 0.75, "stage": 1, "chunk": 0, "direction": "backward", "host_waits": 48,
+    assert HostLoad(line, 0, "forward", 0, OP_S).sensitive
+    assert not HostLoad(line * 0.999, 0, "forward", 0, OP_S).sensitive
+    d = HostLoad(0.75, 1, "backward", 48, OP_S).as_dict()
+    assert d == {"load": 0.75, "stage": 1, "direction": "backward", "host_waits": 48,
                  "host_op_s": OP_S, "sensitive": True}
 
 
