@@ -59,6 +59,9 @@ class Candidate:
     """Per communication group of more than one rank (tp, cp, ep, etp, dp, pp): whether every
     copy of it stays inside one NVLink domain (:func:`domain_groups`); inside, it runs at
     NVLink/NVLS bandwidth, across domains over the NICs."""
+    host_load: float | None = None
+    """The run's host load (engine.host_launch.HostLoad.load): at 1 / HOST_COST_SPREAD or more
+    the layout's time hangs on the host's per-op cost."""
 
     def label(self) -> str:
         p = self.parallel
@@ -317,8 +320,10 @@ def _simulate(model: ModelConfig, par: ParallelConfig, system: SystemConfig, res
     except TrainsimError:
         return None
     h = headline(res)
+    host = res.extras.get("host_load")
     return Candidate(par, reserved, h.iteration_time_s, h.tokens_per_s, h.mfu, tuple(res.breakdown.as_dict().items()),
-                     domain_groups(par, system.for_job(par.world_size).domain_gpus))
+                     domain_groups(par, system.for_job(par.world_size).domain_gpus),
+                     host["load"] if host else None)
 
 
 def domain_groups(par: ParallelConfig, domain: int) -> tuple[tuple[str, bool], ...]:

@@ -143,3 +143,27 @@ def test_a_sweep_row_carries_the_host_load_of_its_run():
     one, eight = row(1), row(8)
     assert one["status"] == eight["status"] == "ok"
     assert one["host_load"] * HOST_COST_SPREAD >= 1.0 > eight["host_load"] * HOST_COST_SPREAD
+
+
+def test_search_marks_the_layouts_whose_time_hangs_on_the_host(capsys):
+    """search's table names the host-sensitive layouts (as run-analytical warns for one plan) and
+    its rows carry the load: fewer sequences per micro-batch load the host more."""
+    from engine.commands.sweep import search_main
+
+    argv = ["--model", "qwen3-30b-a3b", "--system", "b200", "--world-size", "8", "--global-batch", "64",
+            "--seq-length", "4096", "--num-layers", "4", "-q"]
+    assert search_main([*argv, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["layouts"]
+    assert rows and all(r["host_load"] > 0 for r in rows)
+    assert search_main(argv) == 0
+    table = capsys.readouterr().out.splitlines()
+    for r in rows:
+        line = next(ln for ln in table if ln.split()[:1] == [str(r["rank"])])
+        assert ("host-sensitive" in line) == (r["host_load"] * HOST_COST_SPREAD >= 1.0)
+    sensitive = [r for r in rows if r["host_load"] * HOST_COST_SPREAD >= 1.0]
+    assert sensitive and any(ln.startswith("host-sensitive:") for ln in table)
+    by_mb = {}
+    for r in rows:
+        by_mb.setdefault((r["tp"], r["ep"]), {})[r["micro_batch"]] = r["host_load"]
+    pairs = [(m[min(m)], m[max(m)]) for m in by_mb.values() if len(m) > 1]
+    assert pairs and all(small > big for small, big in pairs)
