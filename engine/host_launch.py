@@ -295,6 +295,13 @@ Grace. A pass whose launch work is at least 1 / this of its GPU time could be ho
 real host while the model has it GPU-bound (:attr:`HostLoad.sensitive`)."""
 
 
+def host_sensitive(load: float) -> bool:
+    """Within :data:`HOST_COST_SPREAD` of host-bound: a host load (launch seconds over GPU
+    seconds) at which a host that much slower per op would set the pace, so the predicted step
+    depends on a per-op host cost the model takes from one public measurement."""
+    return load * HOST_COST_SPREAD >= 1.0
+
+
 class HostLoad(NamedTuple):
     """The stage and direction of a workload whose host launch work is largest against its GPU
     work (:func:`host_load`)."""
@@ -312,9 +319,8 @@ class HostLoad(NamedTuple):
 
     @property
     def sensitive(self) -> bool:
-        """Within :data:`HOST_COST_SPREAD` of host-bound: the predicted step then depends on a
-        per-op host cost the model takes from one public measurement, not from the user's CPU."""
-        return self.load * HOST_COST_SPREAD >= 1.0
+        """:func:`host_sensitive` of this load."""
+        return host_sensitive(self.load)
 
     def as_dict(self) -> dict[str, object]:
         return {"load": self.load, "stage": self.stage, "direction": self.direction,

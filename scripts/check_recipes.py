@@ -163,9 +163,9 @@ def host_summary(ran: list[Outcome]) -> str:
     """The runs the simulator calls host-sensitive (run-analytical's warning) against the rest:
     how many, and their errors, so a table shows whether the misses gather where the prediction
     hangs on the host's per-op cost."""
-    from engine.host_launch import HOST_COST_SPREAD
+    from engine.host_launch import HOST_COST_SPREAD, host_sensitive
 
-    hot = [o for o in ran if o.host_load is not None and o.host_load * HOST_COST_SPREAD >= 1.0]
+    hot = [o for o in ran if o.host_load is not None and host_sensitive(o.host_load)]
     rest = [o for o in ran if o not in hot]
 
     def part(group: list[Outcome]) -> str:

@@ -128,8 +128,9 @@ class PlanRunner:
         notes = [*notes, *(f"warning: run-analytical: {line}" for line in unmodelled(workload.parallel))]
         if summary.get("memory_verdict") in ("does not fit", "edge"):
             notes.append(memory_warning(result, "run-analytical"))
-        if host_warning(result, "run-analytical"):
-            notes.append(host_warning(result, "run-analytical"))
+        host = host_warning(result, "run-analytical")
+        if host:
+            notes.append(host)
         # The drawing only: a second run keeping the intervals of the first micro-batches
         # (the summary above is the CLI's, computed without a timeline as --json does; the
         # timeline run's own summary is not: its extras name the window, and on a long run its

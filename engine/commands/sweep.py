@@ -295,17 +295,18 @@ def search_main(argv: list[str] | None = None) -> int:
         if args.json:
             return 0
         print(f"{'rank':>4}  {'layout':<36} {'iter s':>8} {'tokens/s':>12} {'MFU':>6} {'mem GiB':>8}  top costs")
-        from engine.host_launch import HOST_COST_SPREAD
+        from engine.host_launch import host_sensitive
 
+        flagged = [c.host_load is not None and host_sensitive(c.host_load) for c in res.ranked[:args.top_k]]
         for i, c in enumerate(res.ranked[:args.top_k], 1):
             parts = sorted(((v, k) for k, v in c.breakdown if k != "compute"), reverse=True)[:2]
             costs = ", ".join(f"{k} {v:.3f}s" for v, k in parts if v > 0)
-            if c.host_load is not None and c.host_load * HOST_COST_SPREAD >= 1.0:
+            if flagged[i - 1]:
                 # as run-analytical's host-sensitive warning: the time hangs on the host's per-op cost
                 costs += f"{'; ' if costs else ''}host-sensitive (load {c.host_load:.2f})"
             print(f"{i:>4}  {c.label():<36} {c.iteration_time_s:8.3f} {c.tokens_per_s:12.0f} {_pct(c.mfu):>6} "
                   f"{c.reserved_bytes / 2**30:8.1f}  {costs}")
-        if any(c.host_load is not None and c.host_load * HOST_COST_SPREAD >= 1.0 for c in res.ranked[:args.top_k]):
+        if any(flagged):
             print("host-sensitive: the CPU's launch work for a micro-batch is at least half the GPU's on some stage; "
                   "such a layout's time hangs on the host's per-op cost (docs/engine.md, the host)")
         if len(res.ranked) > 1:
