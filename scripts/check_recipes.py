@@ -68,7 +68,7 @@ class Outcome:
     """workload_gen.core.memory_fit's verdict: ``fits``, ``edge`` (within the memory model's
     error of the GPU's capacity, either side) or ``does not fit``."""
     host_load: float | None = None
-    """The busiest pass's host launch work over its GPU work (engine.host_launch.HostLoad); at
+    """The busiest stage's host launch work over its GPU work (engine.host_launch.HostLoad); at
     1 / HOST_COST_SPREAD or more run-analytical warns that the run is host-sensitive."""
 
     @property

@@ -83,7 +83,7 @@ def evaluate_config(config: dict[str, Any], headroom: float = 0.0) -> dict[str, 
         for source in ("measured", "scaled", "estimated", "imported"):
             row[f"coverage.{source}"] = cov.share(source)
     host = result.extras.get("host_load")
-    if host is not None:  # the busiest pass's launch work over its GPU work (engine.host_launch.HostLoad)
+    if host is not None:  # the busiest stage's launch work over its GPU work (engine.host_launch.HostLoad)
         row["host_load"] = host["load"]
     return row
 
