@@ -318,3 +318,18 @@ def test_the_pipeline_schedule_is_a_field_and_reads_back_from_pasted_flags(serve
     status, body = request(server, "POST", "/api/flags", json.dumps({"text": " ".join(megatron_argv(plan))}))
     back = json.loads(body)
     assert back["plan"]["pipeline_schedule"] == "dualpipev" and back["not_on_form"] == []
+
+
+def test_a_host_sensitive_plan_gets_the_clis_warning(server):
+    """The what-if page shows run-analytical's host-sensitive line for a plan whose CPU launch work
+    is over half its GPU work (Qwen3-30B-A3B, one sequence a micro-batch, 16 experts per rank on
+    B200), word for word; a plan the host keeps up with gets none."""
+    plan = {"model": "qwen3-30b-a3b", "num_layers": "4", "world_size": "8", "global_batch": "8", "seq_length": "4096",
+            "micro_batch": "1", "ep": "8", "system": "b200", "moe_token_dispatcher": "alltoall"}
+    got = evaluate(server, plan)
+    done = cli("run-analytical", *plan_argv(plan), "--json", "-q")
+    assert done.returncode == 0
+    want = [ln for ln in done.stderr.splitlines() if "host-sensitive" in ln]
+    assert len(want) == 1 and want[0] in got["notes"]
+    assert got["summary"]["extras"]["host_load"]["sensitive"]
+    assert not any("host-sensitive" in n for n in evaluate(server, SMALL)["notes"])
