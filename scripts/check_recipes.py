@@ -153,10 +153,8 @@ def run_recipe(row: dict[str, str], system: str, simulate: bool = True) -> Outco
         return Outcome(name, status, "", measured, warnings=blind)
     result = run_workload(workload, sysc, attach=True, timeline=False)
     fit = memory_fit(result.memory, get_gpu(sysc.gpu).memory_bytes)
-    host = result.extras.get("host_load")
     return Outcome(name, status, "", measured, result.iteration_time_s, warnings=blind,
-                   short_bytes=max(0, -min(fit.margins)), memory_verdict=fit.verdict,
-                   host_load=host["load"] if host else None)
+                   short_bytes=max(0, -min(fit.margins)), memory_verdict=fit.verdict, host_load=result.host_load)
 
 
 def host_summary(ran: list[Outcome]) -> str:
@@ -165,8 +163,10 @@ def host_summary(ran: list[Outcome]) -> str:
     hangs on the host's per-op cost."""
     from engine.host_launch import HOST_COST_SPREAD, host_sensitive
 
-    hot = [o for o in ran if o.host_load is not None and host_sensitive(o.host_load)]
-    rest = [o for o in ran if o not in hot]
+    hot: list[Outcome] = []
+    rest: list[Outcome] = []
+    for o in ran:
+        (hot if o.host_load is not None and host_sensitive(o.host_load) else rest).append(o)
 
     def part(group: list[Outcome]) -> str:
         if not group:

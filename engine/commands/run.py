@@ -566,9 +566,8 @@ def memory_warning(result: Any, prog: str) -> str:
 def host_warning(result: Any, prog: str) -> str:
     """One warning line (never silenced by -q; serve-web shows it too) when the run's busiest
     stage and direction has host launch work within engine.host_launch.HOST_COST_SPREAD of its
-    GPU work: the
-    predicted step then hangs on a per-op host cost taken from one public measurement. Empty
-    otherwise."""
+    GPU work: the predicted step then hangs on a per-op host cost taken from one public
+    measurement. Empty otherwise."""
     from engine.host_launch import HOST_COST_SPREAD
 
     h = result.extras.get("host_load")

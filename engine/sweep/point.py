@@ -82,9 +82,8 @@ def evaluate_config(config: dict[str, Any], headroom: float = 0.0) -> dict[str, 
     if cov is not None:
         for source in ("measured", "scaled", "estimated", "imported"):
             row[f"coverage.{source}"] = cov.share(source)
-    host = result.extras.get("host_load")
-    if host is not None:  # the busiest stage's launch work over its GPU work (engine.host_launch.HostLoad)
-        row["host_load"] = host["load"]
+    if result.host_load is not None:
+        row["host_load"] = result.host_load
     return row
 
 

@@ -320,10 +320,8 @@ def _simulate(model: ModelConfig, par: ParallelConfig, system: SystemConfig, res
     except TrainsimError:
         return None
     h = headline(res)
-    host = res.extras.get("host_load")
     return Candidate(par, reserved, h.iteration_time_s, h.tokens_per_s, h.mfu, tuple(res.breakdown.as_dict().items()),
-                     domain_groups(par, system.for_job(par.world_size).domain_gpus),
-                     host["load"] if host else None)
+                     domain_groups(par, system.for_job(par.world_size).domain_gpus), res.host_load)
 
 
 def domain_groups(par: ParallelConfig, domain: int) -> tuple[tuple[str, bool], ...]:

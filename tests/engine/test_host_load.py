@@ -73,6 +73,32 @@ def test_a_pass_over_load_one_is_the_one_the_engine_runs_at_the_hosts_pace():
                 assert plan.synced == (host > gpu)
 
 
+def test_a_load_above_one_is_the_passs_simulated_length():
+    """What the figure means, against the engine's own timeline: with a host slower per launch
+    than any kernel, each kernel starts when its launch ends (the GPU is idle before it), so the
+    pass lasts every launch plus the last kernel: load x GPU time + the last kernel's time.
+    A 1-layer 125M model on one GPU: no collectives in its passes."""
+    from engine.passes import profile_pass
+
+    w = attach(build(replace(get_preset("gpt3-125m"), num_layers=1), ParallelConfig(world_size=1, global_batch=1)),
+               "h100-sxm")[0]
+    chunk = w.stages[0].chunks[0]
+    op_s = 10 * max(op.time_s for op in (*chunk.forward, *chunk.backward))
+    model = HostModel(w, op_s)
+
+    def no_collective(op):
+        raise AssertionError(op)
+    lengths = {}
+    for direction, ops in (("forward", chunk.forward), ("backward", chunk.backward)):
+        assert all(isinstance(op, ComputeOp) for op in ops)
+        prof = profile_pass(ops, no_collective, host=model.plan(direction, ops))
+        lengths[direction] = (prof.duration - ops[-1].time_s) / _gpu_s(ops)
+    got = host_load(w, op_s)
+    assert got.load > 1 and got.waits == 0
+    assert got.load == pytest.approx(max(lengths.values()), rel=1e-9)
+    assert lengths[got.direction] == pytest.approx(got.load, rel=1e-9)
+
+
 def test_the_load_scales_with_the_hosts_cost_and_against_the_gpus_speed():
     w = _qwen()
     base = host_load(w, OP_S).load

@@ -107,3 +107,11 @@ class RunResult:
     """The timeline; may be empty when the caller asked for no timeline (sweeps)."""
     extras: dict[str, Any] = field(default_factory=dict, hash=False)
     """Backend-specific figures (e.g. ns-3 wall time, flows simulated, compute coverage)."""
+
+    @property
+    def host_load(self) -> float | None:
+        """The busiest stage's host launch seconds over its GPU seconds for a micro-batch
+        (extras['host_load'], engine.host_launch.host_load); None without a host model (an
+        ideal host, SimAI's accounting)."""
+        got = self.extras.get("host_load")
+        return got["load"] if got else None
