@@ -253,6 +253,21 @@ def test_b200_curves_are_simumax_kernel_fits_per_collective_kind():
     assert a2a > ag * 0.99  # same bytes moved ((n-1)/n of S), lower peak
 
 
+def test_b300_inside_its_node_times_collectives_as_b200_does():
+    """DGX B300 carries DGX B200's NVLink 5 switch board, so NCCL reaches the same share of it:
+    the shipped table gives B300 the B200 kernel fits. Every collective kind inside the
+    8-GPU node then takes exactly as long on both presets; before, B300's table was the
+    default one and its all-to-all ran at 720 GB/s against B200's measured 577 GB/s."""
+    b200, b300 = (AnalyticalBackend(get_system(s), 8) for s in ("b200", "b300"))
+    ranks = tuple(range(8))
+    for kind, group in ((CollKind.ALL_TO_ALL, Group.EP), (CollKind.ALL_GATHER, Group.TP),
+                        (CollKind.REDUCE_SCATTER, Group.TP), (CollKind.ALL_REDUCE, Group.TP)):
+        assert b300.collective_time(op(kind, group, 8), ranks) == pytest.approx(
+            b200.collective_time(op(kind, group, 8), ranks), rel=1e-12)
+    a2a = b300.collective_time(op(CollKind.ALL_TO_ALL, Group.EP, 8), ranks)
+    assert 7 / 8 * S / a2a < 0.5968 * 900 * 2**30  # under SimuMax's measured all-to-all peak
+
+
 def test_a_per_kind_curve_must_name_a_known_link_and_kind(tmp_path):
     bad = tmp_path / "eff.yaml"
     bad.write_text("default:\n  nvlink.alltoal: {peak_fraction: 0.8}\n")
