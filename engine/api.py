@@ -60,9 +60,10 @@ def simulate(
     par = workload.parallel
     system = system.for_job(par.world_size)  # on rack-scale systems, the job's NVLink domain
     if par.ep > 1 and par.flex_backend is not None:
-        from engine.moe_traffic import hierarchical_dispatch  # MoE runs only
+        from engine.moe_traffic import hierarchical_dispatch, nvlink_dispatch  # MoE runs only
 
         workload = hierarchical_dispatch(workload, system.domain_gpus, system.nic_efficiency)
+        workload = nvlink_dispatch(workload, system)
     net = _resolve_backend(backend, system, par.world_size)
     name = net.name
     contention_free = net.contention_free

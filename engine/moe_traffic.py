@@ -29,10 +29,11 @@ from dataclasses import replace
 from engine.passes import is_flex_kernel
 from workload_gen.core.errors import ConfigError
 from workload_gen.core.gpu_specs import get_gpu
-from workload_gen.core.moe_dispatch import rank_hit_probability
+from workload_gen.core.moe_dispatch import distinct_ranks, rank_hit_probability
 from workload_gen.core.moe_routing import rank_load_factor
 from workload_gen.core.placement import GroupShape, group_ranks
 from workload_gen.core.records import CollectiveOp, Group, Workload
+from workload_gen.core.system import SystemConfig
 
 
 def remote_node_copies(num_experts: int, topk: int, ep: int, nodes: int,
@@ -120,6 +121,110 @@ def hierarchical_dispatch(workload: Workload, domain_gpus: int, nic_efficiency: 
     def fix(ops):
         return tuple(replace(op, bytes=nbytes) if type(op) is CollectiveOp and is_flex_kernel(op) else op
                      for op in ops)
+
+    stages = tuple(replace(st, chunks=tuple(replace(ch, forward=fix(ch.forward), backward=fix(ch.backward))
+                                            for ch in st.chunks)) for st in workload.stages)
+    return replace(workload, stages=stages)
+
+
+FLEX_NVLINK_GBPS: dict[str, dict[tuple[int, int], tuple[float, float]]] = {
+    "hybridep": {(8, 16): (550.10, 538.44), (8, 32): (545.71, 568.94),
+                 (16, 16): (472.84, 474.48), (16, 32): (523.48, 521.55),
+                 (24, 16): (441.89, 444.40), (24, 32): (507.32, 483.76),
+                 (32, 16): (485.50, 423.19), (32, 32): (484.22, 464.54),
+                 (36, 16): (469.96, 418.27), (36, 32): (479.02, 447.89)},
+    "deepep": {(8, 16): (362.01, 310.21), (8, 24): (512.72, 425.95), (8, 32): (615.78, 519.57),
+               (16, 16): (328.80, 278.34), (16, 24): (442.47, 378.32), (16, 32): (520.76, 442.51),
+               (24, 16): (324.64, 126.53), (24, 24): (450.22, 163.62), (24, 32): (502.84, 207.10)},
+}
+"""The flex kernels' published rates inside one NVLink domain, (EP ranks, SMs) -> (BF16 dispatch,
+combine) GB/s, through the torch API that Megatron-Core calls, on GB200 NVL72 (ranks beyond 4 span
+compute trays over the NVLink switches): 4096 tokens of hidden 7168 per rank, top-8, 8 local
+experts per rank, uniform random routing (deepseek-ai/DeepEP@41cad944 docs/README_Hybrid-EP.md,
+"GB200 Platform" tables). A rate is the bytes a rank *receives*, its own tokens included, over
+the call's time (tests/test_hybrid_ep.py: ``dispatched_hidden.numel() * 2``), which by symmetry
+is the per-rank byte count of the workload's dispatch and combine (T x D x h x 2,
+workload_gen.core.moe_dispatch). The same page's B200 rows at 8 ranks and 16 SMs agree within
+3% (HybridEP 535.94 / 530.86; DeepEP 348 / 302). The kernels alone run 1.3-1.4x faster
+(HybridEP at 8 ranks: 750 / 684 GB/s): the torch API adds the copies into and out of the
+registered buffers, GPU work a training step pays too."""
+FLEX_NVLINK_BENCH_BW = 900e9
+"""The benchmarks' NVLink: NVLink 5, 900 GB/s per GPU and direction (GB200 NVL72, DGX B200)."""
+FLEX_BENCH_SHAPE = (4096, 7168, 8, 8)
+"""The benchmarks' tokens per rank, hidden size, top-k and local experts per rank."""
+
+
+def flex_nvlink_rate(backend: str, ranks: int, sms: int) -> float | None:
+    """Bytes/s per rank (received, own tokens included) of the flex kernels' dispatch and
+    combine, their mean, at ``ranks`` EP ranks inside one NVLink 5 domain on ``sms`` SMs
+    (:data:`FLEX_NVLINK_GBPS`): linear in the SM count and log-linear in the rank count
+    between published points, held outside them; None for a backend without a table."""
+    import math
+
+    table = FLEX_NVLINK_GBPS.get(backend)
+    if table is None:
+        return None
+
+    def at_ranks(n: int) -> float:
+        pts = sorted((s, (d + c) / 2) for (r, s), (d, c) in table.items() if r == n)
+        if sms <= pts[0][0]:
+            return pts[0][1]
+        for (s0, v0), (s1, v1) in zip(pts, pts[1:]):
+            if sms <= s1:
+                return v0 + (sms - s0) / (s1 - s0) * (v1 - v0)
+        return pts[-1][1]
+
+    sizes = sorted({r for r, _ in table})
+    if ranks <= sizes[0]:
+        return at_ranks(sizes[0]) * 1e9
+    for n0, n1 in zip(sizes, sizes[1:]):
+        if ranks <= n1:
+            w = (math.log2(ranks) - math.log2(n0)) / (math.log2(n1) - math.log2(n0))
+            return (at_ranks(n0) + w * (at_ranks(n1) - at_ranks(n0))) * 1e9
+    return at_ranks(sizes[-1]) * 1e9
+
+
+def nvlink_dispatch(workload: Workload, system: SystemConfig) -> Workload:
+    """``workload`` with its flex dispatch/combine all-to-alls sized so that, inside one NVLink 5
+    domain, the backend times them at the flex kernels' published rate (:func:`flex_nvlink_rate`)
+    instead of NCCL's all-to-all; unchanged when the EP group spans domains (then
+    :func:`hierarchical_dispatch` sizes the RDMA share), on another NVLink than the benchmarks'
+    (on an H100's NVLink 4 no figure is published, and Megatron-LM's MoE layer baselines there,
+    HybridEP inside one node, agree with NCCL's rate: docs/validation.md), or for a backend
+    without a table.
+
+    The rate is taken net of the per-call cost the backend adds to every NVLink all-to-all (its
+    latency and the efficiency curve's half time, network.efficiency): at the benchmark's own
+    size the backend then gives the benchmark's time, and elsewhere the same per-call cost as
+    any other collective. Bytes are scaled by the backend's large-message all-to-all rate over
+    that net rate (the shipped efficiency table's curve for the system; a user's own table is
+    not seen here)."""
+    from network.busbw import Link
+    from network.efficiency import shipped_efficiency
+
+    par, model = workload.parallel, workload.model
+    backend = par.flex_backend
+    if model is None or par.ep <= 1 or backend is None or system.nvlink_bw != FLEX_NVLINK_BENCH_BW:
+        return workload
+    shape = GroupShape.from_ranks(group_ranks(par, Group.EP, 0), system.domain_gpus)
+    n = shape.n
+    if shape.nodes != 1 or n <= 1:
+        return workload
+    sms = par.moe_hybridep_num_sms if par.moe_hybridep_num_sms is not None else DEFAULT_FLEX_SMS
+    rate = flex_nvlink_rate(backend, n, sms)
+    if rate is None:
+        return workload
+    tokens, hidden, topk, local = FLEX_BENCH_SHAPE
+    bench_bytes = tokens * hidden * 2 * distinct_ranks(local * n, topk, n)
+    curve = shipped_efficiency(system.name).curve(Link.NVLINK, "alltoall")
+    per_call = system.nvlink_latency_s + curve.half_time_s
+    net = bench_bytes / max(bench_bytes / rate - per_call, bench_bytes / rate / 2)
+    backend_rate = system.nvlink_busbw * curve.peak_fraction * n / (n - 1)
+    scale = backend_rate / net
+
+    def fix(ops):
+        return tuple(replace(op, bytes=round(op.bytes * scale)) if type(op) is CollectiveOp and is_flex_kernel(op)
+                     else op for op in ops)
 
     stages = tuple(replace(st, chunks=tuple(replace(ch, forward=fix(ch.forward), backward=fix(ch.backward))
                                             for ch in st.chunks)) for st in workload.stages)

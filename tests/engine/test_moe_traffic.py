@@ -99,3 +99,80 @@ def test_the_backend_times_the_rdma_volume_at_the_kernels_rate():
     (plain,) = _a2a_bytes(hierarchical_dispatch(w, 8))
     (timed,) = _a2a_bytes(hierarchical_dispatch(w, 8, nic_efficiency=0.92))
     assert timed / plain == pytest.approx(0.92 / (43 / 2 / 50), rel=1e-6)
+
+
+def _bench_shaped(backend="hybridep", sms=16, world=8):
+    """The flex kernels' benchmark as a workload: 4096 tokens of hidden 7168 per rank, top-8,
+    8 experts per rank (DeepEP's README_Hybrid-EP.md tables), force-balanced routing."""
+    model = replace(get_preset("qwen3-30b-a3b"), num_layers=2, hidden_size=7168, num_experts=8 * world,
+                    moe_router_topk=8)
+    par = ParallelConfig(world_size=world, ep=world, global_batch=world, micro_batch=1, seq_length=4096,
+                         moe_token_dispatcher="flex", moe_flex_dispatcher_backend=backend,
+                         moe_hybridep_num_sms=sms, moe_load_imbalance=1.0)
+    return build(model, par)
+
+
+def _flex_ops(w):
+    from engine.passes import is_flex_kernel
+
+    return [op for st in w.stages for ch in st.chunks for op in ch.forward + ch.backward
+            if isinstance(op, CollectiveOp) and is_flex_kernel(op)]
+
+
+@pytest.mark.parametrize("system, backend, sms, published", [
+    ("b200", "hybridep", 16, (550.10, 538.44)),    # GB200 table, 8 ranks, 16 SMs
+    ("gb200-nvl72", "hybridep", 32, (545.71, 568.94)),
+    ("b300", "deepep", 24, (512.72, 425.95)),
+])
+def test_inside_an_nvlink5_domain_the_flex_kernels_take_their_published_time(system, backend, sms, published):
+    """At the benchmark's own shape the analytical backend times HybridEP's and DeepEP's
+    dispatch and combine at the published torch-API rate: a rank's received bytes, its own
+    tokens included, T x D x h x 2 with D the distinct ranks of a token's top-8 among 64
+    experts on 8 ranks (1 - C(56,8)/C(64,8) of 8 ranks), over the mean of the dispatch and
+    combine rates. NCCL's all-to-all on the same bytes is faster."""
+    from math import comb
+
+    from engine.moe_traffic import nvlink_dispatch
+    from network.analytical import AnalyticalBackend
+    from workload_gen.core.system import get_system
+
+    sysc = get_system(system).for_job(8)
+    w = _bench_shaped(backend, sms)
+    D = 8 * (1 - comb(56, 8) / comb(64, 8))
+    S = 4096 * 7168 * 2 * D
+    plain = _flex_ops(w)
+    (nbytes,) = {op.bytes for op in plain}
+    assert nbytes == pytest.approx(S, rel=1e-4)  # the workload's own count (whole rows) is the benchmark's
+    timed = _flex_ops(nvlink_dispatch(w, sysc))
+    net = AnalyticalBackend(sysc, 8)
+    ranks = tuple(range(8))
+    want = nbytes / (sum(published) / 2 * 1e9)
+    for op in timed:
+        assert net.collective_time(op, ranks) == pytest.approx(want, rel=1e-5)  # whole rows vs expected D
+    assert net.collective_time(plain[0], ranks) < want
+
+
+def test_the_published_nvlink_rates_are_read_between_and_beyond_their_points():
+    """Linear in SMs between the published 16 and 32, log-linear in ranks between 8 and 16,
+    held past the last published point (36 ranks, 32 SMs)."""
+    from engine.moe_traffic import flex_nvlink_rate
+
+    assert flex_nvlink_rate("hybridep", 8, 24) == pytest.approx(
+        ((550.10 + 538.44) / 2 + (545.71 + 568.94) / 2) / 2 * 1e9, rel=1e-12)
+    r8, r16 = ((550.10 + 538.44) / 2, (472.84 + 474.48) / 2)
+    assert flex_nvlink_rate("hybridep", 11, 16) == pytest.approx(
+        (r8 + (r16 - r8) * (__import__("math").log2(11) - 3)) * 1e9, rel=1e-12)
+    assert flex_nvlink_rate("hybridep", 64, 48) == flex_nvlink_rate("hybridep", 36, 32)
+    assert flex_nvlink_rate("ncclep", 8, 16) is None
+
+
+def test_nvlink4_and_multi_domain_groups_keep_their_own_timing():
+    """No intra-node figure exists for H100's NVLink 4 (Megatron-LM's H100 MoE layer baselines
+    agree with NCCL's rate there), and a group spanning nodes is sized by its RDMA share."""
+    from engine.moe_traffic import nvlink_dispatch
+    from workload_gen.core.system import get_system
+
+    w = _bench_shaped()
+    assert nvlink_dispatch(w, get_system("h100")) is w
+    two_nodes = _bench_shaped(world=16)
+    assert nvlink_dispatch(two_nodes, get_system("b200").for_job(16)) is two_nodes
