@@ -206,6 +206,8 @@ def nvlink_dispatch(workload: Workload, system: SystemConfig) -> Workload:
     backend = par.flex_backend
     if model is None or par.ep <= 1 or backend is None or system.nvlink_bw != FLEX_NVLINK_BENCH_BW:
         return workload
+    if NVLINK_RATE_META in workload.meta:
+        return workload  # already sized (a result's workload run again, e.g. for a drawing)
     shape = GroupShape.from_ranks(group_ranks(par, Group.EP, 0), system.domain_gpus)
     n = shape.n
     if shape.nodes != 1 or n <= 1:
@@ -228,8 +230,12 @@ def nvlink_dispatch(workload: Workload, system: SystemConfig) -> Workload:
 
     stages = tuple(replace(st, chunks=tuple(replace(ch, forward=fix(ch.forward), backward=fix(ch.backward))
                                             for ch in st.chunks)) for st in workload.stages)
-    return replace(workload, stages=stages)
+    return replace(workload, stages=stages, meta={**workload.meta, NVLINK_RATE_META: f"{net:.6g}"})
 
+
+NVLINK_RATE_META = "flex_nvlink_rate_bytes_per_s"
+"""Workload.meta key :func:`nvlink_dispatch` sets (the net rate it sized the flex all-to-alls
+for, bytes/s per rank): a workload carrying it is not resized again."""
 
 DEFAULT_FLEX_SMS = 20
 """SMs DeepEP's (and, unless told, HybridEP's) dispatch and combine kernels run on: Megatron-LM

@@ -176,3 +176,15 @@ def test_nvlink4_and_multi_domain_groups_keep_their_own_timing():
     assert nvlink_dispatch(w, get_system("h100")) is w
     two_nodes = _bench_shaped(world=16)
     assert nvlink_dispatch(two_nodes, get_system("b200").for_job(16)) is two_nodes
+
+
+def test_a_sized_workload_is_not_sized_again():
+    """A result's workload run again (serve-web draws its timeline that way) keeps its dispatch
+    bytes: the NVLink 5 sizing marks the workload and applies once."""
+    from engine.moe_traffic import nvlink_dispatch
+    from workload_gen.core.system import get_system
+
+    sysc = get_system("b200").for_job(8)
+    once = nvlink_dispatch(_bench_shaped(), sysc)
+    assert nvlink_dispatch(once, sysc) is once
+    assert [op.bytes for op in _flex_ops(once)] != [op.bytes for op in _flex_ops(_bench_shaped())]
