@@ -486,7 +486,12 @@ def _body(argv: list[str] | None, backend_name: str) -> int:
             summary.setdefault("config", {})["profile"] = args.profile
         if summary.get("memory_verdict") in ("does not fit", "edge"):
             warn_memory(result, prog)
-        host = host_warning(result, prog)
+        slow = None
+        if net is not None and net.contention_free and host_sensitive(result):
+            # a packet-level backend would run the whole simulation again: its line gives no figure
+            slow = slow_host_step(result, system, lambda s: kind.from_options(
+                options, s, workload.parallel.world_size, efficiency=args.efficiency, progress=None))
+        host = host_warning(result, prog, slow)
         if host:
             print(host, file=sys.stderr, flush=True)
     try:
@@ -563,19 +568,42 @@ def memory_warning(result: Any, prog: str) -> str:
     return f"warning: {prog}: {msg}"
 
 
-def host_warning(result: Any, prog: str) -> str:
+def host_sensitive(result: Any) -> bool:
+    """Whether the run's host load (engine.host_launch.host_load, in its extras) is sensitive."""
+    h = result.extras.get("host_load")
+    return bool(h and h["sensitive"])
+
+
+def slow_host_step(result: Any, system: Any, backend: Callable[[Any], Any]) -> float:
+    """The step predicted again with every host launch engine.host_launch.HOST_COST_SPREAD times as
+    costly (the same workload, compute times and network, ``backend(system)`` building the
+    network for the slower system): the other end of the range a host-sensitive prediction
+    spans, which the warning states. Seconds."""
+    from engine.host_launch import HOST_COST_SPREAD
+    from engine.pipeline import run_workload
+
+    slow = replace(system, host_op_s=HOST_COST_SPREAD * system.launch_op_s)
+    return run_workload(result.workload, slow, timeline=False, backend=backend(slow)).iteration_time_s
+
+
+def host_warning(result: Any, prog: str, slow_step_s: float | None = None) -> str:
     """One warning line (never silenced by -q; serve-web shows it too) when the run's busiest
     stage and direction has host launch work within engine.host_launch.HOST_COST_SPREAD of its
     GPU work: the predicted step then hangs on a per-op host cost taken from one public
-    measurement. Empty otherwise."""
+    measurement. ``slow_step_s`` (:func:`slow_host_step`) adds the step at that spread. Empty
+    otherwise."""
     from engine.host_launch import HOST_COST_SPREAD
 
-    h = result.extras.get("host_load")
-    if not h or not h["sensitive"]:
+    if not host_sensitive(result):
         return ""
+    h = result.extras["host_load"]
     waits = f" ({h['host_waits']} waits for the GPU)" if h["host_waits"] else ""
     pace = ("the host sets its pace, so the step scales with that cost" if h["load"] >= 1 else
             f"on a CPU {HOST_COST_SPREAD:g}x slower per op the host would set its pace")
+    if slow_step_s is not None:
+        step = result.iteration_time_s
+        pace += (f" (the step {slow_step_s:.4g} s at {HOST_COST_SPREAD:g}x the per-op cost against "
+                 f"{step:.4g} s, {slow_step_s / step - 1:+.0%})")
     if result.system.host_op_s is None:
         whose = "one public figure: HOST_OP_S in workload_gen/core/system.py"
         advice = ": give your CPU's figure as host_op_s in a system YAML (docs/engine.md, the host)"

@@ -144,6 +144,28 @@ def test_run_analytical_warns_even_with_q_and_reports_the_load(capsys):
     assert f"{h['load']:.0%} of its GPU time" in lines[0] and "host_op_s" in lines[0]
 
 
+def test_the_warning_gives_the_step_a_host_spread_times_slower_would_give(capsys, tmp_path):
+    """The line's range is the same job run on a system whose YAML sets host_op_s to
+    HOST_COST_SPREAD x the preset's per-op cost (an independent path: the user's own fix);
+    a slower host never makes the step shorter."""
+    import re
+
+    assert analytical_main(SMALL_EXPERTS) == 0
+    out = capsys.readouterr()
+    step = json.loads(out.out)["iteration_time_s"]
+    (line,) = [ln for ln in out.err.splitlines() if "host-sensitive" in ln]
+    m = re.search(r"the step ([\d.]+) s at 2x the per-op cost against ([\d.]+) s, ([+-]\d+)%", line)
+    assert m, line
+    slow_yaml = tmp_path / "slow.yaml"
+    slow_yaml.write_text(f"base: b200\nhost_op_s: {HOST_COST_SPREAD * SYSTEMS['b200'].launch_op_s!r}\n")
+    argv = [*SMALL_EXPERTS]
+    argv[argv.index("--system") + 1] = str(slow_yaml)
+    assert analytical_main(argv) == 0
+    slow = json.loads(capsys.readouterr().out)["iteration_time_s"]
+    assert float(m.group(1)) == pytest.approx(slow, rel=1e-3) and float(m.group(2)) == pytest.approx(step, rel=1e-3)
+    assert slow > step and int(m.group(3)) == round(100 * (slow / step - 1))
+
+
 def test_a_host_that_keeps_up_is_not_flagged(capsys):
     """The same job with 8 sequences per micro-batch: 8x the GPU work per pass for about the
     same launches; and the default dense job."""
