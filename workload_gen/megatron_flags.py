@@ -292,6 +292,15 @@ IGNORED_MEGATRON_FLAGS.update({
     "--moe-enable-routing-replay": False, "--moe-hybridep-pad-uneven-dispatch-inputs": False,
     "--moe-paged-stash-buffer-size-factor-cpu": True, "--moe-paged-stash-buffer-size-factor-cuda": True,
     "--moe-paged-stash-page-size": True, "--moe-pad-experts-for-cuda-graph-inference": False,
+    # Checkpointing, logging, data and process-group switches of Megatron-LM d98e8a64 that its own
+    # functional tests pass (tests/functional_tests/test_cases/*/model_config.yaml): none changes
+    # a shape or a collective of the training step. --rotary-interleaved reorders RoPE's pairs
+    # (and turns the RoPE fusion off, as --no-rope-fusion, also ignored, does); FIM rewrites
+    # samples, not their length.
+    "--save-retain-interval": True, "--wandb-entity": True, "--verify-integrity": False,
+    "--dist-ckpt-optim-fully-reshardable": False, "--no-ckpt-fully-parallel-save": False,
+    "--disable-gloo-process-groups": False, "--eval-global-batch-size": True, "--rotary-interleaved": False,
+    "--fim-data": False, "--fim-rate": True, "--fim-spm-rate": True,
 })
 MULTI_VALUE_IGNORED: frozenset[str] = frozenset({
     "--data-path", "--train-data-path", "--valid-data-path", "--test-data-path", "--rampup-batch-size",
@@ -355,6 +364,9 @@ NOT_MODELLED_MEGATRON_FLAGS: dict[str, tuple[bool, str | None, str]] = {
                                                   "outside the fused path)"),
     "--moe-shared-expert-glu-interleave-size": (True, None, "interleaves the shared expert's GLU halves"),
     "--moe-token-dropping": (False, None, "drops and pads tokens per expert (Megatron: unsupported, keep off)"),
+    # Megatron-LM d98e8a64 (model_parallel_config.py deterministic_mode; training/determinism.py)
+    "--deterministic-mode": (False, None, "picks deterministic kernels and NCCL algorithms (slower execution)"),
+    "--step-batch-size-schedule": (True, None, "changes the global batch during training"),
 }
 """Real Megatron-LM flags that would change the simulated iteration but are not modelled:
 refused with "not modelled: FLAG" (exit 2), unless given the value that changes nothing."""
