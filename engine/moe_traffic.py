@@ -145,8 +145,8 @@ experts per rank, uniform random routing (deepseek-ai/DeepEP@41cad944 docs/READM
 the call's time (tests/test_hybrid_ep.py: ``dispatched_hidden.numel() * 2``), which by symmetry
 is the per-rank byte count of the workload's dispatch and combine (T x D x h x 2,
 workload_gen.core.moe_dispatch). The same page's B200 rows at 8 ranks and 16 SMs agree within
-3% (HybridEP 535.94 / 530.86; DeepEP 348 / 302). The kernels alone run 1.3-1.4x faster
-(HybridEP at 8 ranks: 750 / 684 GB/s): the torch API adds the copies into and out of the
+3% (HybridEP 535.94 / 530.86; DeepEP 348 / 302). The kernels alone run 1.27-1.36x faster
+(HybridEP at 8 ranks and 16 SMs: 750.15 / 684.27 GB/s): the torch API adds the copies into and out of the
 registered buffers, GPU work a training step pays too."""
 FLEX_NVLINK_BENCH_BW = 900e9
 """The benchmarks' NVLink: NVLink 5, 900 GB/s per GPU and direction (GB200 NVL72, DGX B200)."""
@@ -220,6 +220,8 @@ def nvlink_dispatch(workload: Workload, system: SystemConfig) -> Workload:
     bench_bytes = tokens * hidden * 2 * distinct_ranks(local * n, topk, n)
     curve = shipped_efficiency(system.name).curve(Link.NVLINK, "alltoall")
     per_call = system.nvlink_latency_s + curve.half_time_s
+    # the published time less the backend's per-call cost (kept at least half the published
+    # time: a system whose per-call cost neared it would otherwise imply an unbounded rate)
     net = bench_bytes / max(bench_bytes / rate - per_call, bench_bytes / rate / 2)
     backend_rate = system.nvlink_busbw * curve.peak_fraction * n / (n - 1)
     scale = backend_rate / net
