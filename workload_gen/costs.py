@@ -176,7 +176,7 @@ the GEMM still reads through the 1x16 scale layout; counted at one scale per 16 
 NVFP4_GEMM_IN_BYTES = FP4_BYTES + 1 / NVFP4_BLOCK
 """Bytes per element an NVFP4 GEMM reads of each operand: the e2m1 value and its share of
 the E4M3 block scale (0.5 + 1/16 = 0.5625)."""
-FP4_CAST_BYTES = 2.0 + 2.0 + 2 * NVFP4_GEMM_IN_BYTES
+FP4_CAST_TRAFFIC = 2.0 + 2.0 + 2 * NVFP4_GEMM_IN_BYTES
 """HBM bytes per element to quantize one bf16 GEMM input to NVFP4 (Transformer Engine's
 NVFP4BlockScaling, TE >= 2.7):
 - the per-tensor FP32 scale is current scaling, global_amax / (448 * 6), so the tensor's amax
@@ -190,6 +190,21 @@ NVFP4BlockScaling, TE >= 2.7):
   hardware cvt.rs instruction in the same kernel: no extra traffic.
 Total 5.125 B per element, against FP8_CAST_BYTES' 4-6 B: NVFP4 saves write bytes but pays
 the amax pass like FP8's tensorwise recipe."""
+NVFP4_CAST_RATE = 0.775
+"""The fraction of the memory-bound rate Transformer Engine's NVFP4 cast kernels reach.
+Transformer Engine's GEMM profiling guide (docs/examples/gemm_profiling/gemm_profiling.rst,
+"Worked Example: 5B Model on B300") times one layer's NVFP4 quantization at 2.689 ms (6.453 ms
+under autocast less 3.764 ms of GEMM kernels alone); :data:`FP4_CAST_TRAFFIC` at B300's
+memory-bound rate (the rate that prices the same page's FP8 current-scaling and MXFP8 casts
+within 4% and 7%) gives 2.084 ms, so 2.084 / 2.689 = 0.775. The Hadamard transform runs on
+tensor cores (TE hadamard_transform.cu: mma m16n16k16), so this is not arithmetic the
+traffic hides: the fused amax and cast kernels simply move their bytes at about 3/4 of the
+rate the FP8 casts reach (tests/compute_profile/test_blackwell_gemm_ratios.py)."""
+FP4_CAST_BYTES = FP4_CAST_TRAFFIC / NVFP4_CAST_RATE
+"""Bytes per element an NVFP4 cast is priced at: its traffic at the rate its kernels reach
+(:data:`FP4_CAST_TRAFFIC` / :data:`NVFP4_CAST_RATE`, 6.61), so the estimator's memory-bound
+rate gives the measured time."""
+
 FP4_CAST_FLOPS = 5.0
 """Nominal FLOPs per element of the NVFP4 cast (amax, block amax, scale, round, and the
 16-point Hadamard transform on the column-wise copy); memory-bound either way."""
@@ -197,7 +212,8 @@ FP4_CAST_FLOPS = 5.0
 
 def fp4_cast(rows: int, cols: int) -> Cost:
     """Quantize a [rows, cols] bf16 tensor for NVFP4 GEMMs: :data:`FP4_CAST_BYTES` per
-    element (amax pass, then row- and column-wise e2m1 with E4M3 scales)."""
+    element (amax pass, then row- and column-wise e2m1 with E4M3 scales, at the rate the
+    kernels reach)."""
     e = rows * cols
     return FP4_CAST_FLOPS * e, FP4_CAST_BYTES * e
 

@@ -84,6 +84,26 @@ def test_per_tensor_fp8_speedup_on_blackwell_reproduces_the_page():
         assert _layer_s(gpu, "bf16") / _layer_s(gpu, "fp8") == pytest.approx(measured, rel=0.02), gpu
 
 
+def test_nvfp4_cast_rate_is_the_pages_quantize_time_over_its_traffic():
+    """NVFP4's casts: 6.453 - 3.764 = 2.689 ms per layer on the page. Their traffic
+    (costs.FP4_CAST_TRAFFIC, 5.125 B per element) at B300's memory-bound rate, which prices the
+    FP8 casts of the same page within 10% (below), takes 0.775 of that; priced at the rate
+    the kernels reach (costs.NVFP4_CAST_RATE) the casts take the page's time."""
+    measured_s = (AUTOCAST_LAYER_MS["nvfp4"] - sum(PREQUANT_MS["nvfp4"])) * 1e-3
+    assert measured_s == pytest.approx(2.689e-3, abs=1e-6)
+    p = load_params("b300")
+
+    def casts(nbytes: float) -> float:
+        return sum(explain(ComputeOp("x.fp4_cast", 0, Phase.FWD, OpKind.ELEMENTWISE, (rows, cols), "bf16",
+                                     costs.FP4_CAST_FLOPS * rows * cols, nbytes * rows * cols), "b300", p).time_s
+                   for m, n, k in _gemms() for rows, cols in ((m, k), (k, n)))
+
+    assert casts(costs.FP4_CAST_TRAFFIC) / measured_s == pytest.approx(costs.NVFP4_CAST_RATE, abs=2e-3)
+    assert sum(explain(ComputeOp("x.fp4_cast", 0, Phase.FWD, OpKind.ELEMENTWISE, (rows, cols), "bf16",
+                                 *costs.fp4_cast(rows, cols)), "b300", p).time_s
+               for m, n, k in _gemms() for rows, cols in ((m, k), (k, n))) == pytest.approx(measured_s, rel=0.02)
+
+
 @pytest.mark.parametrize("recipe,page", [("tensorwise", "fp8-current"), ("mxfp8", "mxfp8")])
 def test_cast_bytes_reproduce_the_pages_quantize_cost(recipe, page):
     """Autocast minus pre-quantized is the quantization the page's autocast loop adds: each

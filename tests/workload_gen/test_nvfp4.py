@@ -47,35 +47,42 @@ def _flags(argv: str):
 
 # --- the quantize kernel ---------------------------------------------------------------
 
+CAST_B = 5.125 / 0.775
+"""An NVFP4 cast's price per element: 5.125 B of traffic (below, by hand) at 0.775 of the
+memory-bound rate, what Transformer Engine's GEMM guide measures for the kernels on B300
+(tests/compute_profile/test_blackwell_gemm_ratios.py)."""
+
+
 def test_fp4_cast_bytes_by_hand():
     """Per element: amax pass (read bf16, 2 B), the cast's read (2 B), then row- and column-wise
-    e2m1 (0.5 B each) with one 1-byte E4M3 scale per 16 values each: 2 + 2 + 2 * (0.5 + 1/16)."""
+    e2m1 (0.5 B each) with one 1-byte E4M3 scale per 16 values each: 2 + 2 + 2 * (0.5 + 1/16);
+    priced at the rate the kernels reach."""
     rows, cols = 4096, 8192
-    assert costs.fp4_cast(rows, cols)[1] == pytest.approx(rows * cols * (2 + 2 + 2 * (0.5 + 1 / 16)))
-    assert costs.FP4_CAST_BYTES == 5.125
+    assert costs.FP4_CAST_TRAFFIC == 2 + 2 + 2 * (0.5 + 1 / 16) == 5.125
+    assert costs.fp4_cast(rows, cols)[1] == pytest.approx(rows * cols * CAST_B)
 
 
 def test_linear_inputs_are_cast_to_nvfp4_in_the_workload():
     """qkv's forward cast is over its input X [tokens, h]; fc2's backward cast over its dY
-    [tokens, h]: 128 tokens x 64 x 5.125 B each. The GEMMs read 0.5625 B per operand element."""
+    [tokens, h]: 128 tokens x 64 at CAST_B each. The GEMMs read 0.5625 B per operand element."""
     m, par = _dense(), ParallelConfig(world_size=1, dtype="fp4", seq_length=128, global_batch=1)
     w = build(m, par)
     fwd = {op.name: op for op in layer_ops(w, 1, "fwd")}
     bwd = [op for op in layer_ops(w, 1, "bwd") if op.name == "fc2.fp4_cast"]
-    assert fwd["qkv.fp4_cast"].bytes == pytest.approx(128 * 64 * 5.125)
+    assert fwd["qkv.fp4_cast"].bytes == pytest.approx(128 * 64 * CAST_B)
     assert fwd["qkv.fp4_cast"].dtype == "bf16"
-    assert [op.bytes for op in bwd] == [pytest.approx(128 * 64 * 5.125)]
+    assert [op.bytes for op in bwd] == [pytest.approx(128 * 64 * CAST_B)]
     qkv_out = (4 + 2 * 2) * 16  # q heads + k and v of 2 groups, 16 wide
     assert fwd["qkv"].dtype == "fp4"
     assert fwd["qkv"].bytes == pytest.approx((128 * 64 + 64 * qkv_out) * 0.5625 + 128 * qkv_out * 2)
 
 
 def test_weights_are_cast_once_per_step():
-    """fp4_weight_cast covers the layers' parameters (what TE quantizes: stage_layer_params) at 5.125 B."""
+    """fp4_weight_cast covers the layers' parameters (what TE quantizes: stage_layer_params) at CAST_B."""
     m, par = _dense(), ParallelConfig(world_size=1, dtype="fp4", seq_length=128, global_batch=1)
     ops = {op.name: op for op in build(m, par).stages[0].iteration}
     per_layer = 64 + 64 * 128 + 64 * 64 + 64 + 64 * 256 + 128 * 64  # norm, qkv, proj, norm, fc1, fc2
-    assert ops["fp4_weight_cast"].bytes == pytest.approx(4 * per_layer * 5.125)
+    assert ops["fp4_weight_cast"].bytes == pytest.approx(4 * per_layer * CAST_B)
     assert "fp8_weight_cast" not in ops
 
 
@@ -135,7 +142,7 @@ def test_first_and_last_layers_run_in_bf16():
     # the per-step weight cast covers only the two FP4 layers
     per_layer = 64 + 64 * 128 + 64 * 64 + 64 + 64 * 256 + 128 * 64
     ops = {op.name: op for op in w.stages[0].iteration}
-    assert ops["fp4_weight_cast"].bytes == pytest.approx(2 * per_layer * 5.125)
+    assert ops["fp4_weight_cast"].bytes == pytest.approx(2 * per_layer * CAST_B)
 
 
 def test_bf16_layer_counts_follow_global_layer_numbers_across_stages():
