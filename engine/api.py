@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Literal, NamedTuple
 
+from engine.host_launch import host_load
 from engine.memory import estimate_memory
 from engine.schedules import SCHEDULES
 from engine.sim import Simulator
@@ -60,10 +61,9 @@ def simulate(
     par = workload.parallel
     system = system.for_job(par.world_size)  # on rack-scale systems, the job's NVLink domain
     if par.ep > 1 and par.flex_backend is not None:
-        from engine.moe_traffic import hierarchical_dispatch, nvlink_dispatch  # MoE runs only
+        from engine.moe_traffic import size_flex_dispatch  # MoE runs only
 
-        workload = hierarchical_dispatch(workload, system.domain_gpus, system.nic_efficiency)
-        workload = nvlink_dispatch(workload, system)
+        workload = size_flex_dispatch(workload, system)
     net = _resolve_backend(backend, system, par.world_size)
     name = net.name
     contention_free = net.contention_free
@@ -141,8 +141,6 @@ def _result(workload: Workload, system: SystemConfig, name: str, total: float, b
     if slowed:
         # Of the critical stage's compute, the seconds added by collectives running beside it.
         extras["overlap_slowdown_s"] = slowed[critical]
-    from engine.host_launch import host_load
-
     busiest = host_load(workload, system.launch_op_s)
     if busiest is not None:  # how close the host is to setting the pace (engine.host_launch.HostLoad)
         extras["host_load"] = busiest.as_dict()

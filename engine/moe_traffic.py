@@ -24,6 +24,8 @@ docs/engine.md).
 """
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import replace
 
 from engine.passes import is_flex_kernel
@@ -80,8 +82,6 @@ def flex_rdma_efficiency(backend: str, nodes: int) -> float:
     writes, NVLink forwarding, the torch API's metadata) and not the wire bounds these kernels
     on few nodes, where NCCL's all-to-all reaches ~0.9. Other GPUs and NICs take the same
     fractions (the only inter-node tables published; stated in docs/engine.md)."""
-    import math
-
     table = FLEX_RDMA_GBPS.get(backend, FLEX_RDMA_GBPS["hybridep"])
     points = sorted((ranks // 8, (d + c) / 2 * 1e9 * (1 - 8 / ranks) / FLEX_LINE_RATE)
                     for ranks, (d, c) in table.items())
@@ -117,14 +117,19 @@ def hierarchical_dispatch(workload: Workload, domain_gpus: int, nic_efficiency: 
     load = rank_load_factor(model, par, tokens)
     rate = 1.0 if nic_efficiency is None else nic_efficiency / flex_rdma_efficiency(par.flex_backend, nodes)
     nbytes = round(tokens * model.hidden_size * b * copies * n / (n - k) * load * rate)
+    return _resize_flex_kernels(workload, lambda _: nbytes)
 
+
+def _resize_flex_kernels(workload: Workload, size: Callable[[int], int], meta: dict[str, str] | None = None) -> Workload:
+    """``workload`` with every flex dispatch/combine all-to-all's bytes replaced by ``size(bytes)``
+    (and ``meta`` added to Workload.meta): the one rewrite both sizings above and below use."""
     def fix(ops):
-        return tuple(replace(op, bytes=nbytes) if type(op) is CollectiveOp and is_flex_kernel(op) else op
+        return tuple(replace(op, bytes=size(op.bytes)) if type(op) is CollectiveOp and is_flex_kernel(op) else op
                      for op in ops)
 
     stages = tuple(replace(st, chunks=tuple(replace(ch, forward=fix(ch.forward), backward=fix(ch.backward))
                                             for ch in st.chunks)) for st in workload.stages)
-    return replace(workload, stages=stages)
+    return replace(workload, stages=stages, meta={**workload.meta, **(meta or {})})
 
 
 FLEX_NVLINK_GBPS: dict[str, dict[tuple[int, int], tuple[float, float]]] = {
@@ -159,8 +164,6 @@ def flex_nvlink_rate(backend: str, ranks: int, sms: int) -> float | None:
     combine, their mean, at ``ranks`` EP ranks inside one NVLink 5 domain on ``sms`` SMs
     (:data:`FLEX_NVLINK_GBPS`): linear in the SM count and log-linear in the rank count
     between published points, held outside them; None for a backend without a table."""
-    import math
-
     table = FLEX_NVLINK_GBPS.get(backend)
     if table is None:
         return None
@@ -225,14 +228,16 @@ def nvlink_dispatch(workload: Workload, system: SystemConfig) -> Workload:
     net = bench_bytes / max(bench_bytes / rate - per_call, bench_bytes / rate / 2)
     backend_rate = system.nvlink_busbw * curve.peak_fraction * n / (n - 1)
     scale = backend_rate / net
+    return _resize_flex_kernels(workload, lambda b: round(b * scale), {NVLINK_RATE_META: f"{net:.6g}"})
 
-    def fix(ops):
-        return tuple(replace(op, bytes=round(op.bytes * scale)) if type(op) is CollectiveOp and is_flex_kernel(op)
-                     else op for op in ops)
 
-    stages = tuple(replace(st, chunks=tuple(replace(ch, forward=fix(ch.forward), backward=fix(ch.backward))
-                                            for ch in st.chunks)) for st in workload.stages)
-    return replace(workload, stages=stages, meta={**workload.meta, NVLINK_RATE_META: f"{net:.6g}"})
+def size_flex_dispatch(workload: Workload, system: SystemConfig) -> Workload:
+    """The flex dispatcher's all-to-alls sized for ``system`` (the job's NVLink domain already
+    chosen: SystemConfig.for_job): one RDMA copy per remote domain at the kernels' inter-node
+    rate when the EP group spans domains (:func:`hierarchical_dispatch`), the kernels' NVLink 5
+    rate inside one (:func:`nvlink_dispatch`); each leaves the other case unchanged."""
+    workload = hierarchical_dispatch(workload, system.domain_gpus, system.nic_efficiency)
+    return nvlink_dispatch(workload, system)
 
 
 NVLINK_RATE_META = "flex_nvlink_rate_bytes_per_s"

@@ -486,12 +486,10 @@ def _body(argv: list[str] | None, backend_name: str) -> int:
             summary.setdefault("config", {})["profile"] = args.profile
         if summary.get("memory_verdict") in ("does not fit", "edge"):
             warn_memory(result, prog)
-        slow = None
-        if net is not None and net.contention_free and host_sensitive(result):
-            # a packet-level backend would run the whole simulation again: its line gives no figure
-            slow = slow_host_step(result, system, lambda s: kind.from_options(
-                options, s, workload.parallel.world_size, efficiency=args.efficiency, progress=None))
-        host = host_warning(result, prog, slow)
+        # a packet-level backend would run the whole simulation again: its line gives no figure
+        rerun = (None if net is None or not net.contention_free else lambda s: kind.from_options(
+            options, s, workload.parallel.world_size, efficiency=args.efficiency, progress=None))
+        host = host_warning(result, prog, rerun)
         if host:
             print(host, file=sys.stderr, flush=True)
     try:
@@ -568,13 +566,7 @@ def memory_warning(result: Any, prog: str) -> str:
     return f"warning: {prog}: {msg}"
 
 
-def host_sensitive(result: Any) -> bool:
-    """Whether the run's host load (engine.host_launch.host_load, in its extras) is sensitive."""
-    h = result.extras.get("host_load")
-    return bool(h and h["sensitive"])
-
-
-def slow_host_step(result: Any, system: Any, backend: Callable[[Any], Any]) -> float:
+def slow_host_step(result: Any, backend: Callable[[Any], Any]) -> float:
     """The step predicted again with every host launch engine.host_launch.HOST_COST_SPREAD times as
     costly (the same workload, compute times and network, ``backend(system)`` building the
     network for the slower system): the other end of the range a host-sensitive prediction
@@ -582,21 +574,23 @@ def slow_host_step(result: Any, system: Any, backend: Callable[[Any], Any]) -> f
     from engine.host_launch import HOST_COST_SPREAD
     from engine.pipeline import run_workload
 
+    system = result.system
     slow = replace(system, host_op_s=HOST_COST_SPREAD * system.launch_op_s)
     return run_workload(result.workload, slow, timeline=False, backend=backend(slow)).iteration_time_s
 
 
-def host_warning(result: Any, prog: str, slow_step_s: float | None = None) -> str:
+def host_warning(result: Any, prog: str, rerun: Callable[[Any], Any] | None = None) -> str:
     """One warning line (never silenced by -q; serve-web shows it too) when the run's busiest
     stage and direction has host launch work within engine.host_launch.HOST_COST_SPREAD of its
     GPU work: the predicted step then hangs on a per-op host cost taken from one public
-    measurement. ``slow_step_s`` (:func:`slow_host_step`) adds the step at that spread. Empty
-    otherwise."""
+    measurement. With ``rerun`` (a network backend for a system, :func:`slow_host_step`) the
+    line adds the step at that spread. Empty otherwise."""
     from engine.host_launch import HOST_COST_SPREAD
 
-    if not host_sensitive(result):
+    h = result.extras.get("host_load")
+    if not h or not h["sensitive"]:
         return ""
-    h = result.extras["host_load"]
+    slow_step_s = slow_host_step(result, rerun) if rerun is not None else None
     waits = f" ({h['host_waits']} waits for the GPU)" if h["host_waits"] else ""
     pace = ("the host sets its pace, so the step scales with that cost" if h["load"] >= 1 else
             f"on a CPU {HOST_COST_SPREAD:g}x slower per op the host would set its pace")

@@ -102,8 +102,7 @@ class PlanRunner:
     def evaluate(self, plan: Mapping[str, Any]) -> dict[str, Any]:
         """run-analytical --json for the plan, step by step as engine.commands.run._body does
         for a generated workload (the tests compare the two summaries)."""
-        from engine.commands.run import (backend_options, event_outputs, host_sensitive, host_warning, memory_warning,
-                                         reject_simai_flags, slow_host_step)
+        from engine.commands.run import backend_options, event_outputs, host_warning, memory_warning, reject_simai_flags
         from engine.pipeline import run_workload
         from engine.web.plan import megatron_argv, plan_yaml
         from engine.web.timeline import first_microbatches
@@ -129,9 +128,8 @@ class PlanRunner:
         notes = [*notes, *(f"warning: run-analytical: {line}" for line in unmodelled(workload.parallel))]
         if summary.get("memory_verdict") in ("does not fit", "edge"):
             notes.append(memory_warning(result, "run-analytical"))
-        slow = slow_host_step(result, system, lambda s: kind.from_options(
-            options, s, par.world_size, efficiency=args.efficiency, progress=None)) if host_sensitive(result) else None
-        host = host_warning(result, "run-analytical", slow)
+        host = host_warning(result, "run-analytical", lambda s: kind.from_options(
+            options, s, par.world_size, efficiency=args.efficiency, progress=None))
         if host:
             notes.append(host)
         # The drawing only: a second run keeping the intervals of the first micro-batches

@@ -3,6 +3,7 @@ token's experts (DeepEP internode, HybridEP), checked against a seeded Monte-Car
 uniform routing and against the analytical all-to-all's split of bytes by node."""
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import replace
 
@@ -161,7 +162,7 @@ def test_the_published_nvlink_rates_are_read_between_and_beyond_their_points():
         ((550.10 + 538.44) / 2 + (545.71 + 568.94) / 2) / 2 * 1e9, rel=1e-12)
     r8, r16 = ((550.10 + 538.44) / 2, (472.84 + 474.48) / 2)
     assert flex_nvlink_rate("hybridep", 11, 16) == pytest.approx(
-        (r8 + (r16 - r8) * (__import__("math").log2(11) - 3)) * 1e9, rel=1e-12)
+        (r8 + (r16 - r8) * (math.log2(11) - 3)) * 1e9, rel=1e-12)
     assert flex_nvlink_rate("hybridep", 64, 48) == flex_nvlink_rate("hybridep", 36, 32)
     assert flex_nvlink_rate("ncclep", 8, 16) is None
 
