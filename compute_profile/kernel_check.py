@@ -16,8 +16,10 @@ Units: seconds.
 """
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
+from dataclasses import replace
 from itertools import pairwise
 
 from compute_profile.estimator import EstimatorParams, explain, load_params
@@ -25,7 +27,7 @@ from formats.kernel_table import MeasuredKernel
 from workload_gen.core.errors import ConfigError
 from workload_gen.core.gpu_specs import get_gpu
 from workload_gen.core.record import record
-from workload_gen.core.records import OpKind
+from workload_gen.core.records import OpKind, Phase
 
 LONG_KERNEL_S = 2e-3
 """A GEMM at least this long runs at the sustained (power-limited) clock: the B200 table's
@@ -88,6 +90,107 @@ def sustained_prior(kernels: Sequence[MeasuredKernel], gpu: str, long_s: float =
                           "needs at least 10 long GEMMs for a prior")
     lo, hi = p10_p90(ratios)
     return Prior(statistics.median(ratios), (hi - lo) / Z_10_90, len(ratios))
+
+
+def attention_group(op) -> str:
+    """An attention kernel's group for the caps' evidence: phase, head dim and mask
+    (``fwd d128 causal``, ``bwd-input d192 no-mask``, ``fwd d64 window``)."""
+    s = op.shape
+    mask = "window" if len(s) > 6 and s[6] else ("causal" if s[5] else "no-mask")
+    return f"{op.phase.value} d{s[4]} {mask}"
+
+
+def attention_medians(checks: Sequence[KernelCheck], long_s: float = LONG_KERNEL_S) -> dict[str, tuple[float, int]]:
+    """Per :func:`attention_group`, the median estimate/measured over the kernels of at least
+    ``long_s`` and how many it took: what an attention cap or head-dim factor is read from.
+    Sliding-window groups take all their kernels: a window's work grows only linearly with
+    the sequence, so they are short at every length a table holds."""
+    groups: dict[str, list[KernelCheck]] = {}
+    for c in checks:
+        if c.kernel.op.kind is OpKind.ATTENTION:
+            groups.setdefault(attention_group(c.kernel.op), []).append(c)
+    out = {}
+    for name, cs in sorted(groups.items()):
+        window = name.endswith(" window")
+        long = [c.ratio for c in cs if window or c.kernel.time_s >= long_s] or [c.ratio for c in cs]
+        out[name] = (statistics.median(long), len(long))
+    return out
+
+
+MLA_HEAD_DIM = 192
+"""DeepSeek's multi-latent attention: query/key head dim 192 (128 + 64 rotary), value 128."""
+
+
+@record
+class AttentionFit:
+    """An attention table's caps, per-row overhead and MLA factor (:func:`fit_attention`)."""
+
+    fwd_max_efficiency: float
+    bwd_max_efficiency: float
+    seq_overhead: float
+    mla_factor: float
+    """head_dim_factor at the MLA head dim; nan when the table has no MLA kernel."""
+    kernels: int
+    """Kernels the caps and overhead were fitted to."""
+    rms_log: float
+    """Their root-mean-square log(estimate / measured) at the fit."""
+    window_fwd_ratio: float
+    """Median estimate / measured of the forward sliding-window kernels at the fit (not
+    fitted: see :func:`fit_attention`); nan when there are none."""
+
+
+def _log_mean(values: Sequence[float]) -> float:
+    return math.exp(statistics.mean(math.log(v) for v in values))
+
+
+def fit_attention(kernels: Sequence[MeasuredKernel], gpu: str,
+                  overheads: Sequence[float] = tuple(range(100, 1501, 50))) -> AttentionFit:
+    """The attention caps and ``seq_overhead`` that reproduce a table of measured attention
+    kernels on ``gpu``, and the MLA head-dim factor relative to them: a kernel-level fit, no
+    step time in it.
+
+    Fitted together (least squares in log(estimate / measured), the caps in closed form at
+    each overhead of the grid ``overheads``): the head-dim-128 kernels of every length and
+    mask, and the sliding-window backward kernels, whose few key tiles per query tile make
+    them the most sensitive to the per-row overhead. The forward sliding-window kernels are
+    reported, not fitted: on Blackwell's cuDNN they run slower than that form allows at any
+    overhead the others accept (:attr:`AttentionFit.window_fwd_ratio`). The MLA factor is the
+    current one times the geometric-mean ratio of the MLA kernels at the fitted caps."""
+    spec = get_gpu(gpu)
+    p0 = load_params(spec.name)
+    a0 = p0.attention
+
+    def dense(k: MeasuredKernel) -> bool:
+        return k.op.kind is OpKind.ATTENTION and len(k.op.shape) == 6 and k.op.shape[4] == 128
+
+    def window(k: MeasuredKernel) -> bool:
+        return k.op.kind is OpKind.ATTENTION and len(k.op.shape) > 6 and bool(k.op.shape[6])
+
+    fit_set = [k for k in kernels if dense(k) or (window(k) and k.op.phase is not Phase.FWD)]
+    if not any(dense(k) and k.op.phase is Phase.FWD for k in fit_set) or not any(
+            dense(k) and k.op.phase is not Phase.FWD for k in fit_set):
+        raise ConfigError("kernel table", f"{len(fit_set)} attention kernels",
+                          "needs head-dim-128 forward and backward kernels to fit the attention caps")
+    best: tuple[float, float, float, float] | None = None
+    for l0 in overheads:
+        p = replace(p0, attention=replace(a0, seq_overhead=float(l0)))
+        cs = check(fit_set, spec.name, p)
+        fwd = _log_mean([c.ratio for c in cs if c.kernel.op.phase is Phase.FWD])
+        bwd = _log_mean([c.ratio for c in cs if c.kernel.op.phase is not Phase.FWD])
+        sse = sum(math.log(c.ratio / (fwd if c.kernel.op.phase is Phase.FWD else bwd)) ** 2 for c in cs)
+        if best is None or sse < best[0]:
+            best = (sse, float(l0), fwd, bwd)
+    sse, l0, fwd, bwd = best
+    attn = replace(a0, seq_overhead=l0, fwd_max_efficiency=a0.fwd_max_efficiency * fwd,
+                   bwd_max_efficiency=a0.bwd_max_efficiency * bwd)
+    fitted = replace(p0, attention=attn)
+    mla = [c.ratio for c in check([k for k in kernels if k.op.kind is OpKind.ATTENTION
+                                    and k.op.shape[4] == MLA_HEAD_DIM], spec.name, fitted)]
+    hd = dict(zip(a0.head_dims, a0.head_dim_factors))
+    mla_factor = hd[MLA_HEAD_DIM] * _log_mean(mla) if mla and MLA_HEAD_DIM in hd else math.nan
+    wf = [c.ratio for c in check([k for k in kernels if window(k) and k.op.phase is Phase.FWD], spec.name, fitted)]
+    return AttentionFit(attn.fwd_max_efficiency, attn.bwd_max_efficiency, l0, mla_factor, len(fit_set),
+                        math.sqrt(sse / len(fit_set)), statistics.median(wf) if wf else math.nan)
 
 
 DURATION_BINS_S = (0.0, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, float("inf"))

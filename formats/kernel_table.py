@@ -17,8 +17,12 @@ CSV columns (units: seconds; sizes in elements; ``grad_bytes`` in bytes):
                 out; wgrad: in x out x tokens)
 ``grad_bytes``  wgrad: bytes per element of the gradient it accumulates into (4 = fp32)
 ``batch, heads, kv_heads, seq, d_qk, d_v``
-                attention (causal, self-attention over ``seq`` tokens)
+                attention (self-attention over ``seq`` tokens)
 ``time_s``      the measured kernel time
+``causal``      attention, optional: 1 (the default when absent or empty) for a causal
+                mask, 0 for none
+``window``      attention, optional: a causal sliding window of this many keys (0 or empty:
+                none), as the workload generator's ``--window-size``
 
 :func:`from_simumax_system` reads the per-shape efficiency tables of a SimuMax system
 file (``accelerator.op.<name>.accurate_efficient_factor``: efficiency = SimuMax's FLOP
@@ -41,6 +45,8 @@ from workload_gen.core.records import EXPERT_OP_PREFIX, ComputeOp, OpKind, Phase
 
 COLUMNS = ("kind", "phase", "groups", "m", "n", "k", "grad_bytes", "batch", "heads", "kv_heads", "seq",
            "d_qk", "d_v", "time_s")
+OPTIONAL_COLUMNS = ("causal", "window")
+"""Attention mask columns a table may leave out (older tables: causal, no window)."""
 _KINDS = {"gemm": OpKind.GEMM, "grouped_gemm": OpKind.GROUPED_GEMM, "attention": OpKind.ATTENTION}
 _PHASES = {"fwd": Phase.FWD, "bwd-input": Phase.BWD_INPUT, "bwd-weight": Phase.BWD_WEIGHT}
 _ACT_BYTES = 2
@@ -68,6 +74,22 @@ def _int(path: str, line: int, row: dict[str, str], col: str) -> int:
     return v
 
 
+def _mask(path: str, line: int, row: dict[str, str]) -> tuple[bool, int]:
+    """An attention row's (causal, window): causal unless ``causal`` is 0; no window unless
+    ``window`` is a positive key count, which needs the causal mask (the workload's own rule)."""
+    raw_c = (row.get("causal") or "").strip()
+    if raw_c not in ("", "0", "1"):
+        raise FormatError(path, line, f"column 'causal' is '{raw_c}', expected 1 (causal), 0 (no mask) or empty")
+    causal = raw_c != "0"
+    raw_w = (row.get("window") or "").strip()
+    if raw_w in ("", "0"):
+        return causal, 0
+    window = _int(path, line, row, "window")
+    if not causal:
+        raise FormatError(path, line, f"column 'window' is {window} with causal 0; a sliding window is causal here")
+    return causal, window
+
+
 def _op(path: str, line: int, row: dict[str, str]) -> tuple[ComputeOp, int]:
     """The row's op as the workload generator builds it, and its gradient width (wgrad only, else 0)."""
     kind, phase = _KINDS.get(row.get("kind", "")), _PHASES.get(row.get("phase", ""))
@@ -80,9 +102,11 @@ def _op(path: str, line: int, row: dict[str, str]) -> tuple[ComputeOp, int]:
         b, h, g, s, dq, dv = (_int(path, line, row, c) for c in ("batch", "heads", "kv_heads", "seq", "d_qk", "d_v"))
         if phase is Phase.BWD_WEIGHT:
             raise FormatError(path, line, "attention has no 'bwd-weight' phase (its backward is 'bwd-input')")
+        causal, window = _mask(path, line, row)
         fb = costs.attention_fwd if phase is Phase.FWD else costs.attention_bwd
-        return ComputeOp("attention", 0, phase, kind, (b, h, s, s, dq, 1), "bf16",
-                         *fb(b, h, g, s, s, dq, dv, True, B)), 0
+        span = ("window", window) if window else None
+        shape = (b, h, s, s, dq, int(causal)) + ((window,) if window else ())
+        return ComputeOp("attention", 0, phase, kind, shape, "bf16", *fb(b, h, g, s, s, dq, dv, causal, B, span)), 0
     m, n, k = (_int(path, line, row, c) for c in ("m", "n", "k"))
     wgrad = phase is Phase.BWD_WEIGHT
     gb = _int(path, line, row, "grad_bytes") if wgrad else 0
@@ -216,11 +240,59 @@ def from_simumax_system(path: str | os.PathLike[str]) -> list[dict[str, object]]
     return rows
 
 
+CUDNN_MASKS = {"top_left": 1, "no_mask": 0}
+"""cuDNN frontend's SDPA benchmark masks: top_left is the causal mask of self-attention."""
+
+
+def from_cudnn_frontend_sdpa(path: str | os.PathLike[str]) -> list[dict[str, object]]:
+    """Rows (dicts with :data:`COLUMNS` and the mask columns) from a results CSV of cuDNN
+    frontend's SDPA training benchmark (NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training):
+    the cuDNN backend's bf16 self-attention kernels that ran, forward and non-deterministic
+    backward (what Transformer Engine runs unless told to be deterministic). Either layout
+    the benchmark writes: one pass per row (``profile_pass`` fwd / bwd, ``time_ms``) or both
+    per row (``fwd_time_ms``, ``bwd_time_ms``). ``sliding_window_size`` is the keys looked back
+    from the diagonal, the workload's window. Other backends (FlashAttention-4), FP8 kernels
+    and failed runs are left out."""
+    p = str(path)
+    rows: list[dict[str, object]] = []
+    try:
+        with open(p, newline="") as fh:
+            for n, r in enumerate(csv.DictReader(fh), start=2):
+                if (r.get("backend"), r.get("data_type"), r.get("success")) != ("cudnn", "bfloat16", "True"):
+                    continue
+                if r.get("deterministic_bwd") != "False" or r.get("attn_mask") not in CUDNN_MASKS:
+                    continue
+                try:
+                    b, h, g = int(r["batch_size"]), int(r["num_q_heads"]), int(r["num_kv_heads"])
+                    sq, skv, dq, dv = int(r["q_seqlen"]), int(r["kv_seqlen"]), int(r["head_dim_qk"]), int(r["head_dim_vo"])
+                    window = int(float(r.get("sliding_window_size") or 0))
+                    passes = ((("fwd", "fwd_time_ms"), ("bwd-input", "bwd_time_ms")) if r.get("profile_pass") == "both"
+                              else ((("fwd" if r.get("profile_pass") == "fwd" else "bwd-input"), "time_ms"),))
+                    times = [(phase, float(r[col]) * 1e-3) for phase, col in passes]
+                except (KeyError, TypeError, ValueError):
+                    raise FormatError(p, n, "not a cuDNN frontend SDPA benchmark row (needs batch_size, q_seqlen, "
+                                            "num_q_heads, head_dim_qk, profile_pass, time_ms ...)") from None
+                if sq != skv:
+                    continue
+                for phase, t in times:
+                    if not (math.isfinite(t) and t > 0):
+                        continue
+                    rows.append({"kind": "attention", "phase": phase, "batch": b, "heads": h, "kv_heads": g, "seq": sq,
+                                 "d_qk": dq, "d_v": dv, "time_s": t, "causal": CUDNN_MASKS[r["attn_mask"]],
+                                 "window": window or ""})
+    except OSError as e:
+        raise FormatError(p, None, f"cannot read the cuDNN frontend results: {e.strerror}") from None
+    if not rows:
+        raise FormatError(p, None, "no cuDNN bf16 kernel that ran in the cuDNN frontend results")
+    return rows
+
+
 def write_kernel_table(rows: list[dict[str, object]], path: str | os.PathLike[str]) -> None:
     """Write rows as a kernel-table CSV (times to 4 significant digits: the sources give
     efficiencies to more digits than their timing noise), replacing ``path`` only whole."""
     with atomic_write(path, "w", field="--out") as fh:
-        w = csv.DictWriter(fh, fieldnames=COLUMNS, lineterminator="\n")
+        cols = COLUMNS + tuple(c for c in OPTIONAL_COLUMNS if any(c in r for r in rows))
+        w = csv.DictWriter(fh, fieldnames=cols, lineterminator="\n")
         w.writeheader()
         for r in rows:
-            w.writerow({c: (f"{r[c]:.4g}" if c == "time_s" else r.get(c, "")) for c in COLUMNS})
+            w.writerow({c: (f"{r[c]:.4g}" if c == "time_s" else r.get(c, "")) for c in cols})

@@ -21,9 +21,11 @@ import statistics
 import sys
 from collections import defaultdict
 
-from compute_profile.kernel_check import LONG_KERNEL_S, by_duration, check, p10_p90, sustained_prior
+from compute_profile.kernel_check import (LONG_KERNEL_S, attention_medians, by_duration, check, p10_p90,
+                                          sustained_prior)
 from formats.atomic import atomic_write
 from formats.kernel_table import read_kernel_table
+from workload_gen.core.records import OpKind
 from engine.commands.parser import run_cli
 
 
@@ -70,7 +72,6 @@ def _line(name: str, ratios: list[float]) -> None:
 def _report(args: argparse.Namespace) -> int:
     kernels = read_kernel_table(args.table)
     checks = check(kernels, args.gpu)
-    prior = sustained_prior(kernels, args.gpu)
     groups: dict[str, list[float]] = defaultdict(list)
     for c in checks:
         groups[f"{c.kernel.op.kind.value} {c.kernel.op.phase.value}"].append(c.ratio)
@@ -78,11 +79,19 @@ def _report(args: argparse.Namespace) -> int:
     print(f"{'kind phase':26s} {'n':>4s} {'median':>7s} {'p10':>6s} {'p90':>6s}")
     for name, rs in sorted(groups.items()):
         _line(name, rs)
-    print("\nGEMMs by measured time")
-    for lo, hi, rs in by_duration(checks):
-        _line(f"{lo * 1e3:g}-{hi * 1e3:g} ms" if hi != float("inf") else f">= {lo * 1e3:g} ms", rs)
-    print(f"\nkernel-level tensor_throughput prior: {prior.value:.3f} (sigma {prior.sigma:.3f}; "
-          f"median of {prior.kernels} GEMMs of >= {LONG_KERNEL_S * 1e3:g} ms at the published caps)")
+    attn = attention_medians(checks)
+    if attn:
+        print(f"\nattention by phase, head dim and mask: median over the kernels of >= {LONG_KERNEL_S * 1e3:g} ms "
+              "(all of a group's when none is that long)")
+        for name, (med, n) in attn.items():
+            print(f"{name:26s} {n:4d} {med:7.3f}")
+    if any(c.kernel.op.kind is OpKind.GEMM for c in checks):
+        print("\nGEMMs by measured time")
+        for lo, hi, rs in by_duration(checks):
+            _line(f"{lo * 1e3:g}-{hi * 1e3:g} ms" if hi != float("inf") else f">= {lo * 1e3:g} ms", rs)
+        prior = sustained_prior(kernels, args.gpu)
+        print(f"\nkernel-level tensor_throughput prior: {prior.value:.3f} (sigma {prior.sigma:.3f}; "
+              f"median of {prior.kernels} GEMMs of >= {LONG_KERNEL_S * 1e3:g} ms at the published caps)")
     if args.plot:
         _plot(checks, args.plot, args.gpu)
         print(f"wrote {args.plot}")
