@@ -168,3 +168,18 @@ def test_the_check_and_import_scripts_on_attention_tables(tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.strip().count("\n") == 0 and f"{bad}:2" in r.stderr
     assert not (tmp_path / "k2.csv").exists()
+
+
+def test_the_h200_table_is_a_check_that_leaves_hopper_s_caps_alone():
+    """cuDNN 9.19 on H200: the same fit chooses about Blackwell's overhead (500 keys), and
+    the shipped H100/H200 caps (cuDNN 9.1.1's) stay: the model is slow on these kernels."""
+    kernels = read_kernel_table(KERNELS / "h200_cudnn9.19_sdpa.csv")
+    assert len(kernels) == 30
+    # Llama 3.1 405B's shard, 16k tokens, causal forward: 6.531 ms, 673 TFLOP/s by hand
+    k = next(k for k in kernels if k.op.shape == (1, 64, 16384, 16384, 128, 1) and k.op.phase is Phase.FWD)
+    assert k.op.flops / k.time_s / 1e12 == pytest.approx(2 * 64 * 16384**2 / 2 * 256 / 6.531e-3 / 1e12, rel=1e-3)
+    fit = fit_attention(kernels, "h200")
+    assert fit.seq_overhead == 500 and math.isnan(fit.mla_factor)
+    med = attention_medians(check(kernels, "h200"))
+    assert med["fwd d128 causal"][0] > 1.4  # the model at cuDNN 9.1.1's caps is that much slower
+    assert load_params("h200").attention.seq_overhead == 200
