@@ -42,7 +42,7 @@ from workload_gen.core.errors import ConfigError
 from workload_gen.core.flops import attention_pairs
 from workload_gen.core.gpu_specs import GpuSpec, get_gpu
 from workload_gen.core.record import record
-from workload_gen.core.records import EXPERT_OP_PREFIX, ComputeOp, OpKind, Phase
+from workload_gen.core.records import EXPERT_OP_PREFIX, ComputeOp, OpKind, Phase, attention_mask
 from workload_gen.core.yaml_file import read_yaml_mapping
 
 PARAMS_PATH = Path(__file__).resolve().parent / "data" / "estimator_params.yaml"
@@ -496,8 +496,7 @@ def _tensor_shape_efficiency(op: ComputeOp, spec: GpuSpec, p: EstimatorParams) -
     if kind is OpKind.ROUTER and len(s) >= 3:
         return gemm_efficiency(s[0], s[2], s[1], spec.sm_count, g)
     if kind is OpKind.ATTENTION and len(s) >= 5:
-        causal = bool(s[5]) if len(s) > 5 else True
-        window = s[6] if len(s) > 6 else 0  # (b, heads, sq, skv, d, causal, window left)
+        causal, window = attention_mask(s)
         backward = Phase(op.phase) in (Phase.BWD_INPUT, Phase.BWD_WEIGHT)
         return attention_efficiency(s[0], s[1], s[2], s[3], s[4], causal, backward, spec.sm_count, p.attention,
                                     window)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from itertools import pairwise
 
@@ -27,7 +27,7 @@ from formats.kernel_table import MeasuredKernel
 from workload_gen.core.errors import ConfigError
 from workload_gen.core.gpu_specs import get_gpu
 from workload_gen.core.record import record
-from workload_gen.core.records import OpKind, Phase
+from workload_gen.core.records import ComputeOp, OpKind, Phase, attention_mask
 
 LONG_KERNEL_S = 2e-3
 """A GEMM at least this long runs at the sustained (power-limited) clock: the B200 table's
@@ -92,12 +92,12 @@ def sustained_prior(kernels: Sequence[MeasuredKernel], gpu: str, long_s: float =
     return Prior(statistics.median(ratios), (hi - lo) / Z_10_90, len(ratios))
 
 
-def attention_group(op) -> str:
+def attention_group(op: ComputeOp) -> str:
     """An attention kernel's group for the caps' evidence: phase, head dim and mask
     (``fwd d128 causal``, ``bwd-input d192 no-mask``, ``fwd d64 window``)."""
-    s = op.shape
-    mask = "window" if len(s) > 6 and s[6] else ("causal" if s[5] else "no-mask")
-    return f"{op.phase.value} d{s[4]} {mask}"
+    causal, window = attention_mask(op.shape)
+    mask = "window" if window else ("causal" if causal else "no-mask")
+    return f"{op.phase.value} d{op.shape[4]} {mask}"
 
 
 def attention_medians(checks: Sequence[KernelCheck], long_s: float = LONG_KERNEL_S) -> dict[str, tuple[float, int]]:
@@ -139,10 +139,6 @@ class AttentionFit:
     fitted: see :func:`fit_attention`); nan when there are none."""
 
 
-def _log_mean(values: Sequence[float]) -> float:
-    return math.exp(statistics.mean(math.log(v) for v in values))
-
-
 def fit_attention(kernels: Sequence[MeasuredKernel], gpu: str,
                   overheads: Sequence[float] = tuple(range(100, 1501, 50))) -> AttentionFit:
     """The attention caps and ``seq_overhead`` that reproduce a table of measured attention
@@ -160,35 +156,38 @@ def fit_attention(kernels: Sequence[MeasuredKernel], gpu: str,
     p0 = load_params(spec.name)
     a0 = p0.attention
 
-    def dense(k: MeasuredKernel) -> bool:
-        return k.op.kind is OpKind.ATTENTION and len(k.op.shape) == 6 and k.op.shape[4] == 128
+    measured = [k for k in kernels if k.op.kind is OpKind.ATTENTION]
 
-    def window(k: MeasuredKernel) -> bool:
-        return k.op.kind is OpKind.ATTENTION and len(k.op.shape) > 6 and bool(k.op.shape[6])
+    def windowed(k: MeasuredKernel) -> bool:
+        return attention_mask(k.op.shape)[1] > 0
 
-    fit_set = [k for k in kernels if dense(k) or (window(k) and k.op.phase is not Phase.FWD)]
-    if not any(dense(k) and k.op.phase is Phase.FWD for k in fit_set) or not any(
-            dense(k) and k.op.phase is not Phase.FWD for k in fit_set):
+    dense = [k for k in measured if k.op.shape[4] == 128 and not windowed(k)]
+    fit_set = dense + [k for k in measured if windowed(k) and k.op.phase is not Phase.FWD]
+    if {k.op.phase is Phase.FWD for k in dense} != {True, False}:
         raise ConfigError("kernel table", f"{len(fit_set)} attention kernels",
                           "needs head-dim-128 forward and backward kernels to fit the attention caps")
-    best: tuple[float, float, float, float] | None = None
-    for l0 in overheads:
-        p = replace(p0, attention=replace(a0, seq_overhead=float(l0)))
-        cs = check(fit_set, spec.name, p)
-        fwd = _log_mean([c.ratio for c in cs if c.kernel.op.phase is Phase.FWD])
-        bwd = _log_mean([c.ratio for c in cs if c.kernel.op.phase is not Phase.FWD])
+
+    def caps_at(l0: float) -> tuple[float, float, float, float]:
+        """(squared log error, overhead, forward and backward cap factors) with the caps in
+        closed form: each phase's geometric-mean ratio at this overhead."""
+        cs = check(fit_set, spec.name, replace(p0, attention=replace(a0, seq_overhead=float(l0))))
+        fwd = statistics.geometric_mean([c.ratio for c in cs if c.kernel.op.phase is Phase.FWD])
+        bwd = statistics.geometric_mean([c.ratio for c in cs if c.kernel.op.phase is not Phase.FWD])
         sse = sum(math.log(c.ratio / (fwd if c.kernel.op.phase is Phase.FWD else bwd)) ** 2 for c in cs)
-        if best is None or sse < best[0]:
-            best = (sse, float(l0), fwd, bwd)
-    sse, l0, fwd, bwd = best
+        return sse, float(l0), fwd, bwd
+
+    sse, l0, fwd, bwd = min(map(caps_at, overheads))
     attn = replace(a0, seq_overhead=l0, fwd_max_efficiency=a0.fwd_max_efficiency * fwd,
                    bwd_max_efficiency=a0.bwd_max_efficiency * bwd)
     fitted = replace(p0, attention=attn)
-    mla = [c.ratio for c in check([k for k in kernels if k.op.kind is OpKind.ATTENTION
-                                    and k.op.shape[4] == MLA_HEAD_DIM], spec.name, fitted)]
+
+    def ratios(keep: Callable[[MeasuredKernel], bool]) -> list[float]:
+        return [c.ratio for c in check([k for k in measured if keep(k)], spec.name, fitted)]
+
+    mla = ratios(lambda k: k.op.shape[4] == MLA_HEAD_DIM)
     hd = dict(zip(a0.head_dims, a0.head_dim_factors))
-    mla_factor = hd[MLA_HEAD_DIM] * _log_mean(mla) if mla and MLA_HEAD_DIM in hd else math.nan
-    wf = [c.ratio for c in check([k for k in kernels if window(k) and k.op.phase is Phase.FWD], spec.name, fitted)]
+    mla_factor = hd[MLA_HEAD_DIM] * statistics.geometric_mean(mla) if mla and MLA_HEAD_DIM in hd else math.nan
+    wf = ratios(lambda k: windowed(k) and k.op.phase is Phase.FWD)
     return AttentionFit(attn.fwd_max_efficiency, attn.bwd_max_efficiency, l0, mla_factor, len(fit_set),
                         math.sqrt(sse / len(fit_set)), statistics.median(wf) if wf else math.nan)
 

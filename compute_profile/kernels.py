@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workload_gen.core.errors import ConfigError
-from workload_gen.core.records import OpKind, Phase
+from workload_gen.core.records import OpKind, Phase, attention_mask
 
 TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 DROPOUT_P = 0.1
@@ -113,8 +113,7 @@ def build_bench(torch: Any, kind: OpKind, phase: Phase, shape: tuple[int, ...], 
         return b
     if kind is OpKind.ATTENTION:
         bsz, heads, sq, skv, hd = shape[:5]
-        causal = bool(shape[5]) if len(shape) > 5 else True
-        window = shape[6] if len(shape) > 6 else 0
+        causal, window = attention_mask(shape)
         if window > 0:
             # torch's SDPA has no sliding window on its flash path (a band mask falls back to
             # a kernel that scores every pair), so a proxy with the same work: each 128-row

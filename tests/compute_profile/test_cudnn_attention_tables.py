@@ -21,7 +21,7 @@ from compute_profile.kernel_check import attention_group, attention_medians, che
 from formats.kernel_table import from_cudnn_frontend_sdpa, read_kernel_table, write_kernel_table
 from workload_gen.core.errors import FormatError
 from workload_gen.core.gpu_specs import get_gpu
-from workload_gen.core.records import Phase
+from workload_gen.core.records import Phase, attention_mask
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNELS = ROOT / "compute_profile" / "data" / "kernels"
@@ -36,6 +36,14 @@ def _row(backend="cudnn", dtype="bfloat16", mask="top_left", s=4096, pas="fwd", 
          window="", ok="True", err=""):
     return (f"x,x,{backend},{dtype},{mask},2,{s},{s},64,8,128,128,{pas},{det},{ms},1,0,10,{window},{ok},"
             f"{err},NVIDIA GB200,1.21.1,92200")
+
+
+def test_one_decoder_reads_the_attention_shape_s_mask():
+    """records.shape_doc: a five-entry attention shape is causal without a window; the sixth
+    entry 0 is no mask; a seventh gives the window's keys."""
+    assert attention_mask((1, 8, 4096, 4096, 128)) == (True, 0)
+    assert attention_mask((1, 8, 4096, 4096, 128, 0)) == (False, 0)
+    assert attention_mask((2, 128, 4096, 4096, 64, 1, 128)) == (True, 128)
 
 
 def test_the_benchmark_csv_keeps_cudnn_bf16_kernels_that_ran(tmp_path):

@@ -207,11 +207,18 @@ class Workload:
                 yield st.stage, -1, op
 
 
+def attention_mask(shape: tuple[int, ...]) -> tuple[bool, int]:
+    """An attention op's (causal, sliding-window keys) from its shape (:func:`shape_doc`):
+    causal unless the sixth entry is 0 (a five-entry shape is causal), window 0 (none) unless a
+    seventh entry gives the keys each query looks back."""
+    return (bool(shape[5]) if len(shape) > 5 else True), (shape[6] if len(shape) > 6 else 0)
+
+
 def shape_doc() -> str:
     """The meaning of ``ComputeOp.shape`` per kind (also printed in file headers)."""
     return (
         "gemm: m,n,k (C[m,n] = A[m,k] @ B[k,n]); grouped_gemm: groups,m_per_group,n,k; "
-        "attention: batch,heads,seq_q,seq_kv,head_dim,causal; norm/elementwise/rope/permute: tokens,width "
+        "attention: batch,heads,seq_q,seq_kv,head_dim,causal[,window]; norm/elementwise/rope/permute: tokens,width "
         "(a grouped GEMM input's quantize, an unfused MoE (un)permute, the experts' fp8 (un)padding, "
         "a grouped GEMM's main-gradient adds: tokens,width,kernels); "
         "embedding: tokens,hidden,vocab_shard; loss: tokens,vocab_shard; router: tokens,hidden,experts; "
