@@ -24,7 +24,7 @@ from formats.atomic import atomic_write
 from workload_gen.core.errors import FormatError
 from workload_gen.core.run_result import Interval, RunResult
 
-STREAMS: tuple[str, ...] = ("compute", "tp", "cp", "ep", "etp", "dp", "edp", "pp", "emb")
+STREAMS: tuple[str, ...] = ("compute", "tp", "cp", "ep", "etp", "dp", "edp", "pp", "emb", "amax")
 _TID = {s: i for i, s in enumerate(STREAMS)}
 UNITS = "ts and dur in microseconds (Chrome trace convention)"
 

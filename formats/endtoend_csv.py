@@ -167,14 +167,14 @@ def totals_from_breakdown(
     """Map our breakdown (seconds, per Group value) onto SimAI's columns (us).
 
     SimAI has fewer columns than we have groups: ``dp`` + ``emb`` (tied-embedding
-    all-reduce) go to DP, ``edp`` to DP_EP, ``tp`` + ``etp`` + ``cp`` to TP (SimAI has no
+    all-reduce) + ``amax`` (FP8 delayed scaling's amax all-reduces) go to DP, ``edp`` to DP_EP, ``tp`` + ``etp`` + ``cp`` to TP (SimAI has no
     CP or expert-TP column), ``ep`` to EP, ``pp`` to PP; the optimizer step counts as
     compute, as it does in SimAI. ``iteration_time_s`` becomes ``total`` when given.
     """
     us = 1e6
     c = {k: float(v) for k, v in exposed_comm_s.items()}
     out = {
-        "dp": (c.pop("dp", 0.0) + c.pop("emb", 0.0)) * us,
+        "dp": (c.pop("dp", 0.0) + c.pop("emb", 0.0) + c.pop("amax", 0.0)) * us,
         "dp_ep": c.pop("edp", 0.0) * us,
         "tp": (c.pop("tp", 0.0) + c.pop("etp", 0.0) + c.pop("cp", 0.0)) * us,
         "ep": c.pop("ep", 0.0) * us,

@@ -455,7 +455,7 @@ class _Reader:
 
     def _group_size(self, line: int, group: Group, size: int, par: ParallelConfig) -> None:
         want = {Group.TP: par.tp, Group.CP: par.cp, Group.EP: par.ep, Group.ETP: par.expert_tp,
-                Group.DP: par.dp * par.cp, Group.EDP: par.edp}.get(group)
+                Group.DP: par.dp * par.cp, Group.EDP: par.edp, Group.AMAX: par.world_size // par.pp}.get(group)
         if want is not None and size != want:
             raise self.fail(line, f"group_size={size} of a {group.value} collective disagrees with the "
                                   f"parallel header ({group.value} group of {want})")

@@ -11,7 +11,8 @@ _PHASE_COLORS = {"fwd": "#4C72B0", "bwd-input": "#DD8452", "bwd-weight": "#C44E5
                  "iter": "#937860"}
 _PART_COLORS = {"compute": "#4C72B0", "bubble": "#BBBBBB", "optimizer": "#937860", "host": "#8C564B", "other": "#EEEEEE"}
 _COMM_COLORS = {"tp": "#55A868", "cp": "#64B5CD", "ep": "#DA8BC3", "etp": "#CCB974", "dp": "#E377C2",
-                "edp": "#8C8C8C", "pp": "#17BECF", "emb": "#BCBD22"}
+                "edp": "#8C8C8C", "pp": "#17BECF", "emb": "#BCBD22",
+                "amax": "#9467BD"}
 """One colour per meaning across the breakdown bar and the timeline (issue 29: exposed pipeline
 time shared backward's orange, dp bwd-weight's red, emb recompute's purple)."""
 

@@ -19,7 +19,9 @@ Export (``workload_to_simai``): one pipeline stage per file, as SimAI expects.
   name: TP (and expert-TP, and the tied-embedding group, which SimAI lacks) without a
   suffix in the forward/input-grad columns, EP as ``_EP``, the expert-DP group as
   ``_DP_EP``, and DP in the weight-grad column (no suffix). PP send/recv are not records
-  in SimAI; their size goes to the header's ``pp_comm``. Context parallelism has no
+  in SimAI; their size goes to the header's ``pp_comm``. FP8 delayed scaling's amax
+  all-reduces (the ``amax`` group) have no SimAI group and are left out, as AICB leaves
+  them out. Context parallelism has no
   SimAI group, so ``cp > 1`` is refused.
 * **Unrolling.** The ``ga`` micro-batches are written one after another (SimAI runs
   all forwards, then all backwards). The once-per-iteration ops (gradient sync,
@@ -98,6 +100,8 @@ def _segments(ops: tuple[Op, ...] | list[Op]) -> list[_Segment]:
             pending.append(op)
         elif op.group == Group.PP:
             continue  # PP send/recv: SimAI has no record for them (header pp_comm)
+        elif op.group == Group.AMAX:
+            continue  # FP8 delayed scaling's amax all-reduces: no SimAI group (AICB leaves them out)
         else:
             out.append(_Segment(pending, op))
             pending = []

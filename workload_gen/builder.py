@@ -46,6 +46,7 @@ from dataclasses import replace
 from functools import lru_cache
 
 from workload_gen import costs
+from workload_gen.amax_reduction import with_amax_reductions
 
 from workload_gen.layer_ops import (
     MTP_OP_PREFIX,
@@ -129,7 +130,7 @@ def build(model: ModelConfig, parallel: ParallelConfig) -> Workload:
     key = layer_key(model, parallel)
     stages = []
     for s in range(parallel.pp):
-        chunks = _stage_chunks(model, key, s, parallel.pipeline_layout)
+        chunks = with_amax_reductions(model, parallel, s, _stage_chunks(model, key, s, parallel.pipeline_layout))
         params, dense = stage_params(model, parallel, s)
         stages.append(StageProgram(s, chunks, _iteration_ops(model, parallel, s), params, dense))
     return Workload(model, parallel, tuple(stages), total_params(model))

@@ -516,17 +516,24 @@ def stage_fp8_params(model: ModelConfig, par: ParallelConfig, stage: int) -> tup
     return dense, expert
 
 
-def stage_fp8_tensor_counts(model: ModelConfig, par: ParallelConfig, stage: int) -> tuple[int, int]:
-    """(dense, expert) fp8 weight *tensors* one rank of ``stage`` holds: one per TE linear, and
-    two per local expert (TE ``GroupedLinear`` registers ``weight0..weight{n-1}`` for fc1 and
-    for fc2; the expert count per rank is num_experts / ep whatever the expert TP)."""
+def chunk_fp8_tensor_counts(model: ModelConfig, par: ParallelConfig, stage: int, chunk: int) -> tuple[int, int]:
+    """(dense, expert) fp8 weight *tensors* one rank of ``stage`` holds in ``chunk``: one per TE
+    linear, and two per local expert (TE ``GroupedLinear`` registers ``weight0..weight{n-1}``
+    for fc1 and for fc2; the expert count per rank is num_experts / ep whatever the expert TP).
+    Each is also one fp8 GEMM of TE's scaling metadata (``num_gemms``)."""
     dense = expert = 0
-    for c in range(par.vpp):
-        for layer, t in chunk_tensors(model, par, stage, c):
-            if not _fp8_local(model, par, layer, t):
-                continue
-            if t.shard == "expert":
-                expert += 2 * model.num_experts // par.ep
-            else:
-                dense += 1
+    for layer, t in chunk_tensors(model, par, stage, chunk):
+        if not _fp8_local(model, par, layer, t):
+            continue
+        if t.shard == "expert":
+            expert += 2 * model.num_experts // par.ep
+        else:
+            dense += 1
     return dense, expert
+
+
+def stage_fp8_tensor_counts(model: ModelConfig, par: ParallelConfig, stage: int) -> tuple[int, int]:
+    """(dense, expert) fp8 weight tensors one rank of ``stage`` holds over its chunks
+    (:func:`chunk_fp8_tensor_counts`)."""
+    counts = [chunk_fp8_tensor_counts(model, par, stage, c) for c in range(par.vpp)]
+    return sum(d for d, _ in counts), sum(e for _, e in counts)

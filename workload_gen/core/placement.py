@@ -82,6 +82,9 @@ def group_ranks(par: ParallelConfig, group: Group, rank: int = 0) -> tuple[int, 
         return tuple(_dense_rank(par, tp, c, d, pp) for d in range(par.dp) for c in range(par.cp))
     if group is Group.PP:
         return tuple(_dense_rank(par, tp, cp, dp, p) for p in range(par.pp))
+    if group is Group.AMAX:
+        size = par.world_size // par.pp
+        return tuple(range(pp * size, (pp + 1) * size))
     if group is Group.EMB:
         first, last = _dense_rank(par, tp, cp, dp, 0), _dense_rank(par, tp, cp, dp, last_chunk(par.pp, par.vpp, par.vshape)[0])
         return (first,) if first == last else (first, last)
@@ -102,5 +105,5 @@ def group_ranks(par: ParallelConfig, group: Group, rank: int = 0) -> tuple[int, 
 def group_size(par: ParallelConfig, group: Group) -> int:
     return {
         Group.TP: par.tp, Group.CP: par.cp, Group.DP: par.dp * par.cp, Group.PP: par.pp,
-        Group.EMB: 1 if par.pp == 1 else 2, Group.ETP: par.expert_tp, Group.EP: par.ep, Group.EDP: par.edp,
+        Group.EMB: 1 if par.pp == 1 else 2, Group.AMAX: par.world_size // par.pp, Group.ETP: par.expert_tp, Group.EP: par.ep, Group.EDP: par.edp,
     }[group]

@@ -65,6 +65,10 @@ class Group(StrEnum):
     PP = "pp"
     EMB = "emb"
     """First and last pipeline stage, for tied embedding gradients."""
+    AMAX = "amax"
+    """The tp*cp*dp ranks of one pipeline stage: Megatron's FP8 amax reduction group
+    (``get_amax_reduction_group(with_context_parallel=True)``, the tensor-and-data-parallel
+    group with CP), over which delayed scaling all-reduces its amaxes."""
 
 
 class TimeSource(StrEnum):
