@@ -80,6 +80,12 @@ class GemmParams:
     """Host time to issue one expert's GEMM of a grouped GEMM: Transformer Engine runs a
     grouped GEMM as one cuBLAS call per expert, issued one after another from the host, so
     many small experts take at least experts x this, however little each computes."""
+    grouped_memory_exposure: float
+    """Share of the shorter of an expert grouped GEMM's math and memory time that does not
+    hide behind the longer (busy = max + this x min; 0: the roofline's full overlap). TE's
+    grouped GEMM is one cuBLAS GEMM per expert spread over a few streams: each expert's
+    weight (and, in wgrad, its fp32 gradient) streams in and out around its own short math,
+    so the per-expert kernels overlap one another's phases only in part."""
     blockwise_fp8_rate: float
     """Fraction of the per-tensor FP8 GEMM rate that FP8 GEMMs with 1x128 / 128x128 block
     scales reach (applied by compute_profile.attaching for the blockwise recipe)."""
@@ -192,6 +198,8 @@ def params_from_dict(gpu: str, raw: dict[str, Any], src: str = "estimator parame
                 blockwise_fp8_rate=_positive(src, "gemm.blockwise_fp8_rate", g.get("blockwise_fp8_rate", 1.0), 1.0),
                 mxfp8_rate=_positive(src, "gemm.mxfp8_rate", g.get("mxfp8_rate", 1.0), 1.0),
                 grouped_issue_s=_nonnegative(src, "gemm.grouped_issue_s", g.get("grouped_issue_s", 0.0), 1e-3),
+                grouped_memory_exposure=_nonnegative(src, "gemm.grouped_memory_exposure",
+                                                     g.get("grouped_memory_exposure", 0.0), 1.0),
                 memory_efficiency=_positive(src, "gemm.memory_efficiency", g["memory_efficiency"], 1.0),
                 tiles=tiles,
                 split_k_max=int(sk["max_splits"]), split_k_min_k=int(sk["min_k_per_split"]),
@@ -503,6 +511,13 @@ def _tensor_shape_efficiency(op: ComputeOp, spec: GpuSpec, p: EstimatorParams) -
     return p.gemm.max_efficiency  # shape too short to model: plain cap
 
 
+def is_expert_gemm(op: ComputeOp) -> bool:
+    """An MoE experts' grouped GEMM (workload_gen.core.records.EXPERT_OP_PREFIX), which
+    Transformer Engine runs as one GEMM per expert: the issue floor and the partly exposed
+    memory time apply to it, not to other grouped GEMMs (one batched call)."""
+    return OpKind(op.kind) is OpKind.GROUPED_GEMM and op.name.startswith(EXPERT_OP_PREFIX) and bool(op.shape)
+
+
 def explain(op: ComputeOp, gpu: GpuSpec | str, params: EstimatorParams | None = None) -> Estimate:
     """The estimate of ``op`` on ``gpu`` with its compute, memory and launch terms."""
     spec = gpu if isinstance(gpu, GpuSpec) else get_gpu(gpu)
@@ -541,11 +556,12 @@ def explain(op: ComputeOp, gpu: GpuSpec | str, params: EstimatorParams | None = 
     if kind in (OpKind.ELEMENTWISE, OpKind.PERMUTE) and len(op.shape) == 3:  # its kernel count (shape_doc)
         launches = op.shape[2]
     launch_s = launches * p.launch_overhead_s
-    # MoE experts issue one GEMM per expert (workload_gen.core.records.EXPERT_OP_PREFIX)
-    per_expert = kind is OpKind.GROUPED_GEMM and op.name.startswith(EXPERT_OP_PREFIX) and op.shape
+    per_expert = is_expert_gemm(op)
     issue_s = op.shape[0] * p.gemm.grouped_issue_s if per_expert else 0.0
-    return Estimate(max(compute_s, memory_s, issue_s) + launch_s, compute_s, memory_s, launch_s, eff_c, eff_m,
-                    issue_s)
+    busy = max(compute_s, memory_s)
+    if per_expert:
+        busy += p.gemm.grouped_memory_exposure * min(compute_s, memory_s)
+    return Estimate(max(busy, issue_s) + launch_s, compute_s, memory_s, launch_s, eff_c, eff_m, issue_s)
 
 
 def estimate_time(op: ComputeOp, gpu: GpuSpec | str, params: EstimatorParams | None = None) -> float:

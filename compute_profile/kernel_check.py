@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from itertools import pairwise
 
-from compute_profile.estimator import EstimatorParams, explain, load_params
+from compute_profile.estimator import EstimatorParams, explain, is_expert_gemm, load_params
 from formats.kernel_table import MeasuredKernel
 from workload_gen.core.errors import ConfigError
 from workload_gen.core.gpu_specs import get_gpu
@@ -193,6 +193,59 @@ def fit_attention(kernels: Sequence[MeasuredKernel], gpu: str,
 
 
 DURATION_BINS_S = (0.0, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, float("inf"))
+
+
+@record
+class GroupedExposureFit:
+    """``gemm.grouped_memory_exposure`` from measured expert grouped GEMMs."""
+
+    value: float
+    kernels: int
+    rms_log_before: float
+    """Root-mean-square log(estimate / measured) over those kernels at full overlap (0)."""
+    rms_log_after: float
+    """The same at the fitted value."""
+    phase_medians: dict[str, float]
+    """Median estimate / measured per phase at the fitted value."""
+
+
+def fit_grouped_exposure(kernels: Sequence[MeasuredKernel], gpu: str, long_s: float = LONG_KERNEL_S) -> GroupedExposureFit:
+    """The share of the shorter of math and memory time that an expert grouped GEMM leaves
+    exposed (estimator ``gemm.grouped_memory_exposure``): the value in [0, 1] at which the
+    median estimate / measured of the expert grouped GEMMs of at least ``long_s`` is 1, at
+    ``gpu``'s kernel-level throughput prior (:func:`sustained_prior`, from the dense GEMMs
+    of the same table). The rule that sets the throughput prior, so the grouped GEMMs and
+    the dense ones are timed alike; the estimate grows with the value, so bisection finds it."""
+    name = get_gpu(gpu).name
+    prior = sustained_prior(kernels, name, long_s).value
+    chosen = [k for k in kernels if is_expert_gemm(k.op) and k.time_s >= long_s]
+    if len(chosen) < 10:
+        raise ConfigError("kernel table", f"{len(chosen)} expert grouped GEMMs of at least {long_s * 1e3:g} ms",
+                          "needs at least 10 for the exposure")
+
+    def at(alpha: float) -> list[KernelCheck]:
+        p = load_params(name, overrides=((f"gpus.{name}.tensor_throughput", prior),))
+        p = replace(p, gemm=replace(p.gemm, grouped_memory_exposure=alpha))
+        return check(chosen, name, p)
+
+    lo, hi = 0.0, 1.0
+    if statistics.median(c.ratio for c in at(hi)) < 1.0:
+        lo = hi
+    elif statistics.median(c.ratio for c in at(lo)) < 1.0:
+        for _ in range(40):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if statistics.median(c.ratio for c in at(mid)) < 1.0 else (lo, mid)
+    value = round((lo + hi) / 2, 3) if lo < hi else lo
+
+    def rms(cs: list[KernelCheck]) -> float:
+        return math.sqrt(sum(math.log(c.ratio) ** 2 for c in cs) / len(cs))
+
+    fitted = at(value)
+    phases: dict[str, list[float]] = {}
+    for c in fitted:
+        phases.setdefault(c.kernel.op.phase.value, []).append(c.ratio)
+    return GroupedExposureFit(value, len(chosen), rms(at(0.0)), rms(fitted),
+                              {k: statistics.median(v) for k, v in sorted(phases.items())})
 
 
 def by_duration(checks: Sequence[KernelCheck], kind: OpKind = OpKind.GEMM) -> list[tuple[float, float, list[float]]]:

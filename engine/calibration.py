@@ -35,7 +35,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from compute_profile.estimator import TENSOR_KINDS, DeclaredParameter, declared_parameters, explain, load_params
+from compute_profile.estimator import (
+    TENSOR_KINDS,
+    DeclaredParameter,
+    declared_parameters,
+    explain,
+    is_expert_gemm,
+    load_params,
+)
 from formats.measured_runs import MeasuredRun
 from workload_gen import build
 from workload_gen.core.errors import ConfigError
@@ -64,9 +71,15 @@ class _Reference:
     """Bubble / per-micro-batch compute of the critical stage (the bubble scales with it)."""
     tensor_a: np.ndarray = field(repr=False)
     tensor_m: np.ndarray = field(repr=False)
+    """Memory time of each tensor-core op (the throughput does not move it)."""
     tensor_l: np.ndarray = field(repr=False)
     tensor_w: np.ndarray = field(repr=False)
     tensor_fp8: np.ndarray = field(repr=False)
+    tensor_i: np.ndarray = field(repr=False)
+    """Host issue floor of each op (expert grouped GEMMs; 0 for the others)."""
+    tensor_x: np.ndarray = field(repr=False)
+    """Exposed share of the shorter of math and memory (gemm.grouped_memory_exposure for
+    expert grouped GEMMs; 0 for the others): the estimator's busy time, exactly."""
     step_ops: int = 0
     overlapped_s: float = 0.0
     """Critical stage's compute that ran beside its own collectives, at slow-down 0
@@ -121,7 +134,7 @@ def _reference(run: MeasuredRun, theta: Theta) -> _Reference:
     crit = int(res.extras.get("critical_stage", 0))
     stage = wl.stages[crit]
     nmb = wl.parallel.num_microbatches
-    a, m, lat, w, f8 = [], [], [], [], []
+    a, m, lat, w, f8, iss, x = [], [], [], [], [], [], []
     per_mb = 0.0
     for ch in stage.chunks:
         for op in (*ch.forward, *ch.backward):
@@ -131,7 +144,9 @@ def _reference(run: MeasuredRun, theta: Theta) -> _Reference:
             if op.kind in TENSOR_KINDS:
                 e1 = explain(op, spec, unit)
                 a.append(e1.compute_s)
-                m.append(max(e1.memory_s, e1.issue_s))  # floors the throughput does not move
+                m.append(e1.memory_s)  # with the issue floor, what the throughput does not move
+                iss.append(e1.issue_s)
+                x.append(unit.gemm.grouped_memory_exposure if is_expert_gemm(op) else 0.0)
                 lat.append(e1.launch_s)
                 w.append(nmb)
                 f8.append(op.dtype == "fp8")
@@ -147,12 +162,16 @@ def _reference(run: MeasuredRun, theta: Theta) -> _Reference:
         probe = simulate_run(run, {**theta, SLOWDOWN: _PROBE_SLOWDOWN})[1]
         overlapped = probe.extras.get("overlap_slowdown_s", 0.0) / _PROBE_SLOWDOWN
     return _Reference(run, gpu, time_s, dict(theta), ratio, np.array(a), np.array(m), np.array(lat),
-                      np.array(w, dtype=float), np.array(f8, dtype=bool), step_ops, overlapped)
+                      np.array(w, dtype=float), np.array(f8, dtype=bool), np.array(iss), np.array(x),
+                      step_ops, overlapped)
 
 
 def _tensor_time(ref: _Reference, g: float, fp8: float) -> float:
+    """compute_profile.estimator.explain's time of the tensor-core ops at throughput ``g``."""
     rate = np.where(ref.tensor_fp8, g * fp8, g)
-    return float(np.sum(ref.tensor_w * (np.maximum(ref.tensor_a / rate, ref.tensor_m) + ref.tensor_l)))
+    c = ref.tensor_a / rate
+    busy = np.maximum(c, ref.tensor_m) + ref.tensor_x * np.minimum(c, ref.tensor_m)
+    return float(np.sum(ref.tensor_w * (np.maximum(busy, ref.tensor_i) + ref.tensor_l)))
 
 
 def _surrogate(ref: _Reference, theta: Theta, defaults: Theta) -> float:
