@@ -81,6 +81,9 @@ _GROUP_TO_SIMAI: dict[Group, SimaiGroup] = {
     Group.DP: SimaiGroup.DP,
     Group.EDP: SimaiGroup.DP_EP,
 }
+_LEFT_OUT = frozenset({Group.PP, Group.AMAX})
+"""Collectives that are not SimAI records: PP send/recv (their size goes to the header's
+``pp_comm``) and FP8 delayed scaling's amax all-reduces (no SimAI group; AICB leaves them out)."""
 _SIMAI_KINDS = (CollKind.ALL_REDUCE, CollKind.ALL_GATHER, CollKind.REDUCE_SCATTER, CollKind.ALL_TO_ALL)
 
 
@@ -98,10 +101,8 @@ def _segments(ops: tuple[Op, ...] | list[Op]) -> list[_Segment]:
     for op in ops:
         if isinstance(op, ComputeOp):
             pending.append(op)
-        elif op.group == Group.PP:
-            continue  # PP send/recv: SimAI has no record for them (header pp_comm)
-        elif op.group == Group.AMAX:
-            continue  # FP8 delayed scaling's amax all-reduces: no SimAI group (AICB leaves them out)
+        elif op.group in _LEFT_OUT:
+            continue
         else:
             out.append(_Segment(pending, op))
             pending = []
@@ -328,7 +329,7 @@ def workload_to_simai(workload: Workload, stage: int = 0, *, update_ns: int = AI
     st = stages[stage]
     _check_times(workload, st)
     for _s, _c, op in workload.ops():
-        if _s == stage and isinstance(op, CollectiveOp) and op.group != Group.PP:
+        if _s == stage and isinstance(op, CollectiveOp) and op.group not in _LEFT_OUT:
             _check_collective(op)
     num_layers = workload.model.num_layers
     fwd_ops = [op for ch in st.chunks for op in ch.forward]

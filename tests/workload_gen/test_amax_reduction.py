@@ -108,3 +108,27 @@ def test_native_file_round_trip_and_trace_stream(tmp_path):
     ops = [op for _, _, op in back.ops() if isinstance(op, CollectiveOp) and op.group is Group.AMAX]
     assert len(ops) == 2 and {op.group_size for op in ops} == {16}
     assert "amax" in STREAMS
+
+
+def test_simai_export_leaves_the_amax_reductions_out():
+    """SimAI's workload has no group for them (AICB does not emit them): the export succeeds
+    and writes the same records as the workload with those ops removed."""
+    from dataclasses import replace
+
+    from compute_profile import attach
+    from formats.simai_convert import workload_to_simai
+
+    w = make("llama3-8b", world_size=16, pp=2, vpp=2, micro_batch=1, global_batch=16, seq_length=1024,
+             dtype="fp8", fp8_recipe="delayed")
+    timed, _ = attach(w, "h100-sxm")
+    assert any(op.group is Group.AMAX for _, _, op in timed.ops() if isinstance(op, CollectiveOp))
+
+    def drop(ops):
+        return tuple(op for op in ops if not (isinstance(op, CollectiveOp) and op.group is Group.AMAX))
+
+    stripped = replace(timed, stages=tuple(
+        replace(st, chunks=tuple(replace(ch, forward=drop(ch.forward), backward=drop(ch.backward)) for ch in st.chunks))
+        for st in timed.stages))
+    got = workload_to_simai(timed, 0)
+    assert got == workload_to_simai(stripped, 0)
+    assert not any("amax" in r.name for r in got.records)
