@@ -17,7 +17,7 @@ const DEFAULT_PLAN = {model: "llama3-8b", system: "h100", num_layers: "", world_
                       moe_flex_dispatcher_backend: "", overlap_moe_expert_parallel_comm: false};
 const COLORS = {compute: "#4e79a7", exposed_tp: "#f28e2b", exposed_cp: "#edc948", exposed_ep: "#b07aa1",
                 exposed_etp: "#ff9da7", exposed_dp: "#e15759", exposed_edp: "#9c755f", exposed_pp: "#76b7b2",
-                exposed_emb: "#bab0ac", bubble: "#d4d4d4", optimizer: "#59a14f", host: "#8cd17d", other: "#86bcb6"};
+                exposed_emb: "#bab0ac", exposed_amax: "#9467bd", bubble: "#d4d4d4", optimizer: "#59a14f", host: "#8cd17d", other: "#86bcb6"};
 const HF = "__hf__";
 const TYPING_PAUSE_MS = 150;  // about one keystroke gap of a fast typist: no request per digit
 
