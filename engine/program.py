@@ -23,8 +23,9 @@ from workload_gen.core.record import record
 from workload_gen.core.records import (MOE_COMBINE_OP, MOE_DISPATCH_OP, OUTPUT_LAYER_OP, CollectiveOp, CollKind,
                                        ComputeOp, Group, Op, OpKind, Phase, Workload)
 
-INTRA_STAGE_GROUPS = frozenset({Group.TP, Group.CP, Group.EP, Group.ETP})
-"""Groups whose members all sit in one pipeline stage, so they are symmetric there."""
+INTRA_STAGE_GROUPS = frozenset({Group.TP, Group.CP, Group.EP, Group.ETP, Group.AMAX})
+"""Groups whose members all sit in one pipeline stage, so they are symmetric there (AMAX is
+the whole stage: its blocking all-reduce ends inside the pass that issues it)."""
 GRAD_GROUPS = frozenset({Group.DP, Group.EDP})
 
 

@@ -81,7 +81,8 @@ def _gpt_small(**kw):
     return w
 
 
-@pytest.mark.parametrize("kw", [dict(), dict(vpp=2), dict(tp_comm_overlap=True, recompute="selective")])
+@pytest.mark.parametrize("kw", [dict(), dict(vpp=2), dict(tp_comm_overlap=True, recompute="selective"),
+                                dict(vpp=2, dtype="fp8", fp8_recipe="delayed")])
 def test_built_workload_pass_equals_op(kw):
     w = _gpt_small(**kw)
     fast = simulate(w, SYSTEMS["h100"], "analytical")
