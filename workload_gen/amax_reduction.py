@@ -11,12 +11,13 @@ FP8 GEMM of an ``fp8_autocast`` region over the region's ``fp8_group``:
   ``GroupedLinear``'s backward).
 
 Both call ``torch.distributed.all_reduce(..., async_op=False)`` on the current stream (TE
-transformer_engine/pytorch/fp8.py and module/linear.py at v1.11, the NeMo 24.09 stack; the
-same in 2.x for the delayed recipe), so the compute stream waits for it. Megatron-Core wraps
-a whole ``TransformerBlock`` (one model chunk) in one autocast under delayed scaling
-(``use_outer_fp8_context``; per-layer contexts would break the reduction, fp8_utils.py at
-d98e8a64) with ``fp8_group = get_amax_reduction_group(with_context_parallel=True)``: the
-tp*cp*dp ranks of the pipeline stage (:attr:`Group.AMAX`). So each chunk's forward and
+transformer_engine/pytorch/fp8.py and module/linear.py at v1.11, the NeMo 24.09 stack, and
+fp8.py at v2.8 for the delayed recipe), so the compute stream waits for it. Megatron-Core
+wraps a whole ``TransformerBlock`` (one model chunk) in one autocast under delayed scaling
+(``use_outer_quantization_context`` in transformer_block.py; per-layer contexts would break
+the reduction, fp8_utils.py; both at d98e8a64) with
+``fp8_group = get_amax_reduction_group(with_context_parallel=True)``: the tp*cp*dp ranks of
+the pipeline stage (:attr:`Group.AMAX`). So each chunk's forward and
 backward of each micro-batch ends with one small all-reduce across the whole stage, a
 latency-bound cost that grows with the stage's node count. Current scaling (tensorwise),
 MXFP8 and NVFP4 compute their scales from the tensor itself and have no such reduction.
