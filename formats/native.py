@@ -38,6 +38,7 @@ from workload_gen.core.limits import (LIMITS, MAX_BYTES, MAX_DIM, MAX_FLOPS, MAX
                                      PARALLEL_FIELD_LIMITS, check_limit, nesting_depth)
 from workload_gen.core.model_config import ModelConfig
 from workload_gen.core.parallel_config import DTYPE_BYTES, ParallelConfig
+from workload_gen.core.placement import group_size
 from workload_gen.core.records import (
     FORMAT_VERSION,
     ChunkProgram,
@@ -455,7 +456,7 @@ class _Reader:
 
     def _group_size(self, line: int, group: Group, size: int, par: ParallelConfig) -> None:
         want = {Group.TP: par.tp, Group.CP: par.cp, Group.EP: par.ep, Group.ETP: par.expert_tp,
-                Group.DP: par.dp * par.cp, Group.EDP: par.edp, Group.AMAX: par.world_size // par.pp}.get(group)
+                Group.DP: par.dp * par.cp, Group.EDP: par.edp, Group.AMAX: group_size(par, Group.AMAX)}.get(group)
         if want is not None and size != want:
             raise self.fail(line, f"group_size={size} of a {group.value} collective disagrees with the "
                                   f"parallel header ({group.value} group of {want})")

@@ -17,7 +17,7 @@ wraps a whole ``TransformerBlock`` (one model chunk) in one autocast under delay
 (``use_outer_quantization_context`` in transformer_block.py; per-layer contexts would break
 the reduction, fp8_utils.py; both at d98e8a64) with
 ``fp8_group = get_amax_reduction_group(with_context_parallel=True)``: the tp*cp*dp ranks of
-the pipeline stage (:attr:`Group.AMAX`). So each chunk's forward and
+the pipeline stage (:attr:`Group.AMAX`; the tp*cp ranks with ``--tp-only-amax-red``). So each chunk's forward and
 backward of each micro-batch ends with one small all-reduce across the whole stage, a
 latency-bound cost that grows with the stage's node count. Current scaling (tensorwise),
 MXFP8 and NVFP4 compute their scales from the tensor itself and have no such reduction.
@@ -32,6 +32,7 @@ from __future__ import annotations
 from workload_gen.core.model_config import ModelConfig
 from workload_gen.core.parallel_config import ParallelConfig
 from workload_gen.core.params import chunk_fp8_tensor_counts
+from workload_gen.core.placement import group_size
 from workload_gen.core.records import ChunkProgram, CollectiveOp, CollKind, Group, Op, Phase
 
 FWD_AMAXES_PER_GEMM = 3
@@ -42,7 +43,7 @@ AMAX_BYTES = 4
 def reduces_amax(par: ParallelConfig) -> bool:
     """Whether the run all-reduces amaxes per autocast region (delayed-scaling FP8 training
     on a stage of more than one rank)."""
-    return par.dtype == "fp8" and par.fp8_recipe == "delayed" and par.world_size // par.pp > 1
+    return par.dtype == "fp8" and par.fp8_recipe == "delayed" and group_size(par, Group.AMAX) > 1
 
 
 def _after_blocks(ops: tuple[Op, ...], layers: frozenset[int]) -> int:
@@ -62,7 +63,7 @@ def with_amax_reductions(model: ModelConfig, par: ParallelConfig, stage: int,
     holds no FP8 GEMM (layers kept in bf16)."""
     if not reduces_amax(par):
         return chunks
-    size = par.world_size // par.pp
+    size = group_size(par, Group.AMAX)
     out = []
     for ch in chunks:
         dense, expert = chunk_fp8_tensor_counts(model, par, stage, ch.chunk)

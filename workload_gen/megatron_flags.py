@@ -163,6 +163,7 @@ PAR_BOOL_FLAGS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("--fp4-param-gather",), "fp4_param_gather"),
     (("--first-last-layers-bf16",), "first_last_layers_bf16"),
     (("--reuse-grad-buf-for-mxfp8-param-ag",), "reuse_grad_buf_for_mxfp8_param_ag"),
+    (("--tp-only-amax-red",), "tp_only_amax_red"),
     (("--use-precision-aware-optimizer",), "use_precision_aware_optimizer"),
     (("--overlap-param-gather-with-optimizer-step",), "overlap_param_gather_with_optimizer_step"),
     (("--use-megatron-fsdp", "--use-custom-fsdp"), "use_megatron_fsdp"),

@@ -132,3 +132,38 @@ def test_simai_export_leaves_the_amax_reductions_out():
     got = workload_to_simai(timed, 0)
     assert got == workload_to_simai(stripped, 0)
     assert not any("amax" in r.name for r in got.records)
+
+
+def test_tp_only_amax_red_reduces_over_tp_and_cp():
+    """Megatron's --tp-only-amax-red: get_amax_reduction_group returns the tensor-and-context
+    group, so the all-reduce spans tp * cp = 8 ranks on one node instead of the stage's 512."""
+    w = make("llama3-70b", **_70B, tp_only_amax_red=True)
+    par = w.parallel
+    assert group_size(par, Group.AMAX) == 8
+    ranks = group_ranks(par, Group.AMAX, 777)
+    assert set(ranks) == set(group_ranks(par, Group.TP, 777)) | {r for t in group_ranks(par, Group.CP, 777)
+                                                                  for r in group_ranks(par, Group.TP, t)}
+    ops = [op for _, _, op in w.ops() if isinstance(op, CollectiveOp) and op.group is Group.AMAX]
+    assert ops and {op.group_size for op in ops} == {8}
+    # an 8-rank all-reduce inside one node is cheaper than the 512-rank one across 64 nodes
+    system = load_system("h100")
+    backend = AnalyticalBackend(system, par.world_size)
+    full = make("llama3-70b", **_70B)
+    f = next(op for _, _, op in full.ops() if isinstance(op, CollectiveOp) and op.group is Group.AMAX)
+    t_full = backend.collective_time(f, group_ranks(full.parallel, Group.AMAX, 0))
+    t_tp = backend.collective_time(ops[0], group_ranks(par, Group.AMAX, 0))
+    assert t_tp < t_full
+
+
+def test_megatrons_spelling_is_accepted(tmp_path):
+    """`--tp-only-amax-red` as Megatron spells it, through gen-workload: the written file's
+    amax all-reduces span tp * cp = 4 ranks."""
+    from engine.commands.gen_workload import main
+
+    out = tmp_path / "w.tsv"
+    assert main(["--model", "llama3-8b", "--tp", "2", "--cp", "2", "--world-size", "16", "--global-batch", "16",
+                 "--seq-length", "2048", "--fp8-format", "hybrid", "--fp8-recipe", "delayed", "--tp-only-amax-red",
+                 "-q", "-o", str(out)]) == 0
+    back = read_native(out)
+    assert back.parallel.tp_only_amax_red
+    assert {op.group_size for _, _, op in back.ops() if isinstance(op, CollectiveOp) and op.group is Group.AMAX} == {4}

@@ -45,7 +45,7 @@ RECIPE_BOOLS = ("moe_enable_deepep", "overlap_moe_expert_parallel_comm", "delay_
                 "moe_shared_expert_overlap", "moe_pad_expert_input_to_capacity", "moe_router_force_load_balancing",
                 "moe_permute_fusion", "moe_router_padding_for_quantization",
                 "fp8_param_gather", "fp4_param_gather", "reuse_grad_buf_for_mxfp8_param_ag", "use_precision_aware_optimizer",
-                "overlap_param_gather_with_optimizer_step", "use_megatron_fsdp")
+                "overlap_param_gather_with_optimizer_step", "use_megatron_fsdp", "tp_only_amax_red")
 RECIPE_CHOICES: dict[str, tuple[str, ...]] = {
     "moe_token_dispatcher": ("alltoall", "allgather", "flex"),
     "moe_flex_dispatcher_backend": ("deepep", "hybridep", "ncclep"),
@@ -286,6 +286,10 @@ for stability; Megatron-Bridge's nemotron_3_super_bf16_with_nvfp4_mixed keeps th
     """Use the gradient buffer for the MXFP8 parameter all-gather (Megatron
     --reuse-grad-buf-for-mxfp8-param-ag). It acts only on fp8 weights, which exist only
     with fp8_param_gather: alone it changes nothing."""
+    tp_only_amax_red: bool = False
+    """FP8 delayed scaling all-reduces its amaxes over the tp*cp ranks only instead of the
+    stage's tp*cp*dp (Megatron --tp-only-amax-red: ``get_amax_reduction_group`` returns the
+    tensor-and-context-parallel group); the ``amax`` group follows it (core.placement)."""
     use_precision_aware_optimizer: bool = False
     """Transformer Engine's FusedAdam with the dtypes below (Megatron
     --use-precision-aware-optimizer; needs distributed_optimizer and adam). With bf16 weights

@@ -83,6 +83,8 @@ def group_ranks(par: ParallelConfig, group: Group, rank: int = 0) -> tuple[int, 
     if group is Group.PP:
         return tuple(_dense_rank(par, tp, cp, dp, p) for p in range(par.pp))
     if group is Group.AMAX:
+        if par.tp_only_amax_red:
+            return tuple(_dense_rank(par, t, c, dp, pp) for c in range(par.cp) for t in range(par.tp))
         size = par.world_size // par.pp
         return tuple(range(pp * size, (pp + 1) * size))
     if group is Group.EMB:
@@ -105,5 +107,6 @@ def group_ranks(par: ParallelConfig, group: Group, rank: int = 0) -> tuple[int, 
 def group_size(par: ParallelConfig, group: Group) -> int:
     return {
         Group.TP: par.tp, Group.CP: par.cp, Group.DP: par.dp * par.cp, Group.PP: par.pp,
-        Group.EMB: 1 if par.pp == 1 else 2, Group.AMAX: par.world_size // par.pp, Group.ETP: par.expert_tp, Group.EP: par.ep, Group.EDP: par.edp,
+        Group.EMB: 1 if par.pp == 1 else 2, Group.ETP: par.expert_tp, Group.EP: par.ep, Group.EDP: par.edp,
+        Group.AMAX: par.tp * par.cp if par.tp_only_amax_red else par.world_size // par.pp,
     }[group]
