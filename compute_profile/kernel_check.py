@@ -33,6 +33,9 @@ LONG_KERNEL_S = 2e-3
 """A GEMM at least this long runs at the sustained (power-limited) clock: the B200 table's
 ratio stops falling past ~1 ms (0.725 at 1-2 ms, 0.705 above 2 ms)."""
 
+MIN_FIT_KERNELS = 10
+"""Fewest kernels a kernel-level prior or fit is read from (a median of fewer is noise)."""
+
 Z_10_90 = 2.5631
 """Width of the 10th-90th percentile range of a normal distribution, in standard deviations."""
 
@@ -85,9 +88,9 @@ def sustained_prior(kernels: Sequence[MeasuredKernel], gpu: str, long_s: float =
     ran at least ``long_s``: the kernel-level figure of ``gpu``'s tensor_throughput."""
     checks = check(kernels, gpu, unit_params(gpu))
     ratios = [c.ratio for c in checks if c.kernel.op.kind is OpKind.GEMM and c.kernel.time_s >= long_s]
-    if len(ratios) < 10:
+    if len(ratios) < MIN_FIT_KERNELS:
         raise ConfigError("kernel table", f"{len(ratios)} GEMMs of at least {long_s * 1e3:g} ms",
-                          "needs at least 10 long GEMMs for a prior")
+                          f"needs at least {MIN_FIT_KERNELS} long GEMMs for a prior")
     lo, hi = p10_p90(ratios)
     return Prior(statistics.median(ratios), (hi - lo) / Z_10_90, len(ratios))
 
@@ -209,33 +212,44 @@ class GroupedExposureFit:
     """Median estimate / measured per phase at the fitted value."""
 
 
-def fit_grouped_exposure(kernels: Sequence[MeasuredKernel], gpu: str, long_s: float = LONG_KERNEL_S) -> GroupedExposureFit:
+def long_expert_gemms(kernels: Sequence[MeasuredKernel], long_s: float = LONG_KERNEL_S) -> list[MeasuredKernel]:
+    """The expert grouped GEMMs of at least ``long_s``: what :func:`fit_grouped_exposure` reads."""
+    return [k for k in kernels if is_expert_gemm(k.op) and k.time_s >= long_s]
+
+
+def fit_grouped_exposure(kernels: Sequence[MeasuredKernel], gpu: str,
+                         long_s: float = LONG_KERNEL_S) -> GroupedExposureFit:
     """The share of the shorter of math and memory time that an expert grouped GEMM leaves
     exposed (estimator ``gemm.grouped_memory_exposure``): the value in [0, 1] at which the
     median estimate / measured of the expert grouped GEMMs of at least ``long_s`` is 1, at
     ``gpu``'s kernel-level throughput prior (:func:`sustained_prior`, from the dense GEMMs
     of the same table). The rule that sets the throughput prior, so the grouped GEMMs and
-    the dense ones are timed alike; the estimate grows with the value, so bisection finds it."""
+    the dense ones are timed alike. The estimate grows with the value, so bisection finds it;
+    0 when full overlap already times them slow enough, 1 when even full exposure is too fast."""
     name = get_gpu(gpu).name
-    prior = sustained_prior(kernels, name, long_s).value
-    chosen = [k for k in kernels if is_expert_gemm(k.op) and k.time_s >= long_s]
-    if len(chosen) < 10:
+    chosen = long_expert_gemms(kernels, long_s)
+    if len(chosen) < MIN_FIT_KERNELS:
         raise ConfigError("kernel table", f"{len(chosen)} expert grouped GEMMs of at least {long_s * 1e3:g} ms",
-                          "needs at least 10 for the exposure")
+                          f"needs at least {MIN_FIT_KERNELS} for the exposure")
+    prior = sustained_prior(kernels, name, long_s).value
+    base = load_params(name, overrides=((f"gpus.{name}.tensor_throughput", prior),))
 
     def at(alpha: float) -> list[KernelCheck]:
-        p = load_params(name, overrides=((f"gpus.{name}.tensor_throughput", prior),))
-        p = replace(p, gemm=replace(p.gemm, grouped_memory_exposure=alpha))
-        return check(chosen, name, p)
+        return check(chosen, name, replace(base, gemm=replace(base.gemm, grouped_memory_exposure=alpha)))
 
-    lo, hi = 0.0, 1.0
-    if statistics.median(c.ratio for c in at(hi)) < 1.0:
-        lo = hi
-    elif statistics.median(c.ratio for c in at(lo)) < 1.0:
+    def median_at(alpha: float) -> float:
+        return statistics.median(c.ratio for c in at(alpha))
+
+    if median_at(0.0) >= 1.0:
+        value = 0.0
+    elif median_at(1.0) < 1.0:
+        value = 1.0
+    else:
+        lo, hi = 0.0, 1.0
         for _ in range(40):
             mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if statistics.median(c.ratio for c in at(mid)) < 1.0 else (lo, mid)
-    value = round((lo + hi) / 2, 3) if lo < hi else lo
+            lo, hi = (mid, hi) if median_at(mid) < 1.0 else (lo, mid)
+        value = round((lo + hi) / 2, 3)
 
     def rms(cs: list[KernelCheck]) -> float:
         return math.sqrt(sum(math.log(c.ratio) ** 2 for c in cs) / len(cs))

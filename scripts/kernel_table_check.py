@@ -21,9 +21,8 @@ import statistics
 import sys
 from collections import defaultdict
 
-from compute_profile.estimator import is_expert_gemm
-from compute_profile.kernel_check import (LONG_KERNEL_S, attention_medians, by_duration, check,
-                                          fit_grouped_exposure, p10_p90, sustained_prior)
+from compute_profile.kernel_check import (LONG_KERNEL_S, MIN_FIT_KERNELS, attention_medians, by_duration, check,
+                                          fit_grouped_exposure, long_expert_gemms, p10_p90, sustained_prior)
 from formats.atomic import atomic_write
 from formats.kernel_table import read_kernel_table
 from workload_gen.core.records import OpKind
@@ -93,7 +92,7 @@ def _report(args: argparse.Namespace) -> int:
         prior = sustained_prior(kernels, args.gpu)
         print(f"\nkernel-level tensor_throughput prior: {prior.value:.3f} (sigma {prior.sigma:.3f}; "
               f"median of {prior.kernels} GEMMs of >= {LONG_KERNEL_S * 1e3:g} ms at the published caps)")
-        if sum(1 for k in kernels if is_expert_gemm(k.op) and k.time_s >= LONG_KERNEL_S) >= 10:
+        if len(long_expert_gemms(kernels)) >= MIN_FIT_KERNELS:
             g = fit_grouped_exposure(kernels, args.gpu)
             phases = ", ".join(f"{ph} {r:.2f}" for ph, r in g.phase_medians.items())
             print(f"expert grouped GEMMs' exposed memory share: {g.value:.3f} (median of {g.kernels} of >= "

@@ -67,17 +67,19 @@ def test_declared_value_is_the_fit_on_simumax_b200_kernels():
         assert 0.97 <= ratio <= 1.03, (phase, ratio)
 
 
-def test_fitter_recovers_the_value_a_table_was_made_with():
-    """Replace the measured grouped GEMMs by the estimator's times at a = 0.25 (and the
-    table's own throughput prior, which the dense GEMMs fix): the fit must return 0.25."""
+@pytest.mark.parametrize("truth", [0.0, 0.25, 1.0])
+def test_fitter_recovers_the_value_a_table_was_made_with(truth):
+    """Replace the measured grouped GEMMs by the estimator's times at a chosen share (and
+    the table's own throughput prior, which the dense GEMMs fix): the fit must return it,
+    at the ends of [0, 1] too (0: full overlap already matches; 1: the bracket's top)."""
     kernels = read_kernel_table(B200_TABLE)
     prior = sustained_prior(kernels, "b200").value
     p = load_params("b200", overrides=(("gpus.b200.tensor_throughput", prior),))
-    p = replace(p, gemm=replace(p.gemm, grouped_memory_exposure=0.25))
+    p = replace(p, gemm=replace(p.gemm, grouped_memory_exposure=truth))
     spec = get_gpu("b200")
     made = [MeasuredKernel(k.op, explain(k.op, spec, p).time_s, k.grad_bytes) if is_expert_gemm(k.op) else k
             for k in kernels]
-    assert fit_grouped_exposure(made, "b200").value == pytest.approx(0.25, abs=0.002)
+    assert fit_grouped_exposure(made, "b200").value == pytest.approx(truth, abs=0.002)
 
 
 def test_calibration_surrogate_times_the_tensor_ops_as_the_estimator_does():
