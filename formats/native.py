@@ -455,13 +455,10 @@ class _Reader:
         return shape
 
     def _group_size(self, line: int, group: Group, size: int, par: ParallelConfig) -> None:
-        want = {Group.TP: par.tp, Group.CP: par.cp, Group.EP: par.ep, Group.ETP: par.expert_tp,
-                Group.DP: par.dp * par.cp, Group.EDP: par.edp, Group.AMAX: group_size(par, Group.AMAX)}.get(group)
-        if want is not None and size != want:
+        want = group_size(par, group)  # core.placement's, the one the engine's communicators use
+        if size != want:
             raise self.fail(line, f"group_size={size} of a {group.value} collective disagrees with the "
                                   f"parallel header ({group.value} group of {want})")
-        if size > par.world_size:
-            raise self.fail(line, f"group_size={size} exceeds world_size={par.world_size}")
 
     def _op(self, line: int, raw: str, par: ParallelConfig) -> tuple[int, int, str, Op]:
         """One record. Its fields other than stage, chunk, section and layer repeat across

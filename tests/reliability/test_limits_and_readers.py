@@ -163,6 +163,7 @@ def test_native_meta_nesting_is_bounded(tmp_path):
     ("proj_ar", 11, "-786432", r"bytes=-786432 must be >= 0"),
     ("proj_ar", 15, "0", r"group_size=0 must be >= 1"),
     ("proj_ar", 15, "3", r"group_size=3 of a tp collective disagrees with the parallel header \(tp group of 2\)"),
+    ("pp_send_fwd", 15, "8", r"group_size=8 of a pp collective disagrees with the parallel header \(pp group of 2\)"),
     ("proj_ar", 17, "5", r"peer=5: valid -1"),
     ("proj_ar", 5, "99999999", r"layer=99999999: must be -1"),
 ])
