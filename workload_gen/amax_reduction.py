@@ -35,15 +35,9 @@ from workload_gen.core.params import chunk_fp8_tensor_counts
 from workload_gen.core.placement import group_size
 from workload_gen.core.records import ChunkProgram, CollectiveOp, CollKind, Group, Op, Phase
 
-FWD_AMAXES_PER_GEMM = 3
-BWD_AMAXES_PER_GEMM = 2
-AMAX_BYTES = 4
-
-
-def reduces_amax(par: ParallelConfig) -> bool:
-    """Whether the run all-reduces amaxes per autocast region (delayed-scaling FP8 training
-    on a stage of more than one rank)."""
-    return par.dtype == "fp8" and par.fp8_recipe == "delayed" and group_size(par, Group.AMAX) > 1
+FWD_AMAXES_PER_GEMM = 3  # input, weight, output: TE module/base.py set_meta_tensor at v1.11, num_gemms * 3
+BWD_AMAXES_PER_GEMM = 2  # grad output, grad input: the same line, num_gemms * 2
+AMAX_BYTES = 4  # fp32 amax history entries
 
 
 def _after_blocks(ops: tuple[Op, ...], layers: frozenset[int]) -> int:
@@ -59,11 +53,12 @@ def with_amax_reductions(model: ModelConfig, par: ParallelConfig, stage: int,
                          chunks: tuple[ChunkProgram, ...]) -> tuple[ChunkProgram, ...]:
     """``chunks`` with each chunk's forward and backward amax all-reduce inserted where TE
     runs them (after the chunk's transformer layers, before its output layer, embedding
-    backward and pipeline send); unchanged when :func:`reduces_amax` is false or a chunk
-    holds no FP8 GEMM (layers kept in bf16)."""
-    if not reduces_amax(par):
-        return chunks
+    backward and pipeline send); unchanged unless the run trains in FP8 with delayed scaling
+    on a stage of more than one rank, and for a chunk that holds no FP8 GEMM (layers kept in
+    bf16)."""
     size = group_size(par, Group.AMAX)
+    if par.dtype != "fp8" or par.fp8_recipe != "delayed" or size <= 1:
+        return chunks
     out = []
     for ch in chunks:
         dense, expert = chunk_fp8_tensor_counts(model, par, stage, ch.chunk)
