@@ -35,7 +35,9 @@ def test_exposed_share_of_the_shorter_term_by_hand():
     op = _expert()
     e = explain(op, "b200", p)
     c, m = e.compute_s, e.memory_s
-    assert c > 0 and m > 0
+    # the memory term by hand: the op's bytes at the GEMM memory efficiency of B200's HBM
+    assert m == pytest.approx(6e9 / (get_gpu("b200").hbm_bw * p.gemm.memory_efficiency), rel=1e-12)
+    assert c > 0
     assert e.time_s == pytest.approx(max(c, m) + a * min(c, m) + e.launch_s, rel=1e-12)
     batched = replace(op, name="core_attn_bmm")
     assert not is_expert_gemm(batched) and is_expert_gemm(op)
