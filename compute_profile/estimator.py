@@ -553,7 +553,7 @@ def explain(op: ComputeOp, gpu: GpuSpec | str, params: EstimatorParams | None = 
     compute_s = op.flops / (peak * eff_c) if op.flops > 0 else 0.0
     memory_s = op.bytes / (spec.hbm_bw * eff_m) if op.bytes > 0 else 0.0
     launches = p.launch_count(kind.value, Phase(op.phase).value)
-    if kind in (OpKind.ELEMENTWISE, OpKind.PERMUTE) and len(op.shape) == 3:  # its kernel count (shape_doc)
+    if kind in (OpKind.ELEMENTWISE, OpKind.PERMUTE, OpKind.ROPE) and len(op.shape) == 3:  # its kernel count (shape_doc)
         launches = op.shape[2]
     launch_s = launches * p.launch_overhead_s
     per_expert = is_expert_gemm(op)

@@ -177,6 +177,25 @@ def build_bench(torch: Any, kind: OpKind, phase: Phase, shape: tuple[int, ...], 
         b = _fwd_or_bwd(torch, phase, fwd, [x])
         b.note = note
         return b
+    if kind is OpKind.ROPE and len(shape) == 3:
+        # Megatron-Core's eager RoPE (rope_utils._apply_rotary_pos_emb_bshd; costs.rope_unfused):
+        # q and k as one [tokens, heads, d] tensor (d = 64 where it divides the width), the
+        # angles per token; cos/sin scaled by YaRN's factor and cast, x*cos + rotate_half(x)*sin,
+        # then the concatenation with the (empty) unrotated part
+        rows, width = shape[:2]
+        hd = 64 if width % 64 == 0 else width
+        x = leaf(rows, width // hd, hd)
+        freqs = torch.rand(rows, 1, hd, device=dev, dtype=torch.float32)
+        scale = 1.3466
+
+        def fwd() -> Any:
+            cos, sin = (torch.cos(freqs) * scale).to(dt), (torch.sin(freqs) * scale).to(dt)
+            t, t_pass = x[..., :hd], x[..., hd:]
+            x1, x2 = torch.chunk(t, 2, dim=-1)
+            return torch.cat((t * cos + torch.cat((-x2, x1), dim=-1) * sin, t_pass), dim=-1)
+        b = _fwd_or_bwd(torch, phase, fwd, [x])
+        b.note = "eager rope (Megatron unfused)"
+        return b
     if kind is OpKind.ROPE:
         rows, width = shape[:2]
         half = width // 2

@@ -229,7 +229,7 @@ def op_units(op: ComputeOp, local_experts: int, alltoall: bool) -> float:
     """Eager-op equivalents of ``op`` (module docstring's sources): a TE module call for a GEMM or
     attention op (one op for a weight-gradient GEMM, launched inside the module's backward), one
     per local expert more for a grouped GEMM, the dispatcher's preprocessing with the forward
-    permute, one op per torch call of an unfused (un)permute (its shape's kernel count), one per
+    permute, one op per torch call of an unfused (un)permute or RoPE (its shape's kernel count), one per
     weight tensor of a main-gradient add (DDP's hook adds each parameter's gradient apart), and
     one op for any other kernel."""
     wgrad = op.phase is Phase.BWD_WEIGHT
@@ -237,7 +237,7 @@ def op_units(op: ComputeOp, local_experts: int, alltoall: bool) -> float:
         return (0.0 if wgrad else TE_MODULE_OPS) + local_experts
     if op.kind in _GEMM_KINDS:
         return 1.0 if wgrad else TE_MODULE_OPS
-    per_tensor = op.kind is OpKind.PERMUTE or op.name.endswith(GRAD_ACCUM_SUFFIX)
+    per_tensor = op.kind in (OpKind.PERMUTE, OpKind.ROPE) or op.name.endswith(GRAD_ACCUM_SUFFIX)
     torch_ops = float(op.shape[2]) if per_tensor and len(op.shape) == 3 else 1.0
     if op.kind is OpKind.PERMUTE and op.name == "permute" and op.phase is Phase.FWD and alltoall:
         return torch_ops + ALLTOALL_PREPROCESS_OPS

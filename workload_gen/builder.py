@@ -110,7 +110,7 @@ def layer_key(model: ModelConfig, par: ParallelConfig) -> LayerKey:
         bf16_first=par.bf16_layer_span[0], bf16_last=par.bf16_layer_span[1],
         attention_backend=par.attention_backend,
         moe_capacity_factor=par.moe_expert_capacity_factor, moe_pad_to_capacity=par.moe_pad_expert_input_to_capacity,
-        moe_permute_fusion=par.moe_permute_fusion,
+        moe_permute_fusion=par.moe_permute_fusion, rope_fusion=par.rope_fusion,
         moe_router_padding=par.moe_router_padding_for_quantization,
         recompute_moe_act="moe_act" in mods,
         recompute_mlp="mlp" in mods,

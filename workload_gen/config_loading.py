@@ -71,7 +71,7 @@ def _hints(cls: type) -> dict[str, Any]:
 _ALIASES: dict[str, dict[str, str]] = {
     "normalization": {"layernorm": "layernorm", "rmsnorm": "rmsnorm"},
     "position_embedding": {"learned": "learned", "learned_absolute": "learned", "rope": "rope",
-                           "none": "none"},
+                           "yarn": "yarn", "none": "none"},
     "activation": {"gelu": "gelu", "swiglu": "swiglu", "squared_relu": "squared_relu", "squared-relu": "squared_relu",
                    "relu2": "squared_relu"},
 }

@@ -340,6 +340,40 @@ def rope(rows: int, width: int, b: int) -> tuple[Cost, Cost]:
     return c, c
 
 
+ROPE_UNFUSED_BYTES = (12.0, 14.0)
+"""HBM bytes per element of q and k, in units of the element size, of Megatron-Core's eager
+RoPE (rope_utils._apply_rotary_pos_emb_bshd, Megatron-LM d98e8a64, the same at every recipe
+commit since 0d8e0714) on a [s, b, h, d] tensor with the whole head dimension rotated; read
+and written per element by these ATen ops (as PyTorch runs them: tests/workload_gen/
+test_rope_unfused.py counts them from a real autograd run):
+- forward: ``t * cos`` (1 + 1), ``_rotate_half``'s negation of one half (1/2 + 1/2) and its
+  ``cat`` (1 + 1), ``* sin`` (1 + 1), the sum (2 + 1), and the final ``cat`` with the empty
+  unrotated part (1 + 1): 12;
+- backward (autograd): the gradient times sin (1 + 1) and times cos (1 + 1), the negation's
+  (1/2 + 1/2), the chunk's gradient assembled by a cat (1 + 1), the two paths summed (2 + 1),
+  the empty unrotated slice's gradient as a full zeros tensor (``slice_backward``: 1; the
+  full-width rotated slice is an alias, no op) and the two slices' gradients summed (2 + 1): 14."""
+ROPE_UNFUSED_KERNELS = (12, 7)
+"""Kernels of one eager RoPE call on one tensor, (forward, backward): the forward's six passes
+above plus cos, sin, their two scalings by the cos/sin scale and two casts to the activation
+dtype on the [s, 1, 1, d] angles; the backward's seven passes above."""
+
+
+def rope_unfused(rows: int, width: int, positions: int, head_dim: int, b: int) -> tuple[Cost, Cost, tuple[int, int]]:
+    """Megatron-Core's eager RoPE (``apply_rotary_pos_emb`` when TE's fused kernel is off or
+    cannot take YaRN's cos/sin scale, ModelConfig.rope_cos_sin_scale): called once for q and
+    once for k, ``width`` = (q heads + k heads) x head_dim columns of ``rows`` tokens; each call
+    also computes cos and sin of the [positions, head_dim] fp32 angles, scales them and casts
+    them (4 + 4, 4 + 4, 4 + 2 bytes per angle, twice). ~4 FLOPs per element each way (two
+    products, a sum, a negation). Memory-bound (:data:`ROPE_UNFUSED_BYTES`). Returns the
+    forward and backward costs and the kernels each launches for q and k together."""
+    e = rows * width
+    fb, bb = ROPE_UNFUSED_BYTES
+    angles = 2 * 2 * positions * head_dim * (8 + 8 + 6)  # q and k calls, cos and sin
+    kf, kb = ROPE_UNFUSED_KERNELS
+    return (4.0 * e, fb * e * b + angles), (4.0 * e, bb * e * b), (2 * kf, 2 * kb)
+
+
 def mla_rope(rows: int, heads: int, dn: int, dr: int, dv: int, b: int) -> tuple[Cost, Cost]:
     """MLA's RoPE with the layout change the attention kernel needs (Megatron-Core's
     fused_apply_mla_rope_for_q / _for_kv, the default with rope fusion on): one pass

@@ -65,7 +65,8 @@ FIELD_MEANING: dict[str, str] = {
     "vocab_size": "Vocabulary size (unpadded; Megatron pads it, see --make-vocab-size-divisible-by).",
     "activation": "MLP activation: gelu or squared_relu (on one fc1 output) or swiglu (gate and up halves of fc1).",
     "normalization": "Norm layers: layernorm (weight and bias) or rmsnorm (weight only).",
-    "position_embedding": "Position embedding: learned (absolute, GPT-3) or rope (rotary, no weights).",
+    "position_embedding": "Position embedding: learned (absolute, GPT-3), rope (rotary, no weights), "
+                          "yarn (rotary with YaRN's scaled frequencies, GPT-OSS) or none.",
     "moe_router_topk": "Routed experts each token goes to.",
     "multi_latent_attention": "Multi-latent attention (DeepSeek-V2/V3) instead of standard attention.",
     "kv_lora_rank": "MLA: width of the compressed (latent) K/V projection.",

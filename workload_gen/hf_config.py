@@ -22,6 +22,8 @@ usually held by. Supported ``model_type`` values and the fields read:
   the main layers only (it equals the preset), and a note names ``--mtp-num-layers``.
 - ``gpt2`` (n_layer, n_embd, n_head, n_positions, n_inner) and ``gpt_neox``: GELU MLP,
   LayerNorm with biases; learned positions (GPT-2) or RoPE (NeoX).
+- rope_scaling of type yarn (any of the Llama-like types): position_embedding yarn with
+  its factor, mscale and mscale_all_dim (other types only change RoPE's frequencies).
 - ``gpt_oss`` (openai/gpt-oss-*): as Llama plus num_local_experts, num_experts_per_tok,
   experts of intermediate_size with biases (attention_bias), sliding_window and
   layer_types (sliding every layer but each N-th: window_attn_skip_freq N), one attention
@@ -195,6 +197,7 @@ def _llama_like(f: _Fields, mtype: str) -> dict[str, Any]:
         qk_layernorm=mtype.startswith("qwen3"),
         tied_embeddings=f.bool("tie_word_embeddings", False),
     )
+    kw.update(_rope_scaling(f))
     if mtype == "mixtral":
         kw.update(num_experts=f.int("num_local_experts"), moe_router_topk=f.int("num_experts_per_tok"))
     elif mtype in ("qwen2_moe", "qwen3_moe"):
@@ -208,6 +211,34 @@ def _llama_like(f: _Fields, mtype: str) -> dict[str, Any]:
     elif mtype in ("llama4", "llama4_text"):
         kw.update(_llama4(f, layers))
     return kw
+
+
+def _rope_scaling(f: _Fields) -> dict[str, Any]:
+    """rope_scaling of type yarn (GPT-OSS; Qwen's long-context variants) as position_embedding
+    yarn with its factor and, when given, mscale and mscale_all_dim (Hugging Face's yarn
+    parameters: without them the attention factor is 0.1 ln factor + 1, as Megatron-Core's
+    concentration factor, ModelConfig.rope_cos_sin_scale). Other types (linear, dynamic,
+    llama3) only change the frequencies: plain RoPE."""
+    rs = f.data.get("rope_scaling")
+    if rs is None:
+        return {}
+    if not isinstance(rs, Mapping):
+        raise f.err("rope_scaling", rs, "must be an object (rope_type, factor, ...) or null")
+    kind = rs.get("rope_type", rs.get("type"))
+    if kind != "yarn":
+        return {}
+    out: dict[str, Any] = {"position_embedding": "yarn"}
+    for key, field_name in (("factor", "yarn_scaling_factor"), ("mscale", "yarn_mscale"),
+                            ("mscale_all_dim", "yarn_mscale_all_dim")):
+        value = rs.get(key)
+        if value is None:
+            if key == "factor":
+                raise f.err("rope_scaling.factor", None, "missing: yarn needs its scaling factor (a number > 0)")
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+            raise f.err(f"rope_scaling.{key}", value, "must be a number >= 0")
+        out[field_name] = float(value)
+    return out
 
 
 def _moe_layers(f: _Fields, moe: list[bool]) -> dict[str, Any]:

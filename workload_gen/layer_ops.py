@@ -101,6 +101,8 @@ class LayerKey:
     moe_permute_fusion: bool = False
     """Megatron --moe-permute-fusion: TE's fused (un)permute kernels (costs.permute) instead of
     the torch ops (costs.permute_unfused)."""
+    rope_fusion: bool = True
+    """TE's fused RoPE (ParallelConfig.rope_fusion); off, the eager path (costs.rope_unfused)."""
     recompute_moe_act: bool = False
     """Selective recompute of the expert activation (Megatron --recompute-modules moe_act)."""
     recompute_mlp: bool = False
@@ -277,10 +279,19 @@ class _Emitter:
                  [self.compute(name, BWD_I, OpKind.ELEMENTWISE, (rows, width), bwd)])
 
     def rope(self, name: str, rows: int, width: int) -> None:
-        """Rotary embedding on the q and k columns (costs.rope)."""
-        fwd, bwd = costs.rope(rows, width, self.B)
-        self.add([self.compute(name, FWD, OpKind.ROPE, (rows, width), fwd)],
-                 [self.compute(name, BWD_I, OpKind.ROPE, (rows, width), bwd)])
+        """Rotary embedding on the q and k columns: Transformer Engine's fused kernel
+        (costs.rope), or Megatron-Core's eager path when the fusion is off or YaRN scales cos
+        and sin (costs.rope_unfused; its shape's third entry is its kernel count)."""
+        if self.key.rope_fusion and self.model.rope_cos_sin_scale == 1.0:
+            fwd, bwd = costs.rope(rows, width, self.B)
+            self.add([self.compute(name, FWD, OpKind.ROPE, (rows, width), fwd)],
+                     [self.compute(name, BWD_I, OpKind.ROPE, (rows, width), bwd)])
+            return
+        key = self.key
+        positions = key.seq_length // key.cp  # the angles of this rank's sequence positions
+        fwd, bwd, (kf, kb) = costs.rope_unfused(rows, width, positions, self.model.head_dim, self.B)
+        self.add([self.compute(name, FWD, OpKind.ROPE, (rows, width, kf), fwd)],
+                 [self.compute(name, BWD_I, OpKind.ROPE, (rows, width, kb), bwd)])
 
     def mla_rope(self, rows: int, heads: int, dn: int, dr: int, dv: int) -> None:
         """MLA's fused RoPE, which also lays out q, k and v for the attention kernel
@@ -546,7 +557,7 @@ class _Emitter:
             if m.qk_layernorm:
                 self.norm("q_norm", T * a, d)
                 self.norm("k_norm", T * g, d)
-            if m.position_embedding == "rope":
+            if m.position_embedding in ("rope", "yarn"):
                 self.rope("rope", T, (a + g) * d)
             self.core_attention(a, g, d, d)
             self.linear("proj", T, a * d, h, "row", bias=self._bias)

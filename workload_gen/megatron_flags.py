@@ -65,6 +65,11 @@ MODEL_VALUE_FLAGS: tuple[tuple[tuple[str, ...], str, type], ...] = (
     (("--activation-func-clamp-value",), "activation_clamp", float),
     (("--normalization",), "normalization", str),
     (("--position-embedding-type",), "position_embedding", str),
+    # YaRN (Megatron-LM d98e8a64: --position-embedding-type yarn; argument_utils.
+    # _apply_yarn_config_from_args maps these onto the config's yarn_* fields)
+    (("--rotary-scaling-factor",), "yarn_scaling_factor", float),
+    (("--mscale",), "yarn_mscale", float),
+    (("--mscale-all-dim",), "yarn_mscale_all_dim", float),
     # Hybrid Mamba-Transformer models (Nemotron-H, Nemotron-3): --hybrid-override-pattern is
     # Megatron's deprecated spelling of --hybrid-layer-pattern (arguments.py @d98e8a64)
     (("--hybrid-layer-pattern", "--hybrid-override-pattern"), "hybrid_layer_pattern", str),
@@ -168,6 +173,7 @@ PAR_BOOL_FLAGS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("--overlap-param-gather-with-optimizer-step",), "overlap_param_gather_with_optimizer_step"),
     (("--use-megatron-fsdp", "--use-custom-fsdp"), "use_megatron_fsdp"),
     (("--gradient-accumulation-fusion",), "gradient_accumulation_fusion"),
+    (("--rope-fusion",), "rope_fusion"),  # Megatron: --no-rope-fusion (apply_rope_fusion False)
 )
 # Megatron flags that take several values (nargs='+') and set a tuple field: (flags, field, choices).
 PAR_LIST_FLAGS: tuple[tuple[tuple[str, ...], str, tuple[str, ...] | None], ...] = (
@@ -202,7 +208,7 @@ IGNORED_MEGATRON_FLAGS: dict[str, bool] = {
     "--data-cache-path": True, "--num-workers": True, "--distributed-backend": True,
     "--distributed-timeout-minutes": True, "--attention-dropout": True, "--hidden-dropout": True,
     "--norm-epsilon": True, "--rotary-base": True, "--rotary-percent": True,
-    "--rotary-scaling-factor": True, "--transformer-impl": True,
+    "--transformer-impl": True,
     "--tensorboard-dir": True, "--wandb-project": True, "--wandb-exp-name": True,
     # The MoE router's options below pick the loss terms, score function, scaling, dtype and
     # bias of the router op (one small op per layer the compute profile measures as a whole);
@@ -219,7 +225,6 @@ IGNORED_MEGATRON_FLAGS: dict[str, bool] = {
     "--glu-linear-offset": True,
     "--use-flash-attn": False, "--use-mcore-models": False, "--no-masked-softmax-fusion": False,
     "--no-bias-gelu-fusion": False, "--no-bias-dropout-fusion": False, "--no-bias-swiglu-fusion": False,
-    "--no-rope-fusion": False,
     "--attention-softmax-in-fp32": False, "--apply-query-key-layer-scaling": False,
     "--no-async-tensor-model-parallel-allreduce": False, "--use-checkpoint-args": False,
     "--no-load-optim": False, "--no-load-rng": False, "--no-save-optim": False, "--no-save-rng": False,
@@ -233,7 +238,11 @@ IGNORED_MEGATRON_FLAGS.update({
     # From Megatron-LM's megatron/training/arguments.py (and the dataclass configs it builds
     # flags from): RoPE frequency scaling, numerics checks, checkpoint formats, kernel
     # choices, FP8 scaling bookkeeping, NCCL tuning files, logging and profiling switches.
-    "--use-rope-scaling": False, "--rope-scaling-factor": True, "--mscale": True, "--mscale-all-dim": True,
+    "--use-rope-scaling": False, "--rope-scaling-factor": True,
+    # YaRN's frequency corrections (Megatron-LM d98e8a64 arguments.py; its --rotary-scaling-factor,
+    # --mscale and --mscale-all-dim are model fields): they change the frequencies, not a kernel
+    "--yarn-original-max-position-embeddings": True, "--yarn-beta-fast": True, "--yarn-beta-slow": True,
+    "--yarn-correction-range-round-to-int": False, "--no-yarn-correction-range-round-to-int": False,
     "--rotary-seq-len-interpolation-factor": True,
     "--check-for-nan-in-loss-and-grad": False, "--no-check-for-nan-in-loss-and-grad": False,
     "--check-for-spiky-loss": False, "--check-for-large-grads": False, "--rerun-mode": True,

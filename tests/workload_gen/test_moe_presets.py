@@ -99,7 +99,9 @@ def test_deepseek_v3_mtp_module_matches_the_checkpoint_readme():
 # Qwen/Qwen3-30B-A3B config.json.
 _GPT_OSS = {"model_type": "gpt_oss", "hidden_size": 2880, "num_attention_heads": 64, "num_key_value_heads": 8,
             "head_dim": 64, "intermediate_size": 2880, "num_experts_per_tok": 4, "vocab_size": 201088,
-            "sliding_window": 128, "attention_bias": True, "tie_word_embeddings": False}
+            "sliding_window": 128, "attention_bias": True, "tie_word_embeddings": False,
+            "rope_scaling": {"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0,
+                             "original_max_position_embeddings": 4096, "rope_type": "yarn", "truncate": False}}
 
 
 @pytest.mark.parametrize("name, data", [

@@ -7,6 +7,7 @@ model lives here; anything that involves the parallel layout lives in
 """
 from __future__ import annotations
 
+import math
 from dataclasses import fields
 from typing import Literal
 
@@ -45,10 +46,20 @@ class ModelConfig:
     separate kernels before its fused GLU (fused_bias_geglu.weighted_bias_quick_geglu_impl),
     extra passes over the fc1 output that workload_gen.costs.glu_clamp charges. None: no clamp."""
     normalization: Literal["layernorm", "rmsnorm"] = "layernorm"
-    position_embedding: Literal["learned", "rope", "none"] = "learned"
-    """learned absolute positions (GPT-3), rotary (Llama), or none: no position signal at all
+    position_embedding: Literal["learned", "rope", "yarn", "none"] = "learned"
+    """learned absolute positions (GPT-3), rotary (Llama), rotary with YaRN's scaled frequencies
+    (GPT-OSS; Megatron ``--position-embedding-type yarn``, Megatron-Core's YarnRotaryEmbedding:
+    RoPE's kernels, see :attr:`rope_cos_sin_scale`), or none: no position signal at all
     (Megatron ``--position-embedding-type none``; Nemotron-H's attention layers, whose Mamba
     layers carry the order)."""
+    yarn_scaling_factor: float = 1.0
+    """YaRN's context-extension factor s (Megatron ``--rotary-scaling-factor``, Megatron-Bridge
+    ``yarn_rotary_scaling_factor``, HF ``rope_scaling.factor``; GPT-OSS 32). Read with
+    position_embedding yarn; MLA's RoPE (DeepSeek-V3) takes the same flags for its own kernel."""
+    yarn_mscale: float = 1.0
+    """YaRN's mscale (Megatron ``--mscale``, default 1.0); see :attr:`rope_cos_sin_scale`."""
+    yarn_mscale_all_dim: float = 0.0
+    """YaRN's mscale_all_dim (Megatron ``--mscale-all-dim``, default 0.0); see :attr:`rope_cos_sin_scale`."""
     add_bias_linear: bool = True
     """Biases on the linear layers (GPT-3 has them, Llama does not)."""
     add_qkv_bias: bool = False
@@ -159,6 +170,13 @@ class ModelConfig:
                 raise ConfigError(name, value, "must be a positive integer")
         if not isinstance(self.mtp_num_layers, int) or isinstance(self.mtp_num_layers, bool) or self.mtp_num_layers < 0:
             raise ConfigError("mtp_num_layers", self.mtp_num_layers, "must be an integer >= 0")
+        for name in ("yarn_scaling_factor", "yarn_mscale", "yarn_mscale_all_dim"):
+            value = getattr(self, name)
+            low = 0.0 if name == "yarn_mscale_all_dim" else None
+            if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+                    or (value < 0 if low is not None else value <= 0)):
+                raise ConfigError(name, value, "must be a finite number >= 0" if low is not None
+                                  else "must be a finite number > 0")
         if self.softmax_type not in ("vanilla", "off-by-one", "learnable"):
             raise ConfigError("softmax_type", self.softmax_type, "must be vanilla, off-by-one or learnable")
         if self.window_size is not None and self.attention_chunk_size is not None:
@@ -232,6 +250,26 @@ class ModelConfig:
                               f"must divide the Mamba heads ({self.mamba_heads})")
 
     # Derived values stay derived (STYLE.md section 2).
+    @property
+    def rope_cos_sin_scale(self) -> float:
+        """The factor Megatron-Core multiplies RoPE's cos and sin by: YaRN's concentration factor
+        (``yarn_rotary_pos_embedding._yarn_get_concentration_factor``, Megatron-LM d98e8a64, the
+        same at every recipe commit since 0d8e0714) for position_embedding yarn, else 1. With
+        m(s, k) = 0.1 k ln s + 1 for s > 1 (1 otherwise), it is m(s, mscale) / m(s,
+        mscale_all_dim): GPT-OSS's s = 32 with Megatron's CLI defaults (1, 0), or with
+        Megatron-Bridge's None / None (m(s, 1) alone), gives 1 + 0.1 ln 32 = 1.3466, the
+        attention factor YaRN's paper (arXiv 2309.00071, eq. 22: sqrt(1/t) = 0.1 ln s + 1) and
+        Hugging Face's default compute. Megatron's ``apply_rotary_pos_emb`` runs Transformer
+        Engine's fused RoPE only at 1; any other value takes its unfused eager path
+        (rope_utils.py: "mscale ... is not supported by TE's fused RoPE"), which
+        workload_gen.costs.rope_unfused prices."""
+        if self.position_embedding != "yarn" or self.yarn_scaling_factor <= 1:
+            return 1.0
+
+        def m(k: float) -> float:
+            return 0.1 * k * math.log(self.yarn_scaling_factor) + 1.0
+        return m(self.yarn_mscale) / m(self.yarn_mscale_all_dim)
+
     @property
     def mamba_heads(self) -> int:
         """Mamba-2 heads: mamba_num_heads, else Megatron's 2*hidden // head_dim."""
@@ -436,6 +474,7 @@ def parse_hybrid_pattern(text: str, num_layers: int) -> str:
 
 _OMIT_AT_DEFAULT = frozenset({"hybrid_layer_pattern", "mamba_num_heads", "mamba_head_dim", "mamba_state_dim",
                               "mamba_num_groups", "moe_layer_pattern", "window_size", "window_attn_skip_freq", "softmax_type",
-                              "attention_chunk_size", "no_rope_freq", "mtp_num_layers"})
+                              "attention_chunk_size", "no_rope_freq", "mtp_num_layers", "yarn_scaling_factor",
+                              "yarn_mscale", "yarn_mscale_all_dim"})
 
 MODEL_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(ModelConfig))

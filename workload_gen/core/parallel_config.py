@@ -159,6 +159,11 @@ for stability; Megatron-Bridge's nemotron_3_super_bf16_with_nvfp4_mixed keeps th
     default; --no-gradient-accumulation-fusion turns it off). Off, each writes a fresh
     gradient in the parameter dtype that DDP's backward hook then adds to the main gradient,
     one eager add per weight tensor (workload_gen.costs.grad_accumulate)."""
+    rope_fusion: bool = True
+    """Transformer Engine's fused RoPE kernel (Megatron's default, ``apply_rope_fusion``;
+    --no-rope-fusion turns it off). Off, standard attention's RoPE runs Megatron-Core's eager
+    path (workload_gen.costs.rope_unfused), as it does anyway when YaRN's cos/sin scale is not 1
+    (ModelConfig.rope_cos_sin_scale). MLA's RoPE is costed as its fused kernel either way."""
     make_vocab_size_divisible_by: int = 128
     """Megatron pads the vocabulary to a multiple of this times tp."""
     first_stage_layers: int | None = None

@@ -224,7 +224,7 @@ def shape_doc() -> str:
         "gemm: m,n,k (C[m,n] = A[m,k] @ B[k,n]); grouped_gemm: groups,m_per_group,n,k; "
         "attention: batch,heads,seq_q,seq_kv,head_dim,causal[,window]; norm/elementwise/rope/permute: tokens,width "
         "(a grouped GEMM input's quantize, an unfused MoE (un)permute, the experts' fp8 (un)padding, "
-        "a grouped GEMM's main-gradient adds: tokens,width,kernels); "
+        "a grouped GEMM's main-gradient adds, Megatron's eager RoPE: tokens,width,kernels); "
         "embedding: tokens,hidden,vocab_shard; loss: tokens,vocab_shard; router: tokens,hidden,experts; "
         "optimizer: params"
     )

@@ -76,7 +76,13 @@ def warning(flag: str, mechanism: str) -> str:
 def check_modelled_with_model(model: Any, par: Any) -> None:
     """The refusals that need the model: layernorm recompute under fp8/fp4 with multi-latent
     attention, whose input norm is a module of its own whose consumers (the duplicated down
-    projections) would save their bf16 input and re-quantize it (not modelled)."""
+    projections) would save their bf16 input and re-quantize it (not modelled); and
+    --no-rope-fusion with multi-latent attention (standard attention's eager RoPE is modelled,
+    workload_gen.costs.rope_unfused; MLA's is not)."""
+    if model.multi_latent_attention and not par.rope_fusion:
+        raise ConfigError("rope_fusion", False, refusal(
+            "--no-rope-fusion with multi-latent attention",
+            "Megatron-Core's eager MLA RoPE on the rotary heads and the concatenations that lay out q and k"))
     if (model.multi_latent_attention and par.recompute == "selective" and "layernorm" in par.recompute_modules
             and par.dtype in ("fp8", "fp4")):
         raise ConfigError("recompute_modules", list(par.recompute_modules), refusal(
