@@ -59,7 +59,7 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("-c", "--config", metavar="YAML", help="run file with model:/parallel:/training: sections")
     g.add_argument("--model", metavar="PRESET", help=f"model preset ({', '.join(PRESETS)}); default {DEFAULT_MODEL}")
     for flags, field, typ in MODEL_VALUE_FLAGS:
-        g.add_argument(*flags, dest=f"m_{field}", type=typ, metavar="N" if typ is int else "NAME",
+        g.add_argument(*flags, dest=f"m_{field}", type=typ, metavar="N" if typ is int else "X" if typ is float else "NAME",
                        help=field_help(ModelConfig, field, "model"))
     for flag, field, value in MODEL_SWITCHES:
         g.add_argument(flag, dest=f"m_{field}", action="store_const", const=value,

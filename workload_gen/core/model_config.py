@@ -53,13 +53,14 @@ class ModelConfig:
     (Megatron ``--position-embedding-type none``; Nemotron-H's attention layers, whose Mamba
     layers carry the order)."""
     yarn_scaling_factor: float = 1.0
-    """YaRN's context-extension factor s (Megatron ``--rotary-scaling-factor``, Megatron-Bridge
-    ``yarn_rotary_scaling_factor``, HF ``rope_scaling.factor``; GPT-OSS 32). Read with
+    """YaRN's context-extension factor s (Megatron --rotary-scaling-factor, Megatron-Bridge
+    yarn_rotary_scaling_factor, HF rope_scaling.factor; GPT-OSS 32). Read with
     position_embedding yarn; MLA's RoPE (DeepSeek-V3) takes the same flags for its own kernel."""
     yarn_mscale: float = 1.0
-    """YaRN's mscale (Megatron ``--mscale``, default 1.0); see :attr:`rope_cos_sin_scale`."""
+    """YaRN's mscale (Megatron --mscale, default 1.0): with yarn_mscale_all_dim it sets the
+    factor RoPE's cos and sin are scaled by (ModelConfig.rope_cos_sin_scale)."""
     yarn_mscale_all_dim: float = 0.0
-    """YaRN's mscale_all_dim (Megatron ``--mscale-all-dim``, default 0.0); see :attr:`rope_cos_sin_scale`."""
+    """YaRN's mscale_all_dim (Megatron --mscale-all-dim, default 0.0): see yarn_mscale."""
     add_bias_linear: bool = True
     """Biases on the linear layers (GPT-3 has them, Llama does not)."""
     add_qkv_bias: bool = False
