@@ -11,8 +11,6 @@ import math
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
 
 from workload_gen import costs
 from workload_gen.builder import build
@@ -22,36 +20,7 @@ from workload_gen.core.model_presets import PRESETS
 from workload_gen.core.parallel_config import ParallelConfig
 from workload_gen.core.records import ComputeOp, OpKind, Phase
 
-_VIEWS = {"slice", "split", "split_with_sizes", "chunk", "view", "_unsafe_view", "alias", "expand", "as_strided",
-          "detach", "narrow", "unsqueeze", "squeeze", "permute", "transpose", "select", "unbind", "reshape",
-          "lift_fresh"}
-
-
-class _AtenBytes(TorchDispatchMode):
-    """Sums, over the ATen ops that run (views excluded), the bytes of each op's input and
-    output tensors of at least ``big`` elements (the activation and its halves, not the
-    [s, 1, 1, d] angles), and counts the ops."""
-
-    def __init__(self, big: int) -> None:
-        super().__init__()
-        self.big, self.bytes, self.ops, self.all_ops = big, 0, 0, 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        name = func.overloadpacket.__name__
-        if name in _VIEWS:
-            return out
-        ins = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
-        outs = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
-        if name == "copy_":
-            ins = ins[1:]  # writes self, reads src
-        elif name.endswith("_"):
-            outs = ins[:1]  # in place: reads its inputs, writes self
-        moved = sum(t.numel() * t.element_size() for t in ins + outs if t.numel() >= self.big)
-        self.bytes += moved
-        self.ops += moved > 0
-        self.all_ops += 1
-        return out
+from aten_trace import forward_backward
 
 
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -73,16 +42,10 @@ def test_bytes_and_kernels_are_what_pytorch_runs():
     x = torch.randn(s, b, h, d, dtype=torch.bfloat16, requires_grad=True)
     freqs = torch.rand(s, 1, 1, d)
     n = x.numel()
-    fwd = _AtenBytes(n // 2)
-    with fwd:
-        y = _megatron_eager_rope(x, freqs, 1.3466)
-    grad = torch.ones_like(y)
-    bwd = _AtenBytes(n // 2)
-    with bwd:
-        y.backward(grad)
+    fwd, bwd = forward_backward(lambda: _megatron_eager_rope(x, freqs, 1.3466), n // 2)
     elt = x.element_size()
     assert (fwd.bytes / (n * elt), bwd.bytes / (n * elt)) == costs.ROPE_UNFUSED_BYTES
-    assert (fwd.all_ops, bwd.all_ops) == costs.ROPE_UNFUSED_KERNELS
+    assert (len(fwd.ops), len(bwd.ops)) == costs.ROPE_UNFUSED_KERNELS
     # the whole cost of q and k: their elements at those rates, plus the angles' cos/sin passes
     # (cos: 4 + 4, scale: 4 + 4, cast: 4 + 2 bytes, for cos and sin, once per tensor)
     rows, width, positions, hd = 4096, (64 + 8) * 64, 4096, 64
