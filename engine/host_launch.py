@@ -62,7 +62,7 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import NamedTuple
 
-from workload_gen.core.records import GRAD_ACCUM_SUFFIX, MOE_DISPATCH_OP, ComputeOp, Op, OpKind, Phase, Workload
+from workload_gen.core.records import EAGER_SEQUENCE_SUFFIXES, MOE_DISPATCH_OP, ComputeOp, Op, OpKind, Phase, Workload
 
 TE_MODULE_OPS = 99.66 / 37.08
 """A Transformer Engine module call in eager ops (TE issue 2053, GB200 rows)."""
@@ -229,15 +229,16 @@ def op_units(op: ComputeOp, local_experts: int, alltoall: bool) -> float:
     """Eager-op equivalents of ``op`` (module docstring's sources): a TE module call for a GEMM or
     attention op (one op for a weight-gradient GEMM, launched inside the module's backward), one
     per local expert more for a grouped GEMM, the dispatcher's preprocessing with the forward
-    permute, one op per torch call of an unfused (un)permute or RoPE (its shape's kernel count), one per
-    weight tensor of a main-gradient add (DDP's hook adds each parameter's gradient apart), and
-    one op for any other kernel."""
+    permute, one op per torch call of an unfused (un)permute or RoPE and of the eager element-wise
+    sequences (records.EAGER_SEQUENCE_SUFFIXES: a main-gradient add per weight tensor, as DDP's
+    hook adds each parameter's gradient apart; the GLU input's clamp; the experts' fc2 bias
+    loop), each its shape's kernel count, and one op for any other kernel."""
     wgrad = op.phase is Phase.BWD_WEIGHT
     if op.kind is OpKind.GROUPED_GEMM:
         return (0.0 if wgrad else TE_MODULE_OPS) + local_experts
     if op.kind in _GEMM_KINDS:
         return 1.0 if wgrad else TE_MODULE_OPS
-    per_tensor = op.kind in (OpKind.PERMUTE, OpKind.ROPE) or op.name.endswith(GRAD_ACCUM_SUFFIX)
+    per_tensor = op.kind in (OpKind.PERMUTE, OpKind.ROPE) or op.name.endswith(EAGER_SEQUENCE_SUFFIXES)
     torch_ops = float(op.shape[2]) if per_tensor and len(op.shape) == 3 else 1.0
     if op.kind is OpKind.PERMUTE and op.name == "permute" and op.phase is Phase.FWD and alltoall:
         return torch_ops + ALLTOALL_PREPROCESS_OPS

@@ -125,25 +125,31 @@ def bias_grad(rows: int, width: int, b: int) -> Cost:
     return float(e), float((e + width) * b)
 
 
-EXPERT_FC2_BIAS_BYTES = (36.0, 40.0)
-"""HBM bytes per element of Megatron's unfused expert fc2 bias (TEGroupedMLP._apply_packed_bias,
-megatron/core/transformer/moe/experts.py at d98e8a64), on the [rows, h] fc2 output in eager
-PyTorch with fp32 intermediates:
-- forward: output.float() (read 2, write 4), repeat_interleave of the fp32 bias to one row per
-  token (write 4), bias * probs (read 4, write 4), output + that (read 8, write 4), .to(bf16)
-  (read 4, write 2): 36 B;
-- backward: the bf16 -> fp32 grad (2 + 4), the fp32 -> bf16 grad of the output (4 + 2), grad *
-  probs for the bias rows (4 + 4), grad * bias rows summed over h for the probs' gradient
-  (8 + 4 + 4), repeat_interleave's segment sum into the per-expert bias (4): 40 B."""
-
-
-def expert_fc2_bias(rows: int, width: int) -> tuple[Cost, Cost]:
-    """The expert fc2 bias add weighted by the router probabilities and its backward, on
-    ``rows`` routed token rows of ``width`` (see :data:`EXPERT_FC2_BIAS_BYTES`): 2 FLOPs
-    per element forward (multiply, add), 3 backward."""
+def expert_fc2_bias(rows: int, width: int, experts: int, b: int, probs_fp32: bool
+                    ) -> tuple[Cost, Cost, tuple[int, int]]:
+    """The expert fc2 bias weighted by the router probabilities (TEGroupedMLP._apply_bias,
+    Megatron-LM experts.py at every recipe commit from 0d8e0714 to d0b3b775; d98e8a64 added a
+    vectorised path the recipes do not run): one ``t + bias * prob`` per local expert on its rows,
+    a cat, and a cast back to the activation dtype, in eager PyTorch; autograd runs the backward
+    of those ops. ``rows`` routed rows of ``width`` over ``experts`` local experts; ``b`` the
+    activation bytes. The probabilities are fp32 when the flex dispatcher converts them
+    (DeepEP, HybridEP) and the activation dtype otherwise (the router's logits dtype: Megatron's
+    and TE's fused router keep it), and the arithmetic follows them. Bytes per element
+    (tests/workload_gen/test_linear_bias.py counts them from a real autograd run):
+    - fp32 probabilities, forward: bias x prob (write 4), the add (read b + 4, write 4), the cat
+      (4 + 4), the cast (4 + b): 24 + 2b; backward: the cast's gradient (b + 4), per expert the
+      rows' gradient cast back (4 + b), grad x prob and its sum over rows for the bias (4 + 4,
+      4), grad x bias and its sum over the width for the prob (4 + 4, 4), and the cat that
+      assembles the rows' gradient (b + b): 32 + 4b;
+    - probabilities in the activation dtype: forward bias x prob (b), the add (2b + b), the cat
+      (b + b): 6b; backward the two products and sums (2b + b each) and the cat (2b): 8b.
+    Kernels (forward, backward): 2 per expert plus the cat and the cast (no cast when the
+    dtypes agree); backward 6 per expert plus 3 (4 per expert plus 2). One FLOP per element
+    for each product, sum and add."""
     e = rows * width
-    fb, bb = EXPERT_FC2_BIAS_BYTES
-    return (2.0 * e, fb * e), (3.0 * e, bb * e)
+    if probs_fp32:
+        return (2.0 * e, (24.0 + 2 * b) * e), (4.0 * e, (32.0 + 4 * b) * e), (2 * experts + 2, 6 * experts + 3)
+    return (2.0 * e, 6.0 * b * e), (4.0 * e, 8.0 * b * e), (2 * experts + 1, 4 * experts + 2)
 
 
 FP8_CAST_BYTES = {"delayed": 4.0, "tensorwise": 6.0, "mxfp8": 4.125, "blockwise": 4.0625}
@@ -233,8 +239,10 @@ def split_quantize_kernels(dtype: str, fp8_recipe: str, splits: int, width: int)
     - delayed scaling: one fused multi-tensor cast-transpose for every split ("currently only
       have fused kernel for FP8 delayed scaling"): 1;
     - current scaling (tensorwise): each split quantized on its own, and each quantize is
-      three kernels, the amax, the scale from it, then the cast
-      (``Float8CurrentScalingQuantizer::quantize_impl``): 3 per split;
+      four kernels: the amax buffer zeroed and the amax (``nvte_compute_amax_with_config``,
+      common/recipe/current_scaling.cu ``zero_amax_kernel`` then the amax kernel), the scale
+      from it, then the cast (``Float8CurrentScalingQuantizer::quantize_impl``; the same in
+      TE 2.8 to 2.18): 4 per split;
     - MXFP8 and FP8 blockwise: each split on its own, one kernel each (the block scales are
       computed in the cast): 1 per split;
     - NVFP4: one fused grouped kernel when the inner dimension is a multiple of 128, else
@@ -243,7 +251,7 @@ def split_quantize_kernels(dtype: str, fp8_recipe: str, splits: int, width: int)
         return 1 if width % 128 == 0 else splits
     if fp8_recipe == "delayed":
         return 1
-    return (3 if fp8_recipe == "tensorwise" else 1) * splits
+    return (4 if fp8_recipe == "tensorwise" else 1) * splits
 
 
 def attention_softmax_dropout(batch: int, heads: int, sq: int, skv: int, backward: bool) -> Cost:
@@ -321,15 +329,27 @@ def activation(kind: str, rows: int, width: int, b: int) -> tuple[Cost, Cost]:
     return (8.0 * e, float(2 * e * b)), (12.0 * e, float(3 * e * b))
 
 
+GLU_CLAMP_KERNELS = (3, 9)
+"""Kernels of Megatron's clamp of a gated activation's input, (forward, backward): two clamps
+and a cat forward; backward, PyTorch's clamp_backward for each half (``where`` over a mask:
+ge, le, logical_and_ and where for the two-sided clamp, le and where for the one-sided one,
+each with a zero from scalar_tensor) and the cat that assembles the chunked input's gradient."""
+
+
 def glu_clamp(rows: int, width: int, b: int) -> tuple[Cost, Cost]:
     """The clamp Megatron applies to a gated activation's input ([rows, 2*width] fc1 output)
     before its fused GLU, as separate kernels (fused_bias_geglu.weighted_bias_quick_geglu_impl
-    at every recipe commit since 0d8e0714): forward clamps each half (reads and writes it) and
-    concatenates them (reads both, writes the whole): 4 passes of 2*width; backward: the cat's
-    gradient is a view, each clamp's reads dy and the input and writes dx: 3 passes. One
-    comparison per element and pass."""
+    at every recipe commit since 0d8e0714: ``x_glu.clamp(max=c)``, ``x_linear.clamp(-c, c)``,
+    ``torch.cat``). Forward: each clamp reads and writes its half, the cat reads both and
+    writes the whole: 4 passes of the whole, 2b per element each way. Backward (autograd,
+    ATen's clamp_backward = where(mask, grad, 0)): the two-sided half builds its mask with ge
+    and le (read b, write a 1-byte bool each) and logical_and_ (read 2, write 1), the one-sided
+    half with le alone, each then where (read the mask and the gradient, write the gradient),
+    and a cat assembles the two halves' gradients: (4b + 6 + 3b + 2) / 2 + 2b = 5.5b + 4 bytes
+    per element of the whole (15 at bf16; tests/workload_gen/test_glu_clamp.py counts them from
+    a real autograd run). One comparison per element and pass. Kernels: :data:`GLU_CLAMP_KERNELS`."""
     e = 2 * rows * width
-    return (2.0 * e, float(4 * e * b)), (2.0 * e, float(3 * e * b))
+    return (2.0 * e, float(4 * e * b)), (2.0 * e, (5.5 * b + 4.0) * e)
 
 
 def rope(rows: int, width: int, b: int) -> tuple[Cost, Cost]:

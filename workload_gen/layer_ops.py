@@ -272,8 +272,9 @@ class _Emitter:
         kernels (costs.glu_clamp) as an op of its own, ``<name>.clamp``."""
         if self.model.activation_clamp is not None and self.model.activation == "swiglu":
             fwd, bwd = costs.glu_clamp(rows, width, self.B)
-            self.add([self.compute(f"{name}.clamp", FWD, OpKind.ELEMENTWISE, (rows, 2 * width), fwd)],
-                     [self.compute(f"{name}.clamp", BWD_I, OpKind.ELEMENTWISE, (rows, 2 * width), bwd)])
+            kf, kb = costs.GLU_CLAMP_KERNELS
+            self.add([self.compute(f"{name}.clamp", FWD, OpKind.ELEMENTWISE, (rows, 2 * width, kf), fwd)],
+                     [self.compute(f"{name}.clamp", BWD_I, OpKind.ELEMENTWISE, (rows, 2 * width, kb), bwd)])
         fwd, bwd = costs.activation(self.model.activation, rows, width, self.B)
         self.add([self.compute(name, FWD, OpKind.ELEMENTWISE, (rows, width), fwd)],
                  [self.compute(name, BWD_I, OpKind.ELEMENTWISE, (rows, width), bwd)])
@@ -740,6 +741,8 @@ class _Emitter:
                                         (local_experts * k_in, n_out, local_experts),
                                         costs.grad_accumulate(local_experts * k_in * n_out, B, key.grad_bytes),
                                         dtype="bf16"))
+            if m.add_bias_linear and act_after:
+                bwd.append(self._expert_bias_accumulate(name, local_experts, n_out))
             self.add(fwd, bwd)
             if act_after:
                 start = len(self.fwd)
@@ -751,12 +754,15 @@ class _Emitter:
                 # activation re-runs when the backward reaches fc2's output, before its GEMMs.
                 self._checkpoint(act)
         if m.add_bias_linear:
-            # fc2's bias (skip_bias_add True): Megatron adds bias * router prob per token in
-            # eager PyTorch (costs.expert_fc2_bias); autograd runs the backward of those ops.
-            bf, bb = costs.expert_fc2_bias(rows, h)
+            # fc2's bias (skip_bias_add True): Megatron adds bias * router prob per expert in
+            # eager PyTorch (costs.expert_fc2_bias); autograd runs the backward of those ops,
+            # and DDP's hook then adds each expert's bias gradient to its main gradient.
+            # The flex dispatcher hands the experts fp32 probabilities.
+            bf, bb, (kf, kb) = costs.expert_fc2_bias(rows, h, local_experts, B, probs_fp32=flex)
             name = f"{EXPERT_OP_PREFIX}fc2_bias"
-            self.add([self.compute(name, FWD, OpKind.ELEMENTWISE, (rows, h), bf, dtype="bf16")],
-                     [self.compute(name, BWD_I, OpKind.ELEMENTWISE, (rows, h), bb, dtype="bf16")])
+            self.add([self.compute(name, FWD, OpKind.ELEMENTWISE, (rows, h, kf), bf, dtype="bf16")],
+                     [self.compute(name, BWD_I, OpKind.ELEMENTWISE, (rows, h, kb), bb, dtype="bf16"),
+                      self._expert_bias_accumulate(f"{EXPERT_OP_PREFIX}fc2", local_experts, h)])
         if pad:
             # Fp8Unpadding of fc2's output (after its bias), and its backward's padding copy
             cost = costs.expert_pad(rows, padded, h, B, probs=False)
@@ -798,6 +804,16 @@ class _Emitter:
             # re-runs the norm when the backward reaches the MoE output.
             self._checkpoint([norm_op])
         self.residual("mlp_residual")
+
+    def _expert_bias_accumulate(self, linear: str, experts: int, width: int) -> ComputeOp:
+        """DDP's main-gradient add of each local expert's bias of ``width`` (``<linear>.bias.grad_accum``):
+        Transformer Engine accumulates the weights' gradients in place, not the biases', so
+        Megatron-Core DDP's backward hook adds each bias parameter's gradient to its main
+        gradient (distributed_data_parallel.py _make_backward_post_hook, at every recipe
+        commit): one eager add per expert, the shape's third entry."""
+        return self.compute(f"{linear}.bias{GRAD_ACCUM_SUFFIX}", BWD_W, OpKind.ELEMENTWISE,
+                            (experts, width, experts),
+                            costs.grad_accumulate(experts * width, self.B, self.key.grad_bytes), dtype="bf16")
 
     def _after_side_ops(self, block: int) -> None:
         """Move the all-to-all's backward block (index ``block``) after the shared-expert blocks

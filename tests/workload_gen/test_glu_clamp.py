@@ -21,7 +21,8 @@ def test_clamp_passes_over_the_routed_fc1_output():
     (fwd,) = [op for op in comps(layer_ops(w, 0)) if op.name == "expert_swiglu.clamp"]
     (bwd,) = [op for op in comps(layer_ops(w, 0, "bwd")) if op.name == "expert_swiglu.clamp"]
     assert fwd.bytes == 4 * rows * 2 * f * 2  # two clamps (read+write a half each) and a cat (read+write all)
-    assert bwd.bytes == 3 * rows * 2 * f * 2  # each clamp's backward reads dy and x, writes dx
+    assert bwd.bytes == 15 * rows * 2 * f  # each clamp's where(mask, dy, 0) with its mask, and a cat
+    assert (fwd.shape[2], bwd.shape[2]) == (3, 9)  # kernels: 2 clamps + cat; 2 zeros, 4 mask ops, 2 where, cat
     names = [op.name for op in comps(layer_ops(w, 0))]
     assert names.index("expert_swiglu.clamp") + 1 == names.index("expert_swiglu")
 
@@ -41,3 +42,24 @@ def test_clamp_comes_from_megatrons_flag_and_only_then():
         "--micro-batch-size 1 --global-batch-size 8 --world-size 8"))
     model, _, _ = configs_from_flags(vars(args))
     assert model.activation_clamp == 7.0 and model.activation == "swiglu"
+
+
+def test_clamp_bytes_and_kernels_are_what_pytorch_runs():
+    """Megatron's clamp (fused_bias_geglu.weighted_bias_quick_geglu_impl, transcribed) run
+    through autograd: the bytes and kernels costs.glu_clamp charges, counted op by op."""
+    import torch
+
+    from aten_trace import forward_backward
+    from workload_gen import costs
+
+    rows, width, c = 64, 128, 7.0
+    x = torch.randn(rows, 2 * width, dtype=torch.bfloat16, requires_grad=True)
+
+    def clamp():
+        x_glu, x_linear = x.chunk(2, -1)
+        return torch.cat((x_glu.clamp(min=None, max=c), x_linear.clamp(min=-c, max=c)), -1)
+
+    fwd, bwd = forward_backward(clamp, rows * width // 2)
+    (_, f_bytes), (_, b_bytes) = costs.glu_clamp(rows, width, 2)
+    assert (fwd.bytes, bwd.bytes) == (f_bytes, b_bytes)
+    assert (len(fwd.ops), len(bwd.ops)) == costs.GLU_CLAMP_KERNELS

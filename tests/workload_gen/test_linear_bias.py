@@ -119,22 +119,60 @@ def _gpt_oss_ops(model):
     return layer_ops(w, 0, "fwd") + layer_ops(w, 0, "bwd")
 
 
-def test_expert_fc2_bias_is_megatrons_eager_add_by_hand():
-    # GPT-OSS-20B: 32 experts top-4 over ep 8 -> T * 4 = 16384 routed rows per rank of h 2880
+def _apply_bias(inter, biases, tokens_per_expert, probs):
+    """Megatron-LM's TEGroupedMLP._apply_bias (experts.py at d7288711 and every recipe commit
+    from 0d8e0714), transcribed."""
+    import torch
+
+    shape = inter.shape
+    return torch.cat([t + b * p for t, b, p in zip(torch.split(inter.view(-1, shape[-1]), tokens_per_expert), biases,
+                                                   torch.split(probs, tokens_per_expert))]).view(shape).to(inter.dtype)
+
+
+@pytest.mark.parametrize("probs_fp32", [True, False])
+def test_expert_fc2_bias_bytes_and_kernels_are_what_pytorch_runs(probs_fp32):
+    """The per-expert bias loop run through autograd, counted op by op: the bytes and kernels
+    costs.expert_fc2_bias charges, with fp32 probabilities (the flex dispatcher's) and with
+    the activation dtype's (the alltoall dispatcher's, as the router makes them)."""
+    import torch
+
+    from aten_trace import forward_backward
+
+    experts, rows_per, h = 8, 64, 256
+    x = torch.randn(experts * rows_per, h, dtype=torch.bfloat16, requires_grad=True)
+    biases = [torch.randn(h, dtype=torch.bfloat16, requires_grad=True) for _ in range(experts)]
+    probs = torch.rand(experts * rows_per, 1, dtype=torch.float32 if probs_fp32 else torch.bfloat16,
+                       requires_grad=True)
+    fwd, bwd = forward_backward(lambda: _apply_bias(x, biases, [rows_per] * experts, probs), rows_per * h // 2)
+    (_, f_bytes), (_, b_bytes), kernels = costs.expert_fc2_bias(experts * rows_per, h, experts, 2, probs_fp32)
+    assert (fwd.bytes, bwd.bytes) == (f_bytes, b_bytes)
+    assert (len(fwd.ops), len(bwd.ops)) == kernels
+
+
+def test_expert_biases_in_the_layer():
+    # GPT-OSS-20B: 32 experts top-4 over ep 8 -> T * 4 = 16384 routed rows per rank of h 2880,
+    # 4 local experts; the alltoall dispatcher: bf16 probabilities
     m = PRESETS["gpt-oss-20b"]
     ops = _gpt_oss_ops(m)
     rows, h = 4096 * 4, 2880
     f = _one(ops, "expert_fc2_bias", Phase.FWD)
     b = _one(ops, "expert_fc2_bias", Phase.BWD_INPUT)
-    assert f.shape == (rows, h)
-    # forward 6 (to fp32) + 4 (bias rows) + 8 (x probs) + 12 (add) + 6 (to bf16) = 36 B per element
-    assert f.bytes == rows * h * (6 + 4 + 8 + 12 + 6)
-    # backward 6 + 6 + 8 + 16 + 4 = 40 B per element
-    assert b.bytes == rows * h * (6 + 6 + 8 + 16 + 4)
+    # 4 x (bias x prob, add) + cat forward: 6 element passes at 2 B; backward 4 x (2 products,
+    # 2 sums) + 2 cats, 8 passes
+    assert (f.shape, f.bytes) == ((rows, h, 4 * 2 + 1), rows * h * 6 * 2)
+    assert (b.shape, b.bytes) == ((rows, h, 4 * 4 + 2), rows * h * 8 * 2)
+    # each expert's fc1 and fc2 bias gradient is added to its main gradient by DDP's hook: one
+    # add per expert, reading the bf16 gradient and the fp32 main gradient, writing the latter
+    for linear, width in (("expert_fc1", 2 * 2880), ("expert_fc2", h)):
+        add = _one(ops, f"{linear}.bias.grad_accum", Phase.BWD_WEIGHT)
+        assert add.shape == (4, width, 4) and add.bytes == 4 * width * (2 + 2 * 4)
+    # the host launches each eager call: one eager op per kernel (engine.host_launch)
+    from engine.host_launch import op_units
+    assert [op_units(op, 4, alltoall=True) for op in (f, b)] == [9, 18]
     # fc1's bias is in the grouped GEMM's epilogue: 4 local experts x 2 * 2880 outputs x 2 B
     plain = _gpt_oss_ops(replace(m, add_bias_linear=False))
     assert _one(ops, "expert_fc1", Phase.FWD).bytes - _one(plain, "expert_fc1", Phase.FWD).bytes == 4 * 5760 * 2
-    assert not [o for o in plain if o.name == "expert_fc2_bias"]
+    assert not [o for o in plain if o.name == "expert_fc2_bias" or o.name.endswith(".bias.grad_accum")]
 
 
 def test_kinds_of_the_new_ops():

@@ -98,6 +98,13 @@ accumulation fusion (workload_gen.costs.grad_accumulate): ``<linear>.grad_accum`
 (rows, width) of the weight, or (rows, width, tensors) for GroupedLinear's per-expert
 weights, one add each; the host launches one per weight tensor (engine.host_launch)."""
 
+EAGER_SEQUENCE_SUFFIXES = (GRAD_ACCUM_SUFFIX, ".clamp", "fc2_bias")
+"""Name endings of the elementwise ops that stand for a sequence of eager PyTorch calls, one
+kernel each, whose shape's third entry is that count: the main-gradient adds, Megatron's clamp
+of a gated activation's input (workload_gen.costs.glu_clamp), the experts' fc2 bias loop
+(costs.expert_fc2_bias). The host launches each call (engine.host_launch); a quantize cast's
+kernels, by contrast, come from one call into Transformer Engine."""
+
 EXPERT_OP_PREFIX = "expert_"
 """Name prefix of MoE expert ops (``expert_fc1``, ``expert_fc2``, ``expert_swiglu``). A
 grouped GEMM so named is Transformer Engine's GroupedLinear, one GEMM per expert; the other
