@@ -62,7 +62,16 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import NamedTuple
 
-from workload_gen.core.records import EAGER_SEQUENCE_SUFFIXES, MOE_DISPATCH_OP, ComputeOp, Op, OpKind, Phase, Workload
+from workload_gen.core.records import (
+    EAGER_SEQUENCE_SUFFIXES,
+    EXPERT_OP_PREFIX,
+    MOE_DISPATCH_OP,
+    ComputeOp,
+    Op,
+    OpKind,
+    Phase,
+    Workload,
+)
 
 TE_MODULE_OPS = 99.66 / 37.08
 """A Transformer Engine module call in eager ops (TE issue 2053, GB200 rows)."""
@@ -121,6 +130,9 @@ class HostModel:
                                else 1.0 + FLEX_PREPROCESS_OPS)
         """Host work of the flex dispatch collective after its wait, eager ops."""
         self.sync_name = sync_op(par) if experts else None
+        self.gate_sync = experts > 0 and model is not None and model.activation_gate == "quick_gelu"
+        """Megatron's quick-GEGLU syncs the host before each expert activation and its recompute
+        (ModelConfig.activation_gate: torch.tensor(offset, device=cuda))."""
         self.boundary_sync = par.pp > 1 and (par.vpp == 1 or not par.overlap_p2p_comm)
         """Megatron's batched p2p calls torch.cuda.synchronize after every pipeline exchange
         (ModelParallelConfig.batch_p2p_sync, default True); it is used unless overlap_p2p_comm,
@@ -177,7 +189,7 @@ class HostModel:
         costs: list[float] = []
         syncs: list[bool] = []
         units = self._units
-        op_s, graphed, sync_name = self.op_s, self.graphed, self.sync_name
+        op_s, graphed, sync_name, gate_sync = self.op_s, self.graphed, self.sync_name, self.gate_sync
         part = "attn"
         layer = None
         last_scope: tuple[int, str, bool] | None = None
@@ -192,6 +204,8 @@ class HostModel:
                 host += c
                 continue
             fwd = op.phase is Phase.FWD
+            if gate_sync and syncs and _starts_expert_activation(op, ops[len(syncs) - 1]):
+                syncs[-1] = True  # the blocking copy waits for everything launched before it
             if graphed:
                 if op.layer != layer:
                     layer, part = op.layer, "mamba" if self._is_mamba(op.layer) else "attn"
@@ -223,6 +237,17 @@ class HostModel:
         """A hybrid model's Mamba layer: Megatron's --cuda-graph-scope mamba captures it whole."""
         return (self.model is not None and 0 <= layer < self.num_layers
                 and self.model.layer_symbol(layer) == "M")
+
+
+_EXPERT_ACTIVATION = f"{EXPERT_OP_PREFIX}swiglu"
+
+
+def _starts_expert_activation(op: ComputeOp, before: Op) -> bool:
+    """``op`` is the first kernel of an expert activation's forward or recompute: its clamp,
+    or the activation itself when no clamp comes before it."""
+    if op.phase not in (Phase.FWD, Phase.RECOMPUTE) or not op.name.startswith(_EXPERT_ACTIVATION):
+        return False
+    return op.name != _EXPERT_ACTIVATION or before.name != f"{_EXPERT_ACTIVATION}.clamp"
 
 
 def op_units(op: ComputeOp, local_experts: int, alltoall: bool) -> float:

@@ -33,6 +33,8 @@ def flags_to_dict(values: Mapping[str, Any], base: Mapping[str, Any] | None = No
     if values.get("model"):
         model["preset"] = values["model"]
     overrides = {k[2:]: v for k, v in values.items() if k.startswith("m_") and v is not None}
+    if overrides.get("activation_gate") == "quick_gelu" and "activation" not in overrides:
+        overrides["activation"] = "swiglu"  # Megatron's --quick-geglu is a gated activation
     gqa = overrides.pop("group_query_attention", None)
     if gqa and "num_query_groups" not in overrides:
         overrides["num_query_groups"] = 1

@@ -294,6 +294,7 @@ def _gpt_oss(f: _Fields, layers: int) -> dict[str, Any]:
         raise f.err("swiglu_limit", limit, "must be a number > 0 (the clamp of the gated activation's inputs)")
     return dict(num_experts=experts, moe_router_topk=f.int("num_experts_per_tok", None) or f.int("experts_per_token"),
                 add_bias_linear=True, add_qkv_bias=False, window_size=window, window_attn_skip_freq=skip, softmax_type="learnable",
+                activation_gate="quick_gelu",  # HF GptOssExperts: gate * sigmoid(alpha * gate), alpha 1.702
                 activation_clamp=float(limit) if limit is not None else None)
 
 

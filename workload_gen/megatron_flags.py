@@ -83,9 +83,10 @@ MODEL_SWITCHES: tuple[tuple[str, str, object], ...] = (
     ("--swiglu", "activation", "swiglu"),
     # GPT-OSS's gated activation (Megatron --quick-geglu: gelu approximated as x*sigmoid(1.702x),
     # times the linear half): fc1 has swiglu's two halves and the same elementwise pass, so it
-    # takes swiglu's shapes and costs; its offset constant (--glu-linear-offset) changes no
-    # shape and no pass and is ignored; the clamp (--activation-func-clamp-value) adds passes.
-    ("--quick-geglu", "activation", "swiglu"),
+    # takes swiglu's shapes and costs (flag_values sets activation swiglu with it); its offset
+    # constant (--glu-linear-offset) changes no shape and no pass and is ignored; the clamp
+    # (--activation-func-clamp-value) adds passes; the gate adds a host sync (activation_gate).
+    ("--quick-geglu", "activation_gate", "quick_gelu"),
     ("--squared-relu", "activation", "squared_relu"),
     ("--untie-embeddings-and-output-weights", "tied_embeddings", False),
     ("--disable-bias-linear", "add_bias_linear", False),

@@ -251,3 +251,27 @@ def test_the_combined_pass_moves_the_expert_backwards_launch_ahead_of_the_forwar
         # conserved: what the host spends before the dispatch's wait is those launches' own cost
         plain = host.plan(1, m.ops).launch
         assert before[at] == pytest.approx(sum(plain[k] for k in early), rel=1e-12)
+
+
+def test_quick_geglu_syncs_the_host_before_each_expert_activation():
+    """Megatron's weighted quick-GEGLU makes a device scalar of its linear offset on every call
+    (torch.tensor(offset, device=cuda): a blocking copy), so the host waits for the GPU before
+    each expert activation's first kernel (its clamp) in the forward and in the moe_act
+    recompute; SwiGLU (Qwen3) has no such copy. Both engine levels take the waits alike."""
+    op_s = SYSTEMS["b200"].launch_op_s
+    model = replace(get_preset("gpt-oss-20b"), num_layers=2)
+    par = ParallelConfig(world_size=8, ep=8, micro_batch=1, global_batch=16, seq_length=1024,
+                         recompute="selective", recompute_modules=("moe_act",))
+    w = attach(build(model, par), "b200")[0]
+    for ops in (w.stages[0].chunks[0].forward, w.stages[0].chunks[0].backward):
+        _, syncs, _, _, _ = HostModel(w, op_s).plan(id(ops), ops)
+        waits = [ops[i + 1].name for i, s in enumerate(syncs) if s and ops[i + 1].name != MOE_DISPATCH_OP]
+        assert waits == ["expert_swiglu.clamp"] * 2  # one per MoE layer (the dispatcher's own wait aside)
+    silu = attach(build(replace(model, activation_gate="silu"), par), "b200")[0]
+    for ops in (silu.stages[0].chunks[0].forward, silu.stages[0].chunks[0].backward):
+        plan = HostModel(silu, op_s).plan(0, ops)
+        assert plan is None or not [i for i, s in enumerate(plan.syncs) if s and ops[i + 1].name != MOE_DISPATCH_OP]
+    fast = simulate(w, SYSTEMS["b200"], "analytical", timeline=False)
+    slow = simulate(w, SYSTEMS["b200"], "analytical", timeline=False, level="op")
+    assert fast.iteration_time_s == pytest.approx(slow.iteration_time_s, rel=1e-12)
+    assert fast.breakdown.host_s > simulate(silu, SYSTEMS["b200"], "analytical", timeline=False).breakdown.host_s

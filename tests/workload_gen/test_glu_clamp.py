@@ -41,7 +41,9 @@ def test_clamp_comes_from_megatrons_flag_and_only_then():
         "--activation-func-clamp-value 7.0 --seq-length 1024 --max-position-embeddings 1024 --vocab-size 32000 "
         "--micro-batch-size 1 --global-batch-size 8 --world-size 8"))
     model, _, _ = configs_from_flags(vars(args))
-    assert model.activation_clamp == 7.0 and model.activation == "swiglu"
+    assert model.activation_clamp == 7.0 and model.activation == "swiglu" and model.activation_gate == "quick_gelu"
+    assert get_preset("gpt-oss-120b").activation_gate == "quick_gelu"
+    assert get_preset("qwen3-30b-a3b").activation_gate == "silu"
 
 
 def test_clamp_bytes_and_kernels_are_what_pytorch_runs():

@@ -40,6 +40,14 @@ class ModelConfig:
     activation: Literal["gelu", "swiglu", "squared_relu"] = "gelu"
     """MLP activation. gelu and squared_relu (relu(x)^2, Nemotron-4) act on one fc1 output of
     width ffn; swiglu gates one half of a 2*ffn fc1 output with the other."""
+    activation_gate: Literal["silu", "quick_gelu"] = "silu"
+    """The gate of the gated (swiglu-shaped) activation: SiLU (SwiGLU), or quick-GELU,
+    x*sigmoid(1.702x) (GPT-OSS; Megatron --quick-geglu, which implies the gated shape). The
+    same shapes and passes; but Megatron's fused weighted quick-GEGLU
+    (fused_bias_geglu.weighted_bias_quick_geglu_impl, every recipe commit since 0d8e0714) makes
+    a device scalar of its linear offset on every call, ``torch.tensor(offset,
+    device=cuda)``, a blocking copy: the host waits for the GPU before each expert activation
+    and its recompute (engine.host_launch)."""
     activation_clamp: float | None = None
     """Clamp of the gated activation's inputs (Megatron --activation-func-clamp-value; GPT-OSS
     7.0, HF swiglu_limit): Megatron clamps both fc1 halves and concatenates them again in
@@ -178,6 +186,11 @@ class ModelConfig:
                     or (value < 0 if low is not None else value <= 0)):
                 raise ConfigError(name, value, "must be a finite number >= 0" if low is not None
                                   else "must be a finite number > 0")
+        if self.activation_gate not in ("silu", "quick_gelu"):
+            raise ConfigError("activation_gate", self.activation_gate, "must be silu or quick_gelu")
+        if self.activation_gate == "quick_gelu" and self.activation != "swiglu":
+            raise ConfigError("activation_gate", self.activation_gate,
+                              f"needs the gated activation (activation swiglu), not {self.activation}")
         if self.softmax_type not in ("vanilla", "off-by-one", "learnable"):
             raise ConfigError("softmax_type", self.softmax_type, "must be vanilla, off-by-one or learnable")
         if self.window_size is not None and self.attention_chunk_size is not None:
@@ -475,7 +488,7 @@ def parse_hybrid_pattern(text: str, num_layers: int) -> str:
 
 _OMIT_AT_DEFAULT = frozenset({"hybrid_layer_pattern", "mamba_num_heads", "mamba_head_dim", "mamba_state_dim",
                               "mamba_num_groups", "moe_layer_pattern", "window_size", "window_attn_skip_freq", "softmax_type",
-                              "attention_chunk_size", "no_rope_freq", "mtp_num_layers", "yarn_scaling_factor",
+                              "attention_chunk_size", "no_rope_freq", "mtp_num_layers", "yarn_scaling_factor", "activation_gate",
                               "yarn_mscale", "yarn_mscale_all_dim"})
 
 MODEL_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(ModelConfig))

@@ -57,7 +57,7 @@ def _gpt_oss(name: str, layers: int, experts: int) -> ModelConfig:
     return ModelConfig(
         name=name, source=_GPT_OSS_SRC.format(name=name), num_layers=layers, hidden_size=2880,
         num_attention_heads=64, num_query_groups=8, kv_channels=64, ffn_hidden_size=2880, vocab_size=201088,
-        activation="swiglu", normalization="rmsnorm", add_bias_linear=True,
+        activation="swiglu", activation_gate="quick_gelu", normalization="rmsnorm", add_bias_linear=True,
         # config.json rope_scaling: yarn, factor 32 (no mscale: the attention factor 0.1 ln 32 + 1)
         position_embedding="yarn", yarn_scaling_factor=32.0,
         tied_embeddings=False, num_experts=experts, moe_router_topk=4,
@@ -270,7 +270,7 @@ def architecture_key(model: ModelConfig) -> tuple[object, ...]:
         None if mla else model.kv_heads, None if mla else model.head_dim,
         model.dense_ffn if moe else model.ffn,
         model.max_position_embeddings if model.position_embedding == "learned" else None,
-        model.activation, model.normalization, model.position_embedding,
+        model.activation, model.activation_gate, model.normalization, model.position_embedding,
         (model.yarn_scaling_factor, model.yarn_mscale, model.yarn_mscale_all_dim)
         if model.position_embedding == "yarn" else None,
         model.add_bias_linear,
