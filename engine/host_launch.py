@@ -40,13 +40,11 @@ Sources of the constants:
   tokens it will receive, HybridEP (without ``--moe-expert-rank-capacity-factor``) for the
   dispatched count that sizes its buffers ("CPU sync in dispatch", Megatron-LM
   token_dispatcher.py, _HybridEPManager, d98e8a64). The host reaches the dispatch, waits for
-  the GPU, then allocates and launches the transfer, while the GPU waits. That host work:
-  HybridEP's ``dispatch-with-permute`` NVTX range on a DGX H100, 1.767 s per step over 48
-  layers x 64 micro-batches with the EP overlap on (0.575 ms a call: Megatron-Bridge
-  moe-comm-overlap skill, Nsight table, Qwen3-30B-A3B on 16 H100; :data:`HYBRIDEP_DISPATCH_OPS`).
-  The same page puts 1.89 s of the step without the overlap outside any kernel (24.71 s step,
-  22.82 s GPU-active), 0.62 ms per layer's dispatch: the two figures agree. DeepEP has no
-  published figure; its set-up is taken as about five torch calls (:data:`FLEX_PREPROCESS_OPS`).
+  the GPU, then launches the transfer, while the GPU waits. That host work, counted in the
+  libraries' source: HybridEP's launch path in C++ and one Python call, about two eager ops
+  (:data:`HYBRIDEP_DISPATCH_OPS`; NVIDIA's NVTX range of the whole call, 0.575 ms a call on a
+  DGX H100, holds the wait itself, so it is not a host figure); DeepEP's set-up about five
+  torch calls (:data:`FLEX_PREPROCESS_OPS`).
   In the EP overlap's combined pass Megatron issues the other micro-batch's expert backward
   before it reaches the forward dispatch (TransformerLayerSchedulePlan.run): the dispatch still
   waits for the GPU to reach it on its stream and spends its host work before it starts, but
@@ -79,10 +77,17 @@ ALLTOALL_PREPROCESS_OPS = 15.0
 """Torch calls of the alltoall dispatcher's preprocessing (Megatron-LM token_dispatcher.py)."""
 FLEX_PREPROCESS_OPS = 5.0
 """Torch calls of DeepEP's set-up between its host wait and its dispatch kernel."""
-HYBRIDEP_DISPATCH_OPS = 0.575e-3 / 13.48e-6
-"""HybridEP's dispatch call after its host wait, in eager ops: 0.575 ms a call on a DGX H100
-(1.767 s / 3,072 calls, NVIDIA's NVTX range; module docstring) over that host's 13.48 us per
-op (workload_gen.core.system.HOST_OP_S), about 43; on another host it scales with its op cost."""
+HYBRIDEP_DISPATCH_OPS = 2.0
+"""HybridEP's dispatch call after its host wait, in eager ops. The wait is a
+cudaStreamSynchronize inside the library's metadata preprocessing, before the dispatch kernel
+is launched (DeepEP hybrid-ep branch, executor.cu; Megatron passes no token count at the
+recipe commits, fused_a2a.py sets non_blocking False); after it the host sums the 4 per-expert
+counts, fills the kernel's parameters, looks its template up by a string key and launches it,
+in C++, and (library versions from 2026-04) returns through one Python call: about two eager
+ops. The permute kernel that follows is an op of its own. NVIDIA's NVTX range for the whole
+call (0.575 ms a call on a DGX H100 with the EP overlap, 1.38 ms without) holds the wait itself,
+and its change with the overlap is almost all in the sub-range that holds the sync: it measures
+the GPU's work more than the host's."""
 GRAPH_REPLAY_OPS = 1.0
 """A captured scope's replay: one graph launch from TE's graphed callable, about one eager op."""
 

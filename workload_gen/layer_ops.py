@@ -624,8 +624,10 @@ class _Emitter:
         - flex with DeepEP (and NCCL EP): each token is sent once per EP rank holding one of its experts
           (core.moe_dispatch.distinct_ranks rows per token), then permuted into per-expert
           rows on arrival, and unpermuted (summed per token) before the combine;
-        - flex with HybridEP: the same traffic, with the permutation fused into its
-          dispatch and combine kernels (no permute op of its own).
+        - flex with HybridEP: the same traffic; Megatron calls its dispatch_with_permute and
+          combine_with_unpermute without fuse_permute_dispatch (--moe-permute-fusion-into-
+          hybridep, off by default, absent before 2edffadb), so a permute kernel of HybridEP's
+          own follows the dispatch and an unpermute precedes the combine.
 
         Under fp8 the grouped GEMMs quantize their inputs as dense linears do (see linear):
         X before fc1 and fc2 forward, dY before their dgrads, each over the routed rows.
@@ -683,10 +685,15 @@ class _Emitter:
             self.add([self.coll("dispatch_ag", FWD, CollKind.ALL_GATHER, Group.ETP, etp, etp * a2a)],
                      [self.coll("dispatch_rs", BWD_I, CollKind.REDUCE_SCATTER, Group.ETP, etp, etp * a2a)])
         rows = round(etp * routed * load)
-        permuted_apart = flex and key.moe_flex_backend != "hybridep"  # DeepEP, NCCL EP: a permute op
+        # every flex backend permutes on arrival: DeepEP and NCCL EP with Megatron's permute,
+        # HybridEP with a permute kernel of its own after the dispatch kernel (Megatron calls
+        # dispatch_with_permute without fuse_permute_dispatch: --moe-permute-fusion-into-hybridep
+        # is off by default and absent before 2edffadb)
+        permuted_apart = flex
+        hybrid = key.moe_flex_backend == "hybridep"
         if permuted_apart:
             received = round(etp * sent * load)  # one row per (token, this rank) received
-            self._permute("permute", received, rows, local_experts)
+            self._permute("permute", received, rows, local_experts, fused=hybrid)
         elif not flex and ep > 1 and local_experts > 1:
             self._permute("sort_chunks", rows, rows)
         fixed = etp * ep * routed / E if key.moe_capacity_factor is not None and key.moe_pad_to_capacity else None
@@ -769,7 +776,7 @@ class _Emitter:
             self.add([self.compute(f"{EXPERT_OP_PREFIX}unpad", FWD, OpKind.PERMUTE, (rows, h, 1), cost)],
                      [self.compute(f"{EXPERT_OP_PREFIX}unpad", BWD_I, OpKind.PERMUTE, (rows, h, 1), cost)])
         if permuted_apart:
-            self._permute("unpermute", rows, received, local_experts)
+            self._permute("unpermute", rows, received, local_experts, fused=hybrid)
         elif not flex and ep > 1 and local_experts > 1:
             self._permute("unsort_chunks", rows, rows)
         if etp > 1:
@@ -821,15 +828,16 @@ class _Emitter:
         runs the shared experts' backward beside it, as their side stream does."""
         self.blocks.append(self.blocks.pop(block))
 
-    def _permute(self, name: str, rows_in: int, rows_out: int, experts: int = 0) -> None:
+    def _permute(self, name: str, rows_in: int, rows_out: int, experts: int = 0, fused: bool = False) -> None:
         """Token (un)permutation of rows_in into rows_out rows of h (costs.permute);
         unpermute also weights by the router probabilities. Without Megatron's
         --moe-permute-fusion (its default) permute and unpermute run as torch ops
         (costs.permute_unfused over a routing map of ``experts`` columns), and the op's shape
-        carries their kernel count (tokens, width, kernels; records.shape_doc)."""
+        carries their kernel count (tokens, width, kernels; records.shape_doc). ``fused``: a
+        library's own single kernel whatever that flag says (HybridEP's permute)."""
         h = self.model.hidden_size
         rows = max(rows_in, rows_out)
-        if self.key.moe_permute_fusion or name not in ("permute", "unpermute"):
+        if fused or self.key.moe_permute_fusion or name not in ("permute", "unpermute"):
             cost = costs.permute(rows_in, rows_out, h, self.B, weighted=name == "unpermute")
             self.add([self.compute(name, FWD, OpKind.PERMUTE, (rows, h), cost)],
                      [self.compute(name, BWD_I, OpKind.PERMUTE, (rows, h), cost)])

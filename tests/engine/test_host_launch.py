@@ -163,10 +163,14 @@ def test_a_dispatch_that_syncs_waits_for_the_gpu_then_for_its_launch():
     assert free.duration == pytest.approx(250 * US) and free.host_s == 0.0
 
 
-def test_hybrideps_dispatch_costs_the_host_its_measured_call():
-    """NVIDIA's NVTX range: 1.767 s of HybridEP dispatch calls per step of 48 layers x 64
-    micro-batches on a DGX H100 = 0.575 ms a call; DeepEP's set-up is five torch calls."""
-    assert HYBRIDEP_DISPATCH_OPS * 13.48e-6 == pytest.approx(1.767 / (48 * 64), rel=0.002)
+def test_the_flex_dispatch_costs_the_host_its_launch_path():
+    """After its wait HybridEP launches the transfer from C++ and returns through one Python
+    call (two eager ops, counted in the hybrid-ep source; its permute kernel is an op of its
+    own); DeepEP's set-up is five torch calls. NVIDIA's NVTX range of the whole HybridEP call
+    (1.767 s per step over 48 layers x 64 micro-batches, 0.575 ms a call) holds the wait on
+    the GPU: it is twenty times the launch path, not a host figure."""
+    assert HYBRIDEP_DISPATCH_OPS == 2.0
+    assert 1.767 / (48 * 64) > 20 * HYBRIDEP_DISPATCH_OPS * 13.48e-6
     op_s = SYSTEMS["h100"].launch_op_s
     for backend, units in (("hybridep", HYBRIDEP_DISPATCH_OPS), ("deepep", 1 + FLEX_PREPROCESS_OPS)):
         w = _qwen(moe_token_dispatcher="flex", moe_flex_dispatcher_backend=backend)
@@ -242,7 +246,9 @@ def test_the_combined_pass_moves_the_expert_backwards_launch_ahead_of_the_forwar
         assert m.ops[at].name == MOE_DISPATCH_OP and m.ops[at].phase is Phase.FWD
         assert list(early) == list(range(at + 1, at + 1 + len(early)))  # right after it in the list
         got = [(m.ops[k].name, m.ops[k].phase) for k in early]
-        assert all(name.startswith("expert_") for name, _ in got)
+        # the experts' backward, and HybridEP's own unpermute/permute kernels around them
+        assert all(name.startswith("expert_") or name in ("permute", "unpermute") for name, _ in got)
+        assert any(name.startswith("expert_") for name, _ in got)
         assert any(p is Phase.BWD_WEIGHT for _, p in got) is (not delay)
         host = HostModel(w, SYSTEMS["h100"].launch_op_s)
         costs, syncs, _, before, ahead = host.plan(0, m.ops, m.launched_before)

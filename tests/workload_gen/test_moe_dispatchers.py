@@ -81,14 +81,19 @@ def test_flex_dispatch_sends_each_token_once_per_rank():
 
 def test_permutations_per_dispatcher():
     """alltoall: permute, sort_chunks, unsort_chunks, unpermute; DeepEP: permute and unpermute
-    around the experts (after dispatch, before combine); HybridEP: none (fused in its kernels)."""
+    around the experts (after dispatch, before combine); HybridEP the same, as kernels of its
+    own: Megatron calls dispatch_with_permute / combine_with_unpermute without
+    fuse_permute_dispatch, so the library permutes in a kernel after its dispatch kernel, one
+    kernel whatever --moe-permute-fusion says."""
     names = {}
     for disp, backend in (("alltoall", "deepep"), ("flex", "deepep"), ("flex", "hybridep")):
         _, ops = _moe_fwd(moe_token_dispatcher=disp, moe_flex_dispatcher_backend=backend)
         names[(disp, backend)] = [op.name for op in comps(ops, OpKind.PERMUTE)]
     assert names[("alltoall", "deepep")] == ["permute", "sort_chunks", "unsort_chunks", "unpermute"]
     assert names[("flex", "deepep")] == ["permute", "unpermute"]
-    assert names[("flex", "hybridep")] == []
+    assert names[("flex", "hybridep")] == ["permute", "unpermute"]
+    _, ops = _moe_fwd(moe_token_dispatcher="flex", moe_flex_dispatcher_backend="hybridep", moe_permute_fusion=False)
+    assert all(len(op.shape) == 2 for op in comps(ops, OpKind.PERMUTE))  # one kernel each
 
 
 def test_group_limited_routing_only_changes_the_flex_traffic():
