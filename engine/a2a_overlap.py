@@ -106,15 +106,25 @@ def _split(ops: tuple[Op, ...], run: list[int], first: str, second: str) -> tupl
 
 def merge_passes(f: PassSpec, b: PassSpec, layers: int, delay_wgrad: bool) -> PassSpec:
     """The combined pass of forward ``f`` and backward ``b`` (see the module docstring).
-    ``layers`` is the model's transformer layer count (ops of layer < 0 or >= layers are the
-    embedding, the output layer and MTP: they run before or after the overlapped layers)."""
+    ``layers`` is the model's transformer layer count: ops of layer < 0 or >= layers are the
+    embedding, the output layer and the MTP modules; an MTP module with an MoE layer pairs
+    with the other direction's layers as a layer does (last in the forward, first in the
+    backward), the rest runs before or after the overlapped layers."""
     F, B = f.ops, b.ops
     f_runs, b_runs = _layers(F), _layers(B)
+
+    def body(ops: tuple[Op, ...], run: list[int]) -> bool:
+        # a transformer layer, or an MTP module with an MoE layer in it: Megatron's schedule
+        # plan pairs the MTP modules like layers (model_chunk_schedule_plan.py builds their
+        # plans after the decoder's, 2edffadb), the embedding and the output head not
+        layer = ops[run[0]].layer
+        return 0 <= layer < layers or (layer >= layers and any(_is_ep_a2a(ops[i], MOE_DISPATCH_OP) for i in run))
+
     f_pre = [r for r in f_runs if F[r[0]].layer < 0]
-    f_body = [r for r in f_runs if 0 <= F[r[0]].layer < layers]
-    f_post = [r for r in f_runs if F[r[0]].layer >= layers]
-    b_pre = [r for r in b_runs if B[r[0]].layer >= layers]
-    b_body = [r for r in b_runs if 0 <= B[r[0]].layer < layers]
+    f_body = [r for r in f_runs if body(F, r)]
+    f_post = [r for r in f_runs if F[r[0]].layer >= layers and not body(F, r)]
+    b_pre = [r for r in b_runs if B[r[0]].layer >= layers and not body(B, r)]
+    b_body = [r for r in b_runs if body(B, r)]
     b_post = [r for r in b_runs if B[r[0]].layer < 0]
     order: list[tuple[str, int]] = []  # ("f" | "b", index in its own pass)
     a2a: set[tuple[str, int]] = set()  # the all-to-alls made overlappable

@@ -183,3 +183,25 @@ def test_overlapped_all_to_alls_carry_the_measured_stretch():
             if op.group is Group.EP and op.name in (DISPATCH, COMBINE):
                 want = round(want * OVERLAPPED_COMM_STRETCH)
             assert op.bytes == want
+
+
+def test_an_mtp_module_pairs_like_a_layer():
+    """Megatron's schedule plan builds the MTP modules' plans after the decoder layers' and
+    pairs them with the other micro-batch like any layer (model_chunk_schedule_plan.py,
+    2edffadb): the MTP module's all-to-alls overlap too, the forward's MTP module runs after
+    its last layer (before the output head) and the backward's first, right after the head's."""
+    model = replace(get_preset("qwen3-30b-a3b"), num_layers=2, mtp_num_layers=1)
+    par = ParallelConfig(world_size=8, ep=8, global_batch=64, micro_batch=1, seq_length=2048, dtype="bf16",
+                         moe_token_dispatcher="flex", moe_flex_dispatcher_backend="hybridep",
+                         overlap_moe_expert_parallel_comm=True)
+    w, _ = attach(build(model, par), "h100-sxm")
+    (plan,) = build_plans(w)
+    f, b = plan.passes[(0, True)], plan.passes[(0, False)]
+    m = merge_passes(f, b, 2, False)
+    a2a = [op for op in m.ops if type(op) is CollectiveOp and op.group is Group.EP]
+    assert len(a2a) == 3 * 4 and all(op.overlappable for op in a2a)  # 2 layers + the MTP module, 4 each
+    mtp = [op.layer for op in m.ops if type(op) is CollectiveOp and op.name == DISPATCH and op.layer >= 2]
+    assert mtp and set(mtp) == {mtp[0]} and len(mtp) == 2  # the MTP module's forward and backward dispatch
+    # the backward's MTP module pairs with the forward's first layer, its first layer with the MTP module
+    first_pair = [op.layer for op in m.ops if type(op) is CollectiveOp and op.group is Group.EP][:4]
+    assert first_pair.count(mtp[0]) == 2 and first_pair.count(0) == 2
