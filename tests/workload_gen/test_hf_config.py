@@ -3,6 +3,7 @@ published parameter counts (the same total_params the presets' 1% test uses)."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -120,6 +121,28 @@ def test_qwen3_dense_head_dim_and_qk_norm():
                             "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128,
                             "intermediate_size": 3072, "vocab_size": 151936}).model
     assert m.kv_channels == 128 and m.qk_layernorm and not m.add_qkv_bias
+
+
+def test_rope_scaling_yarn_reads_as_yarn_and_other_types_as_rope():
+    """Hugging Face's rope_scaling: type yarn (Qwen3's long-context configs, GPT-OSS) is YaRN
+    with its factor and, when given, mscale / mscale_all_dim, whose cos/sin scale decides
+    Megatron's RoPE kernel; llama3 / linear / dynamic only change RoPE's frequencies."""
+    base = {"model_type": "qwen3", "num_hidden_layers": 2, "hidden_size": 1024, "num_attention_heads": 16,
+            "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 3072, "vocab_size": 151936}
+    m = hf_model_from_dict(dict(base, rope_scaling={"rope_type": "yarn", "factor": 4.0,
+                                                    "original_max_position_embeddings": 32768})).model
+    assert (m.position_embedding, m.yarn_scaling_factor) == ("yarn", 4.0)
+    assert m.rope_cos_sin_scale == pytest.approx(0.1 * math.log(4) + 1)  # HF's default attention factor
+    same = hf_model_from_dict(dict(base, rope_scaling={"type": "yarn", "factor": 40, "mscale": 1.0,
+                                                       "mscale_all_dim": 1.0})).model
+    assert same.rope_cos_sin_scale == 1.0  # DeepSeek-style equal mscales: TE's fused RoPE
+    for kind in ("llama3", "linear", "dynamic"):
+        assert hf_model_from_dict(dict(base, rope_scaling={"rope_type": kind, "factor": 8.0})).model.position_embedding \
+            == "rope"
+    with pytest.raises(ConfigError, match="rope_scaling.factor"):
+        hf_model_from_dict(dict(base, rope_scaling={"rope_type": "yarn"}))
+    with pytest.raises(ConfigError, match="rope_scaling.mscale"):
+        hf_model_from_dict(dict(base, rope_scaling={"rope_type": "yarn", "factor": 4.0, "mscale": "big"}))
 
 
 def test_deepseek_v2_lite_equals_the_preset():
