@@ -61,6 +61,7 @@ from types import MappingProxyType
 from typing import NamedTuple
 
 from workload_gen.core.records import (
+    CLAMP_SUFFIX,
     EAGER_SEQUENCE_SUFFIXES,
     EXPERT_OP_PREFIX,
     MOE_DISPATCH_OP,
@@ -252,7 +253,7 @@ def _starts_expert_activation(op: ComputeOp, before: Op) -> bool:
     or the activation itself when no clamp comes before it."""
     if op.phase not in (Phase.FWD, Phase.RECOMPUTE) or not op.name.startswith(_EXPERT_ACTIVATION):
         return False
-    return op.name != _EXPERT_ACTIVATION or before.name != f"{_EXPERT_ACTIVATION}.clamp"
+    return op.name != _EXPERT_ACTIVATION or before.name != f"{_EXPERT_ACTIVATION}{CLAMP_SUFFIX}"
 
 
 def op_units(op: ComputeOp, local_experts: int, alltoall: bool) -> float:

@@ -51,7 +51,22 @@ from workload_gen.core.moe_capacity import routed_copies
 from workload_gen.core.moe_dispatch import distinct_ranks
 from workload_gen.core.moe_padding import experts_pad, mean_pad_rows, quantization_align
 from workload_gen.core.record import record
-from workload_gen.core.records import EXPERT_OP_PREFIX, GRAD_ACCUM_SUFFIX, MOE_COMBINE_OP, MOE_DISPATCH_OP, OUTPUT_LAYER_OP, CollectiveOp, CollKind, ComputeOp, Group, Op, OpKind, Phase
+from workload_gen.core.records import (
+    CLAMP_SUFFIX,
+    EXPERT_FC2_BIAS_OP,
+    EXPERT_OP_PREFIX,
+    GRAD_ACCUM_SUFFIX,
+    MOE_COMBINE_OP,
+    MOE_DISPATCH_OP,
+    OUTPUT_LAYER_OP,
+    CollectiveOp,
+    CollKind,
+    ComputeOp,
+    Group,
+    Op,
+    OpKind,
+    Phase,
+)
 
 FWD, BWD_I, BWD_W, RECOMP = Phase.FWD, Phase.BWD_INPUT, Phase.BWD_WEIGHT, Phase.RECOMPUTE
 
@@ -273,8 +288,8 @@ class _Emitter:
         if self.model.activation_clamp is not None and self.model.activation == "swiglu":
             fwd, bwd = costs.glu_clamp(rows, width, self.B)
             kf, kb = costs.GLU_CLAMP_KERNELS
-            self.add([self.compute(f"{name}.clamp", FWD, OpKind.ELEMENTWISE, (rows, 2 * width, kf), fwd)],
-                     [self.compute(f"{name}.clamp", BWD_I, OpKind.ELEMENTWISE, (rows, 2 * width, kb), bwd)])
+            self.add([self.compute(f"{name}{CLAMP_SUFFIX}", FWD, OpKind.ELEMENTWISE, (rows, 2 * width, kf), fwd)],
+                     [self.compute(f"{name}{CLAMP_SUFFIX}", BWD_I, OpKind.ELEMENTWISE, (rows, 2 * width, kb), bwd)])
         fwd, bwd = costs.activation(self.model.activation, rows, width, self.B)
         self.add([self.compute(name, FWD, OpKind.ELEMENTWISE, (rows, width), fwd)],
                  [self.compute(name, BWD_I, OpKind.ELEMENTWISE, (rows, width), bwd)])
@@ -689,12 +704,11 @@ class _Emitter:
         # HybridEP with a permute kernel of its own after the dispatch kernel (Megatron calls
         # dispatch_with_permute without fuse_permute_dispatch: --moe-permute-fusion-into-hybridep
         # is off by default and absent before 2edffadb)
-        permuted_apart = flex
         hybrid = key.moe_flex_backend == "hybridep"
-        if permuted_apart:
+        if flex:
             received = round(etp * sent * load)  # one row per (token, this rank) received
             self._permute("permute", received, rows, local_experts, fused=hybrid)
-        elif not flex and ep > 1 and local_experts > 1:
+        elif ep > 1 and local_experts > 1:
             self._permute("sort_chunks", rows, rows)
         fixed = etp * ep * routed / E if key.moe_capacity_factor is not None and key.moe_pad_to_capacity else None
         pad = experts_pad(align, key.moe_flex_backend, key.moe_router_padding, fixed)
@@ -766,7 +780,7 @@ class _Emitter:
             # and DDP's hook then adds each expert's bias gradient to its main gradient.
             # The flex dispatcher hands the experts fp32 probabilities.
             bf, bb, (kf, kb) = costs.expert_fc2_bias(rows, h, local_experts, B, probs_fp32=flex)
-            name = f"{EXPERT_OP_PREFIX}fc2_bias"
+            name = EXPERT_FC2_BIAS_OP
             self.add([self.compute(name, FWD, OpKind.ELEMENTWISE, (rows, h, kf), bf, dtype="bf16")],
                      [self.compute(name, BWD_I, OpKind.ELEMENTWISE, (rows, h, kb), bb, dtype="bf16"),
                       self._expert_bias_accumulate(f"{EXPERT_OP_PREFIX}fc2", local_experts, h)])
@@ -775,9 +789,9 @@ class _Emitter:
             cost = costs.expert_pad(rows, padded, h, B, probs=False)
             self.add([self.compute(f"{EXPERT_OP_PREFIX}unpad", FWD, OpKind.PERMUTE, (rows, h, 1), cost)],
                      [self.compute(f"{EXPERT_OP_PREFIX}unpad", BWD_I, OpKind.PERMUTE, (rows, h, 1), cost)])
-        if permuted_apart:
+        if flex:
             self._permute("unpermute", rows, received, local_experts, fused=hybrid)
-        elif not flex and ep > 1 and local_experts > 1:
+        elif ep > 1 and local_experts > 1:
             self._permute("unsort_chunks", rows, rows)
         if etp > 1:
             self.add([self.coll("combine_rs", FWD, CollKind.REDUCE_SCATTER, Group.ETP, etp, etp * a2a)],

@@ -98,17 +98,23 @@ accumulation fusion (workload_gen.costs.grad_accumulate): ``<linear>.grad_accum`
 (rows, width) of the weight, or (rows, width, tensors) for GroupedLinear's per-expert
 weights, one add each; the host launches one per weight tensor (engine.host_launch)."""
 
-EAGER_SEQUENCE_SUFFIXES = (GRAD_ACCUM_SUFFIX, ".clamp", "fc2_bias")
+EXPERT_OP_PREFIX = "expert_"
+"""Name prefix of MoE expert ops (``expert_fc1``, ``expert_fc2``, ``expert_swiglu``). A
+grouped GEMM so named is Transformer Engine's GroupedLinear, one GEMM per expert; the other
+grouped GEMMs (the unfused attention's) are one batched call."""
+
+CLAMP_SUFFIX = ".clamp"
+"""Name suffix of the clamp Megatron runs before a gated activation (``<activation>.clamp``,
+workload_gen.costs.glu_clamp)."""
+EXPERT_FC2_BIAS_OP = f"{EXPERT_OP_PREFIX}fc2_bias"
+"""The experts' eager fc2 bias loop (workload_gen.costs.expert_fc2_bias)."""
+
+EAGER_SEQUENCE_SUFFIXES = (GRAD_ACCUM_SUFFIX, CLAMP_SUFFIX, EXPERT_FC2_BIAS_OP)
 """Name endings of the elementwise ops that stand for a sequence of eager PyTorch calls, one
 kernel each, whose shape's third entry is that count: the main-gradient adds, Megatron's clamp
 of a gated activation's input (workload_gen.costs.glu_clamp), the experts' fc2 bias loop
 (costs.expert_fc2_bias). The host launches each call (engine.host_launch); a quantize cast's
 kernels, by contrast, come from one call into Transformer Engine."""
-
-EXPERT_OP_PREFIX = "expert_"
-"""Name prefix of MoE expert ops (``expert_fc1``, ``expert_fc2``, ``expert_swiglu``). A
-grouped GEMM so named is Transformer Engine's GroupedLinear, one GEMM per expert; the other
-grouped GEMMs (the unfused attention's) are one batched call."""
 
 
 @record
