@@ -104,6 +104,17 @@ def _split(ops: tuple[Op, ...], run: list[int], first: str, second: str) -> tupl
     return ([i for i in run if i < a], [a], [i for i in run if a < i < b], [b], [i for i in run if i > b])
 
 
+def _place(ops: tuple[Op, ...], run: list[int], layers: int) -> str:
+    """Where a layer's run goes in the combined pass: "layer" for a transformer layer or an MTP
+    module with an MoE layer in it (Megatron's schedule plan pairs the MTP modules like layers:
+    model_chunk_schedule_plan.py builds their plans after the decoder's, 2edffadb), else
+    "before" (the embedding, layer < 0) or "after" (the output head and a dense MTP module)."""
+    layer = ops[run[0]].layer
+    if 0 <= layer < layers or (layer >= layers and any(_is_ep_a2a(ops[i], MOE_DISPATCH_OP) for i in run)):
+        return "layer"
+    return "before" if layer < 0 else "after"
+
+
 def merge_passes(f: PassSpec, b: PassSpec, layers: int, delay_wgrad: bool) -> PassSpec:
     """The combined pass of forward ``f`` and backward ``b`` (see the module docstring).
     ``layers`` is the model's transformer layer count: ops of layer < 0 or >= layers are the
@@ -112,20 +123,14 @@ def merge_passes(f: PassSpec, b: PassSpec, layers: int, delay_wgrad: bool) -> Pa
     backward), the rest runs before or after the overlapped layers."""
     F, B = f.ops, b.ops
     f_runs, b_runs = _layers(F), _layers(B)
-
-    def body(ops: tuple[Op, ...], run: list[int]) -> bool:
-        # a transformer layer, or an MTP module with an MoE layer in it: Megatron's schedule
-        # plan pairs the MTP modules like layers (model_chunk_schedule_plan.py builds their
-        # plans after the decoder's, 2edffadb), the embedding and the output head not
-        layer = ops[run[0]].layer
-        return 0 <= layer < layers or (layer >= layers and any(_is_ep_a2a(ops[i], MOE_DISPATCH_OP) for i in run))
-
-    f_pre = [r for r in f_runs if F[r[0]].layer < 0]
-    f_body = [r for r in f_runs if body(F, r)]
-    f_post = [r for r in f_runs if F[r[0]].layer >= layers and not body(F, r)]
-    b_pre = [r for r in b_runs if B[r[0]].layer >= layers and not body(B, r)]
-    b_body = [r for r in b_runs if body(B, r)]
-    b_post = [r for r in b_runs if B[r[0]].layer < 0]
+    f_at = [_place(F, r, layers) for r in f_runs]
+    b_at = [_place(B, r, layers) for r in b_runs]
+    f_pre = [r for r, at in zip(f_runs, f_at) if at == "before"]
+    f_body = [r for r, at in zip(f_runs, f_at) if at == "layer"]
+    f_post = [r for r, at in zip(f_runs, f_at) if at == "after"]
+    b_pre = [r for r, at in zip(b_runs, b_at) if at == "after"]  # the backward runs the head first
+    b_body = [r for r, at in zip(b_runs, b_at) if at == "layer"]
+    b_post = [r for r, at in zip(b_runs, b_at) if at == "before"]
     order: list[tuple[str, int]] = []  # ("f" | "b", index in its own pass)
     a2a: set[tuple[str, int]] = set()  # the all-to-alls made overlappable
     early: dict[int, list[tuple[str, int]]] = {}  # forward dispatch -> ops the host launches before it
