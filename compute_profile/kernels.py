@@ -186,7 +186,7 @@ def build_bench(torch: Any, kind: OpKind, phase: Phase, shape: tuple[int, ...], 
         hd = 64 if width % 64 == 0 else width
         x = leaf(rows, width // hd, hd)
         freqs = torch.rand(rows, 1, hd, device=dev, dtype=torch.float32)
-        scale = 1.3466
+        scale = 1.3466  # GPT-OSS's cos/sin scale (ModelConfig.rope_cos_sin_scale); any value runs the same kernels
 
         def fwd() -> Any:
             cos, sin = (torch.cos(freqs) * scale).to(dt), (torch.sin(freqs) * scale).to(dt)

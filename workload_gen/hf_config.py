@@ -235,8 +235,9 @@ def _rope_scaling(f: _Fields) -> dict[str, Any]:
             if key == "factor":
                 raise f.err("rope_scaling.factor", None, "missing: yarn needs its scaling factor (a number > 0)")
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-            raise f.err(f"rope_scaling.{key}", value, "must be a number >= 0")
+        low_ok = key == "mscale_all_dim"  # Megatron's own default for it is 0
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (value >= 0 if low_ok else value > 0):
+            raise f.err(f"rope_scaling.{key}", value, f"must be a number {'>=' if low_ok else '>'} 0")
         out[field_name] = float(value)
     return out
 

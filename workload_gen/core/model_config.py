@@ -179,13 +179,11 @@ class ModelConfig:
                 raise ConfigError(name, value, "must be a positive integer")
         if not isinstance(self.mtp_num_layers, int) or isinstance(self.mtp_num_layers, bool) or self.mtp_num_layers < 0:
             raise ConfigError("mtp_num_layers", self.mtp_num_layers, "must be an integer >= 0")
-        for name in ("yarn_scaling_factor", "yarn_mscale", "yarn_mscale_all_dim"):
+        for name, zero_ok in (("yarn_scaling_factor", False), ("yarn_mscale", False), ("yarn_mscale_all_dim", True)):
             value = getattr(self, name)
-            low = 0.0 if name == "yarn_mscale_all_dim" else None
             if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
-                    or (value < 0 if low is not None else value <= 0)):
-                raise ConfigError(name, value, "must be a finite number >= 0" if low is not None
-                                  else "must be a finite number > 0")
+                    or value < 0 or (value == 0 and not zero_ok)):
+                raise ConfigError(name, value, f"must be a finite number {'>=' if zero_ok else '>'} 0")
         if self.activation_gate not in ("silu", "quick_gelu"):
             raise ConfigError("activation_gate", self.activation_gate, "must be silu or quick_gelu")
         if self.activation_gate == "quick_gelu" and self.activation != "swiglu":
