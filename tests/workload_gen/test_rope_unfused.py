@@ -20,7 +20,7 @@ from workload_gen.core.model_presets import PRESETS
 from workload_gen.core.parallel_config import ParallelConfig
 from workload_gen.core.records import ComputeOp, OpKind, Phase
 
-from aten_trace import forward_backward
+from aten_trace import AtenBytes, forward_backward
 
 
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -92,7 +92,9 @@ def test_which_path_runs():
     oss = _rope_ops(PRESETS["gpt-oss-20b"])
     width = (64 + 8) * 64
     assert [op.shape for op in oss] == [(1024, width, 24), (1024, width, 14)]
-    assert oss[0].bytes == costs.rope_unfused(1024, width, 1024, 64, 2)[0][1]
+    # 12 element passes of q and k at 2 B, and cos / sin of 1024 x 64 angles for q and for k
+    # (cos 4 + 4, scale 4 + 4, cast 4 + 2 bytes each)
+    assert oss[0].bytes == 12 * 2 * 1024 * width + 2 * 2 * 22 * 1024 * 64
 
 
 def test_mla_without_rope_fusion_is_refused():
@@ -145,12 +147,18 @@ def test_each_eager_kernel_pays_a_launch_and_a_host_op():
 
 def test_the_torch_profile_times_the_eager_path():
     """compute-profile's torch benchmark of an eager RoPE op runs Megatron's op sequence (real
-    kernels, here on the CPU), forward and backward."""
+    kernels, here on the CPU), forward and backward: traced, the same ATen ops and bytes per
+    element as the transcribed Megatron code above (one tensor's count)."""
     from compute_profile.kernels import build_bench
 
-    for phase in (Phase.FWD, Phase.BWD_INPUT):
-        bench = build_bench(torch, OpKind.ROPE, phase, (64, 256, 24), "bf16", "rope", torch.device("cpu"))
+    rows, width = 64, 256
+    for phase, kernels, per_elt in ((Phase.FWD, costs.ROPE_UNFUSED_KERNELS[0], costs.ROPE_UNFUSED_BYTES[0]),
+                                    (Phase.BWD_INPUT, costs.ROPE_UNFUSED_KERNELS[1], costs.ROPE_UNFUSED_BYTES[1])):
+        bench = build_bench(torch, OpKind.ROPE, phase, (rows, width, 24), "bf16", "rope", torch.device("cpu"))
         assert bench.note == "eager rope (Megatron unfused)"
         if bench.prepare is not None:
             bench.prepare()
-        bench.step()
+        traced = AtenBytes(rows * width // 2)
+        with traced:
+            bench.step()
+        assert (len(traced.ops), traced.bytes / (rows * width * 2)) == (kernels, per_elt)
