@@ -13,15 +13,22 @@ model_chunk_schedule_plan.py``, ``TransformerLayerSchedulePlan.run`` at commit d
 
 forward layer i running beside backward layer i counted from the chunk's end. With
 ``--delay-wgrad-compute`` the experts' weight gradients (``mlp_bwd_dw``) run after the
-backward dispatch is issued, so that dispatch hides under them too, and the attention
-block's weight gradients run last. The combined pass waits for both inputs and sends both
-outputs (Megatron's send_forward_backward_recv_forward_backward).
+backward dispatch is issued, so that dispatch hides under them too. Each micro-batch's nodes
+share one CUDA event that every node records at its end but the delayed weight-gradient calls
+do not (``pipeline_parallel/utils.py`` ScheduleNode, ``backward_dw``), so the next layer's
+combine_bwd waits only for the attention node's dgrad and the attention block's delayed
+weight gradients run beside it. Since b0cc2706 the shared experts belong to the attention
+node (``fine_grained_callables.submodule_attn_forward``), not to the combine's side where the
+layer's op list has them. The combined pass waits for both inputs and sends both outputs
+(Megatron's send_forward_backward_recv_forward_backward).
 
-How it maps onto the engine: the merged op list keeps each direction's own order; the
-EP all-to-alls become overlappable collectives that are issued where the list reaches
-them and waited for before the next op of their own direction (``PassSpec.deadline``), so
-the compute placed between is what hides them. Collectives the passes already overlapped
-(TP's) keep their anchors, re-indexed. Megatron asserts virtual pipeline stages when PP > 1
+How it maps onto the engine: the merged op list keeps each direction's own order (but for the
+shared experts); the EP all-to-alls become overlappable collectives that are issued where the
+list reaches them and waited for before the first later op of their own pass
+(``PassSpec.deadline``), so the compute placed between is what hides them. The combine nodes'
+element-wise work (alltoall's unpermute, the residual), which Megatron runs on the comm stream
+in series with the combines, stays on the compute stream between them. Collectives the
+passes already overlapped (TP's) keep their anchors, re-indexed. Megatron asserts virtual pipeline stages when PP > 1
 (transformer_config.py) so pairs come from the interleaved schedule's steady state, or,
 without pipelining, from backward i with forward i + 1.
 """
@@ -115,6 +122,32 @@ def _place(ops: tuple[Op, ...], run: list[int], layers: int) -> str:
     return "before" if layer < 0 else "after"
 
 
+SHARED_EXPERT_PREFIX = "shared_"
+"""Name prefix of the shared experts' ops (workload_gen.layer_ops: shared_fc1, its activation,
+shared_fc2, their casts)."""
+
+
+def _shared_into_attention(ops: tuple[Op, ...], pre: list[int], rest: list[int],
+                           forward: bool) -> tuple[list[int], list[int]]:
+    """Move the shared experts' ops from after the combine (where the layer's op list puts them,
+    the order of a plain MoELayer before Megatron-Core b0cc2706) into the attention node, as
+    the combined pass runs them since then (fine_grained_callables.submodule_attn_forward at
+    b0cc2706 .. 2edffadb: pre-MLP norm, shared experts, router, preprocess): forward before the
+    router, backward after the router's backward and before the pre-MLP norm's. Their weight
+    gradients stay weight gradients, which the delayed-wgrad path runs with the attention's
+    (_BackwardDWWrapper: shared_expert_dw_callable, then attn_dw_callable). Returns (pre, rest)."""
+    shared = [i for i in rest if ops[i].name.startswith(SHARED_EXPERT_PREFIX)]
+    if not shared:
+        return pre, rest
+    rest = [i for i in rest if i not in shared]
+    routers = [n for n, i in enumerate(pre) if ops[i].name.startswith("router")]
+    if forward:
+        at = routers[0] if routers else len(pre)
+    else:
+        at = routers[-1] + 1 if routers else 0
+    return pre[:at] + shared + pre[at:], rest
+
+
 def merge_passes(f: PassSpec, b: PassSpec, layers: int, delay_wgrad: bool) -> PassSpec:
     """The combined pass of forward ``f`` and backward ``b`` (see the module docstring).
     ``layers`` is the model's transformer layer count: ops of layer < 0 or >= layers are the
@@ -142,20 +175,29 @@ def merge_passes(f: PassSpec, b: PassSpec, layers: int, delay_wgrad: bool) -> Pa
         put("b", r)
     for r in f_pre:
         put("f", r)
+    delayed: list[int] = []  # the last pair's delayed attention wgrad, run after the next combine_bwd
     for k in range(max(len(f_body), len(b_body))):
         fr = f_body[k] if k < len(f_body) else []
         br = b_body[k] if k < len(b_body) else []
         fs = _split(F, fr, MOE_DISPATCH_OP, MOE_COMBINE_OP) if fr else None
         bs = _split(B, br, MOE_COMBINE_OP, MOE_DISPATCH_OP) if br else None
         if fs is None or bs is None:  # a dense layer on either side: no pairing inside it
+            put("b", delayed)
+            delayed = []
             put("b", br)
             put("f", fr)
             continue
         f_pre_d, f_disp, f_mlp, f_comb, f_after = fs
         b_after, b_comb, b_mlp, b_disp, b_pre_d = bs
+        # the shared experts run in the attention node (before the dispatch, their backward
+        # after the dispatch's backward): fine_grained_callables.submodule_attn_forward
+        f_pre_d, f_after = _shared_into_attention(F, f_pre_d, f_after, forward=True)
+        b_pre_d, b_after = _shared_into_attention(B, b_pre_d, b_after, forward=False)
         a2a.update({("b", b_comb[0]), ("f", f_disp[0]), ("b", b_disp[0]), ("f", f_comb[0])})
         put("b", b_after)
         put("b", b_comb)
+        put("b", delayed)
+        delayed = []
         put("f", f_pre_d)
         put("f", f_disp)
         dgrad = [i for i in b_mlp if not is_weight_grad(B[i])]
@@ -172,13 +214,16 @@ def merge_passes(f: PassSpec, b: PassSpec, layers: int, delay_wgrad: bool) -> Pa
             put("b", b_disp)
         put("f", f_mlp)
         put("f", f_comb)
-        if delay_wgrad:  # the attention block's weight gradients last (Megatron's backward_dw)
+        if delay_wgrad:
+            # the attention node's weight gradients (attn.backward_dw) record no event, so the
+            # next layer's combine_bwd waits only for the attention dgrad: they run after it
             put("b", [i for i in b_pre_d if not is_weight_grad(B[i])])
             put("f", f_after)
-            put("b", [i for i in b_pre_d if is_weight_grad(B[i])])
+            delayed = [i for i in b_pre_d if is_weight_grad(B[i])]
         else:
             put("b", b_pre_d)
             put("f", f_after)
+    put("b", delayed)
     for r in f_post:
         put("f", r)
     for r in b_post:
@@ -196,12 +241,14 @@ def _spec(f: PassSpec, b: PassSpec, order: list[tuple[str, int]], a2a: set[tuple
     if len(pos) != len(f.ops) + len(b.ops):
         raise AssertionError("the combined pass must hold every op of both passes once")
     end = len(order)
-    own_next: dict[tuple[str, int], int] = {}
-    for side, spec in src.items():
-        nxt = end
-        for i in range(len(spec.ops) - 1, -1, -1):
-            own_next[(side, i)] = nxt
-            nxt = pos[(side, i)]
+
+    def waited_at(side: str, i: int, n: int) -> int:
+        """Where the compute stream first needs the result of op ``i`` of ``side`` (at merged
+        position ``n``): the earliest later op of its own pass placed after it (ops moved
+        ahead of it, the shared experts, do not depend on it; the pass end if none)."""
+        later = [p for j in range(i + 1, len(src[side].ops)) if (p := pos[(side, j)]) > n]
+        return min(later, default=end)
+
     ops: list[Op] = []
     deadline: list[int] = []
     issue_with: dict[int, tuple[int, ...]] = {}
@@ -210,10 +257,11 @@ def _spec(f: PassSpec, b: PassSpec, order: list[tuple[str, int]], a2a: set[tuple
         op = spec.ops[i]
         if (side, i) in a2a:
             op = replace(op, overlappable=True, bytes=round(op.bytes * OVERLAPPED_COMM_STRETCH))
-            deadline.append(own_next[(side, i)])
+            deadline.append(waited_at(side, i, n))
         elif type(op) is CollectiveOp and op.overlappable:
             d = spec.deadline[i]
-            deadline.append(end if d >= len(spec.ops) else pos[(side, d)])
+            d = end if d >= len(spec.ops) else pos[(side, d)]
+            deadline.append(d if d > n else waited_at(side, i, n))  # its op moved ahead (the shared experts)
         else:
             deadline.append(-1)
         ops.append(op)

@@ -32,8 +32,8 @@ from workload_gen.core.records import CollectiveOp, ComputeOp, Group, Phase
 from workload_gen.core.system import SYSTEMS
 
 
-def _workload(pp=1, vpp=1, layers=2, overlap=True, delay=False, m=8):
-    model = replace(get_preset("qwen3-30b-a3b"), num_layers=layers)
+def _workload(pp=1, vpp=1, layers=2, overlap=True, delay=False, m=8, shared=0):
+    model = replace(get_preset("qwen3-30b-a3b"), num_layers=layers, moe_shared_expert_intermediate_size=shared)
     par = ParallelConfig(world_size=8 * pp, pp=pp, vpp=vpp, ep=8, global_batch=m * 8, micro_batch=1,
                          seq_length=2048, dtype="bf16", distributed_optimizer=True, overlap_grad_reduce=True,
                          moe_token_dispatcher="flex", moe_flex_dispatcher_backend="hybridep",
@@ -63,54 +63,77 @@ def _sums(ops, idx):
     return sum(ops[i].time_s for i in idx if type(ops[i]) is ComputeOp)
 
 
-def _hand_pair_time(f_ops, b_ops, c, delay):
-    """Megatron's layer schedule by hand for one MoE layer pair, every all-to-all c seconds
-    (compute blocks are the sums of their ops; non-EP collectives take 0)."""
-    def cut(ops, first, second):
-        a = next(i for i, op in enumerate(ops) if isinstance(op, CollectiveOp) and op.name == first
-                 and op.group is Group.EP)
-        b = next(i for i, op in enumerate(ops) if isinstance(op, CollectiveOp) and op.name == second
-                 and op.group is Group.EP)
-        n = range(len(ops))
-        return [i for i in n if i < a], [i for i in n if a < i < b], [i for i in n if i > b]
-    f_pre, f_mlp, f_post = cut(f_ops, DISPATCH, COMBINE)
-    b_post, b_mlp, b_pre = cut(b_ops, COMBINE, DISPATCH)
-    dgrad = _sums(b_ops, [i for i in b_mlp if b_ops[i].phase is not Phase.BWD_WEIGHT])
-    wgrad = _sums(b_ops, [i for i in b_mlp if b_ops[i].phase is Phase.BWD_WEIGHT])
-    pre_b_d = _sums(b_ops, [i for i in b_pre if b_ops[i].phase is not Phase.BWD_WEIGHT])
-    pre_b_w = _sums(b_ops, [i for i in b_pre if b_ops[i].phase is Phase.BWD_WEIGHT])
-    t = _sums(b_ops, b_post)
-    comm = t + c                        # combine_bwd issued when b_post is done
-    t += _sums(f_ops, f_pre)            # pre_dispatch_fwd beside it
-    comm = max(comm, t) + c             # dispatch_fwd after pre_dispatch_fwd (same EP stream)
-    t = max(t, comm - c)                # mlp_bwd waits for combine_bwd: it ended at comm - c
-    t += dgrad + (0 if delay else wgrad)
-    disp_f_end = comm
-    comm = max(comm, t) + c             # dispatch_bwd after the dgrad (and wgrad unless delayed)
-    disp_b_end = comm
-    t += wgrad if delay else 0
-    t = max(t, disp_f_end) + _sums(f_ops, f_mlp)   # mlp_fwd waits for dispatch_fwd
-    comm = max(comm, t) + c             # combine_fwd after mlp_fwd
-    t = max(t, disp_b_end) + pre_b_d + (0 if delay else pre_b_w)  # pre_dispatch_bwd waits for dispatch_bwd
-    t = max(t, comm) + _sums(f_ops, f_post)  # the forward's rest waits for combine_fwd
-    return t + (pre_b_w if delay else 0)
+def _hand_layers_time(f_ops, b_ops, layers, c, delay):
+    """Megatron's layer schedule by hand for ``layers`` MoE layer pairs, every all-to-all c
+    seconds (compute blocks are the sums of their ops; non-EP collectives take 0). Each pair,
+    TransformerLayerSchedulePlan.run: combine_bwd beside the forward's attention node (which
+    holds the shared experts, fine_grained_callables.submodule_attn_forward), dispatch_fwd
+    beside the expert dgrad, dispatch_bwd beside the expert wgrad (delayed) and the forward
+    experts, combine_fwd beside the attention backward. The attention node's delayed wgrad
+    records no event, so the next pair's combine_bwd waits only for the attention dgrad and
+    runs beside that wgrad. The combine nodes' own element-wise work (the forward's rest
+    after combine_fwd, the backward's before combine_bwd), which Megatron runs on the comm
+    stream in series with the two combines, runs between them on the one compute stream."""
+    def cut(ops, layer, first, second):
+        idx = [i for i, op in enumerate(ops) if op.layer == layer]
+        a = next(i for i in idx if isinstance(ops[i], CollectiveOp) and ops[i].name == first
+                 and ops[i].group is Group.EP)
+        b = next(i for i in idx if isinstance(ops[i], CollectiveOp) and ops[i].name == second
+                 and ops[i].group is Group.EP)
+        return [i for i in idx if i < a], [i for i in idx if a < i < b], [i for i in idx if i > b]
+
+    def shared(ops, idx):
+        return [i for i in idx if ops[i].name.startswith("shared_")]
+
+    def wg(ops, idx, want):
+        return [i for i in idx if (ops[i].phase is Phase.BWD_WEIGHT) == want]
+
+    t = comm = 0.0
+    carry = 0.0  # the previous pair's delayed attention wgrad
+    for k in range(layers):
+        f_pre, f_mlp, f_post = cut(f_ops, k, DISPATCH, COMBINE)
+        b_post, b_mlp, b_pre = cut(b_ops, layers - 1 - k, COMBINE, DISPATCH)
+        f_sh, b_sh = shared(f_ops, f_post), shared(b_ops, b_post)
+        f_pre, f_post = f_pre + f_sh, [i for i in f_post if i not in f_sh]
+        b_pre, b_post = b_pre + b_sh, [i for i in b_post if i not in b_sh]
+        dgrad, wgrad = _sums(b_ops, wg(b_ops, b_mlp, False)), _sums(b_ops, wg(b_ops, b_mlp, True))
+        pre_b_d, pre_b_w = _sums(b_ops, wg(b_ops, b_pre, False)), _sums(b_ops, wg(b_ops, b_pre, True))
+        t += _sums(b_ops, b_post)
+        comb_b = comm = max(comm, t) + c    # combine_bwd issued when b_post is done
+        t += carry + _sums(f_ops, f_pre)    # the last wgrad and the attention node beside it
+        disp_f = comm = max(comm, t) + c    # dispatch_fwd (same EP stream)
+        t = max(t, comb_b) + dgrad + (0 if delay else wgrad)  # mlp_bwd waits for combine_bwd
+        disp_b = comm = max(comm, t) + c    # dispatch_bwd after the dgrad (and wgrad unless delayed)
+        t += wgrad if delay else 0
+        t = max(t, disp_f) + _sums(f_ops, f_mlp)  # mlp_fwd waits for dispatch_fwd
+        comb_f = comm = max(comm, t) + c    # combine_fwd after mlp_fwd
+        t = max(t, disp_b) + pre_b_d + (0 if delay else pre_b_w)  # attention bwd waits for dispatch_bwd
+        t = max(t, comb_f) + _sums(f_ops, f_post)  # the forward's rest waits for combine_fwd
+        carry = pre_b_w if delay else 0.0
+    return t + carry
 
 
 @pytest.mark.parametrize("delay", [False, True])
 @pytest.mark.parametrize("c", [1e-5, 4e-4, 5e-3])
-def test_combined_pass_follows_megatrons_layer_schedule(delay, c):
-    w = _workload(layers=1, delay=delay)
+@pytest.mark.parametrize("layers,shared", [(1, 0), (3, 0), (2, 768)])
+def test_combined_pass_follows_megatrons_layer_schedule(delay, c, layers, shared):
+    w = _workload(layers=layers, delay=delay, shared=shared)
     (plan,) = build_plans(w)
     f, b = plan.passes[(0, True)], plan.passes[(0, False)]
     merged = merge_passes(f, b, w.model.num_layers, delay)
-    body = lambda spec: [op for op in spec.ops if 0 <= op.layer < 1]  # noqa: E731
     prof = profile_pass(merged.ops, lambda op: c if op.group is Group.EP else 0.0, frozenset(),
                         merged.deadline, merged.issue_with)
-    outside = sum(op.time_s for op in merged.ops if type(op) is ComputeOp and not 0 <= op.layer < 1)
-    assert prof.duration == pytest.approx(_hand_pair_time(body(f), body(b), c, delay) + outside, rel=1e-12)
+    outside = sum(op.time_s for op in merged.ops if type(op) is ComputeOp and not 0 <= op.layer < layers)
+    assert prof.duration == pytest.approx(_hand_layers_time(f.ops, b.ops, layers, c, delay) + outside,
+                                          rel=1e-12)
     # every op of both passes, once; only the four EP all-to-alls changed (now overlappable)
     assert len(merged.ops) == len(f.ops) + len(b.ops)
-    assert sum(1 for op in merged.ops if isinstance(op, CollectiveOp) and op.group is Group.EP) == 4
+    assert sum(1 for op in merged.ops if isinstance(op, CollectiveOp) and op.group is Group.EP) == 4 * layers
+    if shared:  # the shared experts run before the forward dispatch and after the backward one
+        names = [(op.name, op.phase) for op in merged.ops]
+        first_shared = min(n for n, (name, ph) in enumerate(names) if name.startswith("shared_") and ph is Phase.FWD)
+        first_disp = names.index((DISPATCH, Phase.FWD))
+        assert first_shared < first_disp
 
 
 def test_overlap_hides_ep_time_and_costs_no_compute():
