@@ -24,7 +24,10 @@ setting, so each pair is a measured ratio of one mechanism:
 
 The flags are the 26.04 Megatron-Bridge recipe's for this model (moe_recipes/, the
 translation README there) with its FP8 flags dropped and each row's stated differences
-applied. Nothing here is fitted; one constant comes from the same page's Nsight comparison
+applied. That recipe's own measured step (FP8 current scaling, no CUDA graphs: the reserved
+MoE table, read here as a check, never fitted) makes a precision pair with the HybridEP run
+in two settings at once (precision and the graphs); the script prints its measured and
+predicted ratio and, apart, the graphs' predicted share. Nothing here is fitted; one constant comes from the same page's Nsight comparison
 (engine.a2a_overlap.OVERLAPPED_COMM_STRETCH: a kernel-time ratio, not a step time).
 
 NVIDIA's Nsight comparison of the HybridEP pair also splits the step without the overlap:
@@ -44,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from check_recipes import MEASURED, build_flags, recipe_argv  # noqa: E402
+from check_recipes import MEASURED, build_flags, read_rows, recipe_argv  # noqa: E402
 from engine.a2a_overlap import NSIGHT_OVERLAP_COMM_S, NSIGHT_OVERLAP_CONCURRENT_S, NSIGHT_PLAIN_COMM_S  # noqa: E402
 
 BASE = MEASURED / "moe_recipes" / "bridge-26.04-qwen3-30b-a3b-h100-16gpu-fp8cs.args"
@@ -112,6 +115,24 @@ def simulate(run: Run):
     return result, max(m.allocated_peak for m in result.memory) / 2**30
 
 
+def precision_pair() -> tuple[float, float, float]:
+    """(measured, predicted FP8 recipe / HybridEP BF16 step ratio, predicted BF16 graphs-off /
+    graphs-on ratio): the 26.04 FP8 recipe as measured (the reserved table's step) against the
+    "HybridEP" run (BF16, CUDA graphs over the router and preprocess)."""
+    from engine.pipeline import run_workload
+    from workload_gen.core.system import load_system
+
+    rel = str(BASE.relative_to(MEASURED))
+    row = next(r for r in read_rows() if r["recipe_args"] == rel)
+    h100 = load_system("h100")
+    fp8 = run_workload(build_flags([*recipe_argv(BASE), "--world-size", row["gpus"]]), h100,
+                       attach=True, timeline=False).iteration_time_s
+    bf16 = simulate(RUNS[0])[0].iteration_time_s
+    plain = Run("HybridEP, no CUDA graphs", RUNS[0].measured_s, (), False)
+    no_graphs = simulate(plain)[0].iteration_time_s
+    return float(row["step_time_s"]) / RUNS[0].measured_s, fp8 / bf16, no_graphs / bf16
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--markdown", action="store_true", help="the docs tables")
@@ -134,6 +155,9 @@ def main(argv: list[str] | None = None) -> int:
         meas = RUNS[a].measured_s / RUNS[b].measured_s
         pred = results[a][0].iteration_time_s / results[b][0].iteration_time_s
         print(f"gain {RUNS[a].label} -> {RUNS[b].label}: measured {meas:.2f}x, predicted {pred:.2f}x")
+    meas, pred, graphs = precision_pair()
+    print(f"step ratio 26.04 FP8 recipe (reserved table; no CUDA graphs) / HybridEP (BF16, CUDA graphs): "
+          f"measured {meas:.2f}x, predicted {pred:.2f}x (the graphs' part of it predicted {graphs:.3f}x)")
     b = results[0][0].breakdown
     print(f"HybridEP without the overlap, split as NVIDIA's Nsight profile splits it: compute-only "
           f"{NSIGHT_GPU_ACTIVE_S - NSIGHT_PLAIN_COMM_S:.2f} s measured, {b.compute_s:.2f} s predicted; communication "
