@@ -246,8 +246,11 @@ def _spec(f: PassSpec, b: PassSpec, order: list[tuple[str, int]], a2a: set[tuple
         """Where the compute stream first needs the result of op ``i`` of ``side`` (at merged
         position ``n``): the earliest later op of its own pass placed after it (ops moved
         ahead of it, the shared experts, do not depend on it; the pass end if none)."""
-        later = [p for j in range(i + 1, len(src[side].ops)) if (p := pos[(side, j)]) > n]
-        return min(later, default=end)
+        for p in range(n + 1, end):  # the merged order from here: usually a few steps
+            other, j = order[p]
+            if other == side and j > i:
+                return p
+        return end
 
     ops: list[Op] = []
     deadline: list[int] = []
