@@ -152,7 +152,7 @@ def expert_fc2_bias(rows: int, width: int, experts: int, b: int, probs_fp32: boo
     return (2.0 * e, 6.0 * b * e), (4.0 * e, 8.0 * b * e), (2 * experts + 1, 4 * experts + 2)
 
 
-FP8_CAST_BYTES = {"delayed": 4.0, "tensorwise": 6.0, "mxfp8": 4.125, "blockwise": 4.0625}
+FP8_CAST_BYTES = {"delayed": 4.0, "tensorwise": 6.0, "mxfp8": 4.0625, "blockwise": 4.0625}
 """HBM bytes per element to quantize one bf16 GEMM input for Transformer Engine's FP8 GEMMs.
 
 The cast kernel reads the bf16 tensor (2 B) and writes it twice in fp8, row-wise for this
@@ -161,7 +161,7 @@ with the amax reduction fused in. Per recipe:
 - delayed: the scale comes from the amax history, so nothing more (4 B);
 - tensorwise (current scaling): the amax must be known before the cast, a second read
   pass over the tensor (+2 B);
-- mxfp8: one e8m0 scale per 32 elements, in both directions (+2/32 B);
+- mxfp8: one e8m0 scale per 32 elements in each direction (+2/32 B: 4.0625 B);
 - blockwise: one fp32 scale per 1x128 block in each direction (+2*4/128 B)."""
 
 
@@ -230,7 +230,58 @@ def quantize_cast(rows: int, cols: int, dtype: str, fp8_recipe: str) -> Cost:
     return fp4_cast(rows, cols) if dtype == "fp4" else fp8_cast(rows, cols, fp8_recipe)
 
 
-def split_quantize_kernels(dtype: str, fp8_recipe: str, splits: int, width: int) -> int:
+MXFP8_SCALE_TILE = 128
+"""Rows and columns of the tile in which cuBLAS reads MXFP8 block scales ("swizzled" layout):
+a quantized tensor whose scales Transformer Engine writes straight in that layout
+(``optimize_for_gemm``) and that is not a whole number of 128 x 128 tiles gets its scale
+buffers zero-filled first (TE v2.12-v2.16 common/cast/mxfp8/quantize_mxfp8.cuh: "Zero out
+swizzled scales if padding is needed", one cudaMemsetAsync per row- and column-wise buffer)."""
+MXFP8_SWIZZLE_BATCH = 64
+"""Tensors one multi-tensor scale-swizzle kernel takes (TE v2.14 common/swizzle/swizzle.cu,
+``kMaxTensorsPerKernel``): a grouped GEMM swizzles its experts' weight scales ceil(E / 64) launches at a time."""
+
+
+def mxfp8_unaligned(width: int, row_align: int, rows: float | None = None) -> float:
+    """Chance that an MXFP8 GEMM input of ``width`` columns, quantized with GEMM-swizzled scales,
+    is not a whole number of :data:`MXFP8_SCALE_TILE` tiles (and so pays two memsets). ``rows``
+    known (a fixed count): 0 or 1. Unknown rows that are a multiple of ``row_align`` (Megatron
+    pads each expert's count to 32 under MXFP8: core.moe_padding) land on each multiple of it
+    below 128 alike (routed counts spread over many of them), so 1 - row_align / 128; rows with
+    no alignment (``row_align`` 0) essentially never fill whole tiles: 1."""
+    if width % MXFP8_SCALE_TILE:
+        return 1.0
+    if rows is not None:
+        return 0.0 if round(rows) % MXFP8_SCALE_TILE == 0 else 1.0
+    if row_align <= 0 or MXFP8_SCALE_TILE % row_align:
+        return 1.0
+    return 1.0 - row_align / MXFP8_SCALE_TILE
+
+
+def mxfp8_swizzle_kernels(backward: bool, gathered_input: bool = False, gathered_grad: bool = False,
+                          experts: int = 0) -> int:
+    """Scale-swizzle kernels Transformer Engine launches for one pass of an MXFP8 linear on
+    Blackwell: cuBLAS reads block scales in a swizzled layout, and TE swizzles every GEMM
+    operand whose scales were not written that way (TE v2.12-v2.16 csrc/extensions/gemm.cpp
+    ``swizzle_scales_for_gemm``, csrc/extensions/swizzle.cpp; each a kernel of its own into a
+    new buffer, redone every call). Inputs and output gradients are quantized with swizzled
+    scales (``optimize_for_gemm``: module/linear.py, grouped_linear.py) except an operand that a
+    sequence-parallel all-gather assembled (the gather moves compact scales); weights never
+    are (weight quantizers do not set it). So per te.Linear pass: the weight's scales for
+    fprop (forward) or dgrad (backward), plus the gathered input's for fprop (forward) and its
+    column-wise copy for wgrad (backward) under column-parallel SP, plus the gathered output
+    gradient's for dgrad and wgrad under row-parallel SP. A GroupedLinear (``experts`` > 0)
+    swizzles its experts' weight scales in multi-tensor launches
+    (:data:`MXFP8_SWIZZLE_BATCH`), once for fprop and once for dgrad. The swizzled buffers are
+    1/32 of an operand's bytes: their traffic is left out, each kernel costs its launch."""
+    if experts:
+        return -(-experts // MXFP8_SWIZZLE_BATCH)
+    if backward:
+        return 1 + int(gathered_input) + 2 * int(gathered_grad)
+    return 1 + int(gathered_input)
+
+
+def split_quantize_kernels(dtype: str, fp8_recipe: str, splits: int, width: int, row_align: int = 0,
+                           rows: float | None = None, scale_buffers: int = 2) -> int:
     """Kernels Transformer Engine launches to quantize one grouped GEMM input split ``splits``
     ways (one split per local expert: GroupedLinear's ``split_quantize``), by recipe.
 
@@ -244,13 +295,19 @@ def split_quantize_kernels(dtype: str, fp8_recipe: str, splits: int, width: int)
       from it, then the cast (``Float8CurrentScalingQuantizer::quantize_impl``; the same in
       TE 2.8 to 2.18): 4 per split;
     - MXFP8 and FP8 blockwise: each split on its own, one kernel each (the block scales are
-      computed in the cast): 1 per split;
+      computed in the cast): 1 per split; under MXFP8 GroupedLinear asks for GEMM-swizzled
+      scales (TE v2.12-v2.16), so a split of ``rows`` per expert (each a multiple of
+      ``row_align``) that is not whole 128 x 128 tiles first has its ``scale_buffers`` scale
+      buffers zero-filled, a memset each (:func:`mxfp8_unaligned`): 2 for a row- and
+      column-wise quantize, 1 for the column-wise-only requantize before a wgrad;
     - NVFP4: one fused grouped kernel when the inner dimension is a multiple of 128, else
       each split on its own."""
     if dtype == "fp4":
         return 1 if width % 128 == 0 else splits
     if fp8_recipe == "delayed":
         return 1
+    if fp8_recipe == "mxfp8":
+        return round(splits * (1 + scale_buffers * mxfp8_unaligned(width, row_align, rows)))
     return (4 if fp8_recipe == "tensorwise" else 1) * splits
 
 

@@ -370,7 +370,9 @@ class _Emitter:
             # Transformer Engine quantizes each GEMM input: X here (row- and column-wise, the
             # latter for wgrad); in backward dY before dgrad (reused by wgrad). The weight's
             # casts happen once per iteration (builder: fp8_weight_cast).
-            fwd.append(self.compute(f"{name}{self.cast_suffix}", FWD, OpKind.ELEMENTWISE, (m, k),
+            gathered_x = tp_on and key.sp and mode == "col"
+            shape = self._cast_shape(m, k, backward=False, gathered_input=gathered_x)
+            fwd.append(self.compute(f"{name}{self.cast_suffix}", FWD, OpKind.ELEMENTWISE, shape,
                                     costs.quantize_cast(m, k, key.dtype, key.fp8_recipe), dtype="bf16"))
         fb = costs.gemm(m, n, k, bi, B)
         if bias:
@@ -396,7 +398,9 @@ class _Emitter:
         dbias_write = n * B if bias == "epilogue" else 0
         if quantized:
             cast = costs.quantize_cast(m, n, key.dtype, key.fp8_recipe)
-            bwd.append(self.compute(f"{name}{self.cast_suffix}", BWD_I, OpKind.ELEMENTWISE, (m, n),
+            shape = self._cast_shape(m, n, backward=True, gathered_input=tp_on and key.sp and mode == "col",
+                                     gathered_grad=tp_on and key.sp and mode == "row")
+            bwd.append(self.compute(f"{name}{self.cast_suffix}", BWD_I, OpKind.ELEMENTWISE, shape,
                                     (cast[0], cast[1] + dbias_write), dtype="bf16"))
         bwd.append(self.compute(name, BWD_I, OpKind.GEMM, (m, k, n), costs.gemm(m, k, n, bi, B), gemm_dtype))
         if tp_on and mode == "col":
@@ -418,6 +422,20 @@ class _Emitter:
             bwd.append(self.compute(f"{name}.dbias", BWD_W, OpKind.ELEMENTWISE, (rows, n),
                                     costs.bias_grad(rows, n, B), dtype="bf16"))
         self.add(fwd, bwd)
+
+    def _cast_shape(self, rows: int, cols: int, backward: bool, gathered_input: bool = False,
+                    gathered_grad: bool = False) -> tuple[int, ...]:
+        """The shape of a te.Linear pass's quantize op: (rows, cols), or (rows, cols, kernels)
+        under MXFP8, whose pass also launches the GEMMs' scale swizzles
+        (costs.mxfp8_swizzle_kernels) and, for an operand quantized with GEMM-swizzled scales
+        (not a sequence-parallel gather's) that is not whole 128 x 128 tiles, two memsets
+        (costs.mxfp8_unaligned); the estimator charges each kernel its launch."""
+        key = self.key
+        if key.dtype != "fp8" or key.fp8_recipe != "mxfp8":
+            return (rows, cols)
+        own = gathered_grad if backward else gathered_input  # this pass's quantized operand was gathered
+        memsets = 0 if own else 2 * round(costs.mxfp8_unaligned(cols, 0, rows))
+        return (rows, cols, 1 + memsets + costs.mxfp8_swizzle_kernels(backward, gathered_input, gathered_grad))
 
     def core_attention(self, heads: int, kv_heads: int, d_qk: int, d_v: int) -> None:
         """Causal flash attention on the local queries (s/cp) against all s keys (the ring
@@ -744,7 +762,10 @@ class _Emitter:
                 # expert: the shape's third entry is the kernels that takes (costs.
                 # split_quantize_kernels), each paying the estimator's per-launch overhead
                 for width, phase, ops in ((k_in, FWD, fwd), (n_out, BWD_I, bwd)):
-                    kernels = costs.split_quantize_kernels(key.dtype, key.fp8_recipe, local_experts, width)
+                    kernels = costs.split_quantize_kernels(key.dtype, key.fp8_recipe, local_experts, width,
+                                                           align, fixed)
+                    if key.dtype == "fp8" and key.fp8_recipe == "mxfp8":  # the weights' scale swizzles
+                        kernels += costs.mxfp8_swizzle_kernels(phase is BWD_I, experts=local_experts)
                     ops.insert(0, self.compute(f"{name}{self.cast_suffix}", phase, OpKind.ELEMENTWISE,
                                                (rows, width, kernels),
                                                costs.quantize_cast(rows, width, key.dtype, key.fp8_recipe),
@@ -753,7 +774,8 @@ class _Emitter:
                     # moe_act recompute under fp8/fp4: fc2 keeps its bf16 input (Megatron's
                     # set_save_original_input, experts.py @d98e8a64) and quantizes it again
                     # for the weight gradient
-                    kernels = costs.split_quantize_kernels(key.dtype, key.fp8_recipe, local_experts, k_in)
+                    kernels = costs.split_quantize_kernels(key.dtype, key.fp8_recipe, local_experts, k_in,
+                                                           align, fixed, scale_buffers=1)
                     bwd.insert(len(bwd) - 1, self.compute(
                         f"{name}{self.cast_suffix}", BWD_W, OpKind.ELEMENTWISE, (rows, k_in, kernels),
                         costs.quantize_cast(rows, k_in, key.dtype, key.fp8_recipe), dtype="bf16"))
