@@ -65,6 +65,7 @@ from workload_gen.core.records import (
     EAGER_SEQUENCE_SUFFIXES,
     EXPERT_OP_PREFIX,
     MOE_DISPATCH_OP,
+    QUANTIZE_SUFFIX,
     ComputeOp,
     Op,
     OpKind,
@@ -246,6 +247,7 @@ class HostModel:
 
 
 _EXPERT_ACTIVATION = f"{EXPERT_OP_PREFIX}swiglu"
+_QUANTIZE = tuple(QUANTIZE_SUFFIX.values())
 
 
 def _starts_expert_activation(op: ComputeOp, before: Op) -> bool:
@@ -263,12 +265,18 @@ def op_units(op: ComputeOp, local_experts: int, alltoall: bool) -> float:
     permute, one op per torch call of an unfused (un)permute or RoPE and of the eager element-wise
     sequences (records.EAGER_SEQUENCE_SUFFIXES: a main-gradient add per weight tensor, as DDP's
     hook adds each parameter's gradient apart; the GLU input's clamp; the experts' fc2 bias
-    loop), each its shape's kernel count, and one op for any other kernel."""
+    loop), each its shape's kernel count, one per local expert for the experts' input
+    quantize (Transformer Engine's split_quantize quantizes each expert apart: per expert it
+    allocates the outputs, builds their Python tensor object and launches the cast, the host
+    work of one eager op as a grouped GEMM's per-expert cuBLAS call is), and one op for any
+    other kernel."""
     wgrad = op.phase is Phase.BWD_WEIGHT
     if op.kind is OpKind.GROUPED_GEMM:
         return (0.0 if wgrad else TE_MODULE_OPS) + local_experts
     if op.kind in _GEMM_KINDS:
         return 1.0 if wgrad else TE_MODULE_OPS
+    if op.name.startswith(EXPERT_OP_PREFIX) and op.name.endswith(_QUANTIZE):
+        return float(local_experts)  # split_quantize: one quantize per expert (records.QUANTIZE_SUFFIX)
     per_tensor = op.kind in (OpKind.PERMUTE, OpKind.ROPE) or op.name.endswith(EAGER_SEQUENCE_SUFFIXES)
     torch_ops = float(op.shape[2]) if per_tensor and len(op.shape) == 3 else 1.0
     if op.kind is OpKind.PERMUTE and op.name == "permute" and op.phase is Phase.FWD and alltoall:

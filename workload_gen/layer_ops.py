@@ -59,6 +59,7 @@ from workload_gen.core.records import (
     MOE_COMBINE_OP,
     MOE_DISPATCH_OP,
     OUTPUT_LAYER_OP,
+    QUANTIZE_SUFFIX,
     CollectiveOp,
     CollKind,
     ComputeOp,
@@ -240,7 +241,7 @@ class _Emitter:
     @property
     def cast_suffix(self) -> str:
         """The name suffix of a GEMM input's quantize kernel: '.fp8_cast' or '.fp4_cast'."""
-        return f".{self.key.dtype}_cast"
+        return QUANTIZE_SUFFIX[self.key.dtype]
 
     # --- primitives --------------------------------------------------------------------
     def compute(self, name: str, phase: Phase, kind: OpKind, shape: tuple[int, ...], fb: tuple[float, float],

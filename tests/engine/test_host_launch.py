@@ -281,3 +281,23 @@ def test_quick_geglu_syncs_the_host_before_each_expert_activation():
     slow = simulate(w, SYSTEMS["b200"], "analytical", timeline=False, level="op")
     assert fast.iteration_time_s == pytest.approx(slow.iteration_time_s, rel=1e-12)
     assert fast.breakdown.host_s > simulate(silu, SYSTEMS["b200"], "analytical", timeline=False).breakdown.host_s
+
+
+@pytest.mark.parametrize("recipe", ["tensorwise", "mxfp8", "delayed"])
+def test_the_experts_quantize_costs_the_host_one_op_per_expert(recipe):
+    """Transformer Engine's split_quantize (the experts' GEMM inputs) quantizes each local expert
+    apart: per expert it allocates the outputs and builds their Python tensor object
+    (csrc/quantizer.cpp create_tensor, csrc/extensions/cast.cpp bulk allocation) before its
+    cast, so the host pays one eager op per expert, as for each expert's cuBLAS GEMM; a dense
+    linear's quantize stays one op. 128 experts at EP 16: 8 per rank."""
+    from engine.host_launch import op_units
+
+    model = replace(get_preset("qwen3-30b-a3b"), num_layers=1)
+    par = ParallelConfig(world_size=16, ep=16, global_batch=16, micro_batch=1, seq_length=4096, dtype="fp8",
+                         fp8_recipe=recipe)
+    ops = [op for _, _, op in build(model, par).ops() if type(op) is ComputeOp and op.name.endswith(".fp8_cast")]
+    experts = [op for op in ops if op.name.startswith("expert_")]
+    dense = [op for op in ops if not op.name.startswith("expert_")]
+    assert experts and dense
+    assert all(op_units(op, 8, False) == 8 for op in experts)
+    assert all(op_units(op, 8, False) == 1 for op in dense)

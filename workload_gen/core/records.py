@@ -103,6 +103,12 @@ EXPERT_OP_PREFIX = "expert_"
 grouped GEMM so named is Transformer Engine's GroupedLinear, one GEMM per expert; the other
 grouped GEMMs (the unfused attention's) are one batched call."""
 
+QUANTIZE_SUFFIX = {"fp8": ".fp8_cast", "fp4": ".fp4_cast"}
+"""Name suffix of a GEMM input's quantize op by training dtype (``<linear>.fp8_cast``,
+workload_gen.layer_ops). An expert GEMM's (``expert_fc1.fp8_cast``) stands for Transformer
+Engine's ``split_quantize``: one quantize per local expert, each with its own output tensors
+and Python object, which the host pays per expert (engine.host_launch)."""
+
 CLAMP_SUFFIX = ".clamp"
 """Name suffix of the clamp Megatron runs before a gated activation (``<activation>.clamp``,
 workload_gen.costs.glu_clamp)."""
