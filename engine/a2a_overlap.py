@@ -38,7 +38,17 @@ from dataclasses import replace
 
 from engine.program import PassSpec, is_weight_grad
 from engine.schedules import Step
-from workload_gen.core.records import MOE_COMBINE_OP, MOE_DISPATCH_OP, CollectiveOp, CollKind, Group, Op
+from workload_gen.core.records import (
+    MOE_COMBINE_OP,
+    MOE_DISPATCH_OP,
+    SHARED_EXPERT_PREFIX,
+    CollectiveOp,
+    CollKind,
+    ComputeOp,
+    Group,
+    Op,
+    OpKind,
+)
 
 
 NSIGHT_PLAIN_COMM_S = 9.079e-3 / 0.0011
@@ -122,11 +132,6 @@ def _place(ops: tuple[Op, ...], run: list[int], layers: int) -> str:
     return "before" if layer < 0 else "after"
 
 
-SHARED_EXPERT_PREFIX = "shared_"
-"""Name prefix of the shared experts' ops (workload_gen.layer_ops: shared_fc1, its activation,
-shared_fc2, their casts)."""
-
-
 def _shared_into_attention(ops: tuple[Op, ...], pre: list[int], rest: list[int],
                            forward: bool) -> tuple[list[int], list[int]]:
     """Move the shared experts' ops from after the combine (where the layer's op list puts them,
@@ -140,7 +145,7 @@ def _shared_into_attention(ops: tuple[Op, ...], pre: list[int], rest: list[int],
     if not shared:
         return pre, rest
     rest = [i for i in rest if i not in shared]
-    routers = [n for n, i in enumerate(pre) if ops[i].name.startswith("router")]
+    routers = [n for n, i in enumerate(pre) if type(ops[i]) is ComputeOp and ops[i].kind is OpKind.ROUTER]
     if forward:
         at = routers[0] if routers else len(pre)
     else:

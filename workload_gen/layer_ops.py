@@ -60,6 +60,7 @@ from workload_gen.core.records import (
     MOE_DISPATCH_OP,
     OUTPUT_LAYER_OP,
     QUANTIZE_SUFFIX,
+    SHARED_EXPERT_PREFIX,
     CollectiveOp,
     CollKind,
     ComputeOp,
@@ -712,8 +713,8 @@ class _Emitter:
                      [self.coll(MOE_DISPATCH_OP, BWD_I, CollKind.ALL_TO_ALL, Group.EP, ep, a2a, overlappable=side)])
         if side:
             dispatch_block = len(self.blocks) - 1
-            self.linear("shared_fc1", self.T, h, mult * fs // key.tp, "col", bias=self._bias)
-            self.activation(f"shared_{m.activation}", self.T, fs // key.tp)
+            self.linear(f"{SHARED_EXPERT_PREFIX}fc1", self.T, h, mult * fs // key.tp, "col", bias=self._bias)
+            self.activation(f"{SHARED_EXPERT_PREFIX}{m.activation}", self.T, fs // key.tp)
             self._after_side_ops(dispatch_block)
         if etp > 1:
             self.add([self.coll("dispatch_ag", FWD, CollKind.ALL_GATHER, Group.ETP, etp, etp * a2a)],
@@ -824,7 +825,7 @@ class _Emitter:
                      [self.coll(MOE_COMBINE_OP, BWD_I, CollKind.ALL_TO_ALL, Group.EP, ep, a2a, overlappable=side)])
         if side:
             combine_block = len(self.blocks) - 1
-            self.linear("shared_fc2", self.T, fs // key.tp, h, "row", bias=self._bias)
+            self.linear(f"{SHARED_EXPERT_PREFIX}fc2", self.T, fs // key.tp, h, "row", bias=self._bias)
             self._after_side_ops(combine_block)
         if not flex:
             self._permute("unpermute", routed, T_sp, E)
@@ -834,10 +835,10 @@ class _Emitter:
             # layernorm recompute under fp8/fp4: the shared fc1 keeps the re-made bf16 norm
             # output and quantizes it again in its backward (MoELayer.set_for_recompute_pre_mlp_
             # layernorm, moe_layer.py @d98e8a64)
-            self.linear("shared_fc1", self.T, h, mult * fs // tp, "col", bias=self._bias,
+            self.linear(f"{SHARED_EXPERT_PREFIX}fc1", self.T, h, mult * fs // tp, "col", bias=self._bias,
                         requantize=key.recompute_layernorm and not key.recompute_shared_experts)
-            self.activation(f"shared_{m.activation}", self.T, fs // tp)
-            self.linear("shared_fc2", self.T, fs // tp, h, "row", bias=self._bias)
+            self.activation(f"{SHARED_EXPERT_PREFIX}{m.activation}", self.T, fs // tp)
+            self.linear(f"{SHARED_EXPERT_PREFIX}fc2", self.T, fs // tp, h, "row", bias=self._bias)
             if key.recompute_shared_experts:
                 self._checkpoint(self.fwd[start:])  # Megatron's SharedExpertMLP: checkpoint of its forward
         if key.recompute_moe:

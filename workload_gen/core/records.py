@@ -109,6 +109,11 @@ workload_gen.layer_ops). An expert GEMM's (``expert_fc1.fp8_cast``) stands for T
 Engine's ``split_quantize``: one quantize per local expert, each with its own output tensors
 and Python object, which the host pays per expert (engine.host_launch)."""
 
+SHARED_EXPERT_PREFIX = "shared_"
+"""Name prefix of an MoE layer's shared-expert ops (``shared_fc1``, its activation,
+``shared_fc2``, their casts: workload_gen.layer_ops); the EP overlap's combined pass moves them
+into the attention node (engine.a2a_overlap)."""
+
 CLAMP_SUFFIX = ".clamp"
 """Name suffix of the clamp Megatron runs before a gated activation (``<activation>.clamp``,
 workload_gen.costs.glu_clamp)."""
