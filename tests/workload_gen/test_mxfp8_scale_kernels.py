@@ -55,3 +55,13 @@ def test_rows_not_whole_tiles_add_two_memsets():
 @pytest.mark.parametrize("recipe", ["tensorwise", "delayed"])
 def test_per_tensor_scales_need_no_swizzle(recipe):
     assert all(len(shape) == 2 for shape in _casts(2, True, recipe).values())
+
+
+@pytest.mark.parametrize("experts, launches", [(8, 1), (64, 1), (65, 2), (256, 4)])
+def test_a_grouped_gemm_swizzles_its_weights_64_at_a_time(experts, launches):
+    """TE v2.14's multi-tensor swizzle kernel takes at most 64 tensors (common/swizzle/swizzle.cu,
+    kMaxTensorsPerKernel): ceil(E / 64) launches per GroupedLinear GEMM call, whichever pass."""
+    from workload_gen.costs import mxfp8_swizzle_kernels
+
+    assert mxfp8_swizzle_kernels(False, experts=experts) == launches
+    assert mxfp8_swizzle_kernels(True, experts=experts) == launches
