@@ -240,6 +240,12 @@ class _Emitter:
         return self.key.dtype in QUANTIZED_DTYPES
 
     @property
+    def mxfp8(self) -> bool:
+        """The layer's GEMMs run MXFP8, whose block scales cuBLAS reads swizzled
+        (costs.mxfp8_swizzle_kernels, costs.mxfp8_unaligned)."""
+        return self.key.dtype == "fp8" and self.key.fp8_recipe == "mxfp8"
+
+    @property
     def cast_suffix(self) -> str:
         """The name suffix of a GEMM input's quantize kernel: '.fp8_cast' or '.fp4_cast'."""
         return QUANTIZE_SUFFIX[self.key.dtype]
@@ -432,11 +438,10 @@ class _Emitter:
         (costs.mxfp8_swizzle_kernels) and, for an operand quantized with GEMM-swizzled scales
         (not a sequence-parallel gather's) that is not whole 128 x 128 tiles, two memsets
         (costs.mxfp8_unaligned); the estimator charges each kernel its launch."""
-        key = self.key
-        if key.dtype != "fp8" or key.fp8_recipe != "mxfp8":
+        if not self.mxfp8:
             return (rows, cols)
         own = gathered_grad if backward else gathered_input  # this pass's quantized operand was gathered
-        memsets = 0 if own else 2 * round(costs.mxfp8_unaligned(cols, 0, rows))
+        memsets = 0 if own else 2 * int(costs.mxfp8_unaligned(cols, 0, rows))
         return (rows, cols, 1 + memsets + costs.mxfp8_swizzle_kernels(backward, gathered_input, gathered_grad))
 
     def core_attention(self, heads: int, kv_heads: int, d_qk: int, d_v: int) -> None:
@@ -766,7 +771,7 @@ class _Emitter:
                 for width, phase, ops in ((k_in, FWD, fwd), (n_out, BWD_I, bwd)):
                     kernels = costs.split_quantize_kernels(key.dtype, key.fp8_recipe, local_experts, width,
                                                            align, fixed)
-                    if key.dtype == "fp8" and key.fp8_recipe == "mxfp8":  # the weights' scale swizzles
+                    if self.mxfp8:  # the weights' scale swizzles
                         kernels += costs.mxfp8_swizzle_kernels(phase is BWD_I, experts=local_experts)
                     ops.insert(0, self.compute(f"{name}{self.cast_suffix}", phase, OpKind.ELEMENTWISE,
                                                (rows, width, kernels),
