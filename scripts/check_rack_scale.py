@@ -19,7 +19,11 @@ Nothing here is fitted (issue 28: validation only).
 The summary gives |error| median / max and the signed median, overall and per system, and the
 low-precision gains: for every pair of runs of one model on one system in one release with the
 same layout (parallel sizes, micro and global batch) where one is NVFP4 and the other BF16,
-MXFP8 or FP8 current scaling, the measured and predicted throughput ratio NVFP4 / other.
+MXFP8 or FP8 current scaling, the measured and predicted throughput ratio NVFP4 / other; and
+the system pairs: every recipe NVIDIA ran unchanged on two systems (one release, model and GPU
+count, identical flag lists, here or in the DGX-H100/B200 MoE table that check_recipes.py
+reads), whose step-time ratio is the two systems' alone, measured and predicted. The MoE
+table's partners are simulated too (on BRIDGE_SYSTEMS' presets), read as a check like the rest.
 
 ``--plot FILE.png`` also draws the runs that ran: predicted against measured step time,
 one colour per system and one marker per model, with issue 28's bands (8% for the median,
@@ -37,9 +41,11 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from check_recipes import MEASURED, Outcome, host_summary, memory_note, memory_summary, read_rows, run_recipe  # noqa: E402
+from check_recipes import MEASURED, Outcome, host_summary, memory_note, memory_summary, read_rows, recipe_argv, run_recipe  # noqa: E402
+from check_recipes import TABLE as MOE_TABLE  # noqa: E402
 import recipe_plot  # noqa: E402
 from engine.commands.parser import run_cli  # noqa: E402
+from formats.measured_runs import BRIDGE_SYSTEMS  # noqa: E402
 
 TABLE = MEASURED / "megatron_bridge_rack_measured.csv"
 
@@ -59,9 +65,43 @@ def precision_label(row: dict[str, str]) -> str:
     return {"mxfp8": "MXFP8", "tensorwise": "FP8-CS"}.get(row["fp8_recipe"], row["fp8_recipe"].upper())
 
 
+def system_preset(row: dict[str, str]) -> str:
+    """The simulator's preset for a row of either table (rack: SYSTEMS; DGX-H100/B200: BRIDGE_SYSTEMS)."""
+    return SYSTEMS.get(row["gpu"]) or BRIDGE_SYSTEMS[row["gpu"]]
+
+
 def check(row: dict[str, str], simulate: bool = True) -> Outcome:
     """One measured run: its recipe on the system its table column names (check_recipes' path)."""
-    return run_recipe(row, SYSTEMS[row["gpu"]], simulate)
+    return run_recipe(row, system_preset(row), simulate)
+
+
+SYSTEM_PAIR_KEY = ("release", "model", "gpus")
+"""Columns two runs of one recipe on two systems share (with identical flag lists)."""
+SYSTEM_ORDER = ("DGX-H100", "DGX-B200", "DGX-GB200", "DGX-B300", "DGX-GB300")
+"""A pair is printed older system first, so its ratio reads as the newer one's speed-up."""
+
+
+def system_pairs(rows: list[dict[str, str]], others: list[dict[str, str]]
+                 ) -> list[tuple[dict[str, str], dict[str, str]]]:
+    """(first, second) for every two runs, at least one of them from ``rows``, of one release,
+    model and GPU count whose flag lists are identical, on different systems: NVIDIA ran the
+    recipe unchanged on both, so the ratio of their step times is the two systems' alone.
+    ``others`` (the DGX-H100/B200 table) only supplies partners. ``first`` is the older
+    system (SYSTEM_ORDER); pairs come in the tables' row order."""
+    by_key: dict[tuple[object, ...], list[dict[str, str]]] = {}
+    for row in [*others, *rows]:
+        if row.get("recipe_args"):
+            flags = tuple(recipe_argv(MEASURED / row["recipe_args"]))
+            by_key.setdefault((*(row[c] for c in SYSTEM_PAIR_KEY), flags), []).append(row)
+    own = {id(r) for r in rows}
+    found = []
+    for runs in by_key.values():
+        for i, first in enumerate(runs):
+            for second in runs[i + 1:]:
+                if first["gpu"] != second["gpu"] and (id(first) in own or id(second) in own):
+                    pair = sorted((first, second), key=lambda r: SYSTEM_ORDER.index(r["gpu"]))
+                    found.append((pair[0], pair[1]))
+    return found
 
 
 BANDS = (0.08, 0.15)
@@ -144,6 +184,7 @@ def _check_all(args: argparse.Namespace) -> int:
     for label, which, measured, predicted in found:
         pred = f"{predicted:.3f}x" if predicted is not None else "n/a (a run of the pair did not run)"
         print(f"  {label:45s} measured {measured:.3f}x, predicted {pred}  ({which})")
+    report_system_pairs(rows, outcomes, simulate=not args.no_simulate)
     reasons: dict[str, int] = {}
     for o in refused:
         reasons[o.reason] = reasons.get(o.reason, 0) + 1
@@ -152,6 +193,22 @@ def _check_all(args: argparse.Namespace) -> int:
     if args.plot:
         recipe_plot.write_png(args.plot, *plot_runs(rows, outcomes))
     return 0
+
+
+def report_system_pairs(rows: list[dict[str, str]], outcomes: list[Outcome], simulate: bool) -> None:
+    """Print :func:`system_pairs`: each recipe's step time on its first system over its second
+    (how much faster the second runs it), measured and predicted. A partner from the
+    DGX-H100/B200 table is simulated here; nothing is fitted to either."""
+    found = system_pairs(rows, read_rows(MOE_TABLE))
+    done = {id(r): o for r, o in zip(rows, outcomes)}
+    print(f"system pairs (one recipe, identical flags, on two systems; step time first / second), {len(found)}:")
+    for first, second in found:
+        a, b = (done.get(id(r)) or check(r, simulate) for r in (first, second))
+        pred = (f"{a.predicted_s / b.predicted_s:.3f}x"
+                if a.predicted_s is not None and b.predicted_s is not None else "n/a (not simulated)")
+        label = f"{first['model']} {first['release']} {first['gpus']} GPUs {precision_label(first)}"
+        print(f"  {label:38s} {system_preset(first):11s} -> {system_preset(second):11s} "
+              f"measured {a.measured_s / b.measured_s:.3f}x, predicted {pred}")
 
 
 if __name__ == "__main__":

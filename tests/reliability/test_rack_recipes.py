@@ -179,3 +179,48 @@ def test_plot_draws_the_runs_that_ran(rack):
     assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000
     with pytest.raises(ValueError, match="nothing to plot"):
         rack.recipe_plot.render_png(*rack.plot_runs(rows[2:], outcomes[2:]))
+
+
+def test_system_pairs_are_one_unchanged_recipe_on_two_systems(rack, rows):
+    """The system pairs: every two runs of one release, model and GPU count whose .args files
+    hold the same flag lines (comments aside), on two systems, at least one a rack run; found
+    here by comparing the files' text, pair by pair, against the script's grouping."""
+    moe = rack.read_rows(rack.MOE_TABLE)
+    found = rack.system_pairs(rows, moe)
+
+    def text(r):
+        lines = (rack.MEASURED / r["recipe_args"]).read_text(encoding="utf-8").splitlines()
+        return [ln.strip() for ln in lines if ln.strip() and not ln.strip().startswith("#")]
+
+    rack_ids = {id(r) for r in rows}
+    everyone = [r for r in (*moe, *rows) if r.get("recipe_args")]
+    expected = set()
+    for i, a in enumerate(everyone):
+        for b in everyone[i + 1:]:
+            if (a["gpu"] != b["gpu"] and (id(a) in rack_ids or id(b) in rack_ids)
+                    and all(a[c] == b[c] for c in ("release", "model", "gpus")) and text(a) == text(b)):
+                expected.add(frozenset((a["recipe_args"], b["recipe_args"])))
+    assert {frozenset((a["recipe_args"], b["recipe_args"])) for a, b in found} == expected
+    assert len(found) == len(expected) >= 5
+    for first, second in found:  # the older system first, so the ratio reads as a speed-up
+        assert rack.SYSTEM_ORDER.index(first["gpu"]) < rack.SYSTEM_ORDER.index(second["gpu"])
+    # one pair known from the recipe sources: DeepSeek-V3's 26.02 MXFP8 recipe on B200 and B300
+    assert frozenset(("moe_recipes/bridge-26.02-deepseek-v3-b200-256gpu-mxfp8.args",
+                      "rack_recipes/bridge-26.02-deepseek-v3-b300-256gpu-mxfp8.args")) in expected
+
+
+def test_system_pairs_print_measured_ratios_without_simulating(rack, rows, capsys):
+    """--no-simulate still lists the pairs, each with its measured ratio: the older system's
+    step time over the newer one's, from the two tables' own step times."""
+    assert rack.main(["--no-simulate"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    at = next(i for i, line in enumerate(out) if line.startswith("system pairs"))
+    n = int(out[at].rstrip(":").rsplit(" ", 1)[1])
+    lines = out[at + 1:at + 1 + n]
+    assert n == len(rack.system_pairs(rows, rack.read_rows(rack.MOE_TABLE)))
+    assert all("n/a (not simulated)" in ln for ln in lines)
+    step = {r["recipe_args"]: float(r["step_time_s"]) for r in (*rows, *rack.read_rows(rack.MOE_TABLE))}
+    ratio = (step["moe_recipes/bridge-26.02-deepseek-v3-b200-256gpu-mxfp8.args"]
+             / step["rack_recipes/bridge-26.02-deepseek-v3-b300-256gpu-mxfp8.args"])
+    assert any(ln.split()[:4] == ["deepseek-v3", "26.02", "256", "GPUs"] and "b200" in ln and "-> b300" in ln
+               and f"measured {ratio:.3f}x" in ln for ln in lines)
