@@ -355,6 +355,39 @@ def power_scaled_throughput(fitted: float, sibling: GpuSpec, gpu: GpuSpec, expon
     return min(1.0, rate / gpu.peak("bf16"))
 
 
+@record
+class ThroughputCarry:
+    """How a GPU without a fit of its own takes its sibling's tensor rate (``sustains_like``)."""
+
+    sibling: str
+    """The GPU whose fitted ``tensor_throughput`` this one carries."""
+    sibling_power_w: int
+    power_w: int
+    rate_ratio: float
+    """This GPU's sustained tensor rate (FLOP/s) over its sibling's: the power law's
+    (power_w / sibling_power_w) ** exponent, less where the cap at 1 binds."""
+
+
+def throughput_carry(gpu: str, path: str | None = None) -> ThroughputCarry | None:
+    """The power-law carry of ``gpu``'s tensor throughput from its ``sustains_like`` sibling, or
+    None for a GPU with a section of its own fit (or none) or at its sibling's board power.
+
+    Why: the carried rate is an extrapolation (:func:`power_scaled_throughput`), not a fit,
+    and a prediction on such a GPU should say so; run-analytical prints it."""
+    src = str(path or PARAMS_PATH)
+    plain, _declared = _load_yaml(src)
+    spec = get_gpu(gpu)
+    sibling = ((plain.get("gpus") or {}).get(spec.name) or {}).get("sustains_like")
+    if not isinstance(sibling, str):
+        return None
+    other = get_gpu(sibling)
+    if spec.board_power_w <= 0 or other.board_power_w <= 0 or spec.board_power_w == other.board_power_w:
+        return None
+    own = load_params(spec.name, path).tensor_throughput * spec.peak("bf16")
+    theirs = load_params(other.name, path).tensor_throughput * other.peak("bf16")
+    return ThroughputCarry(other.name, other.board_power_w, spec.board_power_w, own / theirs)
+
+
 def _sibling_fit(name: str, sibling: Any, sections: dict[str, Any], declared: tuple[DeclaredParameter, ...],
                  src: str, power_exponent: float) -> dict[str, Any]:
     """``sustains_like: X``: a GPU of the same silicon as X has the same FP8 data path and the

@@ -405,7 +405,28 @@ def summary_table(summary: dict[str, Any]) -> str:
             hint = "" if cov.get("measured") or summary.get("config", {}).get("profile") else \
                 " (give --profile DB for measured times)"
             lines.append("compute times: " + ", ".join(shares) + hint)
+            carry = throughput_note(summary)
+            if carry:
+                lines.append(carry)
     return "\n".join(lines) + "\n"
+
+
+def throughput_note(summary: dict) -> str:
+    """One line when the estimated times ran on a GPU whose tensor rate is carried from a
+    sibling's fit by the power law (compute_profile.estimator.throughput_carry): what the
+    rate rests on, so a comparison across parts is read with it; empty otherwise."""
+    from compute_profile.estimator import throughput_carry
+
+    cov = summary.get("compute_coverage")
+    gpu = ((summary.get("config") or {}).get("system") or {}).get("gpu")
+    if not isinstance(cov, dict) or not cov.get("estimated") or not isinstance(gpu, str):
+        return ""
+    carry = throughput_carry(gpu)
+    if carry is None:
+        return ""
+    return (f"tensor rate: {carry.sibling}'s fit x{carry.rate_ratio:.2f}, carried from its {carry.sibling_power_w:,} W "
+            f"board to this GPU's {carry.power_w:,} W by the power law (an extrapolation, not a fit: "
+            "docs/validation.md, 'One recipe on two systems', sets it against NVIDIA's recipes run unchanged on both)")
 
 
 _SIMAI_FLAGS = {"gpus": None, "gpus_per_node": None, "nvlink_busbw": None, "nic_busbw": None, "nics_per_node": None,
