@@ -102,7 +102,8 @@ class PlanRunner:
     def evaluate(self, plan: Mapping[str, Any]) -> dict[str, Any]:
         """run-analytical --json for the plan, step by step as engine.commands.run._body does
         for a generated workload (the tests compare the two summaries)."""
-        from engine.commands.run import backend_options, event_outputs, host_warning, memory_warning, reject_simai_flags
+        from engine.commands.run import (backend_options, event_outputs, host_warning, memory_warning, reject_simai_flags,
+                                         throughput_note)
         from engine.pipeline import run_workload
         from engine.web.plan import megatron_argv, plan_yaml
         from engine.web.timeline import first_microbatches
@@ -132,6 +133,9 @@ class PlanRunner:
             options, s, par.world_size, efficiency=args.efficiency, progress=None))
         if host:
             notes.append(host)
+        carry = throughput_note(summary)  # the line run-analytical prints under "compute times"
+        if carry:
+            notes.append(carry)
         # The drawing only: a second run keeping the intervals of the first micro-batches
         # (the summary above is the CLI's, computed without a timeline as --json does; the
         # timeline run's own summary is not: its extras name the window, and on a long run its

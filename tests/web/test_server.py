@@ -333,3 +333,14 @@ def test_a_host_sensitive_plan_gets_the_clis_warning(server):
     assert len(want) == 1 and want[0] in got["notes"]
     assert got["summary"]["extras"]["host_load"]["sensitive"]
     assert not any("host-sensitive" in n for n in evaluate(server, SMALL)["notes"])
+
+
+def test_a_rack_plan_says_its_tensor_rate_is_carried_by_the_power_law(server):
+    """On GB200 the page shows run-analytical's line on the tensor rate it carries from B200's fit
+    (x1.20, 1,200 W over 1,000 W), word for word; on H100, whose rate is its own fit, none."""
+    from engine.commands.run import throughput_note
+
+    got = evaluate(server, {**SMALL, "system": "gb200-nvl72"})
+    lines = [n for n in got["notes"] if n.startswith("tensor rate:")]
+    assert lines == [throughput_note(got["summary"])] and "b200's fit x1.20" in lines[0]
+    assert not any(n.startswith("tensor rate:") for n in evaluate(server, SMALL)["notes"])
