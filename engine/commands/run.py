@@ -413,14 +413,20 @@ def summary_table(summary: dict[str, Any]) -> str:
 
 def throughput_note(summary: dict) -> str:
     """One line when the estimated times ran on a GPU whose tensor rate is carried from a
-    sibling's fit by the power law (compute_profile.estimator.throughput_carry): what the
-    rate rests on, so a comparison across parts is read with it; empty otherwise."""
-    from compute_profile.estimator import throughput_carry
-
+    sibling's fit by the power law (:func:`carry_line`); empty otherwise."""
     cov = summary.get("compute_coverage")
     gpu = ((summary.get("config") or {}).get("system") or {}).get("gpu")
     if not isinstance(cov, dict) or not cov.get("estimated") or not isinstance(gpu, str):
         return ""
+    return carry_line(gpu)
+
+
+def carry_line(gpu: str) -> str:
+    """What ``gpu``'s estimated tensor rate rests on when it is a sibling's fit carried by the
+    power law (compute_profile.estimator.throughput_carry), so a comparison across parts is
+    read with it; empty for a GPU with its own fit or at its sibling's board power."""
+    from compute_profile.estimator import throughput_carry
+
     carry = throughput_carry(gpu)
     if carry is None:
         return ""

@@ -309,6 +309,11 @@ def search_main(argv: list[str] | None = None) -> int:
         if any(flagged):
             print("host-sensitive: the CPU's launch work for a micro-batch is at least half the GPU's on some stage; "
                   "such a layout's time hangs on the host's per-op cost (docs/engine.md, the host)")
+        from engine.commands.run import carry_line
+
+        carry = carry_line(system.gpu)  # search times are estimated: what a rack's tensor rate rests on
+        if carry:
+            print(carry)
         if len(res.ranked) > 1:
             print()
             print(explain(res.ranked[0], res.ranked[1], system.for_job(res.ranked[0].parallel.world_size).domain_gpus))

@@ -52,3 +52,19 @@ def test_search_explains_what_stays_in_the_nvlink_domain():
     assert "tp" in inside and best.parallel.tp * best.parallel.cp <= 72
     text = explain(res.ranked[0], res.ranked[1], NVL72.domain_gpus)
     assert "inside the 72-GPU NVLink domain: tp" in text and "across domains (NICs): dp" in text
+
+
+def test_search_on_a_rack_says_its_tensor_rate_is_carried_by_the_power_law(capsys):
+    """search's times are estimated, so on GB200 it prints run-analytical's line on the tensor
+    rate carried from B200's fit (x1.20: 1,200 W over 1,000 W), and on B200 none."""
+    from engine.commands.run import carry_line
+    from engine.commands.sweep import search_main
+
+    argv = ["--model", "llama3-8b", "--num-layers", "2", "--world-size", "8", "--global-batch", "8",
+            "--seq-length", "2048", "--top-k", "2", "-q"]
+    assert search_main([*argv, "--system", "gb200-nvl72"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [ln for ln in out if ln.startswith("tensor rate:")] == [carry_line("gb200")]
+    assert "b200's fit x1.20" in carry_line("gb200")
+    assert search_main([*argv, "--system", "b200"]) == 0
+    assert not any(ln.startswith("tensor rate:") for ln in capsys.readouterr().out.splitlines())
