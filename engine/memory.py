@@ -11,7 +11,9 @@ by TP/EP/PP):
   (TE ``module/base.py`` ``get_fp8_workspace``: ``data`` and ``data_transpose`` uint8
   tensors cached under ``cache_name="weight"`` when the caller passes
   ``is_first_microbatch``, as Megatron-Core's TE wrappers do unless
-  ``disable_parameter_transpose_cache``; v1.11, same in 2.x). MXFP8 adds one E8M0 scale per 32 values to
+  ``disable_parameter_transpose_cache``; v1.11, same in 2.x). On Blackwell (compute capability 10.x)
+  cuBLAS runs FP8 GEMMs in every layout, so a per-tensor fp8 weight is its data alone, 1 byte
+  (:func:`fp8_weight_copy_bytes`). MXFP8 adds one E8M0 scale per 32 values to
   each copy (TE docs, "MXFP8"), see :data:`FP8_WEIGHT_COPY_BYTES`;
 - gradients: ``ParallelConfig.grad_bytes``, the main-grad buffer's dtype, the same bytes
   the workload's DP reduction moves: 4 (fp32) when gradients are accumulated and reduced
@@ -199,7 +201,34 @@ FP8_WEIGHT_COPY_BYTES = {
     "mxfp8": 2 * (1 + 1 / 32),  # row- and column-wise copies, one E8M0 scale per 32 values each
     "blockwise": 2 * (1 + 4 / (128 * 128)),  # 128x128 weight blocks with an fp32 scale each
 }
-"""Bytes per linear-layer parameter of TE's cached fp8 weight (data + transpose)."""
+"""Bytes per linear-layer parameter of TE's cached fp8 weight (data + transpose) where FP8 GEMMs
+take only the TN layout (Hopper); :func:`fp8_weight_copy_bytes` gives a GPU's."""
+
+
+def non_tn_fp8_gemm(gpu: str) -> bool:
+    """cuBLAS runs FP8 GEMMs in non-TN layouts on this GPU, so Transformer Engine keeps a
+    per-tensor fp8 tensor (delayed or current scaling) as its data alone, which serves the
+    transposed use too: compute capability 10.x or 13+ (TE ``is_non_tn_fp8_gemm_supported``,
+    pytorch/utils.py, v2.14; quantizer.cpp: ``with_transpose = columnwise_usage &&
+    !is_non_tn_fp8_gemm_supported``). An unknown or unset GPU counts as Hopper (the copy kept:
+    the larger estimate)."""
+    if not gpu:
+        return False
+    try:
+        cc = get_gpu(gpu).compute_capability
+    except ConfigError:
+        return False
+    return (10, 0) <= cc < (12, 0) or cc >= (13, 0)
+
+
+def fp8_weight_copy_bytes(recipe: str, gpu: str) -> float:
+    """Bytes per linear-layer parameter of a fp8 weight as TE keeps it for ``recipe`` on ``gpu``:
+    :data:`FP8_WEIGHT_COPY_BYTES`, except a per-tensor recipe's 1 byte (the data, no transpose)
+    where :func:`non_tn_fp8_gemm`. MXFP8 and blockwise keep both directions everywhere: their
+    block scales run along one axis of each copy."""
+    if recipe in ("delayed", "tensorwise") and non_tn_fp8_gemm(gpu):
+        return 1.0
+    return FP8_WEIGHT_COPY_BYTES[recipe]
 
 
 NVFP4_WEIGHT_COPY_BYTES = 2 * NVFP4_GEMM_IN_BYTES
@@ -227,7 +256,7 @@ def fp8_weight_cache_bytes(workload: Workload, stage: int) -> float:
         return 0.0
     from workload_gen.builder import quantized_layer_params  # loaded only for fp8/fp4 workloads, which have a model
 
-    per = NVFP4_WEIGHT_COPY_BYTES if par.dtype == "fp4" else FP8_WEIGHT_COPY_BYTES[par.fp8_recipe]
+    per = NVFP4_WEIGHT_COPY_BYTES if par.dtype == "fp4" else fp8_weight_copy_bytes(par.fp8_recipe, workload.gpu)
     return per * quantized_layer_params(workload.model, par, stage)
 
 
@@ -239,7 +268,8 @@ def weight_bytes(workload: Workload, stage: int) -> float:
     fp8_utils.py at d98e8a64): per such element :data:`FP8_WEIGHT_COPY_BYTES` replaces
     ``param_bytes`` + the cache. Delayed/tensorwise ``Float8Tensor``: its data, remapped into
     the DDP's uint8 ``param_data`` (param_and_grad_buffer.py ``modify_underlying_storage``), and
-    the transpose TE's ``post_all_gather_processing`` keeps (before Blackwell), 1 + 1 B. MXFP8
+    the transpose TE's ``post_all_gather_processing`` keeps before Blackwell, 1 + 1 B (1 B on
+    Blackwell: :func:`fp8_weight_copy_bytes`). MXFP8
     with ``--reuse-grad-buf-for-mxfp8-param-ag``: the ``MXFP8Tensor``'s own row- and
     column-wise data with one E8M0 scale per 32 values each, 2 * (1 + 1/32) B; its all-gather
     buffer is a bf16 view of the gradient buffer (``shared_buffer``), nothing more. NVFP4 with
@@ -253,7 +283,7 @@ def weight_bytes(workload: Workload, stage: int) -> float:
     from workload_gen.core.params import stage_fp8_params  # fp8 workloads have a model
 
     fp8 = sum(stage_fp8_params(workload.model, par, stage))
-    per = NVFP4_WEIGHT_COPY_BYTES if par.fp4_param_gather else FP8_WEIGHT_COPY_BYTES[par.fp8_recipe]
+    per = NVFP4_WEIGHT_COPY_BYTES if par.fp4_param_gather else fp8_weight_copy_bytes(par.fp8_recipe, workload.gpu)
     return par.param_bytes * (prog.params - fp8) + per * fp8
 
 

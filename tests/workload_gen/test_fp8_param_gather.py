@@ -141,3 +141,20 @@ def test_refused_combinations(kw, field):
     with pytest.raises(ConfigError) as err:
         ParallelConfig(**{**base, **kw})
     assert err.value.field == field
+
+
+@pytest.mark.parametrize("gpu, recipe, fp8_weight", [
+    ("b200", "tensorwise", 1), ("gb300", "delayed", 1), ("b200", "mxfp8", 2 * (1 + 1 / 32)),
+    ("h100-sxm", "tensorwise", 2), ("", "tensorwise", 2)])
+def test_weight_memory_on_a_gpu_whose_fp8_gemms_take_any_layout(gpu, recipe, fp8_weight):
+    """On Blackwell (compute capability 10.x) cuBLAS runs FP8 GEMMs in non-TN layouts, so
+    Transformer Engine keeps a per-tensor fp8 weight as its data alone (1 B: quantizer.cpp's
+    with_transpose is false there, TE 2.14); Hopper, and a workload with no GPU, keep the
+    transpose (2 B); MXFP8 keeps its row- and column-wise copies on every GPU. With and
+    without --fp8-param-gather (TE's cached copy of every layer parameter)."""
+    from dataclasses import replace
+
+    (mem,) = estimate_memory(replace(build(_model(), _par(recipe)), gpu=gpu))
+    assert mem.weights == round(2 * DENSE_BF16 + fp8_weight * (DENSE_FP8 + EXPERT_FP8))
+    (base,) = estimate_memory(replace(build(_model(), _par(recipe, pg=False)), gpu=gpu))
+    assert base.weights == round(2 * (DENSE_BF16 + DENSE_FP8 + EXPERT_FP8) + fp8_weight * LAYER_PARAMS)
