@@ -30,7 +30,7 @@ from compute_profile.keys import NAMED_KINDS, key_variant, parse_shape, profile_
 from formats.gc_pause import no_cyclic_gc
 from workload_gen.core.errors import ConfigError
 from workload_gen.core.gpu_specs import GpuSpec, get_gpu
-from workload_gen.core.parallel_config import DTYPE_BYTES
+from workload_gen.core.parallel_config import DTYPE_BYTES, PER_TENSOR_FP8
 from workload_gen.core.record import record
 from workload_gen.core.records import ComputeOp, OpKind, TimeSource, Workload
 
@@ -224,6 +224,17 @@ def recipe_params(params: EstimatorParams, fp8_recipe: str) -> EstimatorParams:
     return replace(params, gemm=replace(g, fp8_speedup=g.fp8_speedup * getattr(g, field)))
 
 
+def fp8_run_params(params: EstimatorParams, fp8_recipe: str, gpu: GpuSpec) -> EstimatorParams:
+    """``params`` for an fp8 run with ``fp8_recipe`` on ``gpu``: its GEMMs at the recipe's rate
+    (:func:`recipe_params`), and, for a per-tensor recipe on a GPU whose FP8 GEMMs take any
+    layout, quantizes that write no transposed copy (``fp8_transpose_copies`` False:
+    Transformer Engine keeps a Float8Tensor's data alone there, GpuSpec.fp8_gemm_any_layout)."""
+    params = recipe_params(params, fp8_recipe)
+    if fp8_recipe in PER_TENSOR_FP8 and gpu.fp8_gemm_any_layout:
+        params = replace(params, fp8_transpose_copies=False)
+    return params
+
+
 def check_dtype_on_gpu(dtype: str, gpu: str) -> None:
     """Refuse, in one line, a training dtype whose GEMMs the GPU has no tensor cores for
     (fp4 before Blackwell: NVFP4 needs SM 10.0+, TE docs): the first point where the GPU is
@@ -247,9 +258,9 @@ def attach(workload: Workload, gpu: str, db: ProfileDB | str | Path | None = Non
     try:
         par = workload.parallel
         check_dtype_on_gpu(par.dtype, gpu)
-        if par.dtype == "fp8" and par.fp8_recipe in RECIPE_RATES:
-            params = recipe_params(params if params is not None else load_params(get_gpu(gpu).name),
-                                   par.fp8_recipe)
+        if par.dtype == "fp8":
+            spec = get_gpu(gpu)
+            params = fp8_run_params(params if params is not None else load_params(spec.name), par.fp8_recipe, spec)
         resolver = TimeResolver(gpu, db, params)
         totals = {s: 0.0 for s in TimeSource}
         nmb = workload.parallel.num_microbatches

@@ -42,7 +42,9 @@ from workload_gen.core.errors import ConfigError
 from workload_gen.core.flops import attention_pairs
 from workload_gen.core.gpu_specs import GpuSpec, get_gpu
 from workload_gen.core.record import record
-from workload_gen.core.records import EXPERT_OP_PREFIX, ComputeOp, OpKind, Phase, attention_mask
+from workload_gen.core.parallel_config import DTYPE_BYTES
+from workload_gen.core.records import (EXPERT_OP_PREFIX, FP8_PARAM_TRANSPOSE_OP, FP8_WEIGHT_CAST_OP, QUANTIZE_SUFFIX, ComputeOp,
+                                      OpKind, Phase, attention_mask)
 from workload_gen.core.yaml_file import read_yaml_mapping
 
 PARAMS_PATH = Path(__file__).resolve().parent / "data" / "estimator_params.yaml"
@@ -138,6 +140,11 @@ class EstimatorParams:
     training job on this GPU reaches: one factor on every tensor-core kernel, because what
     lowers it (clocks under power and thermal limits, library versions) slows a GEMM and a
     flash-attention kernel alike."""
+    fp8_transpose_copies: bool = True
+    """A per-tensor fp8 quantize writes the transposed copy too (FP8 GEMMs take the TN layout
+    only: Hopper), as the workload's cast bytes count it; False where they take any layout
+    (set at attach for a delayed or current-scaling run on such a GPU:
+    compute_profile.attaching.gpu_recipe_params), and :func:`explain` leaves that write out."""
 
     def launch_count(self, kind: str, phase: str) -> int:
         table = dict(self.launches)
@@ -551,6 +558,19 @@ def is_expert_gemm(op: ComputeOp) -> bool:
     return OpKind(op.kind) is OpKind.GROUPED_GEMM and op.name.startswith(EXPERT_OP_PREFIX) and bool(op.shape)
 
 
+def _without_transpose_write(op: ComputeOp) -> float:
+    """``op``'s bytes on a GPU whose FP8 GEMMs take any layout, in a per-tensor fp8 run: a
+    quantize (``*.fp8_cast``, the per-step ``fp8_weight_cast``) writes its data alone, not the
+    transposed copy too (one fp8 byte per element, its shape's first two
+    entries); the gathered weights' transpose is not made at all. Any other op: its bytes."""
+    name = op.name
+    if name == FP8_PARAM_TRANSPOSE_OP:
+        return 0.0
+    if name.endswith(QUANTIZE_SUFFIX["fp8"]) or name == FP8_WEIGHT_CAST_OP:
+        return max(0.0, op.bytes - DTYPE_BYTES["fp8"] * op.shape[0] * op.shape[1])
+    return op.bytes
+
+
 def explain(op: ComputeOp, gpu: GpuSpec | str, params: EstimatorParams | None = None) -> Estimate:
     """The estimate of ``op`` on ``gpu`` with its compute, memory and launch terms."""
     spec = gpu if isinstance(gpu, GpuSpec) else get_gpu(gpu)
@@ -560,6 +580,7 @@ def explain(op: ComputeOp, gpu: GpuSpec | str, params: EstimatorParams | None = 
         # the step's fixed host work (workload op step_overhead): no kernel, a constant
         return Estimate(p.step_overhead_s, 0.0, 0.0, p.step_overhead_s, 0.0, 0.0)
     eff_c = _compute_efficiency(op, spec, p)
+    nbytes = op.bytes if p.fp8_transpose_copies else _without_transpose_write(op)
     if kind not in TENSOR_KINDS:
         peak = spec.peak("fp32")
     elif op.dtype == "fp8":
@@ -584,7 +605,7 @@ def explain(op: ComputeOp, gpu: GpuSpec | str, params: EstimatorParams | None = 
     else:
         eff_m = p.memory_efficiency(kind.value, Phase(op.phase).value)
     compute_s = op.flops / (peak * eff_c) if op.flops > 0 else 0.0
-    memory_s = op.bytes / (spec.hbm_bw * eff_m) if op.bytes > 0 else 0.0
+    memory_s = nbytes / (spec.hbm_bw * eff_m) if nbytes > 0 else 0.0
     launches = p.launch_count(kind.value, Phase(op.phase).value)
     if kind in (OpKind.ELEMENTWISE, OpKind.PERMUTE, OpKind.ROPE) and len(op.shape) == 3:  # its kernel count (shape_doc)
         launches = op.shape[2]

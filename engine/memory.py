@@ -172,7 +172,7 @@ from workload_gen.core.moe_capacity import routed_copies
 from workload_gen.core.moe_dispatch import rank_hit_probability
 from workload_gen.core.moe_routing import rank_load_factor
 from workload_gen.core.optimizer_state import optimizer_state_bytes, precision_aware_dtypes
-from workload_gen.core.parallel_config import QUANTIZED_DTYPES, ParallelConfig
+from workload_gen.core.parallel_config import PER_TENSOR_FP8, QUANTIZED_DTYPES, ParallelConfig
 from workload_gen.core.record import record
 from workload_gen.core.records import OUTPUT_LAYER_OP, ChunkProgram, Workload
 from workload_gen.core.run_result import MemoryEstimate
@@ -205,28 +205,23 @@ FP8_WEIGHT_COPY_BYTES = {
 take only the TN layout (Hopper); :func:`fp8_weight_copy_bytes` gives a GPU's."""
 
 
-def non_tn_fp8_gemm(gpu: str) -> bool:
-    """cuBLAS runs FP8 GEMMs in non-TN layouts on this GPU, so Transformer Engine keeps a
-    per-tensor fp8 tensor (delayed or current scaling) as its data alone, which serves the
-    transposed use too: compute capability 10.x or 13+ (TE ``is_non_tn_fp8_gemm_supported``,
-    pytorch/utils.py, v2.14; quantizer.cpp: ``with_transpose = columnwise_usage &&
-    !is_non_tn_fp8_gemm_supported``). An unknown or unset GPU counts as Hopper (the copy kept:
-    the larger estimate)."""
+def _fp8_any_layout(gpu: str) -> bool:
+    """GpuSpec.fp8_gemm_any_layout for ``gpu``; an unknown or unset GPU counts as Hopper (the
+    transpose kept: the larger estimate)."""
     if not gpu:
         return False
     try:
-        cc = get_gpu(gpu).compute_capability
+        return get_gpu(gpu).fp8_gemm_any_layout
     except ConfigError:
         return False
-    return (10, 0) <= cc < (12, 0) or cc >= (13, 0)
 
 
 def fp8_weight_copy_bytes(recipe: str, gpu: str) -> float:
     """Bytes per linear-layer parameter of a fp8 weight as TE keeps it for ``recipe`` on ``gpu``:
     :data:`FP8_WEIGHT_COPY_BYTES`, except a per-tensor recipe's 1 byte (the data, no transpose)
-    where :func:`non_tn_fp8_gemm`. MXFP8 and blockwise keep both directions everywhere: their
-    block scales run along one axis of each copy."""
-    if recipe in ("delayed", "tensorwise") and non_tn_fp8_gemm(gpu):
+    where FP8 GEMMs take any layout (GpuSpec.fp8_gemm_any_layout). MXFP8 and blockwise keep both
+    directions everywhere: their block scales run along one axis of each copy."""
+    if recipe in PER_TENSOR_FP8 and _fp8_any_layout(gpu):
         return 1.0
     return FP8_WEIGHT_COPY_BYTES[recipe]
 

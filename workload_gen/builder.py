@@ -78,6 +78,8 @@ from workload_gen.core.params import (
     total_params,
 )
 from workload_gen.core.records import (
+    FP8_PARAM_TRANSPOSE_OP,
+    FP8_WEIGHT_CAST_OP,
     STEP_OVERHEAD_OP,
     ChunkProgram,
     CollectiveOp,
@@ -482,7 +484,7 @@ def _iteration_ops(model: ModelConfig, par: ParallelConfig, stage: int) -> tuple
         # micro-batch of the step and caches it for the others: once per iteration.
         linear_params = quantized_layer_params(model, par, stage)
         flops, nbytes = costs.fp8_cast(linear_params, 1, par.fp8_recipe)
-        ops.append(ComputeOp("fp8_weight_cast", -1, it, OpKind.ELEMENTWISE, (linear_params, 1), "bf16", flops, nbytes))
+        ops.append(ComputeOp(FP8_WEIGHT_CAST_OP, -1, it, OpKind.ELEMENTWISE, (linear_params, 1), "bf16", flops, nbytes))
     if par.dtype == "fp4":
         # NVFP4: each weight is quantized once per step (16x16 blocks, row- and column-wise:
         # costs.fp4_cast) and cached for the other micro-batches. With --fp4-param-gather
@@ -564,7 +566,7 @@ def _fp8_post_gather_ops(model: ModelConfig, par: ParallelConfig, stage: int,
     held = dense + expert
     it = Phase.ITERATION
     if par.fp8_recipe != "mxfp8":
-        return [ComputeOp("fp8_param_transpose", -1, it, OpKind.ELEMENTWISE, (held, 1), "fp8",
+        return [ComputeOp(FP8_PARAM_TRANSPOSE_OP, -1, it, OpKind.ELEMENTWISE, (held, 1), "fp8",
                           *costs.fp8_transpose(held))]
     padded = sum(n for _, _, n, _, f in flagged if f)
     flops, nbytes = costs.fp8_cast(held, 1, "mxfp8")

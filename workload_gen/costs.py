@@ -162,7 +162,18 @@ with the amax reduction fused in. Per recipe:
 - tensorwise (current scaling): the amax must be known before the cast, a second read
   pass over the tensor (+2 B);
 - mxfp8: one e8m0 scale per 32 elements in each direction (+2/32 B: 4.0625 B);
-- blockwise: one fp32 scale per 1x128 block in each direction (+2*4/128 B)."""
+- blockwise: one fp32 scale per 1x128 block in each direction (+2*4/128 B).
+A GPU whose FP8 GEMMs take any layout (Blackwell: GpuSpec.fp8_gemm_any_layout) needs no
+transposed copy of a per-tensor (delayed, tensorwise) tensor: Transformer Engine writes the
+data alone there, one byte fewer, which the estimator leaves out at attach
+(compute_profile.estimator, ``EstimatorParams.fp8_transpose_copies``)."""
+
+
+TENSORWISE_QUANTIZE_KERNELS = 4
+"""Kernels of one FP8 current-scaling quantize: the amax buffer zeroed, the amax, the scale
+from it, then the cast (Transformer Engine ``Float8CurrentScalingQuantizer::quantize_impl``,
+common/recipe/current_scaling.cu ``zero_amax_kernel``; the same in TE 2.8 to 2.18). Delayed
+scaling's cast takes its scale from the amax history: one kernel."""
 
 
 def fp8_cast(rows: int, cols: int, recipe: str) -> tuple[float, float]:
@@ -308,7 +319,7 @@ def split_quantize_kernels(dtype: str, fp8_recipe: str, splits: int, width: int,
         return 1
     if fp8_recipe == "mxfp8":
         return round(splits * (1 + scale_buffers * mxfp8_unaligned(width, row_align, rows)))
-    return (4 if fp8_recipe == "tensorwise" else 1) * splits
+    return (TENSORWISE_QUANTIZE_KERNELS if fp8_recipe == "tensorwise" else 1) * splits
 
 
 def attention_softmax_dropout(batch: int, heads: int, sq: int, skv: int, backward: bool) -> Cost:

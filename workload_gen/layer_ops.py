@@ -246,6 +246,12 @@ class _Emitter:
         return self.key.dtype == "fp8" and self.key.fp8_recipe == "mxfp8"
 
     @property
+    def tensorwise(self) -> bool:
+        """The layer's GEMMs run FP8 current scaling, whose quantize is four kernels
+        (costs.TENSORWISE_QUANTIZE_KERNELS)."""
+        return self.key.dtype == "fp8" and self.key.fp8_recipe == "tensorwise"
+
+    @property
     def cast_suffix(self) -> str:
         """The name suffix of a GEMM input's quantize kernel: '.fp8_cast' or '.fp4_cast'."""
         return QUANTIZE_SUFFIX[self.key.dtype]
@@ -415,7 +421,8 @@ class _Emitter:
             kind = CollKind.REDUCE_SCATTER if key.sp else CollKind.ALL_REDUCE
             bwd.append(self.tp_coll(f"{name}_{'rs' if key.sp else 'ar'}_bwd", BWD_I, kind, m * k * B, async_default=True))
         if quantized and requantize:
-            bwd.append(self.compute(f"{name}{self.cast_suffix}", BWD_W, OpKind.ELEMENTWISE, (m, k),
+            shape = (m, k, costs.TENSORWISE_QUANTIZE_KERNELS) if self.tensorwise else (m, k)
+            bwd.append(self.compute(f"{name}{self.cast_suffix}", BWD_W, OpKind.ELEMENTWISE, shape,
                                     costs.quantize_cast(m, k, key.dtype, key.fp8_recipe), dtype="bf16"))
         fresh = self.wgrad_out_bytes
         wb = costs.wgrad_gemm(k, n, m, bi, key.grad_bytes, fresh)
@@ -434,10 +441,13 @@ class _Emitter:
     def _cast_shape(self, rows: int, cols: int, backward: bool, gathered_input: bool = False,
                     gathered_grad: bool = False) -> tuple[int, ...]:
         """The shape of a te.Linear pass's quantize op: (rows, cols), or (rows, cols, kernels)
-        under MXFP8, whose pass also launches the GEMMs' scale swizzles
-        (costs.mxfp8_swizzle_kernels) and, for an operand quantized with GEMM-swizzled scales
-        (not a sequence-parallel gather's) that is not whole 128 x 128 tiles, two memsets
-        (costs.mxfp8_unaligned); the estimator charges each kernel its launch."""
+        under FP8 current scaling (costs.TENSORWISE_QUANTIZE_KERNELS) and under MXFP8, whose
+        pass also launches the GEMMs' scale swizzles (costs.mxfp8_swizzle_kernels) and, for an
+        operand quantized with GEMM-swizzled scales (not a sequence-parallel gather's) that is
+        not whole 128 x 128 tiles, two memsets (costs.mxfp8_unaligned); the estimator charges
+        each kernel its launch."""
+        if self.tensorwise:
+            return (rows, cols, costs.TENSORWISE_QUANTIZE_KERNELS)
         if not self.mxfp8:
             return (rows, cols)
         own = gathered_grad if backward else gathered_input  # this pass's quantized operand was gathered

@@ -72,7 +72,9 @@ def test_qwen3_expert_casts_carry_their_kernels_and_pay_a_launch_each():
     p = load_params("h100-sxm")
     for op in casts:
         assert explain(op, "h100-sxm", p).launch_s == pytest.approx(32 * p.launch_overhead_s)
-    # the dense layers' casts stay one kernel (shape tokens x width)
+    # a dense layer's cast is one quantize: its four kernels (tokens x width x 4)
     dense = [op for _, _, op in w.ops() if type(op) is ComputeOp and op.name.endswith(".fp8_cast")
              and not op.name.startswith("expert_")]
-    assert dense and all(len(op.shape) == 2 for op in dense)
+    assert dense and all(len(op.shape) == 3 and op.shape[2] == 4 for op in dense)
+    for op in dense:
+        assert explain(op, "h100-sxm", p).launch_s == pytest.approx(4 * p.launch_overhead_s)

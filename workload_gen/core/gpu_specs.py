@@ -43,6 +43,16 @@ class GpuSpec:
     sibling at another limit sustains a different fraction of its peak
     (compute_profile.estimator.power_scaled_throughput)."""
 
+    @property
+    def fp8_gemm_any_layout(self) -> bool:
+        """cuBLAS runs FP8 GEMMs in non-TN layouts on this GPU (compute capability 10.x or 13+;
+        Hopper takes TN only), so Transformer Engine keeps a per-tensor fp8 tensor as its data
+        alone, which serves the transposed use too (TE ``is_non_tn_fp8_gemm_supported``,
+        pytorch/utils.py, v2.14; quantizer.cpp: ``with_transpose = columnwise_usage &&
+        !is_non_tn_fp8_gemm_supported``): no transpose copy is written or kept."""
+        cc = self.compute_capability
+        return (10, 0) <= cc < (12, 0) or cc >= (13, 0)
+
     def peak(self, dtype: str) -> float:
         try:
             return self.peak_flops[dtype]

@@ -34,6 +34,9 @@ def _divisors(n: int) -> str:
 
 
 FP8_RECIPES = ("delayed", "tensorwise", "mxfp8", "blockwise")
+PER_TENSOR_FP8 = ("delayed", "tensorwise")
+"""The fp8 recipes with one scale per tensor (Transformer Engine's Float8Tensor): their data
+serves the transposed use where FP8 GEMMs take any layout (GpuSpec.fp8_gemm_any_layout)."""
 FP4_RECIPES = ("nvfp4", "custom")
 """Megatron's --fp4-recipe choices (TransformerConfig.fp4_recipe, the same at 2edffadb and
 HEAD): nvfp4 is Transformer Engine's NVFP4BlockScaling; custom loads a user's quantizer

@@ -109,6 +109,13 @@ workload_gen.layer_ops). An expert GEMM's (``expert_fc1.fp8_cast``) stands for T
 Engine's ``split_quantize``: one quantize per local expert, each with its own output tensors
 and Python object, which the host pays per expert (engine.host_launch)."""
 
+FP8_WEIGHT_CAST_OP = "fp8_weight_cast"
+"""The per-step quantize of the cached fp8 weights (workload_gen.builder, without
+--fp8-param-gather)."""
+FP8_PARAM_TRANSPOSE_OP = "fp8_param_transpose"
+"""The per-step transpose of the gathered per-tensor fp8 weights (workload_gen.builder, with
+--fp8-param-gather): made only where FP8 GEMMs take the TN layout alone (GpuSpec.fp8_gemm_any_layout)."""
+
 SHARED_EXPERT_PREFIX = "shared_"
 """Name prefix of an MoE layer's shared-expert ops (``shared_fc1``, its activation,
 ``shared_fc2``, their casts: workload_gen.layer_ops); the EP overlap's combined pass moves them
