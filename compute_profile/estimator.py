@@ -144,7 +144,7 @@ class EstimatorParams:
     """A per-tensor fp8 quantize writes the transposed copy too (FP8 GEMMs take the TN layout
     only: Hopper), as the workload's cast bytes count it; False where they take any layout
     (set at attach for a delayed or current-scaling run on such a GPU:
-    compute_profile.attaching.gpu_recipe_params), and :func:`explain` leaves that write out."""
+    compute_profile.attaching.fp8_run_params), and :func:`explain` leaves that write out."""
 
     def launch_count(self, kind: str, phase: str) -> int:
         table = dict(self.launches)

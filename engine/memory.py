@@ -166,7 +166,7 @@ from typing import Literal
 from engine.schedules import SCHEDULES
 from workload_gen.costs import NVFP4_GEMM_IN_BYTES
 from workload_gen.core.errors import ConfigError
-from workload_gen.core.gpu_specs import get_gpu
+from workload_gen.core.gpu_specs import GpuSpec, get_gpu
 from workload_gen.core.model_config import ModelConfig
 from workload_gen.core.moe_capacity import routed_copies
 from workload_gen.core.moe_dispatch import rank_hit_probability
@@ -205,15 +205,15 @@ FP8_WEIGHT_COPY_BYTES = {
 take only the TN layout (Hopper); :func:`fp8_weight_copy_bytes` gives a GPU's."""
 
 
-def _fp8_any_layout(gpu: str) -> bool:
-    """GpuSpec.fp8_gemm_any_layout for ``gpu``; an unknown or unset GPU counts as Hopper (the
-    transpose kept: the larger estimate)."""
+def _known_gpu(gpu: str) -> GpuSpec | None:
+    """The spec of the workload's GPU, or None when it is unset or not a preset (a user's
+    own name): the memory terms that depend on the GPU then take Hopper's values."""
     if not gpu:
-        return False
+        return None
     try:
-        return get_gpu(gpu).fp8_gemm_any_layout
+        return get_gpu(gpu)
     except ConfigError:
-        return False
+        return None
 
 
 def fp8_weight_copy_bytes(recipe: str, gpu: str) -> float:
@@ -221,7 +221,8 @@ def fp8_weight_copy_bytes(recipe: str, gpu: str) -> float:
     :data:`FP8_WEIGHT_COPY_BYTES`, except a per-tensor recipe's 1 byte (the data, no transpose)
     where FP8 GEMMs take any layout (GpuSpec.fp8_gemm_any_layout). MXFP8 and blockwise keep both
     directions everywhere: their block scales run along one axis of each copy."""
-    if recipe in PER_TENSOR_FP8 and _fp8_any_layout(gpu):
+    spec = _known_gpu(gpu)  # unknown: Hopper's transpose kept, the larger estimate
+    if recipe in PER_TENSOR_FP8 and spec is not None and spec.fp8_gemm_any_layout:
         return 1.0
     return FP8_WEIGHT_COPY_BYTES[recipe]
 
@@ -284,12 +285,8 @@ def weight_bytes(workload: Workload, stage: int) -> float:
 
 def _sm90_or_newer(gpu: str) -> bool:
     """Workspace sizes change at Hopper; an unknown or unset GPU counts as Hopper or newer."""
-    if not gpu:
-        return True
-    try:
-        return "fp8" in get_gpu(gpu).peak_flops
-    except ConfigError:
-        return True
+    spec = _known_gpu(gpu)
+    return spec is None or "fp8" in spec.peak_flops
 
 
 def userbuffer_bytes(model: ModelConfig, par: ParallelConfig) -> float:
