@@ -421,8 +421,7 @@ class _Emitter:
             kind = CollKind.REDUCE_SCATTER if key.sp else CollKind.ALL_REDUCE
             bwd.append(self.tp_coll(f"{name}_{'rs' if key.sp else 'ar'}_bwd", BWD_I, kind, m * k * B, async_default=True))
         if quantized and requantize:
-            shape = (m, k, costs.TENSORWISE_QUANTIZE_KERNELS) if self.tensorwise else (m, k)
-            bwd.append(self.compute(f"{name}{self.cast_suffix}", BWD_W, OpKind.ELEMENTWISE, shape,
+            bwd.append(self.compute(f"{name}{self.cast_suffix}", BWD_W, OpKind.ELEMENTWISE, self._plain_cast_shape(m, k),
                                     costs.quantize_cast(m, k, key.dtype, key.fp8_recipe), dtype="bf16"))
         fresh = self.wgrad_out_bytes
         wb = costs.wgrad_gemm(k, n, m, bi, key.grad_bytes, fresh)
@@ -438,6 +437,11 @@ class _Emitter:
                                     costs.bias_grad(rows, n, B), dtype="bf16"))
         self.add(fwd, bwd)
 
+    def _plain_cast_shape(self, rows: int, cols: int) -> tuple[int, ...]:
+        """A quantize op's shape without MXFP8's scale kernels: (rows, cols), with FP8 current
+        scaling's kernel count as a third entry (costs.TENSORWISE_QUANTIZE_KERNELS)."""
+        return (rows, cols, costs.TENSORWISE_QUANTIZE_KERNELS) if self.tensorwise else (rows, cols)
+
     def _cast_shape(self, rows: int, cols: int, backward: bool, gathered_input: bool = False,
                     gathered_grad: bool = False) -> tuple[int, ...]:
         """The shape of a te.Linear pass's quantize op: (rows, cols), or (rows, cols, kernels)
@@ -446,10 +450,8 @@ class _Emitter:
         operand quantized with GEMM-swizzled scales (not a sequence-parallel gather's) that is
         not whole 128 x 128 tiles, two memsets (costs.mxfp8_unaligned); the estimator charges
         each kernel its launch."""
-        if self.tensorwise:
-            return (rows, cols, costs.TENSORWISE_QUANTIZE_KERNELS)
         if not self.mxfp8:
-            return (rows, cols)
+            return self._plain_cast_shape(rows, cols)
         own = gathered_grad if backward else gathered_input  # this pass's quantized operand was gathered
         memsets = 0 if own else 2 * int(costs.mxfp8_unaligned(cols, 0, rows))
         return (rows, cols, 1 + memsets + costs.mxfp8_swizzle_kernels(backward, gathered_input, gathered_grad))
