@@ -26,7 +26,7 @@ from pathlib import Path
 
 from compute_profile.db import ProfileDB, ProfileRow
 from compute_profile.estimator import EstimatorParams, explain, load_params
-from compute_profile.keys import NAMED_KINDS, key_variant, parse_shape, profile_phase, shape_key
+from compute_profile.keys import NAMED_KINDS, key_variant, parse_shape, profile_phase, reads_fp8_rows, shape_key
 from formats.gc_pause import no_cyclic_gc
 from workload_gen.core.errors import ConfigError
 from workload_gen.core.gpu_specs import GpuSpec, get_gpu
@@ -96,17 +96,21 @@ class TimeResolver:
     """
 
     def __init__(self, gpu: GpuSpec | str, db: ProfileDB | None = None,
-                 params: EstimatorParams | None = None) -> None:
+                 params: EstimatorParams | None = None, *, fp8_recipe: str = "delayed") -> None:
+        """``fp8_recipe``: the run's FP8 recipe; a block-scaled one's GEMMs do not take the
+        database's fp8 rows, which are per-tensor kernels (compute_profile.keys.reads_fp8_rows)."""
         self.spec = gpu if isinstance(gpu, GpuSpec) else get_gpu(gpu)
         self.params = params if params is not None else load_params(self.spec.name)
         self.db = db
+        self.fp8_recipe = fp8_recipe
         self._families: dict[tuple[str, str, str], dict[str, ProfileRow]] = {}
         self._cache: dict[tuple, tuple[float, TimeSource]] = {}
 
     def _family(self, kind: str, phase: str, dtype: str) -> dict[str, ProfileRow]:
         fam = self._families.get((kind, phase, dtype))
         if fam is None:
-            fam = self.db.family(self.spec.name, kind, phase, dtype) if self.db is not None else {}
+            usable = self.db is not None and (dtype != "fp8" or reads_fp8_rows(kind, self.fp8_recipe))
+            fam = self.db.family(self.spec.name, kind, phase, dtype) if usable else {}
             self._families[(kind, phase, dtype)] = fam
         return fam
 
@@ -261,7 +265,7 @@ def attach(workload: Workload, gpu: str, db: ProfileDB | str | Path | None = Non
         if par.dtype == "fp8":
             spec = get_gpu(gpu)
             params = fp8_run_params(params if params is not None else load_params(spec.name), par.fp8_recipe, spec)
-        resolver = TimeResolver(gpu, db, params)
+        resolver = TimeResolver(gpu, db, params, fp8_recipe=par.fp8_recipe)
         totals = {s: 0.0 for s in TimeSource}
         nmb = workload.parallel.num_microbatches
         n_ops = 0

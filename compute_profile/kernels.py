@@ -13,7 +13,9 @@ GEMMs use the layouts Megatron's linear layers run (weights stored [out, in]):
 
 with (m, n, k) the op's own shape (the workload already lists dgrad and wgrad GEMMs with
 their shapes). Grouped GEMMs run as ``torch.bmm`` over the groups (equal tokens per
-expert, as the workload assumes), in the same layouts.
+expert, as the workload assumes), in the same layouts. FP8 GEMMs of the per-tensor recipes
+run through ``torch._scaled_mm`` in cuBLASLt's TN layout, one call per expert for a grouped
+one (:func:`fp8_gemm_bench`).
 
 torch is imported by the caller (compute_profile.measure) and passed in, so importing this
 module costs nothing on the analytical path.
@@ -94,10 +96,55 @@ def gemm_bench(torch: Any, m: int, n: int, k: int, phase: Phase, dt: Any, dev: A
     return Bench(lambda: mm(tr(a), b), note="TN")
 
 
+FP8_ALIGN = 16
+"""cuBLASLt's FP8 GEMMs need K and N in multiples of 16 (torch._scaled_mm checks it on CUDA);
+Transformer Engine pads each expert's rows to 16 for the same reason (its Fp8Padding)."""
+
+
+def _aligned(x: int) -> int:
+    return -(-x // FP8_ALIGN) * FP8_ALIGN
+
+
+def fp8_gemm_bench(torch: Any, m: int, n: int, k: int, phase: Phase, dev: Any, groups: int = 0) -> Bench:
+    """A per-tensor-scaled FP8 GEMM (or ``groups`` of them, one call per expert), as Transformer
+    Engine runs the delayed and current scaling recipes: one cuBLASLt FP8 GEMM with a scalar
+    scale per operand (``torch._scaled_mm``), bf16 output.
+
+    Why TN in every phase: Hopper's FP8 tensor cores take only the TN layout, so TE quantizes
+    a transposed copy of each operand the dgrad and wgrad GEMMs read (the workload prices those
+    copies in its quantize ops) and every FP8 GEMM is Y[m,n] = A[m,k] @ B[n,k]^T. Formats are
+    Megatron's ``--fp8-format hybrid`` (NVIDIA's recipes): E4M3 in the forward, the gradient
+    operand in E5M2 in the backward (dgrad: dY x W; wgrad: X^T x dY^T). A grouped GEMM runs
+    one GEMM per expert in turn, as TE's grouped GEMM does on Hopper (one cuBLAS call per
+    expert), so per-call costs are in the time. Block-scaled recipes (MXFP8, blockwise) are
+    other kernels and are not measured here (compute_profile.measure)."""
+    e4m3, e5m2 = torch.float8_e4m3fn, torch.float8_e5m2
+    fmt_a, fmt_b = {Phase.FWD: (e4m3, e4m3), Phase.BWD_INPUT: (e5m2, e4m3)}.get(phase, (e4m3, e5m2))
+    kp, np_ = _aligned(k), _aligned(n)
+    count = max(1, groups)
+    a = [torch.randn(m, kp, device=dev).to(fmt_a) for _ in range(count)]
+    b = [torch.randn(np_, kp, device=dev).to(fmt_b) for _ in range(count)]
+    one = torch.ones((), device=dev)
+
+    def step() -> Any:
+        out = None
+        for x, w in zip(a, b):
+            out = torch._scaled_mm(x, w.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+        return out
+
+    pad = f", K/N padded to {kp}/{np_}" if (kp, np_) != (k, n) else ""
+    formats = "e4m3 x e4m3" if fmt_a is fmt_b else ("e5m2 x e4m3" if fmt_a is e5m2 else "e4m3 x e5m2")
+    loop = f", {count} calls (one per expert)" if groups else ""
+    return Bench(step, note=f"fp8 per-tensor _scaled_mm TN {formats}{loop}{pad}", leaves=tuple(a + b))
+
+
 def build_bench(torch: Any, kind: OpKind, phase: Phase, shape: tuple[int, ...], dtype: str, name: str,
                 dev: Any, *, normalization: str = "layernorm", topk: int = 2) -> Bench:
     """The benchmark of one op key on device ``dev``."""
     F = torch.nn.functional
+    if dtype == "fp8" and kind in (OpKind.GEMM, OpKind.GROUPED_GEMM):
+        g, (m, n, k) = (shape[0], shape[1:4]) if kind is OpKind.GROUPED_GEMM else (0, shape[:3])
+        return fp8_gemm_bench(torch, m, n, k, phase, dev, groups=g)
     dt = torch_dtype(torch, dtype)
 
     def leaf(*size: int, dtype: Any = dt) -> Any:

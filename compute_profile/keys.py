@@ -14,10 +14,22 @@ A key is (gpu, kind, shape_key, dtype, phase):
 """
 from __future__ import annotations
 
+from workload_gen.core.parallel_config import PER_TENSOR_FP8
 from workload_gen.core.records import ComputeOp, OpKind, Phase
 
 NAMED_KINDS: frozenset[OpKind] = frozenset({OpKind.ELEMENTWISE})
 """Kinds whose shape key carries the op name, because the kind alone does not fix the function."""
+FP8_GEMM_KINDS: frozenset[OpKind] = frozenset({OpKind.GEMM, OpKind.GROUPED_GEMM})
+"""Kinds whose fp8 rows are per-tensor-scaled GEMMs: cuBLASLt's FP8 GEMM with one scale per
+operand, which Transformer Engine's delayed and current scaling recipes run and
+``compute-profile measure`` times. A block-scaled recipe's GEMM (MXFP8, blockwise) of the same
+shape is another kernel, so attach does not read these rows for it (:func:`reads_fp8_rows`)."""
+
+
+def reads_fp8_rows(kind: OpKind | str, fp8_recipe: str) -> bool:
+    """Whether an fp8 op of ``kind`` in a run with ``fp8_recipe`` may take the database's fp8
+    rows: not for a block-scaled recipe's GEMMs (:data:`FP8_GEMM_KINDS`)."""
+    return OpKind(kind) not in FP8_GEMM_KINDS or fp8_recipe in PER_TENSOR_FP8
 
 
 def profile_phase(phase: Phase | str) -> Phase:

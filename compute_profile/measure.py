@@ -11,6 +11,11 @@ never overlaps the previous one), ``time.perf_counter`` on the CPU. The stored t
 median; ``min_s``/``max_s`` keep the spread. On the CPU, a call slower than
 ``slow_call_s`` cuts the repeats to 3, so a mistakenly large shape costs seconds, not hours.
 
+FP8 runs: the GEMMs of a per-tensor recipe (delayed or current scaling) are measured as the
+FP8 GEMM Transformer Engine calls, cuBLASLt's with one scale per operand (``torch._scaled_mm``,
+compute_profile.kernels.fp8_gemm_bench), on a device with FP8 tensor cores; block-scaled
+recipes' GEMMs (MXFP8, blockwise) are skipped with the reason and left to the estimator.
+
 The optimizer step is measured on a shard of at most ``optimizer_max_params`` fp32
 elements and scaled linearly to the stage's shard (Adam is a streaming, memory-bound
 kernel: time is proportional to elements once launch overhead is negligible, i.e. beyond a
@@ -31,13 +36,15 @@ from typing import Any, TextIO
 
 from compute_profile.db import ProfileRow
 from compute_profile.kernels import adam_bench, build_bench  # no torch at import: it is passed in
-from compute_profile.keys import profile_phase, shape_key
+from compute_profile.keys import FP8_GEMM_KINDS, profile_phase, reads_fp8_rows, shape_key
 from workload_gen.core.errors import ConfigError, TrainsimError
 from workload_gen.core.gpu_specs import GPUS, get_gpu
 from workload_gen.core.record import record
 from workload_gen.core.records import ComputeOp, OpKind, Phase, Workload
 
 MEASURED_DTYPES = frozenset({"bf16", "fp16", "fp32"})
+FP8_MIN_CAPABILITY = (8, 9)
+"""FP8 tensor cores: Ada (8.9), Hopper (9.0) and newer; cuBLASLt has no FP8 GEMM below."""
 
 
 @record
@@ -227,11 +234,15 @@ def _measure(torch: Any, workload: Workload, gpu: str | None, device: str, repea
     topk = workload.model.moe_router_topk
 
     cases = collect_cases(workload)
+    fp8_refusal = _fp8_refusal(torch, dev, workload.parallel.fp8_recipe)
     todo, skipped = [], []
     for c in cases:
+        fp8_gemm = c.dtype == "fp8" and c.kind in FP8_GEMM_KINDS
         if c.kind is OpKind.OPTIMIZER and not c.shape[0]:
             skipped.append((c, "fixed host work of the step, not a kernel (estimator: step_overhead_s)"))
-        elif c.dtype not in MEASURED_DTYPES:
+        elif fp8_gemm and fp8_refusal:
+            skipped.append((c, fp8_refusal))
+        elif c.dtype not in MEASURED_DTYPES and not fp8_gemm:
             skipped.append((c, f"dtype {c.dtype} not measured"))
         elif max_gflop is not None and c.flops > max_gflop * 1e9:
             skipped.append((c, f"{c.flops / 1e9:.1f} GFLOP > --max-gflop {max_gflop}"))
@@ -296,6 +307,26 @@ def _measure(torch: Any, workload: Workload, gpu: str | None, device: str, repea
     return rows
 
 
+def _fp8_refusal(torch: Any, dev: Any, fp8_recipe: str) -> str:
+    """Why this run's FP8 GEMMs cannot be measured here ('' when they can).
+
+    Only the per-tensor recipes (delayed and current scaling) are measured: their GEMM is
+    cuBLASLt's FP8 GEMM with one scale per operand, which ``torch._scaled_mm`` calls.
+    MXFP8 and blockwise GEMMs apply a scale per block inside the kernel; torch has no call
+    for them on every GPU, and a per-tensor time stored under their key would be another
+    kernel's (attach does not use fp8 rows for them: compute_profile.attaching)."""
+    if not reads_fp8_rows(OpKind.GEMM, fp8_recipe):
+        return f"{fp8_recipe} FP8 GEMMs are block-scaled kernels; only per-tensor ones are measured (estimator)"
+    if not hasattr(torch, "_scaled_mm") or not hasattr(torch, "float8_e4m3fn"):
+        return f"torch {torch.__version__} has no FP8 GEMM (torch._scaled_mm)"
+    if getattr(dev, "type", "") == "cuda":
+        cap = torch.cuda.get_device_capability(dev)
+        if tuple(cap) < FP8_MIN_CAPABILITY:
+            need = ".".join(map(str, FP8_MIN_CAPABILITY))
+            return f"FP8 GEMMs need compute capability {need}+ (FP8 tensor cores); this GPU is {cap[0]}.{cap[1]}"
+    return ""
+
+
 def _short_reason(why: str) -> str:
     if why.startswith("fixed host work"):
         return "host work, not kernels"
@@ -303,4 +334,8 @@ def _short_reason(why: str) -> str:
         return "beyond --max-ops"
     if "--max-gflop" in why:
         return "above --max-gflop"
+    if "block-scaled" in why:
+        return "block-scaled FP8 GEMMs"
+    if "FP8 GEMM" in why:
+        return "FP8 GEMMs unsupported here"
     return why
