@@ -90,13 +90,15 @@ def test_weights_are_cast_once_per_step():
 
 def test_nvfp4_gemm_is_bf16_time_over_fp4_speedup_at_a_large_shape():
     """At 8192^3 on B200 both GEMMs are compute-bound with the same shape efficiency, so the
-    compute term is the bf16 one over gemm.fp4_speedup (4.0: 9 / 2.25 PFLOP/s dense)."""
+    compute term is the bf16 one over gemm.fp4_speedup (3.48: Transformer Engine's GEMM guide,
+    13.102 ms of BF16 GEMMs against 3.764 ms of NVFP4 ones for one layer on Blackwell; below the
+    datasheet's 9 / 2.25 PFLOP/s dense = 4.0)."""
     n = 8192
     bf16 = ComputeOp("fc1", 0, Phase.FWD, OpKind.GEMM, (n, n, n), "bf16", *costs.gemm(n, n, n, 2, 2))
     fp4 = ComputeOp("fc1", 0, Phase.FWD, OpKind.GEMM, (n, n, n), "fp4",
                     *costs.gemm(n, n, n, costs.NVFP4_GEMM_IN_BYTES, 2))
     speedup = load_params("b200").gemm.fp4_speedup
-    assert speedup == 4.0
+    assert speedup == pytest.approx(13.102 / 3.764, abs=2e-3) and speedup < 9 / 2.25
     e_bf16, e_fp4 = explain(bf16, "b200"), explain(fp4, "b200")
     assert not e_fp4.memory_bound
     assert e_fp4.compute_s == pytest.approx(e_bf16.compute_s / speedup)
