@@ -173,6 +173,17 @@ def _positive(src: str, field: str, value: Any, upper: float | None = None) -> f
     return float(value)
 
 
+def _datasheet_fp4_ratio(gpu: str) -> float:
+    """The most an NVFP4 GEMM can gain over a BF16 one on ``gpu``: its datasheet's dense FP4 over
+    BF16 peak (4 on B200 and GB200, 6 on Blackwell Ultra), 4 where the spec has no FP4 peak.
+    ``gemm.fp4_speedup`` above it would claim more than the tensor cores do."""
+    try:
+        peaks = get_gpu(gpu).peak_flops
+    except ConfigError:
+        return 4.0
+    return peaks["fp4"] / peaks["bf16"] if "fp4" in peaks and peaks.get("bf16") else 4.0
+
+
 def _nonnegative(src: str, field: str, value: Any, upper: float | None = None) -> float:
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= 0 or math.isinf(value) or (
             upper is not None and value > upper):
@@ -198,7 +209,7 @@ def params_from_dict(gpu: str, raw: dict[str, Any], src: str = "estimator parame
             gemm=GemmParams(
                 max_efficiency=_positive(src, "gemm.max_efficiency", g["max_efficiency"], 1.0),
                 fp8_speedup=_positive(src, "gemm.fp8_speedup", g.get("fp8_speedup", 2.0), 2.0),
-                fp4_speedup=_positive(src, "gemm.fp4_speedup", g.get("fp4_speedup", 4.0), 4.0),
+                fp4_speedup=_positive(src, "gemm.fp4_speedup", g.get("fp4_speedup", 4.0), _datasheet_fp4_ratio(gpu)),
                 k_overhead=float(g["k_overhead"]),
                 fp8_k_overhead=float(g.get("fp8_k_overhead", g["k_overhead"])),
                 grouped_efficiency=_positive(src, "gemm.grouped_efficiency", g["grouped_efficiency"], 1.0),

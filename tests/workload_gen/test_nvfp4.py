@@ -255,3 +255,26 @@ def test_first_last_layers_bf16_acts_under_fp8_too():
                if op.kind is OpKind.GEMM and op.dtype == "fp8") for layer in range(4)]
     assert fp8 == [0, 12, 12, 0]
     assert not [op for op in layer_ops(w, 0, "fwd") if op.name.endswith(".fp8_cast")]
+
+
+def test_fp4_speedup_is_bounded_by_each_gpus_datasheet(tmp_path):
+    """A parameter file may set an NVFP4 gain up to the GPU's datasheet dense FP4 / BF16 (B200
+    9 / 2.25 = 4; Blackwell Ultra 15 / 2.5 = 6), to try the datasheet's claim, not beyond."""
+    import yaml
+
+    from compute_profile.estimator import PARAMS_PATH
+    from workload_gen.core.errors import ConfigError
+
+    def with_value(gpu: str, value: float) -> str:
+        data = yaml.safe_load(PARAMS_PATH.read_text())
+        data["gpus"].setdefault(gpu, {}).setdefault("gemm", {})["fp4_speedup"] = value
+        path = tmp_path / f"{gpu}-{value}.yaml"
+        path.write_text(yaml.safe_dump(data))
+        return str(path)
+
+    assert load_params("gb300", with_value("gb300", 6.0)).gemm.fp4_speedup == 6.0
+    assert load_params("b200", with_value("b200", 4.0)).gemm.fp4_speedup == 4.0
+    with pytest.raises(ConfigError, match="fp4_speedup.*<= 4.0"):
+        load_params("b200", with_value("b200", 4.5))
+    with pytest.raises(ConfigError, match="fp4_speedup.*<= 6.0"):
+        load_params("gb300", with_value("gb300", 6.5))
