@@ -114,7 +114,8 @@ def fp8_gemm_bench(torch: Any, m: int, n: int, k: int, phase: Phase, dev: Any, g
     a transposed copy of each operand the dgrad and wgrad GEMMs read (the workload prices those
     copies in its quantize ops) and every FP8 GEMM is Y[m,n] = A[m,k] @ B[n,k]^T. Formats are
     Megatron's ``--fp8-format hybrid`` (NVIDIA's recipes): E4M3 in the forward, the gradient
-    operand in E5M2 in the backward (dgrad: dY x W; wgrad: X^T x dY^T). A grouped GEMM runs
+    operand in E5M2 in the backward (dgrad: dY x W; wgrad: X^T x dY^T); the workload does not
+    record the format, and ``e4m3`` runs E4M3 there on the same tensor-core path. A grouped GEMM runs
     one GEMM per expert in turn, as TE's grouped GEMM does on Hopper (one cuBLAS call per
     expert), so per-call costs are in the time. Block-scaled recipes (MXFP8, blockwise) are
     other kernels and are not measured here (compute_profile.measure)."""
