@@ -55,6 +55,10 @@ rack, 72 GPUs in one NVLink domain; B300: an 8-GPU DGX node)."""
 
 PAIR_KEY = ("release", "model", "gpu", "gpus", "tp", "pp", "vp", "cp", "ep", "etp", "mbs", "gbs", "seq")
 """Columns two runs share to count as the same layout in a precision pair."""
+NVL72_PRESETS = ("gb200-nvl72", "gb300-nvl72")
+"""The rows issue 28's step-time goals are stated on (every GB200/GB300 row)."""
+GAIN_TOLERANCE = 0.10
+"""Issue 28's NVFP4 goal: the predicted BF16/MXFP8/FP8 -> NVFP4 gain within 10% (relative)."""
 
 
 def precision_label(row: dict[str, str]) -> str:
@@ -139,6 +143,25 @@ def pairs(rows: list[dict[str, str]], outcomes: list[Outcome]) -> list[tuple[str
     return found
 
 
+def rack_summary(ran: list[tuple[dict[str, str], Outcome]]) -> str:
+    """Issue 28's step-time goals on the GB200 and GB300 rows together ('' without such rows)."""
+    errs = [o.error for row, o in ran if SYSTEMS[row["gpu"]] in NVL72_PRESETS]
+    if not errs:
+        return ""
+    beyond = sum(abs(e) > BANDS[1] for e in errs)
+    return (summary_line("gb200+gb300", errs) + f"; beyond {BANDS[1]:.0%}: {beyond} "
+            f"(issue 28's set: median <= {BANDS[0]:.0%}, every run <= {BANDS[1]:.0%})")
+
+
+def gains_within(found: list[tuple[str, str, float, float | None]]) -> str:
+    """How many predicted NVFP4 gains (:func:`pairs`) lie within issue 28's 10% of the measured ('' if none ran)."""
+    priced = [(m, p) for _, _, m, p in found if p is not None]
+    if not priced:
+        return ""
+    within = sum(abs(p / m - 1) <= GAIN_TOLERANCE for m, p in priced)
+    return f"  within {GAIN_TOLERANCE:.0%} of the measured gain (issue 28's NVFP4 goal): {within} of {len(priced)}"
+
+
 def summary_line(label: str, errs: list[float]) -> str:
     return (f"{label:18s} |error| median {statistics.median(map(abs, errs)):.1%}, max {max(map(abs, errs)):.1%}; "
             f"signed median {statistics.median(errs):+.1%} ({len(errs)} runs)")
@@ -176,6 +199,9 @@ def _check_all(args: argparse.Namespace) -> int:
             print(summary_line(preset, errs))
         elif n:
             print(f"{preset:18s} none of its {n} runs ran")
+    line = rack_summary(ran)
+    if line:
+        print(line)
     if ran:
         print(host_summary([o for _, o in ran]))
     print(memory_summary([o for _, o in ran], "runs"))
@@ -184,6 +210,9 @@ def _check_all(args: argparse.Namespace) -> int:
     for label, which, measured, predicted in found:
         pred = f"{predicted:.3f}x" if predicted is not None else "n/a (a run of the pair did not run)"
         print(f"  {label:45s} measured {measured:.3f}x, predicted {pred}  ({which})")
+    line = gains_within(found)
+    if line:
+        print(line)
     report_system_pairs(rows, outcomes, simulate=not args.no_simulate)
     reasons: dict[str, int] = {}
     for o in refused:

@@ -224,3 +224,24 @@ def test_system_pairs_print_measured_ratios_without_simulating(rack, rows, capsy
              / step["rack_recipes/bridge-26.02-deepseek-v3-b300-256gpu-mxfp8.args"])
     assert any(ln.split()[:4] == ["deepseek-v3", "26.02", "256", "GPUs"] and "b200" in ln and "-> b300" in ln
                and f"measured {ratio:.3f}x" in ln for ln in lines)
+
+
+def test_issue_28s_set_and_gain_goal_are_counted_as_stated(rack):
+    """The 'gb200+gb300' line takes the NVL72 rows only (B300 is an 8-GPU node) and counts the rows
+    beyond 15%; a gain is within the goal when predicted / measured - 1 is at most 10% either way."""
+    from check_recipes import Outcome
+
+    def ran(gpu: str, pred: float, meas: float):
+        return {"gpu": gpu}, Outcome("r", "ran", "", meas, pred)
+
+    rows = [ran("DGX-GB200", 10.0, 10.0), ran("DGX-GB300", 12.0, 10.0), ran("DGX-GB300", 8.0, 10.0),
+            ran("DGX-B300", 20.0, 10.0)]
+    line = rack.rack_summary(rows)
+    # |errors| 0, 20%, 20% (B300's +100% left out): median 20%, max 20%, two beyond 15%
+    assert line.startswith("gb200+gb300") and "median 20.0%, max 20.0%" in line and "(3 runs)" in line
+    assert "beyond 15%: 2" in line
+    assert rack.rack_summary([ran("DGX-B300", 1.0, 1.0)]) == ""
+    found = [("a", "x", 1.30, 1.42), ("b", "x", 1.30, 1.44), ("c", "x", 1.50, 1.36), ("d", "x", 1.5, None)]
+    # 1.42 / 1.30 = 1.092 (within), 1.44 / 1.30 = 1.108 (not), 1.36 / 1.50 = 0.907 (within); d did not run
+    assert rack.gains_within(found).endswith("2 of 3")
+    assert rack.gains_within([("d", "x", 1.5, None)]) == ""
