@@ -16,18 +16,28 @@ from collections import defaultdict
 from compute_profile.db import ProfileDB
 from compute_profile.estimator import estimate_time
 from compute_profile.keys import key_variant, parse_shape
+from workload_gen.core.errors import ConfigError
 from workload_gen.core.records import ComputeOp, OpKind, Phase
 
 
 def errors(db: ProfileDB, gpu: str, source: str = "measured") -> dict[str, list[tuple[float, float, str]]]:
-    """kind -> [(estimate_s, measured_s, label)] for the rows of ``gpu`` from ``source``."""
+    """kind -> [(estimate_s, measured_s, label)] for the rows of ``gpu`` from ``source``.
+
+    FP8 rows (per-tensor GEMMs, ``compute-profile measure``) form their own groups, ``gemm fwd
+    fp8``, since their rate is another parameter (``gemm.fp8_speedup``); rows in a dtype the GPU
+    has no tensor-core rate for (fp8 on the ``cpu`` pseudo-GPU) are left out."""
     out: dict[str, list[tuple[float, float, str]]] = defaultdict(list)
     for r in db.rows(gpu=gpu):
         if r.source != source or r.flops is None or r.bytes is None:
             continue
         op = ComputeOp(key_variant(r.shape_key) or r.kind, 0, Phase(r.phase), OpKind(r.kind),
                        parse_shape(r.shape_key), r.dtype, r.flops, r.bytes)
-        out[f"{r.kind} {r.phase}"].append((estimate_time(op, gpu), r.time_s, r.shape_key))
+        try:
+            estimate = estimate_time(op, gpu)
+        except ConfigError:
+            continue
+        group = f"{r.kind} {r.phase}" + (" fp8" if r.dtype == "fp8" else "")
+        out[group].append((estimate, r.time_s, r.shape_key))
     return out
 
 
