@@ -12,10 +12,11 @@ GEMMs use the layouts Megatron's linear layers run (weights stored [out, in]):
 - bwd-weight dW[m,n] = X[k,m]^T @ dY[k,n]         (TN)
 
 with (m, n, k) the op's own shape (the workload already lists dgrad and wgrad GEMMs with
-their shapes). Grouped GEMMs run as ``torch.bmm`` over the groups (equal tokens per
-expert, as the workload assumes), in the same layouts. FP8 GEMMs of the per-tensor recipes
-run through ``torch._scaled_mm`` in cuBLASLt's TN layout, one call per expert for a grouped
-one (:func:`fp8_gemm_bench`).
+their shapes). An experts' grouped GEMM runs as Transformer Engine's GroupedLinear does, one
+GEMM per expert over TE's four compute streams (equal tokens per expert, as the workload
+assumes; :func:`expert_gemm_bench`); other grouped GEMMs as one ``torch.bmm``. FP8 GEMMs of the
+per-tensor recipes run through ``torch._scaled_mm`` in cuBLASLt's TN layout, per expert the
+same way (:func:`fp8_gemm_bench`).
 
 torch is imported by the caller (compute_profile.measure) and passed in, so importing this
 module costs nothing on the analytical path.
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workload_gen.core.errors import ConfigError
-from workload_gen.core.records import OpKind, Phase, attention_mask
+from workload_gen.core.records import EXPERT_OP_PREFIX, OpKind, Phase, attention_mask
 
 TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 DROPOUT_P = 0.1
@@ -86,14 +87,59 @@ def gemm_bench(torch: Any, m: int, n: int, k: int, phase: Phase, dt: Any, dev: A
     if phase is Phase.FWD:
         a = torch.randn(*lead, m, k, dtype=dt, device=dev)
         b = torch.randn(*lead, n, k, dtype=dt, device=dev)
-        return Bench(lambda: mm(a, tr(b)), note="NT")
+        return Bench(lambda: mm(a, tr(b)), note="NT", leaves=(a, b))
     if phase is Phase.BWD_INPUT:
         a = torch.randn(*lead, m, k, dtype=dt, device=dev)
         b = torch.randn(*lead, k, n, dtype=dt, device=dev)
-        return Bench(lambda: mm(a, b), note="NN")
+        return Bench(lambda: mm(a, b), note="NN", leaves=(a, b))
     a = torch.randn(*lead, k, m, dtype=dt, device=dev)
     b = torch.randn(*lead, k, n, dtype=dt, device=dev)
-    return Bench(lambda: mm(tr(a), b), note="TN")
+    return Bench(lambda: mm(tr(a), b), note="TN", leaves=(a, b))
+
+
+TE_COMPUTE_STREAMS = 4
+"""Transformer Engine runs an experts' grouped GEMM as one cuBLAS GEMM per expert, expert i on
+compute stream i % 4, after the calling stream and before it continues
+(transformer_engine/common/util/multi_stream.cpp ``num_compute_streams = 4``;
+gemm/cublaslt_gemm.cu ``multi_stream_cublas_gemm``, TE 2.14)."""
+
+
+def per_expert_calls(torch: Any, dev: Any, calls: list[Callable[[], Any]]) -> Callable[[], Any]:
+    """One timed step that runs ``calls`` as Transformer Engine's grouped GEMM does: on a CUDA
+    device each on compute stream i % :data:`TE_COMPUTE_STREAMS` behind the current stream, the
+    current stream then waiting for all of them (so CUDA events on it time the whole group);
+    elsewhere in turn. Returns the last call's result."""
+    if getattr(dev, "type", "") != "cuda":
+        def step() -> Any:
+            out = None
+            for call in calls:
+                out = call()
+            return out
+        return step
+    streams = [torch.cuda.Stream(device=dev) for _ in range(min(TE_COMPUTE_STREAMS, len(calls)))]
+
+    def step_cuda() -> Any:
+        current = torch.cuda.current_stream(dev)
+        for s in streams:
+            s.wait_stream(current)
+        out = None
+        for i, call in enumerate(calls):
+            with torch.cuda.stream(streams[i % len(streams)]):
+                out = call()
+        for s in streams:
+            current.wait_stream(s)
+        return out
+    return step_cuda
+
+
+def expert_gemm_bench(torch: Any, m: int, n: int, k: int, phase: Phase, dt: Any, dev: Any, groups: int) -> Bench:
+    """An experts' grouped GEMM as Transformer Engine's GroupedLinear runs it: ``groups`` GEMMs of
+    m x n x k, one call per expert (:func:`per_expert_calls`), in the phase's layout; per-call
+    costs are in the time, as in a training step (a batched ``bmm`` would hide them)."""
+    benches = [gemm_bench(torch, m, n, k, phase, dt, dev) for _ in range(max(1, groups))]
+    step = per_expert_calls(torch, dev, [b.step for b in benches])
+    calls = f"{len(benches)} calls (one per expert" + (f", {TE_COMPUTE_STREAMS} streams)" if getattr(dev, "type", "") == "cuda" else ")")
+    return Bench(step, note=f"{benches[0].note}, {calls}", leaves=tuple(t for b in benches for t in b.leaves))
 
 
 FP8_ALIGN = 16
@@ -127,15 +173,14 @@ def fp8_gemm_bench(torch: Any, m: int, n: int, k: int, phase: Phase, dev: Any, g
     b = [torch.randn(np_, kp, device=dev).to(fmt_b) for _ in range(count)]
     one = torch.ones((), device=dev)
 
-    def step() -> Any:
-        out = None
-        for x, w in zip(a, b):
-            out = torch._scaled_mm(x, w.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
-        return out
+    def call(x: Any, w: Any) -> Callable[[], Any]:
+        return lambda: torch._scaled_mm(x, w.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
 
+    step = per_expert_calls(torch, dev, [call(x, w) for x, w in zip(a, b)])
     pad = f", K/N padded to {kp}/{np_}" if (kp, np_) != (k, n) else ""
     formats = "e4m3 x e4m3" if fmt_a is fmt_b else ("e5m2 x e4m3" if fmt_a is e5m2 else "e4m3 x e5m2")
-    loop = f", {count} calls (one per expert)" if groups else ""
+    streams = f", {TE_COMPUTE_STREAMS} streams" if getattr(dev, "type", "") == "cuda" else ""
+    loop = f", {count} calls (one per expert{streams})" if groups else ""
     return Bench(step, note=f"fp8 per-tensor _scaled_mm TN {formats}{loop}{pad}", leaves=tuple(a + b))
 
 
@@ -156,6 +201,8 @@ def build_bench(torch: Any, kind: OpKind, phase: Phase, shape: tuple[int, ...], 
         return gemm_bench(torch, m, n, k, phase, dt, dev)
     if kind is OpKind.GROUPED_GEMM:
         g, m, n, k = shape[:4]
+        if name.startswith(EXPERT_OP_PREFIX):
+            return expert_gemm_bench(torch, m, n, k, phase, dt, dev, g)
         b = gemm_bench(torch, m, n, k, phase, dt, dev, groups=g)
         b.note = f"bmm {b.note}"
         return b

@@ -97,3 +97,20 @@ def test_max_ops_and_max_gflop_limit_the_run():
     assert {r.shape_key for r in rows} == {"64x64x64", "32x32x32"}
     rows = measure_workload(w, repeats=1, warmup=0, max_ops=1, max_gflop=1.0, quiet=True)
     assert [r.shape_key for r in rows] == ["64x64x64"]
+
+
+@pytest.mark.parametrize("phase, layout", [(Phase.FWD, "NT"), (Phase.BWD_INPUT, "NN"), (Phase.BWD_WEIGHT, "TN")],
+                         ids=lambda x: getattr(x, "value", x))
+def test_an_experts_grouped_gemm_is_one_gemm_per_expert(phase, layout):
+    """Transformer Engine's GroupedLinear runs one cuBLAS GEMM per local expert (over its four
+    compute streams on a GPU), so measure times that many calls, each in the phase's layout; a
+    grouped GEMM that is not the experts' stays one batched bmm."""
+    g, m, n, k = 3, 16, 24, 40
+    b = build_bench(torch, OpKind.GROUPED_GEMM, phase, (g, m, n, k), "fp32", "expert_fc1", CPU)
+    assert b.note == f"{layout}, 3 calls (one per expert)" and len(b.leaves) == 2 * g
+    x, w = b.leaves[-2:]
+    ref = {Phase.FWD: lambda: x @ w.T, Phase.BWD_INPUT: lambda: x @ w, Phase.BWD_WEIGHT: lambda: x.T @ w}[phase]()
+    out = b.step()
+    assert out.shape == (m, n) and torch.allclose(out, ref)
+    batched = build_bench(torch, OpKind.GROUPED_GEMM, phase, (g, m, n, k), "fp32", "core_attn_bmm", CPU)
+    assert batched.note.startswith("bmm") and batched.step().shape == (g, m, n)
