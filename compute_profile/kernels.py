@@ -132,14 +132,20 @@ def per_expert_calls(torch: Any, dev: Any, calls: list[Callable[[], Any]]) -> Ca
     return step_cuda
 
 
+def _per_expert_note(count: int, dev: Any) -> str:
+    """What :func:`per_expert_calls` ran, for a row's note."""
+    streams = f", {TE_COMPUTE_STREAMS} streams" if getattr(dev, "type", "") == "cuda" else ""
+    return f"{count} calls (one per expert{streams})"
+
+
 def expert_gemm_bench(torch: Any, m: int, n: int, k: int, phase: Phase, dt: Any, dev: Any, groups: int) -> Bench:
     """An experts' grouped GEMM as Transformer Engine's GroupedLinear runs it: ``groups`` GEMMs of
     m x n x k, one call per expert (:func:`per_expert_calls`), in the phase's layout; per-call
     costs are in the time, as in a training step (a batched ``bmm`` would hide them)."""
     benches = [gemm_bench(torch, m, n, k, phase, dt, dev) for _ in range(max(1, groups))]
     step = per_expert_calls(torch, dev, [b.step for b in benches])
-    calls = f"{len(benches)} calls (one per expert" + (f", {TE_COMPUTE_STREAMS} streams)" if getattr(dev, "type", "") == "cuda" else ")")
-    return Bench(step, note=f"{benches[0].note}, {calls}", leaves=tuple(t for b in benches for t in b.leaves))
+    return Bench(step, note=f"{benches[0].note}, {_per_expert_note(len(benches), dev)}",
+                 leaves=tuple(t for b in benches for t in b.leaves))
 
 
 FP8_ALIGN = 16
@@ -179,8 +185,7 @@ def fp8_gemm_bench(torch: Any, m: int, n: int, k: int, phase: Phase, dev: Any, g
     step = per_expert_calls(torch, dev, [call(x, w) for x, w in zip(a, b)])
     pad = f", K/N padded to {kp}/{np_}" if (kp, np_) != (k, n) else ""
     formats = "e4m3 x e4m3" if fmt_a is fmt_b else ("e5m2 x e4m3" if fmt_a is e5m2 else "e4m3 x e5m2")
-    streams = f", {TE_COMPUTE_STREAMS} streams" if getattr(dev, "type", "") == "cuda" else ""
-    loop = f", {count} calls (one per expert{streams})" if groups else ""
+    loop = f", {_per_expert_note(count, dev)}" if groups else ""
     return Bench(step, note=f"fp8 per-tensor _scaled_mm TN {formats}{loop}{pad}", leaves=tuple(a + b))
 
 
