@@ -40,7 +40,7 @@ from typing import Any
 
 from workload_gen.core.errors import ConfigError
 from workload_gen.core.flops import attention_pairs
-from workload_gen.core.gpu_specs import GpuSpec, get_gpu
+from workload_gen.core.gpu_specs import GpuSpec, find_gpu, get_gpu
 from workload_gen.core.record import record
 from workload_gen.core.parallel_config import DTYPE_BYTES
 from workload_gen.core.records import (EXPERT_OP_PREFIX, FP8_PARAM_TRANSPOSE_OP, FP8_WEIGHT_CAST_OP, QUANTIZE_SUFFIX, ComputeOp,
@@ -177,10 +177,8 @@ def _datasheet_fp4_ratio(gpu: str) -> float:
     """The most an NVFP4 GEMM can gain over a BF16 one on ``gpu``: its datasheet's dense FP4 over
     BF16 peak (4 on B200 and GB200, 6 on Blackwell Ultra), 4 where the spec has no FP4 peak.
     ``gemm.fp4_speedup`` above it would claim more than the tensor cores do."""
-    try:
-        peaks = get_gpu(gpu).peak_flops
-    except ConfigError:
-        return 4.0
+    spec = find_gpu(gpu)
+    peaks = spec.peak_flops if spec is not None else {}
     return peaks["fp4"] / peaks["bf16"] if "fp4" in peaks and peaks.get("bf16") else 4.0
 
 

@@ -165,8 +165,7 @@ from typing import Literal
 
 from engine.schedules import SCHEDULES
 from workload_gen.costs import NVFP4_GEMM_IN_BYTES
-from workload_gen.core.errors import ConfigError
-from workload_gen.core.gpu_specs import GpuSpec, get_gpu
+from workload_gen.core.gpu_specs import find_gpu
 from workload_gen.core.model_config import ModelConfig
 from workload_gen.core.moe_capacity import routed_copies
 from workload_gen.core.moe_dispatch import rank_hit_probability
@@ -205,23 +204,12 @@ FP8_WEIGHT_COPY_BYTES = {
 take only the TN layout (Hopper); :func:`fp8_weight_copy_bytes` gives a GPU's."""
 
 
-def _known_gpu(gpu: str) -> GpuSpec | None:
-    """The spec of the workload's GPU, or None when it is unset or not a preset (a user's
-    own name): the memory terms that depend on the GPU then take Hopper's values."""
-    if not gpu:
-        return None
-    try:
-        return get_gpu(gpu)
-    except ConfigError:
-        return None
-
-
 def fp8_weight_copy_bytes(recipe: str, gpu: str) -> float:
     """Bytes per linear-layer parameter of a fp8 weight as TE keeps it for ``recipe`` on ``gpu``:
     :data:`FP8_WEIGHT_COPY_BYTES`, except a per-tensor recipe's 1 byte (the data, no transpose)
     where FP8 GEMMs take any layout (GpuSpec.fp8_gemm_any_layout). MXFP8 and blockwise keep both
     directions everywhere: their block scales run along one axis of each copy."""
-    spec = _known_gpu(gpu)  # unknown: Hopper's transpose kept, the larger estimate
+    spec = find_gpu(gpu)  # unset or a user's own GPU: Hopper's transpose kept, the larger estimate
     if recipe in PER_TENSOR_FP8 and spec is not None and spec.fp8_gemm_any_layout:
         return 1.0
     return FP8_WEIGHT_COPY_BYTES[recipe]
@@ -285,7 +273,7 @@ def weight_bytes(workload: Workload, stage: int) -> float:
 
 def _sm90_or_newer(gpu: str) -> bool:
     """Workspace sizes change at Hopper; an unknown or unset GPU counts as Hopper or newer."""
-    spec = _known_gpu(gpu)
+    spec = find_gpu(gpu)
     return spec is None or "fp8" in spec.peak_flops
 
 

@@ -230,6 +230,13 @@ ALIASES: dict[str, str] = {
 }
 
 
+def find_gpu(name: str) -> GpuSpec | None:
+    """The preset named ``name`` (or an alias), or None for an empty or unknown name: for terms
+    that fall back to a default where a workload names no GPU, or a user's own one."""
+    key = ALIASES.get(name.lower(), name.lower()) if isinstance(name, str) else None
+    return GPUS.get(key) if key else None
+
+
 def get_gpu(name: str) -> GpuSpec:
     if not isinstance(name, str):
         raise ConfigError("gpu", name, f"a GPU name; valid: {', '.join(sorted(GPUS) + sorted(ALIASES))}")
