@@ -103,12 +103,13 @@ def rows_from_trace(path: str | Path | list, gpu: str, *, steps: list[int] | Non
     ``gpu`` names the device the trace ran on (a GPU spec name, or ``cpu``). Ops without
     recorded shapes (traces made without ``record_shapes=True``) are skipped; a trace
     that yields no row at all is an error, so that an import never silently does nothing.
+    ``steps`` keeps only those ProfilerSteps (each must be in every rank's trace).
     """
     trace = read_kineto(path)
     samples: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
     notes: dict[tuple[str, str, str, str], str] = {}
     for rt in trace.ranks:
-        chosen = set(steps) if steps is not None else {s.number for s in rt.steps}
+        chosen = {s.number for s in (rt.pick_steps(steps) if steps is not None else rt.steps)}
         ops = [o for o in rt.ops if o.step in chosen]
         for key, dur, note in _keys(ops):
             samples[key].append(dur)

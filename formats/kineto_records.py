@@ -8,6 +8,7 @@ step), bytes.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import field, fields
 from operator import attrgetter
 
@@ -107,11 +108,28 @@ class RankTrace:
     @property
     def median_step(self) -> Step:
         """The profiled step of median duration (ties by step number)."""
+        return self.median_of(None)
+
+    def median_of(self, numbers: Iterable[int] | None) -> Step:
+        """The step of median duration among the ProfilerStep ``numbers`` (all when None;
+        ties by step number). Restricting the candidates lets one run serve as both
+        calibration (some steps) and check (the others): on a shared CPU two runs of one
+        script differ more than the model errs, two halves of one run do not."""
         if not self.steps:
             raise FormatError(self.path, None, "no ProfilerStep#N ranges; profile with torch.profiler.schedule "
                               "and call prof.step() once per iteration")
-        durs = sorted(self.steps, key=lambda s: (s.dur, s.number))
+        pool = self.steps if numbers is None else self.pick_steps(numbers)
+        durs = sorted(pool, key=lambda s: (s.dur, s.number))
         return durs[len(durs) // 2]
+
+    def pick_steps(self, numbers: Iterable[int]) -> tuple[Step, ...]:
+        """The steps with these ProfilerStep numbers; one clear error naming any absent."""
+        wanted = set(numbers)
+        have = {s.number for s in self.steps}
+        if missing := sorted(wanted - have):
+            raise FormatError(self.path, None, f"step {', '.join(map(str, missing))} not in trace (rank {self.rank}); "
+                              f"steps: {', '.join(str(s.number) for s in self.steps) or 'none'}")
+        return tuple(s for s in self.steps if s.number in wanted)
 
 
 @record

@@ -11,6 +11,7 @@ double-count overlapping kernels or streams.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -160,17 +161,16 @@ def _group_sizes(par: dict) -> dict[str, int]:
     return {g.value: group_size(layout, g) for g in (Group.TP, Group.CP, Group.PP, Group.DP, Group.EP)}
 
 
-def measured_timeline(trace: KinetoTrace, rank: int | None = None, step: int | None = None,
+def measured_timeline(trace: KinetoTrace, rank: int | None = None, step: int | Sequence[int] | None = None,
                       parallel: dict | None = None) -> Timeline:
-    """One step of one rank of a Kineto trace (default: rank 0's median step).
+    """One step of one rank of a Kineto trace (default: rank 0's median step). ``step`` is one
+    ProfilerStep number, or several: then the median-length step among them.
 
     ``parallel`` (the simulated run's sizes) names the group of a collective whose trace
     records only its group size, when exactly one group has that size.
     """
     rt = trace.rank(rank) if rank is not None else trace.ranks[0]
-    st = rt.median_step if step is None else next((s for s in rt.steps if s.number == step), None)
-    if st is None:
-        raise FormatError(rt.path, None, f"step {step} not in trace; steps: {', '.join(str(s.number) for s in rt.steps)}")
+    st = rt.median_of(None if step is None else [step] if isinstance(step, int) else step)
     sizes = _group_sizes(parallel or {})
     ops = []
     for o in rt.step_ops(st.number):
@@ -183,14 +183,14 @@ def measured_timeline(trace: KinetoTrace, rank: int | None = None, step: int | N
                     whole_trace=bool(rt.meta.get("whole_trace")))
 
 
-def load_measured(path: str | Path | list, rank: int | None = None, step: int | None = None,
+def load_measured(path: str | Path | list, rank: int | None = None, step: int | Sequence[int] | None = None,
                   parallel: dict | None = None, stage: int | None = None) -> Timeline:
     """A Kineto trace (file, per-rank files, directory), or another trainsim trace.json
     (then ``stage`` picks its pipeline stage, as for the simulated side)."""
     return load_any(path, rank, step, parallel, stage, side="measured")
 
 
-def load_any(path: str | Path | list, rank: int | None = None, step: int | None = None,
+def load_any(path: str | Path | list, rank: int | None = None, step: int | Sequence[int] | None = None,
              parallel: dict | None = None, stage: int | None = None, side: str = "measured") -> Timeline:
     """Either kind of trace on either side of a diff: a trainsim run or trace.json (``.json`` or
     ``.json.gz``; ``stage`` picks the stage) or a Kineto trace (``rank`` and ``step`` pick the

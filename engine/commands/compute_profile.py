@@ -12,7 +12,7 @@ from pathlib import Path
 
 from compute_profile.db import CsvTable, ProfileDB
 from engine.commands.parser import OneLineParser, run_cli
-from engine.commands.vocab import add_out, add_profile, add_quiet, inform
+from engine.commands.vocab import add_out, add_profile, add_quiet, inform, step_numbers
 from engine.commands.config_flags import add_config_arguments, configs_from_args
 from workload_gen.core.errors import ConfigError
 
@@ -100,9 +100,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_out(ec, metavar="FILE", help="CSV file to write (required)")
     ec.add_argument("--gpu", metavar="NAME", help="only this GPU's rows")
 
-    _import_parser(sub, "import-trace", "import kernel times from a torch profiler trace",
-                   "Import kernel times from a torch/Kineto trace via compute_profile.trace_import.rows_from_trace.",
-                   "trace file (.json or .json.gz)", "GPU the trace was recorded on")
+    t = _import_parser(sub, "import-trace", "import kernel times from a torch profiler trace",
+                       "Import kernel times from a torch/Kineto trace via compute_profile.trace_import.rows_from_trace: "
+                       "one row per key, the median of its calls.",
+                       "trace file (.json or .json.gz)", "GPU the trace was recorded on")
+    t.add_argument("--steps", type=step_numbers, metavar="N[,N...]",
+                   help="only these ProfilerSteps (e.g. 1,3,5: calibrate on the odd steps and check an even one "
+                        "with diff-trace --step 2,4,6); default every step")
 
     for name in ("stats", "show"):
         s = sub.add_parser(name, help="row counts per GPU, kind, phase and source" if name == "stats"
@@ -242,7 +246,7 @@ def _cmd_import_trace(args: argparse.Namespace) -> int:
                           "trace import is not available in this build (compute_profile.trace_import missing)") from None
     if not Path(args.file).is_file():
         raise FileNotFoundError(2, "No such file", args.file)
-    rows = rows_from_trace(args.file, args.gpu)
+    rows = rows_from_trace(args.file, args.gpu, steps=list(args.steps) if args.steps else None)
     inform(args, _put(args.profile, list(rows), args.replace))
     return 0
 

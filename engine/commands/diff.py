@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from engine.commands.parser import OneLineParser, run_cli
-from engine.commands.vocab import add_out, add_quiet, inform
+from engine.commands.vocab import add_out, add_quiet, inform, step_numbers
 from workload_gen.core.errors import ConfigError
 
 
@@ -26,7 +26,9 @@ def _trace_parser() -> argparse.ArgumentParser:
     add_out(ap, metavar="DIR", type=Path, help="directory for diff.json, diff.csv, diff_layers.csv, "
                                                 "diff_mismatches.csv and timeline.png (written atomically)")
     ap.add_argument("--rank", type=int, help="measured rank to compare (default: the first in the trace)")
-    ap.add_argument("--step", type=int, help="ProfilerStep number to compare (default: the median-length step)")
+    ap.add_argument("--step", type=step_numbers, metavar="N[,N...]",
+                    help="ProfilerStep number to compare, or several: the median-length step among them "
+                         "(default: the median-length step of the trace)")
     ap.add_argument("--stage", type=int, help="simulated pipeline stage to compare (default: 0; also picks the "
                                               "stage of REAL when it is a trainsim trace)")
     ap.add_argument("--top", type=int, default=10, help="how many single-op mismatches to list (default 10)")

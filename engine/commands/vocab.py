@@ -11,6 +11,8 @@
 ``--algorithm``    collective algorithm. ``--algo`` is a deprecated alias.
 ``-q/--quiet``     no progress and no informational lines on stderr (warnings and
                    errors still print; stdout is unchanged).
+``--step(s) N,..`` ProfilerStep numbers of a Kineto trace: one (``4``) or a list
+                   (``1,3,5``; diff-trace takes the median-length step among them).
 ``--version``      the package version (added by every parser, engine.commands.parser.OneLineParser).
 =================  =================================================================
 
@@ -68,6 +70,27 @@ def warn_unmodelled(par: Any, prog: str) -> None:
 
     for line in unmodelled(par):
         print(f"warning: {prog}: {line}", file=sys.stderr, flush=True)
+
+
+MAX_STEP_NUMBERS = 10_000
+"""Most ProfilerStep numbers one flag takes (a profile holds a handful; the limit keeps a
+runaway argument from building a huge set)."""
+
+
+def step_numbers(text: str) -> tuple[int, ...]:
+    """argparse type of ``--step``/``--steps``: ProfilerStep numbers, ``4`` or ``1,3,5``
+    (each >= 0, no repeats)."""
+    parts = text.split(",")
+    if len(parts) > MAX_STEP_NUMBERS:
+        raise argparse.ArgumentTypeError(f"{len(parts)} step numbers; at most {MAX_STEP_NUMBERS}")
+    try:
+        out = tuple(int(p) for p in parts)
+    except ValueError:
+        out = ()
+    if not out or min(out) < 0 or len(set(out)) != len(out):
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}: expected ProfilerStep numbers >= 0, one (4) or a "
+                                         "comma-separated list without repeats (1,3,5)")
+    return out
 
 
 def add_quiet(p: Any, help: str = "no progress or informational lines on stderr (warnings and errors still print)") -> None:

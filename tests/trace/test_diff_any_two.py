@@ -63,3 +63,23 @@ def test_a_simulated_trace_works_gzipped_and_on_either_side(tmp_path, capsys, gz
     a, b = (gz, REAL) if gz_first else (REAL, run / "trace.json")
     d = _diff(tmp_path, a, b, capsys)
     assert d["json"]["iteration"]["predicted_s"] > 0 and d["json"]["iteration"]["measured_s"] > 0
+
+
+@pytest.mark.parametrize(("steps", "picked"), [("1,3", 1), ("2,3", 2), ("3", 3), ("1,2,3", 1)])
+def test_step_list_takes_the_median_length_step_among_those(tmp_path, capsys, steps, picked):
+    """``--step 1,3``: the median-length step of those (the longer of two), read from the
+    trace's own ProfilerStep ranges: here 63.35, 123.0 and 60.78 ms for steps 1, 2, 3."""
+    from formats.kineto import read_kineto
+
+    durs = {s.number: s.dur for s in read_kineto(REAL).ranks[0].steps}
+    pool = sorted((durs[int(n)], int(n)) for n in steps.split(","))
+    assert pool[len(pool) // 2][1] == picked  # the rule, by hand
+    out = tmp_path / "d"
+    assert diff_trace_main([str(REAL), str(REAL), "--step", steps, "--out", str(out), "-q"]) == 0
+    it = json.loads((out / "diff.json").read_text())["iteration"]
+    assert it["predicted_s"] == it["measured_s"] == pytest.approx(durs[picked])
+
+
+def test_an_absent_step_in_the_list_is_one_line(tmp_path, capsys):
+    assert diff_trace_main([str(REAL), str(REAL), "--step", "2,9", "-q"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f"error: {REAL}: step 9 not in trace (rank 0); steps: 1, 2, 3"]

@@ -98,3 +98,35 @@ def test_rows_are_stored_under_the_name_attach_looks_up():
     with pytest.raises(ConfigError, match="gpu='nosuch' is invalid; valid: "):
         db.put(rows_from_trace(TRACE, "nosuch"))
     assert db.gpus() == ["h100-sxm"]  # nothing of the refused import was written
+
+
+def test_import_trace_steps_keeps_only_those_steps(tmp_path):
+    """``--steps 1,3``: the rows are the medians of those steps' calls alone, so a step held
+    back for checking is never its own calibration sample."""
+    from engine.commands.compute_profile import main
+
+    db = tmp_path / "cpu.sqlite"
+    assert main(["import-trace", str(TRACE), "--gpu", "cpu", "--profile", str(db), "--steps", "1,3"]) == 0
+    ops = [o for o in read_kineto(TRACE).ranks[0].ops
+           if o.category == "gemm" and o.phase == "fwd" and o.input_dims[1] == (1024, 256) and o.step in (1, 3)]
+    assert len(ops) == 6  # (2 layers + tied head) x 2 steps
+    with ProfileDB(db, create=False) as d:
+        fc1 = d.get("cpu", "gemm", "256x1024x256", "fp32", "fwd")
+        opt = [r for r in d.rows(gpu="cpu") if r.kind == "optimizer"]
+    assert fc1.repeats == 6 and fc1.time_s == pytest.approx(median(o.dur for o in ops))
+    assert len(opt) == 1 and opt[0].repeats == 2
+
+
+def test_import_trace_absent_step_is_one_line(tmp_path, capsys):
+    from engine.commands.compute_profile import main
+
+    db = tmp_path / "cpu.sqlite"
+    assert main(["import-trace", str(TRACE), "--gpu", "cpu", "--profile", str(db), "--steps", "1,7"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"error: {TRACE}: step 7 not in trace (rank 0); steps: 1, 2, 3"]
+    assert not db.exists()  # nothing written
+    for bad in ("1,1", "-1", "x", ""):
+        with pytest.raises(SystemExit) as exc:
+            main(["import-trace", str(TRACE), "--gpu", "cpu", "--profile", str(db), "--steps", bad])
+        assert exc.value.code == 2
+        assert "expected ProfilerStep numbers" in capsys.readouterr().err
