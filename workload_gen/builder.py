@@ -462,12 +462,13 @@ def _iteration_ops(model: ModelConfig, par: ParallelConfig, stage: int) -> tuple
         local = stage_params(model, par, stage)[0]
     held = stage_params(model, par, stage)[0]
     # Megatron's optimizer step around Adam: the gradient norm over this rank's main-grad
-    # shard (read once; the clip rescale is fused into Adam), then zero_grad of the whole
+    # shard (read once; the clip rescale is fused into Adam; none with --clip-grad 0), then zero_grad of the whole
     # grad buffer (write once), then the step's fixed host work (optimizer bookkeeping,
     # loss and grad-norm reductions' host syncs, timers): shape (0,) = no parameters, a fixed time
     # from the compute profile's per-iteration constant (estimator: step_overhead_s).
-    ops.append(ComputeOp("grad_norm", -1, it, OpKind.ELEMENTWISE, (local, 1), "fp32",
-                         *costs.grad_norm(local, par.grad_bytes)))
+    if par.clip_grad > 0:  # Megatron computes the norm only to clip by it
+        ops.append(ComputeOp("grad_norm", -1, it, OpKind.ELEMENTWISE, (local, 1), "fp32",
+                             *costs.grad_norm(local, par.grad_bytes)))
     fp8_params = par.fp8_param_gather
     per_tensor = fp8_params and par.fp8_recipe != "mxfp8"
     # fp8 primary weights, delayed/tensorwise: the step writes no bf16 weight for them, it casts the shard

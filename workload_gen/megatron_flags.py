@@ -123,6 +123,7 @@ PAR_VALUE_FLAGS: tuple[tuple[tuple[str, ...], str, type, tuple[str, ...] | None]
     (("--recompute-num-layers",), "recompute_num_layers", int, None),
     (("--ddp-bucket-size",), "ddp_bucket_size", int, None),
     (("--optimizer",), "optimizer", str, OPTIMIZERS),  # Megatron's adam, NeMo's optim.name
+    (("--clip-grad",), "clip_grad", float, None),
     (("--make-vocab-size-divisible-by",), "make_vocab_size_divisible_by", int, None),
     (("--wgrad-deferral-limit",), "wgrad_deferral_limit", int, None),
     # MoE and recipe options (ParallelConfig's last block; workload_gen.core.unmodelled refuses
@@ -200,7 +201,7 @@ IGNORED_MEGATRON_FLAGS: dict[str, bool] = {
     # checkpointing, kernel-fusion switches whose cost the profile measures anyway).
     "--lr": True, "--min-lr": True, "--lr-decay-style": True, "--lr-decay-iters": True,
     "--lr-warmup-iters": True, "--lr-warmup-fraction": True, "--lr-warmup-samples": True,
-    "--lr-decay-samples": True, "--weight-decay": True, "--clip-grad": True,
+    "--lr-decay-samples": True, "--weight-decay": True,
     "--adam-beta1": True, "--adam-beta2": True, "--adam-eps": True,
     "--init-method-std": True, "--train-iters": True, "--train-samples": True, "--seed": True,
     "--save": True, "--load": True, "--save-interval": True, "--eval-interval": True,

@@ -145,6 +145,11 @@ for stability; Megatron-Bridge's nemotron_3_super_bf16_with_nvfp4_mixed keeps th
     ZeRO optimizer (needs distributed_optimizer) that with bf16 weights keeps only the 16
     low bits of the fp32 master (10 bytes/param) and a full-size contiguous grad buffer
     (engine.memory gives the sources). Megatron/NeMo --optimizer, NeMo optim.name."""
+    clip_grad: float = 1.0
+    """Gradient clipping by global norm (Megatron --clip-grad, default 1.0). Megatron's optimizer
+    computes the gradient norm only when it is > 0 (MegatronOptimizer.step: ``if
+    self.config.clip_grad > 0.0: grad_norm = self.clip_grad_norm(...)``), so 0 drops the step's
+    pass over the main gradients (the builder's ``grad_norm`` op); any positive value costs the same."""
     # --- overlap switches ---------------------------------------------------------
     overlap_grad_reduce: bool = False
     overlap_param_gather: bool = False
@@ -383,6 +388,9 @@ for stability; Megatron-Bridge's nemotron_3_super_bf16_with_nvfp4_mixed keeps th
         self._check_fp4()
         if self.attention_backend not in ("flash", "unfused"):
             raise ConfigError("attention_backend", self.attention_backend, "valid: flash, unfused")
+        clip = self.clip_grad
+        if isinstance(clip, bool) or not isinstance(clip, (int, float)) or not math.isfinite(clip) or clip < 0:
+            raise ConfigError("clip_grad", clip, "must be a number >= 0 (0 turns gradient clipping off; Megatron reads a negative one as off too)")
         if self.optimizer not in OPTIMIZERS:
             raise ConfigError("optimizer", self.optimizer, f"valid: {', '.join(OPTIMIZERS)}")
         if self.optimizer == "distributed_fused_adam" and not self.distributed_optimizer:
