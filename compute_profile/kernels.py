@@ -168,8 +168,8 @@ def fp8_gemm_bench(torch: Any, m: int, n: int, k: int, phase: Phase, dev: Any, g
     Megatron's ``--fp8-format hybrid`` (NVIDIA's recipes): E4M3 in the forward, the gradient
     operand in E5M2 in the backward (dgrad: dY x W; wgrad: X^T x dY^T); the workload does not
     record the format, and ``e4m3`` runs E4M3 there on the same tensor-core path. A grouped GEMM runs
-    one GEMM per expert in turn, as TE's grouped GEMM does on Hopper (one cuBLAS call per
-    expert), so per-call costs are in the time. Block-scaled recipes (MXFP8, blockwise) are
+    one GEMM per expert over TE's compute streams, as TE's grouped GEMM does on Hopper
+    (:func:`per_expert_calls`), so per-call costs are in the time. Block-scaled recipes (MXFP8, blockwise) are
     other kernels and are not measured here (compute_profile.measure)."""
     e4m3, e5m2 = torch.float8_e4m3fn, torch.float8_e5m2
     fmt_a, fmt_b = {Phase.FWD: (e4m3, e4m3), Phase.BWD_INPUT: (e5m2, e4m3)}.get(phase, (e4m3, e5m2))

@@ -170,7 +170,7 @@ def measured_timeline(trace: KinetoTrace, rank: int | None = None, step: int | S
     records only its group size, when exactly one group has that size.
     """
     rt = trace.rank(rank) if rank is not None else trace.ranks[0]
-    st = rt.median_of(None if step is None else [step] if isinstance(step, int) else step)
+    st = rt.median_of((step,) if isinstance(step, int) else step)
     sizes = _group_sizes(parallel or {})
     ops = []
     for o in rt.step_ops(st.number):

@@ -238,9 +238,9 @@ def find_gpu(name: str) -> GpuSpec | None:
 
 
 def get_gpu(name: str) -> GpuSpec:
-    if not isinstance(name, str):
-        raise ConfigError("gpu", name, f"a GPU name; valid: {', '.join(sorted(GPUS) + sorted(ALIASES))}")
-    key = ALIASES.get(name.lower(), name.lower())
-    if key not in GPUS:
-        raise ConfigError("gpu", name, f"valid: {', '.join(sorted(GPUS) + sorted(ALIASES))}")
-    return GPUS[key]
+    """The preset named ``name`` (or an alias); one clear error naming the valid ones otherwise."""
+    spec = find_gpu(name)
+    if spec is None:
+        valid = f"valid: {', '.join(sorted(GPUS) + sorted(ALIASES))}"
+        raise ConfigError("gpu", name, valid if isinstance(name, str) else f"a GPU name; {valid}")
+    return spec

@@ -390,7 +390,8 @@ for stability; Megatron-Bridge's nemotron_3_super_bf16_with_nvfp4_mixed keeps th
             raise ConfigError("attention_backend", self.attention_backend, "valid: flash, unfused")
         clip = self.clip_grad
         if isinstance(clip, bool) or not isinstance(clip, (int, float)) or not math.isfinite(clip) or clip < 0:
-            raise ConfigError("clip_grad", clip, "must be a number >= 0 (0 turns gradient clipping off; Megatron reads a negative one as off too)")
+            raise ConfigError("clip_grad", clip, "must be a number >= 0 (0 turns gradient clipping off; "
+                                                 "Megatron reads a negative one as off too)")
         if self.optimizer not in OPTIMIZERS:
             raise ConfigError("optimizer", self.optimizer, f"valid: {', '.join(OPTIMIZERS)}")
         if self.optimizer == "distributed_fused_adam" and not self.distributed_optimizer:
